@@ -1,0 +1,79 @@
+// Command forklab counts what a recovery step does to an agent — rescues,
+// harms, net — by forking checkpointed runs into "recovery off" and
+// "recovery on", and serves the session log those agents write to.
+//
+// Each subcommand lives in its own file and registers itself with the root
+// command in an init function; this file holds only the root and the mapping
+// from errors to exit statuses: 0 success, 1 a failure of the run itself, 2
+// bad input (unknown flags, malformed values, unusable paths).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// version is the forklab release recorded in every manifest.
+const version = "0.1.0"
+
+var rootCmd = &cobra.Command{
+	Use:           "forklab",
+	Short:         "Fork checkpointed agent runs and count rescues and harms; serve the session log",
+	Version:       version,
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+func init() {
+	rootCmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageErr("%v (see 'forklab %s --help')", err, c.Name())
+	})
+}
+
+// inputError marks an error caused by the user's input; it exits with status 2.
+type inputError struct{ err error }
+
+func (e inputError) Error() string { return e.err.Error() }
+func (e inputError) Unwrap() error { return e.err }
+
+// usageErr builds an inputError from a format string.
+func usageErr(format string, args ...any) error {
+	return inputError{fmt.Errorf(format, args...)}
+}
+
+// asInput marks err as caused by bad input, keeping nil as nil.
+func asInput(err error) error {
+	if err == nil {
+		return nil
+	}
+	return inputError{err}
+}
+
+func main() {
+	err := rootCmd.Execute()
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "forklab:", err)
+	var in inputError
+	if errors.As(err, &in) || isCobraUsage(err) {
+		os.Exit(2)
+	}
+	os.Exit(1)
+}
+
+// isCobraUsage reports errors cobra raises itself for unknown commands or
+// wrong argument counts, which are usage errors.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "unknown flag", "unknown shorthand"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
