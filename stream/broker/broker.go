@@ -1,0 +1,81 @@
+// Package broker runs the embedded Kafka-protocol broker the session log
+// uses when no --brokers are given: franz-go's kfake, one node, persisted to
+// a data directory with every produced batch fsynced before it is
+// acknowledged (kfake.SyncWrites), so an acknowledged append survives a
+// crash of the process.
+//
+// It is a real Kafka wire-protocol server: kafka-go talks to it as to any
+// broker, and so do kcat and other Kafka tools.
+package broker
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// Config configures the embedded broker.
+type Config struct {
+	// DataDir is where the broker persists its log; created if missing.
+	DataDir string
+	// Port to listen on at 127.0.0.1; 0 picks a free one.
+	Port int
+	// MaxMessageBytes is the broker's message.max.bytes: the largest
+	// record batch it accepts. Default 16 MiB.
+	MaxMessageBytes int
+	// NoSync turns off the fsync of every batch (tests that do not crash).
+	NoSync bool
+}
+
+// Broker is a running embedded broker.
+type Broker struct {
+	c   *kfake.Cluster
+	dir string
+}
+
+// Start starts the broker, reloading whatever DataDir holds.
+func Start(cfg Config) (*Broker, error) {
+	if cfg.DataDir == "" {
+		return nil, fmt.Errorf("embedded broker: no data directory")
+	}
+	dir := filepath.Join(cfg.DataDir, "kafka")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("embedded broker: %w", err)
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = 16 << 20
+	}
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.DataDir(dir),
+		kfake.ClusterID("forklab-embedded"),
+		kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(cfg.MaxMessageBytes)}),
+	}
+	if cfg.Port > 0 {
+		opts = append(opts, kfake.Ports(cfg.Port))
+	}
+	if !cfg.NoSync {
+		opts = append(opts, kfake.SyncWrites())
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker in %s: %w", dir, err)
+	}
+	return &Broker{c: c, dir: dir}, nil
+}
+
+// Addrs are the broker's listen addresses, host:port.
+func (b *Broker) Addrs() []string { return b.c.ListenAddrs() }
+
+// Dir is the directory the broker persists to.
+func (b *Broker) Dir() string { return b.dir }
+
+// Cluster exposes the kfake cluster, for fault injection in tests
+// (Cluster.Fault) and for retention (Cluster.DeleteRecords).
+func (b *Broker) Cluster() *kfake.Cluster { return b.c }
+
+// Close shuts the broker down, syncing its files.
+func (b *Broker) Close() { b.c.Close() }

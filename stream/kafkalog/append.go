@@ -1,0 +1,153 @@
+package kafkalog
+
+import (
+	"context"
+
+	"github.com/forklab/forklab/stream/fence"
+)
+
+// AppendRequest is a parsed POST (protocol §5.2, §5.3).
+type AppendRequest struct {
+	Name        string
+	ContentType string // "" when absent; required when Body is not empty
+	Body        []byte
+	Close       bool // Stream-Closed: true
+	// Producer headers (§5.2.1), all or none.
+	HasProducer bool
+	ProducerID  string
+	Epoch, Seq  int64
+	StreamSeq   string // Stream-Seq, "" when absent
+}
+
+// Outcome says what an accepted append did.
+type Outcome int
+
+const (
+	// Appended: the body was written (and the stream closed, if asked).
+	Appended Outcome = iota + 1
+	// ClosedOnly: a close without data was written.
+	ClosedOnly
+	// AlreadyClosed: a close-only request on a closed stream; nothing written.
+	AlreadyClosed
+	// Duplicate: an idempotent producer repeated an accepted seq; nothing
+	// written.
+	Duplicate
+)
+
+// AppendResult reports an append, accepted or refused.
+type AppendResult struct {
+	Outcome Outcome
+	// Tail is the tail offset after the request (on refusals, the current
+	// tail: the protocol sends it with a closed-stream 409).
+	Tail   Offset
+	Closed bool
+	// ProducerEpoch and ProducerSeq are the Producer-Epoch and Producer-Seq
+	// response headers: the epoch in force and the highest seq accepted in
+	// it; on a stale-epoch 403, ProducerEpoch is the current epoch.
+	ProducerEpoch, ProducerSeq int64
+	HasProducer                bool
+	// ExpectedSeq and ReceivedSeq accompany a sequence gap (409).
+	ExpectedSeq, ReceivedSeq int64
+	SeqGap                   bool
+}
+
+// Append appends to a stream, closes it, or both, under the protocol's rules
+// for closure (§5.2, §5.3), content type, Stream-Seq and idempotent
+// producers (§5.2.1). It answers only after Kafka acknowledged the record.
+func (l *Log) Append(ctx context.Context, req AppendRequest) (AppendResult, error) {
+	s, err := l.lookup(req.Name)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	s.touch()
+	var res AppendResult
+	var rerr error
+	r := &record{
+		op: opAppend, stream: req.Name, gen: s.meta.gen, contentType: s.meta.contentType,
+		value: req.Body, closed: req.Close, streamSeq: req.StreamSeq, ttl: -1, forkCut: -1, forkCutKoff: -1,
+		hasProducer: req.HasProducer, producerID: req.ProducerID, epoch: req.Epoch, seq: req.Seq,
+	}
+	if len(req.Body) == 0 {
+		r.op = opClose
+	}
+	err = l.parts[s.meta.part].submit(ctx, &op{size: len(req.Body) + 512, decide: func(t *tx) *pending {
+		p, rs, e := l.decideAppend(t, s, req, r)
+		res, rerr = rs, e
+		return p
+	}})
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if rerr == nil && res.Outcome != Duplicate && res.Outcome != AlreadyClosed {
+		// The commit made the write visible; report the tail it produced.
+		v := s.snapshot()
+		res.Tail = Offset{s.meta.part, v.tail}
+		res.Closed = v.closed
+	}
+	return res, rerr
+}
+
+// decideAppend runs on the partition goroutine.
+func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, r *record) (*pending, AppendResult, error) {
+	v := s.snapshot()
+	res := AppendResult{Tail: Offset{s.meta.part, v.tail}, Closed: s.w.closed}
+	if s.w.deleted {
+		if s.w.soft {
+			return nil, res, errSoftGone
+		}
+		return nil, res, errNotFound
+	}
+	// Closed first (§5.2 Error Precedence), except the exact request that
+	// closed it, which is a duplicate.
+	if s.w.closed {
+		res.Closed = true
+		if req.HasProducer && s.w.closer != nil && *s.w.closer == (producerTuple{req.ProducerID, req.Epoch, req.Seq}) {
+			st := s.w.producers[req.ProducerID]
+			res.Outcome, res.HasProducer, res.ProducerEpoch, res.ProducerSeq = Duplicate, true, st.Epoch, st.LastSeq
+			return nil, res, nil
+		}
+		if len(req.Body) == 0 && req.Close {
+			res.Outcome = AlreadyClosed
+			return nil, res, nil
+		}
+		return nil, res, errf(Conflict, "stream is closed")
+	}
+	if len(req.Body) > 0 && !SameContentType(req.ContentType, s.meta.contentType) {
+		return nil, res, errf(Conflict, "content type %q does not match the stream's %q", req.ContentType, s.meta.contentType)
+	}
+	if req.HasProducer {
+		d := fence.Decide(s.w.producers[req.ProducerID], fence.Request{Epoch: req.Epoch, Seq: req.Seq})
+		res.HasProducer = true
+		res.ProducerEpoch, res.ProducerSeq = d.CurrentEpoch, d.HighestSeq
+		switch d.Verdict {
+		case fence.StaleEpoch:
+			return nil, res, errf(Fenced, "producer %q epoch %d is stale: epoch %d has taken over", req.ProducerID, req.Epoch, d.CurrentEpoch)
+		case fence.BadEpochStart:
+			return nil, res, errf(BadRequest, "producer %q epoch %d must start at seq 0, got %d", req.ProducerID, req.Epoch, req.Seq)
+		case fence.SeqGap:
+			res.SeqGap, res.ExpectedSeq, res.ReceivedSeq = true, d.ExpectedSeq, req.Seq
+			return nil, res, errf(Conflict, "producer %q seq %d skips ahead: expected %d", req.ProducerID, req.Seq, d.ExpectedSeq)
+		case fence.Duplicate:
+			res.Outcome = Duplicate
+			return nil, res, nil
+		}
+	}
+	if req.StreamSeq != "" && s.w.streamSeq != "" && req.StreamSeq <= s.w.streamSeq {
+		return nil, res, errf(Conflict, "Stream-Seq %q is not greater than the last one, %q", req.StreamSeq, s.w.streamSeq)
+	}
+	t.touch(s)
+	r.rec = s.w.nextRec
+	s.applyW(r)
+	if len(req.Body) > 0 {
+		res.Outcome = Appended
+	} else {
+		res.Outcome = ClosedOnly
+	}
+	part := s.meta.part
+	return &pending{rec: r, commit: func(koff int64) {
+		if len(r.value) > 0 {
+			l.cache.put(part, koff, r.value)
+		}
+		s.applyR(r, koff)
+	}}, res, nil
+}

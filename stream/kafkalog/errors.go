@@ -1,0 +1,64 @@
+package kafkalog
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind classifies a refusal so the HTTP layer can pick the protocol's
+// status code for it.
+type Kind int
+
+const (
+	// BadRequest: malformed or out-of-range input (HTTP 400).
+	BadRequest Kind = iota + 1
+	// NotFound: no such stream (HTTP 404).
+	NotFound
+	// Gone: the stream is soft-deleted, or the offset is older than what
+	// Kafka still retains (HTTP 410).
+	Gone
+	// Conflict: the request contradicts the stream's state: different
+	// create configuration, closed stream, content-type mismatch, Stream-Seq
+	// regression, producer seq gap (HTTP 409).
+	Conflict
+	// Fenced: a producer epoch older than the current one (HTTP 403).
+	Fenced
+	// Unavailable: Kafka did not acknowledge the write (HTTP 503). Nothing
+	// is acknowledged; the caller may retry.
+	Unavailable
+)
+
+// Error is a refusal with its Kind and a short reason for the client.
+type Error struct {
+	Kind Kind
+	Msg  string
+	Err  error // underlying cause, if any
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func errf(k Kind, format string, args ...any) *Error {
+	return &Error{Kind: k, Msg: fmt.Sprintf(format, args...)}
+}
+
+// KindOf returns the Kind of err, or 0 if err is not a refusal.
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return 0
+}
+
+var (
+	errNotFound  = errf(NotFound, "stream not found")
+	errSoftGone  = errf(Gone, "stream was deleted (its data is kept for its forks)")
+	errRetention = errf(Gone, "offset is older than the retained range of the log")
+)

@@ -1,0 +1,360 @@
+// Package kafkalog stores Durable Streams in Kafka: it is the mapping from
+// streams, appends, producer fencing, forks and closure onto records of one
+// Kafka topic, and the in-memory index that is rebuilt from that topic.
+//
+// # Layout
+//
+// All streams share one data topic (default "forklab.streams") with a small,
+// fixed number of partitions. A stream lives in exactly one partition: a root
+// stream in the partition its name hashes to (murmur2, Kafka's default
+// partitioner), a fork in its source's partition. Every operation on a
+// stream is one record keyed by the stream name:
+//
+//	create  the stream's configuration, and its initial bytes as the value
+//	append  the appended bytes as the value, producer headers when sent
+//	close   closes the stream (an append can close it too: stream-closed: true)
+//	delete  removes the stream (TTL expiry writes one too)
+//
+// Headers name the stream, the operation, the stream generation (how many
+// times the name has been created) and a record number within the generation.
+// See record.go for the exact names.
+//
+// A stream offset is the partition and the Kafka offset of the position (see
+// Offset). The tail offset is one past the stream's last data record. A fork
+// shares its source's partition, so the offsets it inherits and the ones its
+// own appends get are in one Kafka offset space, as the protocol requires.
+//
+// # Writes
+//
+// Each partition has one goroutine that decides every write against the
+// current state (the fence rules, closure, content type, Stream-Seq), writes
+// the accepted records in one produce request with acks=all, and only then
+// makes them visible and answers. Requests that arrive while a produce is in
+// flight are decided and written together in the next one: group commit, so
+// one synced write on the broker carries many streams' appends.
+//
+// # Duplicates and crashes
+//
+// kafka-go's Writer retries a produce whose answer it lost, and the first
+// attempt may have been written: a record can be in Kafka twice. The record
+// number makes the copy recognisable: the index keeps the later copy (the
+// one the Writer reported) and never serves the earlier one. After a failed
+// write, and on every start, the partition goroutine re-reads Kafka from the
+// last position it knows and applies what it finds, so its state is exactly
+// what Kafka holds.
+package kafkalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Config configures a Log.
+type Config struct {
+	// Brokers are Kafka bootstrap addresses, host:port.
+	Brokers []string
+	// Topic is the data topic; default "forklab.streams".
+	Topic string
+	// Partitions is the partition count used when the topic is created;
+	// an existing topic keeps its own. Default 1.
+	Partitions int
+	// ReplicationFactor for a created topic; -1 (default) takes the
+	// broker's default.
+	ReplicationFactor int
+	// MaxRecordBytes bounds one record's value (an append body); default
+	// 1 MiB. The topic is created with max.message.bytes large enough for it.
+	MaxRecordBytes int
+	// MaxBatchBytes bounds the values group-committed in one produce
+	// request; default 4 MiB.
+	MaxBatchBytes int
+	// CacheBytes bounds record values kept in memory; older values are read
+	// back from Kafka when needed. Default 256 MiB.
+	CacheBytes int64
+	// Logf logs operational events; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+func (c *Config) defaults() {
+	if c.Topic == "" {
+		c.Topic = "forklab.streams"
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 1
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = -1
+	}
+	if c.MaxRecordBytes <= 0 {
+		c.MaxRecordBytes = 1 << 20
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = 4 << 20
+	}
+	if c.MaxBatchBytes < c.MaxRecordBytes+64<<10 {
+		c.MaxBatchBytes = c.MaxRecordBytes + 64<<10
+	}
+	if c.CacheBytes <= 0 {
+		c.CacheBytes = 256 << 20
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+}
+
+// Log is the set of streams stored in one Kafka topic.
+type Log struct {
+	cfg       Config
+	client    *kafka.Client
+	transport *kafka.Transport
+	parts     []*partition
+	cache     *cache
+
+	adminMu sync.Mutex // serialises creates and deletes
+
+	mu      sync.RWMutex
+	streams map[string]*stream
+	gens    map[string]int64 // highest generation seen per name
+	removed map[string]int64 // highest generation deleted per name
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Open connects to Kafka, creates the data topic if it is missing and
+// rebuilds every stream from the topic before returning.
+func Open(ctx context.Context, cfg Config) (*Log, error) {
+	cfg.defaults()
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("kafkalog: no brokers")
+	}
+	tr := &kafka.Transport{DialTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MetadataTTL: 5 * time.Second}
+	l := &Log{
+		cfg:       cfg,
+		transport: tr,
+		client:    &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: tr, Timeout: 10 * time.Second},
+		cache:     newCache(cfg.CacheBytes),
+		streams:   map[string]*stream{},
+		gens:      map[string]int64{},
+		removed:   map[string]int64{},
+		stop:      make(chan struct{}),
+	}
+	n, err := l.ensureTopic(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for p := 0; p < n; p++ {
+		l.parts = append(l.parts, newPartition(l, int32(p)))
+	}
+	for _, p := range l.parts {
+		if err := p.catchUp(ctx, true); err != nil {
+			l.closeWriters()
+			return nil, fmt.Errorf("rebuild partition %d of %s: %w", p.id, cfg.Topic, err)
+		}
+	}
+	now := time.Now()
+	for _, s := range l.streams {
+		s.touch() // a restart opens a fresh TTL window; reads are not logged
+		_ = now
+	}
+	for _, p := range l.parts {
+		l.wg.Add(1)
+		go p.run()
+	}
+	l.wg.Add(1)
+	go l.expireLoop()
+	return l, nil
+}
+
+// Close stops the partition goroutines and the Kafka writers. Requests in
+// flight are answered first.
+func (l *Log) Close() error {
+	select {
+	case <-l.stop:
+		return nil
+	default:
+	}
+	close(l.stop)
+	l.wg.Wait()
+	l.closeWriters()
+	return nil
+}
+
+func (l *Log) closeWriters() {
+	for _, p := range l.parts {
+		p.writer.Close()
+	}
+	l.transport.CloseIdleConnections()
+}
+
+// Topic is the data topic's name.
+func (l *Log) Topic() string { return l.cfg.Topic }
+
+// Partitions is the data topic's partition count.
+func (l *Log) Partitions() int { return len(l.parts) }
+
+// MaxRecordBytes is the largest append body the log stores.
+func (l *Log) MaxRecordBytes() int { return l.cfg.MaxRecordBytes }
+
+// ensureTopic creates the data topic if needed and returns its partition count.
+func (l *Log) ensureTopic(ctx context.Context) (int, error) {
+	if n, err := l.topicPartitions(ctx); err == nil && n > 0 {
+		return n, nil
+	}
+	maxMsg := l.cfg.MaxBatchBytes + 1<<20
+	res, err := l.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+		Topic:             l.cfg.Topic,
+		NumPartitions:     l.cfg.Partitions,
+		ReplicationFactor: l.cfg.ReplicationFactor,
+		ConfigEntries: []kafka.ConfigEntry{
+			// Keys are stream names: compaction would keep one record
+			// per stream. Retention by time or size only.
+			{ConfigName: "cleanup.policy", ConfigValue: "delete"},
+			{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(maxMsg)},
+		},
+	}}})
+	if err != nil {
+		return 0, fmt.Errorf("create topic %s: %w", l.cfg.Topic, err)
+	}
+	if e := res.Errors[l.cfg.Topic]; e != nil && !errors.Is(e, kafka.TopicAlreadyExists) {
+		return 0, fmt.Errorf("create topic %s: %w", l.cfg.Topic, e)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := l.topicPartitions(ctx)
+		if err == nil && n > 0 {
+			return n, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("topic %s not visible after creation: %v", l.cfg.Topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (l *Log) topicPartitions(ctx context.Context) (int, error) {
+	md, err := l.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{l.cfg.Topic}})
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range md.Topics {
+		if t.Name == l.cfg.Topic {
+			if t.Error != nil {
+				return 0, t.Error
+			}
+			return len(t.Partitions), nil
+		}
+	}
+	return 0, fmt.Errorf("topic %s not found", l.cfg.Topic)
+}
+
+// rootPartition is the partition a root stream named name lives in: Kafka's
+// default (murmur2) partitioner over the name, so Kafka clients that route
+// by key agree.
+func (l *Log) rootPartition(name string) int32 {
+	ps := make([]int, len(l.parts))
+	for i := range ps {
+		ps[i] = i
+	}
+	return int32(kafka.Murmur2Balancer{}.Balance(kafka.Message{Key: []byte(name)}, ps...))
+}
+
+// lookup returns the live stream named name: NotFound when there is none or
+// its TTL or expiry has passed, Gone when it is soft-deleted.
+func (l *Log) lookup(name string) (*stream, error) {
+	l.mu.RLock()
+	s := l.streams[name]
+	l.mu.RUnlock()
+	if s == nil {
+		return nil, errNotFound
+	}
+	v := s.snapshot()
+	if v.removed {
+		return nil, errNotFound
+	}
+	if v.soft {
+		return nil, errSoftGone
+	}
+	if s.expired(time.Now()) {
+		return nil, errNotFound
+	}
+	return s, nil
+}
+
+// Info is a stream's metadata, what HEAD reports.
+type Info struct {
+	Name        string
+	ContentType string
+	Tail        Offset
+	Closed      bool
+	TTL         int64 // seconds; -1 when none
+	ExpiresAt   time.Time
+	// ID identifies the stream generation, for ETags.
+	ID string
+	// ForkedFrom is the source stream of a fork, "" for a root.
+	ForkedFrom string
+}
+
+func (s *stream) info() Info {
+	v := s.snapshot()
+	return Info{
+		Name:        s.meta.name,
+		ContentType: s.meta.contentType,
+		Tail:        Offset{s.meta.part, v.tail},
+		Closed:      v.closed,
+		TTL:         s.meta.ttl,
+		ExpiresAt:   s.meta.expiresAt,
+		ID:          streamID(s.meta.name, s.meta.gen),
+		ForkedFrom:  s.meta.forkedFrom,
+	}
+}
+
+// streamID is a short, stable identifier of one stream generation.
+func streamID(name string, gen int64) string {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return fmt.Sprintf("%016x.%d", h.Sum64(), gen)
+}
+
+// Head returns a stream's metadata. It does not reset the stream's TTL.
+func (l *Log) Head(name string) (Info, error) {
+	s, err := l.lookup(name)
+	if err != nil {
+		return Info{}, err
+	}
+	return s.info(), nil
+}
+
+// Names lists the live streams, sorted.
+func (l *Log) Names() []string {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var out []string
+	for n, s := range l.streams {
+		if !s.snapshot().soft {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Location reports where a stream's records are: topic and partition.
+func (l *Log) Location(name string) (topic string, partition int32, err error) {
+	s, err := l.lookup(name)
+	if err != nil {
+		return "", 0, err
+	}
+	return l.cfg.Topic, s.meta.part, nil
+}
+
+// BrokerAddr is a bootstrap address of the Kafka cluster.
+func (l *Log) BrokerAddr() net.Addr { return kafka.TCP(l.cfg.Brokers...) }

@@ -1,0 +1,239 @@
+package kafkalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// partition owns the writes to one partition of the data topic. Its
+// goroutine (run) is the only one that decides writes for the streams in the
+// partition, which serialises validation and append per (stream, producer) as
+// the protocol requires (§5.2.1, Concurrency Requirements).
+type partition struct {
+	l      *Log
+	id     int32
+	writer *kafka.Writer
+	ops    chan *op
+
+	next     int64        // Kafka offset after the last record applied to the state
+	logStart atomic.Int64 // the partition's log start offset, as last seen
+
+	completedMu sync.Mutex
+	completed   []kafka.Message
+}
+
+// op is one write request handed to the partition goroutine.
+type op struct {
+	// decide runs on the partition goroutine against the state including
+	// everything decided earlier in the same batch. It returns the record to
+	// write, or nil when the request needs no write (a refusal or a
+	// duplicate), and what to do once the record is in Kafka.
+	decide func(t *tx) *pending
+	size   int // bytes the op may add to a produce request
+	done   chan error
+}
+
+// pending is a decided write.
+type pending struct {
+	rec    *record
+	commit func(koff int64) // runs on the partition goroutine after acks=all
+}
+
+// tx remembers the write state of every stream a batch touched, to put it
+// back if the produce fails.
+type tx struct {
+	undo map[*stream]wstate
+}
+
+// touch snapshots s's write state before a decision changes it.
+func (t *tx) touch(s *stream) {
+	if _, ok := t.undo[s]; !ok {
+		t.undo[s] = s.w.clone()
+	}
+}
+
+func newPartition(l *Log, id int32) *partition {
+	p := &partition{l: l, id: id, ops: make(chan *op, 4096)}
+	p.writer = &kafka.Writer{
+		Addr:         kafka.TCP(l.cfg.Brokers...),
+		Topic:        l.cfg.Topic,
+		Balancer:     fixedPartition(id),
+		RequiredAcks: kafka.RequireAll,
+		// One WriteMessages call is one produce request: the batch is
+		// flushed as soon as the call has added its messages.
+		BatchSize:       1 << 20,
+		BatchBytes:      int64(l.cfg.MaxBatchBytes) + 1<<20,
+		BatchTimeout:    time.Microsecond,
+		MaxAttempts:     5,
+		WriteBackoffMin: 20 * time.Millisecond,
+		WriteBackoffMax: 500 * time.Millisecond,
+		ReadTimeout:     10 * time.Second,
+		WriteTimeout:    10 * time.Second,
+		Transport:       l.transport,
+		Completion: func(msgs []kafka.Message, err error) {
+			if err != nil {
+				return
+			}
+			p.completedMu.Lock()
+			p.completed = append(p.completed, msgs...)
+			p.completedMu.Unlock()
+		},
+	}
+	return p
+}
+
+// fixedPartition is a kafka.Balancer that sends every message to one
+// partition: the stream's partition is decided by the log, not by the key
+// (a fork lives in its source's partition).
+type fixedPartition int32
+
+func (f fixedPartition) Balance(_ kafka.Message, partitions ...int) int { return int(f) }
+
+// submit hands o to the partition goroutine and waits for its answer.
+func (p *partition) submit(ctx context.Context, o *op) error {
+	o.done = make(chan error, 1)
+	select {
+	case p.ops <- o:
+	case <-p.l.stop:
+		return errf(Unavailable, "log is shutting down")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued the op will be answered; wait for it even if ctx ends,
+	// so a caller never abandons a write that may still be acknowledged.
+	return <-o.done
+}
+
+// run is the partition goroutine: group commit of everything queued.
+func (p *partition) run() {
+	defer p.l.wg.Done()
+	var backlog []*op
+	for {
+		if len(backlog) == 0 {
+			select {
+			case o := <-p.ops:
+				backlog = append(backlog, o)
+			case <-p.l.stop:
+				p.drain()
+				return
+			}
+		}
+	more:
+		for {
+			select {
+			case o := <-p.ops:
+				backlog = append(backlog, o)
+			default:
+				break more
+			}
+		}
+		// Take as many ops as fit in one produce request.
+		n, bytes := 0, 0
+		for n < len(backlog) && (n == 0 || bytes+backlog[n].size <= p.l.cfg.MaxBatchBytes) {
+			bytes += backlog[n].size
+			n++
+		}
+		batch := backlog[:n]
+		p.flush(batch)
+		backlog = append(backlog[:0], backlog[n:]...)
+	}
+}
+
+// drain answers whatever is still queued at shutdown.
+func (p *partition) drain() {
+	for {
+		select {
+		case o := <-p.ops:
+			o.done <- errf(Unavailable, "log is shutting down")
+		default:
+			return
+		}
+	}
+}
+
+// flush decides a batch of ops, writes the accepted records in one produce
+// request and answers every op once Kafka has acknowledged them (or failed).
+func (p *partition) flush(ops []*op) {
+	t := &tx{undo: map[*stream]wstate{}}
+	var writes []*pending
+	for _, o := range ops {
+		if w := o.decide(t); w != nil {
+			writes = append(writes, w)
+		}
+	}
+	var err error
+	if len(writes) > 0 {
+		var offsets []int64
+		offsets, err = p.write(writes)
+		if err == nil {
+			for i, w := range writes {
+				w.commit(offsets[i])
+			}
+			p.next = offsets[len(offsets)-1] + 1
+		} else {
+			for s, w := range t.undo {
+				s.w = w
+			}
+			p.l.cfg.Logf("kafkalog: write to %s/%d failed, resyncing from Kafka: %v", p.l.cfg.Topic, p.id, err)
+			err = &Error{Kind: Unavailable, Msg: "Kafka did not acknowledge the write; nothing was acknowledged, retry", Err: err}
+		}
+	}
+	for _, o := range ops {
+		o.done <- err
+	}
+	if err != nil {
+		// Whatever part of the batch reached Kafka is in the log: apply it,
+		// so the state is what Kafka holds before anything else is decided.
+		for {
+			cerr := p.catchUp(context.Background(), false)
+			if cerr == nil {
+				break
+			}
+			p.l.cfg.Logf("kafkalog: resync %s/%d: %v; retrying", p.l.cfg.Topic, p.id, cerr)
+			select {
+			case <-p.l.stop:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// write produces the records with acks=all and returns their offsets.
+func (p *partition) write(ws []*pending) ([]int64, error) {
+	msgs := make([]kafka.Message, len(ws))
+	for i, w := range ws {
+		msgs[i] = w.rec.message()
+	}
+	p.completedMu.Lock()
+	p.completed = p.completed[:0]
+	p.completedMu.Unlock()
+	if err := p.writer.WriteMessages(context.Background(), msgs...); err != nil {
+		return nil, err
+	}
+	p.completedMu.Lock()
+	done := append([]kafka.Message(nil), p.completed...)
+	p.completedMu.Unlock()
+	if len(done) != len(msgs) {
+		return nil, fmt.Errorf("writer reported %d of %d messages written", len(done), len(msgs))
+	}
+	offsets := make([]int64, len(done))
+	for i, m := range done {
+		if int32(m.Partition) != p.id {
+			return nil, fmt.Errorf("message written to partition %d, want %d", m.Partition, p.id)
+		}
+		offsets[i] = m.Offset
+	}
+	for i := 1; i < len(offsets); i++ {
+		if offsets[i] <= offsets[i-1] {
+			return nil, errors.New("writer reported offsets out of order")
+		}
+	}
+	return offsets, nil
+}

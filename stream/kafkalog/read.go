@@ -1,0 +1,325 @@
+package kafkalog
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Start is the read position "-1": the beginning of the stream (§8).
+var Start = Offset{Partition: -1, Pos: -1}
+
+// ReadRequest is a parsed GET (§5.6).
+type ReadRequest struct {
+	Name string
+	// From is where to read from; Start for the beginning.
+	From Offset
+	// FromTail reads from the current tail (offset=now).
+	FromTail bool
+	// MaxBytes bounds the data returned; at least one record is returned
+	// when any is available.
+	MaxBytes int
+}
+
+// ReadResult is one chunk of a stream.
+type ReadResult struct {
+	// Data is the chunk: the bytes as appended, or for JSON streams one
+	// JSON array of the messages (§9.1.5).
+	Data []byte
+	// Records is how many records the chunk holds.
+	Records int
+	// From is the offset the chunk starts at and Next the one to read from
+	// next (Stream-Next-Offset).
+	From, Next Offset
+	// UpToDate: the chunk reaches the tail as of the read.
+	UpToDate bool
+	// Closed: the stream is closed and the chunk reaches its final offset.
+	Closed      bool
+	ContentType string
+	JSON        bool
+	// ID identifies the stream generation, for ETags.
+	ID string
+}
+
+// Read returns the stream's data from req.From, up to req.MaxBytes. It
+// resets the stream's TTL. Reading from before what Kafka retains is a Gone
+// error; from past the tail a BadRequest.
+func (l *Log) Read(ctx context.Context, req ReadRequest) (ReadResult, error) {
+	s, err := l.lookup(req.Name)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	s.touch()
+	return l.readView(ctx, s, s.snapshot(), req)
+}
+
+func (l *Log) readView(ctx context.Context, s *stream, v view, req ReadRequest) (ReadResult, error) {
+	part := s.meta.part
+	res := ReadResult{ContentType: s.meta.contentType, JSON: s.meta.json, ID: streamID(s.meta.name, s.meta.gen)}
+	pos := int64(-1)
+	switch {
+	case req.FromTail:
+		pos = v.tail
+	case req.From != Start:
+		pos = position(req.From, part)
+	}
+	if pos > v.tail {
+		return res, errf(BadRequest, "offset %s is beyond the stream's tail %s", req.From, Offset{part, v.tail})
+	}
+	i := firstAtOrAfter(v.entries, pos)
+	// Retention: Kafka has dropped records below the log start offset. A
+	// read that would start in the dropped range is refused rather than
+	// silently skipping it (§5.6: 410 Gone).
+	ls := l.parts[part].logStart.Load()
+	if lost := s.meta.trimmed || (len(v.entries) > 0 && v.entries[0].koff < ls); lost && pos < ls {
+		return res, errRetention
+	}
+	if pos < 0 {
+		res.From = Offset{part, 0}
+		if len(v.entries) > 0 {
+			res.From = Offset{part, v.entries[0].koff}
+		}
+	} else {
+		res.From = Offset{part, pos}
+	}
+	// Gather entries up to MaxBytes (sizes are known only once read, so
+	// read in steps).
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = 1 << 20
+	}
+	var chunks [][]byte
+	total, j := 0, i
+	for j < len(v.entries) && total < maxBytes {
+		step := min(len(v.entries)-j, 4096)
+		vals, err := l.values(ctx, part, v.entries[j:j+step])
+		if err != nil {
+			return res, err
+		}
+		for k, val := range vals {
+			if total > 0 && total+len(val) > maxBytes {
+				step = k
+				break
+			}
+			e := v.entries[j+k]
+			if s.meta.json {
+				val = jsonInner(val)
+			}
+			if e.cut >= 0 && int(e.cut) <= len(val) {
+				val = val[:e.cut]
+			}
+			chunks = append(chunks, val)
+			total += len(val)
+		}
+		j += step
+	}
+	res.Records = j - i
+	if j >= len(v.entries) {
+		res.Next = Offset{part, v.tail}
+		res.UpToDate = true
+		res.Closed = v.closed
+	} else {
+		res.Next = Offset{part, v.entries[j-1].koff + 1}
+	}
+	if s.meta.json {
+		n := 2
+		for _, c := range chunks {
+			n += len(c) + 1
+		}
+		buf := make([]byte, 0, n)
+		buf = append(buf, '[')
+		first := true
+		for _, c := range chunks {
+			if len(c) == 0 {
+				continue
+			}
+			if !first {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, c...)
+			first = false
+		}
+		res.Data = append(buf, ']')
+	} else {
+		buf := make([]byte, 0, total)
+		for _, c := range chunks {
+			buf = append(buf, c...)
+		}
+		res.Data = buf
+	}
+	return res, nil
+}
+
+// Wait blocks until the stream has data at or after the read position, is
+// closed, deleted, or until ctx ends or timeout passes; then it reads like
+// Read. It is the long-poll and SSE primitive (§5.7, §5.8): a fork wakes only
+// for its own appends.
+func (l *Log) Wait(ctx context.Context, req ReadRequest, timeout time.Duration) (ReadResult, error) {
+	s, err := l.lookup(req.Name)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	s.touch()
+	v := s.snapshot()
+	if req.FromTail {
+		req.From, req.FromTail = Offset{s.meta.part, v.tail}, false
+	}
+	pos := position(req.From, s.meta.part)
+	if req.From == Start {
+		pos = -1
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		if v.removed {
+			return ReadResult{}, errNotFound
+		}
+		if v.soft {
+			return ReadResult{}, errSoftGone
+		}
+		switch {
+		case firstAtOrAfter(v.entries, pos) < len(v.entries), v.closed:
+			// Data to return, or the end of a closed stream.
+			return l.readView(ctx, s, v, req)
+		case pos >= 0 && pos < v.tail:
+			// Nothing at or after pos, yet pos is short of the tail
+			// (the end of a fork's inherited data): answer at once
+			// with the tail rather than wait at a stale position.
+			return l.readView(ctx, s, v, req)
+		}
+		select {
+		case <-v.notify:
+			v = s.snapshot()
+		case <-timer.C:
+			return l.readView(ctx, s, v, req)
+		case <-ctx.Done():
+			return ReadResult{}, ctx.Err()
+		}
+	}
+}
+
+// EarliestOffset is the first offset of a stream that Kafka still retains.
+func (l *Log) EarliestOffset(name string) (Offset, error) {
+	s, err := l.lookup(name)
+	if err != nil {
+		return Offset{}, err
+	}
+	v := s.snapshot()
+	ls := l.parts[s.meta.part].logStart.Load()
+	i := firstAtOrAfter(v.entries, ls)
+	if i < len(v.entries) {
+		return Offset{s.meta.part, v.entries[i].koff}, nil
+	}
+	return Offset{s.meta.part, v.tail}, nil
+}
+
+// values returns the record values of es, from the cache or from Kafka.
+func (l *Log) values(ctx context.Context, part int32, es []entry) ([][]byte, error) {
+	out := make([][]byte, len(es))
+	var missing []int64
+	for i, e := range es {
+		if v, ok := l.cache.get(part, e.koff); ok {
+			out[i] = v
+		} else {
+			missing = append(missing, e.koff)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	got, err := l.fetchValues(ctx, part, missing)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range es {
+		if out[i] == nil {
+			v, ok := got[e.koff]
+			if !ok {
+				return nil, errRetention
+			}
+			out[i] = v
+		}
+	}
+	return out, nil
+}
+
+// fetchValues reads the values at the given Kafka offsets (ascending) from
+// the broker. A record below the log start offset is a Gone error.
+func (l *Log) fetchValues(ctx context.Context, part int32, koffs []int64) (map[int64][]byte, error) {
+	sort.Slice(koffs, func(i, j int) bool { return koffs[i] < koffs[j] })
+	want := make(map[int64]bool, len(koffs))
+	for _, k := range koffs {
+		want[k] = true
+	}
+	got := make(map[int64][]byte, len(koffs))
+	from := koffs[0]
+	last := koffs[len(koffs)-1]
+	for from <= last {
+		recs, _, hwm, err := l.fetchBatch(ctx, part, from, 4<<20)
+		if err != nil {
+			return nil, err
+		}
+		if len(recs) == 0 {
+			if from >= hwm {
+				break
+			}
+			continue
+		}
+		for _, f := range recs {
+			if want[f.koff] {
+				got[f.koff] = f.value
+				l.cache.put(part, f.koff, f.value)
+			}
+			from = f.koff + 1
+		}
+	}
+	return got, nil
+}
+
+// cache keeps recent record values in memory within a byte budget, oldest
+// out first. Kafka holds every value; the cache only saves fetches.
+type cache struct {
+	mu     sync.Mutex
+	budget int64
+	used   int64
+	m      map[cacheKey][]byte
+	fifo   []cacheKey
+}
+
+type cacheKey struct {
+	part int32
+	koff int64
+}
+
+func newCache(budget int64) *cache {
+	return &cache{budget: budget, m: map[cacheKey][]byte{}}
+}
+
+func (c *cache) get(part int32, koff int64) ([]byte, bool) {
+	c.mu.Lock()
+	v, ok := c.m[cacheKey{part, koff}]
+	c.mu.Unlock()
+	return v, ok
+}
+
+func (c *cache) put(part int32, koff int64, v []byte) {
+	k := cacheKey{part, koff}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; ok {
+		return
+	}
+	c.m[k] = v
+	c.fifo = append(c.fifo, k)
+	c.used += int64(len(v)) + 64
+	for c.used > c.budget && len(c.fifo) > 0 {
+		old := c.fifo[0]
+		c.fifo = c.fifo[1:]
+		c.used -= int64(len(c.m[old])) + 64
+		delete(c.m, old)
+	}
+	if cap(c.fifo) > 4*len(c.fifo)+1024 {
+		c.fifo = append([]cacheKey(nil), c.fifo...)
+	}
+}

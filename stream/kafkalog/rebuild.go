@@ -1,0 +1,218 @@
+package kafkalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+)
+
+// fetched is one record read back from the data topic.
+type fetched struct {
+	koff    int64
+	key     []byte
+	value   []byte
+	headers []kafka.Header
+	time    time.Time
+}
+
+// fetchBatch reads records of partition part from offset from, at most
+// maxBytes (the broker returns at least one record batch). It reports the
+// partition's log start offset and high watermark. A from below the log
+// start offset is an OFFSET_OUT_OF_RANGE from the broker, returned as
+// errRetention: kafka-go's Reader would silently move to the log start.
+func (l *Log) fetchBatch(ctx context.Context, part int32, from int64, maxBytes int) (recs []fetched, logStart, hwm int64, err error) {
+	res, err := l.client.Fetch(ctx, &kafka.FetchRequest{
+		Topic:     l.cfg.Topic,
+		Partition: int(part),
+		Offset:    from,
+		MinBytes:  1,
+		MaxBytes:  int64(maxBytes),
+		MaxWait:   10 * time.Millisecond,
+	})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if res.LogStartOffset > 0 {
+		l.parts[part].noteLogStart(res.LogStartOffset)
+	}
+	if res.Error != nil {
+		if errors.Is(res.Error, kafka.OffsetOutOfRange) {
+			return nil, res.LogStartOffset, res.HighWatermark, errRetention
+		}
+		return nil, 0, 0, res.Error
+	}
+	for {
+		r, err := res.Records.ReadRecord()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, 0, 0, fmt.Errorf("read records: %w", err)
+		}
+		if r.Offset < from {
+			continue
+		}
+		k, err := protocol.ReadAll(r.Key)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		v, err := protocol.ReadAll(r.Value)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		recs = append(recs, fetched{koff: r.Offset, key: k, value: v, headers: r.Headers, time: r.Time})
+	}
+	return recs, res.LogStartOffset, res.HighWatermark, nil
+}
+
+// logStart asks the broker for the partition's log start offset and high
+// watermark.
+func (l *Log) offsets(ctx context.Context, part int32) (logStart, hwm int64, err error) {
+	res, err := l.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{
+		l.cfg.Topic: {kafka.FirstOffsetOf(int(part)), kafka.LastOffsetOf(int(part))},
+	}})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, po := range res.Topics[l.cfg.Topic] {
+		if po.Partition == int(part) {
+			if po.Error != nil {
+				return 0, 0, po.Error
+			}
+			return po.FirstOffset, po.LastOffset, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("no offsets for %s/%d", l.cfg.Topic, part)
+}
+
+// noteLogStart records a log start offset the broker reported.
+func (p *partition) noteLogStart(ls int64) {
+	for {
+		cur := p.logStart.Load()
+		if ls <= cur || p.logStart.CompareAndSwap(cur, ls) {
+			return
+		}
+	}
+}
+
+// catchUp applies every record of the partition from p.next (from the log
+// start on the initial rebuild) up to the high watermark. It runs before the
+// partition goroutine starts, or on it after a failed write.
+func (p *partition) catchUp(ctx context.Context, initial bool) error {
+	start, hwm, err := p.l.offsets(ctx, p.id)
+	if err != nil {
+		return err
+	}
+	p.noteLogStart(start)
+	from := p.next
+	if initial || from < start {
+		from = start
+	}
+	n := 0
+	for from < hwm {
+		recs, _, _, err := p.l.fetchBatch(ctx, p.id, from, 8<<20)
+		if errors.Is(err, errRetention) {
+			// Retention moved the log start past from while we read.
+			s2, _, err2 := p.l.offsets(ctx, p.id)
+			if err2 != nil {
+				return err2
+			}
+			from = s2
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			break
+		}
+		for _, f := range recs {
+			r, ok, err := decodeRecord(f.key, f.value, f.headers, f.time)
+			if err != nil {
+				p.l.cfg.Logf("kafkalog: skipping record %s/%d@%d: %v", p.l.cfg.Topic, p.id, f.koff, err)
+			} else if ok {
+				p.l.apply(p.id, &r, f.koff)
+				n++
+			}
+			from = f.koff + 1
+		}
+	}
+	p.next = from
+	if initial {
+		p.l.cfg.Logf("kafkalog: partition %s/%d rebuilt: %d records from offset %d to %d", p.l.cfg.Topic, p.id, n, start, hwm)
+	}
+	return nil
+}
+
+// apply folds one record read back from Kafka into the state. It is the
+// rebuild's counterpart of the live decisions: both go through applyW,
+// applyR, install and remove, so a restart reaches the same state.
+func (l *Log) apply(part int32, r *record, koff int64) {
+	if r.op == opCreate {
+		l.applyCreate(part, r, koff)
+		return
+	}
+	l.mu.RLock()
+	s := l.streams[r.stream]
+	l.mu.RUnlock()
+	if s == nil || s.meta.gen != r.gen || s.meta.part != part {
+		if s == nil && r.op != opDelete && l.adoptable(r.stream, r.gen) {
+			// The create record fell out of retention; the stream goes on.
+			s = l.adoptTrimmed(part, r)
+		} else {
+			return // a record of an earlier generation, or a duplicate of a delete
+		}
+	}
+	if r.rec < s.w.nextRec {
+		s.moveDuplicate(r.rec, koff)
+		if len(r.value) > 0 {
+			l.cache.put(part, koff, r.value)
+		}
+		return
+	}
+	if r.rec > s.w.nextRec {
+		l.cfg.Logf("kafkalog: stream %q gen %d: record %d follows %d (records missing from Kafka)", r.stream, r.gen, r.rec, s.w.nextRec-1)
+	}
+	switch r.op {
+	case opAppend, opClose:
+		s.applyW(r)
+		if len(r.value) > 0 {
+			l.cache.put(part, koff, r.value)
+		}
+		s.applyR(r, koff)
+	case opDelete:
+		s.w.nextRec = r.rec + 1
+		l.applyDelete(s)
+	}
+}
+
+// adoptable reports whether a record of generation gen for a stream not in
+// the state starts a stream whose create was trimmed away: a generation at
+// least as new as any seen and not one that was deleted.
+func (l *Log) adoptable(name string, gen int64) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return gen >= l.gens[name] && gen > l.removed[name]
+}
+
+// adoptTrimmed creates the state of a stream whose create record Kafka no
+// longer retains, from the headers every record carries. Its TTL, expiry and
+// fork origin are lost with the create record.
+func (l *Log) adoptTrimmed(part int32, r *record) *stream {
+	s := newStream(meta{name: r.stream, gen: r.gen, part: part, contentType: r.contentType,
+		json: isJSON(r.contentType), ttl: -1, trimmed: true})
+	s.w.nextRec = r.rec
+	s.tail = 0
+	l.mu.Lock()
+	l.streams[r.stream] = s
+	if r.gen > l.gens[r.stream] {
+		l.gens[r.stream] = r.gen
+	}
+	l.mu.Unlock()
+	return s
+}

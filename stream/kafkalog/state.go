@@ -1,0 +1,200 @@
+package kafkalog
+
+import (
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/forklab/forklab/stream/fence"
+)
+
+// meta is what a stream was created with. It never changes.
+type meta struct {
+	name        string
+	gen         int64
+	part        int32
+	contentType string
+	json        bool
+	ttl         int64 // sliding TTL in seconds; -1 when none
+	expiresAt   time.Time
+	forkedFrom  string
+	forkOffset  string // as the client gave it, or the source tail it defaulted to
+	forkSub     int64
+	source      *stream // the stream this fork inherits from; nil for a root
+	trimmed     bool    // its create record fell out of Kafka's retention
+}
+
+// entry is one record of a stream's view: its own appends and, for a fork,
+// the source records it inherits. Entries are ordered by koff.
+type entry struct {
+	koff int64 // Kafka offset of the record that holds the bytes
+	rec  int64 // record number within the owning stream generation
+	cut  int32 // -1: the whole record; else the bytes kept (of the value, or of the JSON array body)
+}
+
+// producerTuple names the append that closed a stream, for the protocol's
+// "duplicate close" rule (§5.2.1, Stream Closure with Idempotent Producers).
+type producerTuple struct {
+	id         string
+	epoch, seq int64
+}
+
+// wstate is the write side of a stream: what the partition's goroutine
+// decides appends against. Only that goroutine (or the single-threaded
+// rebuild) touches it.
+type wstate struct {
+	nextRec   int64
+	producers map[string]fence.State
+	streamSeq string
+	closed    bool
+	closer    *producerTuple
+	deleted   bool // hard- or soft-deleted
+	soft      bool
+	refs      int // live forks that inherit from this stream
+}
+
+func (w wstate) clone() wstate {
+	w.producers = maps.Clone(w.producers)
+	return w
+}
+
+// stream is one stream generation.
+type stream struct {
+	meta meta
+	w    wstate
+
+	lastAccess atomic.Int64 // unix nanoseconds of the last read or write, for Stream-TTL
+
+	mu         sync.RWMutex // guards the fields below, which readers see
+	entries    []entry
+	own        int   // index of the first entry the stream wrote itself
+	createKoff int64 // Kafka offset of the create record; -1 when trimmed away
+	tail       int64 // position of the tail offset
+	closed     bool
+	soft       bool // soft-deleted: retained for forks, gone to clients
+	removed    bool
+	notify     chan struct{} // closed and replaced on every change
+}
+
+func newStream(m meta) *stream {
+	s := &stream{meta: m, createKoff: -1, notify: make(chan struct{})}
+	s.w.producers = map[string]fence.State{}
+	s.touch()
+	return s
+}
+
+func (s *stream) touch() { s.lastAccess.Store(time.Now().UnixNano()) }
+
+// changedLocked wakes every waiter; s.mu must be held for writing.
+func (s *stream) changedLocked() {
+	close(s.notify)
+	s.notify = make(chan struct{})
+}
+
+// expired reports whether the stream's TTL or expiry has passed at now.
+func (s *stream) expired(now time.Time) bool {
+	if !s.meta.expiresAt.IsZero() && !now.Before(s.meta.expiresAt) {
+		return true
+	}
+	if s.meta.ttl >= 0 {
+		last := time.Unix(0, s.lastAccess.Load())
+		if now.Sub(last) >= time.Duration(s.meta.ttl)*time.Second {
+			return true
+		}
+	}
+	return false
+}
+
+// applyW folds an append or close record into the write state. The live
+// path calls it when it accepts a request, the rebuild for every record.
+func (s *stream) applyW(r *record) {
+	s.w.nextRec = r.rec + 1
+	if r.hasProducer {
+		s.w.producers[r.producerID] = fence.Replay(s.w.producers[r.producerID], fence.Request{Epoch: r.epoch, Seq: r.seq})
+	}
+	if r.streamSeq != "" {
+		s.w.streamSeq = r.streamSeq
+	}
+	if r.closed {
+		s.w.closed = true
+		if r.hasProducer {
+			s.w.closer = &producerTuple{r.producerID, r.epoch, r.seq}
+		}
+	}
+}
+
+// applyR makes an append or close record at koff visible to readers.
+func (s *stream) applyR(r *record, koff int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(r.value) > 0 {
+		s.entries = append(s.entries, entry{koff: koff, rec: r.rec, cut: -1})
+		s.tail = koff + 1
+	}
+	if r.closed {
+		s.closed = true
+	}
+	s.changedLocked()
+}
+
+// moveDuplicate handles a second copy of record number rec at koff, written
+// by a Writer retry after an attempt whose answer was lost: the later copy
+// is the one the live path was told about, so the entry moves to it and the
+// earlier copy is never read. Offsets stay strictly increasing because both
+// copies follow everything before them.
+func (s *stream) moveDuplicate(rec, koff int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec == 0 && koff > s.createKoff {
+		s.createKoff = koff
+	}
+	for i := len(s.entries) - 1; i >= s.own; i-- {
+		e := s.entries[i]
+		if e.rec < rec {
+			break
+		}
+		if e.rec == rec && koff > e.koff {
+			// Copy on write: readers may hold the old slice.
+			es := make([]entry, len(s.entries))
+			copy(es, s.entries)
+			es[i].koff = koff
+			s.entries = es
+		}
+	}
+	s.tail = s.createKoff + 1
+	if n := len(s.entries); n > 0 && s.entries[n-1].koff+1 > s.tail {
+		s.tail = s.entries[n-1].koff + 1
+	}
+	s.changedLocked()
+}
+
+// view returns the stream's entries and tail as readers see them now.
+type view struct {
+	entries []entry
+	tail    int64
+	closed  bool
+	soft    bool
+	removed bool
+	notify  <-chan struct{}
+}
+
+func (s *stream) snapshot() view {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return view{entries: s.entries[:len(s.entries):len(s.entries)], tail: s.tail, closed: s.closed, soft: s.soft, removed: s.removed, notify: s.notify}
+}
+
+// firstAtOrAfter returns the index of the first entry at or after pos.
+func firstAtOrAfter(es []entry, pos int64) int {
+	lo, hi := 0, len(es)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if es[m].koff < pos {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
