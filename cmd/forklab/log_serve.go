@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/forklab/forklab/stream/kafkalog"
+	"github.com/forklab/forklab/stream/server"
+	"github.com/forklab/forklab/stream/service"
+)
+
+func init() {
+	var (
+		addr, brokers, dataDir, topic, tokenFile string
+		partitions, embeddedPort                 int
+		maxBody                                  int64
+		cacheMB                                  int64
+		longPoll                                 time.Duration
+		allowUnauth, noSync, quiet               bool
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the Durable Streams protocol at /v1/stream/, stored in Kafka",
+		Long: `Serve the session log over HTTP (the Durable Streams protocol, base path
+/v1/stream/). With no --brokers it starts an embedded Kafka-protocol broker
+persisted to --data-dir, fsyncing every batch before an append is answered;
+with --brokers the same code runs on a real Kafka cluster.
+
+Without --token-file the service only listens on loopback addresses unless
+--allow-unauthenticated is given. A token file has one "SCOPE TOKEN" per line,
+SCOPE being read or read-write.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if maxBody <= 0 {
+				return usageErr("--max-body must be positive, got %d", maxBody)
+			}
+			if partitions <= 0 {
+				return usageErr("--partitions must be positive, got %d", partitions)
+			}
+			var bl []string
+			for _, b := range strings.Split(brokers, ",") {
+				if b = strings.TrimSpace(b); b != "" {
+					bl = append(bl, b)
+				}
+			}
+			if len(bl) == 0 && dataDir == "" {
+				dataDir = defaultDataDir()
+			}
+			logf := func(format string, args ...any) {
+				if !quiet {
+					fmt.Fprintf(os.Stderr, format+"\n", args...)
+				}
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			svc, err := service.Start(ctx, service.Config{
+				Addr: addr, Brokers: bl, DataDir: dataDir, EmbeddedPort: embeddedPort, NoSync: noSync,
+				TokenFile: tokenFile, AllowUnauthenticated: allowUnauth,
+				Log:    kafkalog.Config{Topic: topic, Partitions: partitions, MaxRecordBytes: int(maxBody), CacheBytes: cacheMB << 20, Logf: logf},
+				Server: server.Config{LongPollTimeout: longPoll, MaxBodyBytes: maxBody, Logf: logf},
+			})
+			if errors.Is(err, service.ErrUnsafeListen) {
+				return asInput(err)
+			}
+			if err != nil {
+				return err
+			}
+			out := c.OutOrStdout()
+			fmt.Fprintf(out, "forklab log: listening on %s/v1/stream/\n", svc.URL)
+			if svc.Broker != nil {
+				fmt.Fprintf(out, "forklab log: data in %s (embedded Kafka broker at %s, topic %s, fsync per batch: %v)\n",
+					svc.Broker.Dir(), strings.Join(svc.Brokers, ","), svc.Log.Topic(), !noSync)
+			} else {
+				fmt.Fprintf(out, "forklab log: data in Kafka at %s, topic %s\n", strings.Join(svc.Brokers, ","), svc.Log.Topic())
+			}
+			select {
+			case <-ctx.Done():
+			case err := <-waitErr(svc):
+				return err
+			}
+			fmt.Fprintln(out, "forklab log: shutting down")
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			svc.Close(sctx)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "127.0.0.1:4437", "HTTP listen address")
+	f.StringVar(&brokers, "brokers", "", "Kafka bootstrap brokers, host:port,… (default: start the embedded broker)")
+	f.StringVar(&dataDir, "data-dir", "", "embedded broker data directory (default $XDG_DATA_HOME/forklab/log)")
+	f.IntVar(&embeddedPort, "kafka-port", 0, "embedded broker port on 127.0.0.1 (default: a free port)")
+	f.StringVar(&topic, "topic", "forklab.streams", "Kafka data topic")
+	f.IntVar(&partitions, "partitions", 1, "partitions when the data topic is created (an existing topic keeps its own)")
+	f.Int64Var(&maxBody, "max-body", 1<<20, "largest append or create body in bytes; larger ones get 413")
+	f.Int64Var(&cacheMB, "cache-mb", 256, "record values kept in memory, MiB; older ones are read back from Kafka")
+	f.DurationVar(&longPoll, "long-poll-timeout", 20*time.Second, "how long a long-poll read waits for data")
+	f.StringVar(&tokenFile, "token-file", "", `bearer tokens, one "read|read-write TOKEN" per line; turns on authentication`)
+	f.BoolVar(&allowUnauth, "allow-unauthenticated", false, "allow listening beyond loopback without --token-file")
+	f.BoolVar(&noSync, "no-sync", false, "embedded broker: do not fsync every batch (faster, loses acknowledged appends on a crash)")
+	f.BoolVar(&quiet, "quiet", false, "do not log operational events to stderr")
+	logCmd.AddCommand(cmd)
+}
+
+func waitErr(svc *service.Service) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- svc.Wait() }()
+	return ch
+}
+
+// defaultDataDir is $XDG_DATA_HOME/forklab/log, or ~/.local/share/forklab/log.
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "forklab", "log")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "forklab", "log")
+	}
+	return "forklab-log"
+}

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/forklab/forklab/stream/kafkalog"
+)
+
+// append handles POST: append, close, or append-and-close (§5.2, §5.3),
+// with idempotent producers (§5.2.1).
+func (s *Server) append(w http.ResponseWriter, r *http.Request, name string) {
+	h := r.Header
+	p, err := parseProducer(h)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	closing := isTrue(h.Get(hClosed))
+	body, ok := s.bodyOr413(w, r)
+	if !ok {
+		return
+	}
+	ct := h.Get("Content-Type")
+	if len(body) == 0 && !closing {
+		fail(w, http.StatusBadRequest, "empty body: an append needs data (or Stream-Closed: true to close)")
+		return
+	}
+	if len(body) > 0 {
+		if ct == "" {
+			fail(w, http.StatusBadRequest, "missing Content-Type: it must match the stream's")
+			return
+		}
+		if kafkalog.SameContentType(ct, "application/json") {
+			if err := kafkalog.ValidateJSONAppend(body); err != nil {
+				s.failErr(w, err)
+				return
+			}
+		}
+	}
+	req := kafkalog.AppendRequest{
+		Name: name, ContentType: ct, Body: body, Close: closing, StreamSeq: h.Get(hSeq),
+		HasProducer: p.present, ProducerID: p.id, Epoch: p.epoch, Seq: p.seq,
+	}
+	res, err := s.cfg.Log.Append(r.Context(), req)
+	rh := w.Header()
+	if res.HasProducer {
+		rh.Set(hProducerEpoch, strconv.FormatInt(res.ProducerEpoch, 10))
+		if err == nil || res.SeqGap {
+			rh.Set(hProducerSeq, strconv.FormatInt(res.ProducerSeq, 10))
+		}
+	}
+	if err != nil {
+		switch kafkalog.KindOf(err) {
+		case kafkalog.Conflict:
+			if res.Closed {
+				// §5.2: a closed stream's 409 names the final offset.
+				rh.Set(hClosed, "true")
+				rh.Set(hNextOffset, res.Tail.String())
+			}
+			if res.SeqGap {
+				rh.Set(hExpectedSeq, strconv.FormatInt(res.ExpectedSeq, 10))
+				rh.Set(hReceivedSeq, strconv.FormatInt(res.ReceivedSeq, 10))
+			}
+		}
+		s.failErr(w, err)
+		return
+	}
+	rh.Set(hNextOffset, res.Tail.String())
+	if res.Closed {
+		rh.Set(hClosed, "true")
+	}
+	status := http.StatusNoContent
+	if res.Outcome == kafkalog.Appended && p.present {
+		status = http.StatusOK // new data from an idempotent producer (§5.2.1)
+	}
+	w.WriteHeader(status)
+}

@@ -1,0 +1,36 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// head handles HEAD (§5.5): metadata without a body, never cached, without
+// resetting the stream's TTL. Forklab-Kafka-Topic and -Partition say where
+// the stream's records are, for replay with Kafka tools.
+func (s *Server) head(w http.ResponseWriter, r *http.Request, name string) {
+	info, err := s.cfg.Log.Head(name)
+	if err != nil {
+		s.failErr(w, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", info.ContentType)
+	h.Set(hNextOffset, info.Tail.String())
+	h.Set("Cache-Control", "no-store")
+	if info.TTL >= 0 {
+		h.Set(hTTL, strconv.FormatInt(info.TTL, 10))
+	}
+	if !info.ExpiresAt.IsZero() {
+		h.Set(hExpiresAt, info.ExpiresAt.UTC().Format(time.RFC3339Nano))
+	}
+	if info.Closed {
+		h.Set(hClosed, "true")
+	}
+	if topic, part, err := s.cfg.Log.Location(name); err == nil {
+		h.Set(hKafkaTopic, topic)
+		h.Set(hKafkaPartition, strconv.Itoa(int(part)))
+	}
+	w.WriteHeader(http.StatusOK)
+}

@@ -1,0 +1,209 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/forklab/forklab/stream/fence"
+	"github.com/forklab/forklab/stream/kafkalog"
+)
+
+// maxNameBytes bounds a stream name.
+const maxNameBytes = 1024
+
+// checkName validates a stream name taken from the URL path: non-empty
+// slash-separated segments, none "." or "..", no control characters or
+// backslashes, valid UTF-8 (protocol §12.2: sanitise URLs against path
+// traversal).
+func checkName(name string) error {
+	if name == "" {
+		return errors.New("missing stream name after the base path")
+	}
+	if len(name) > maxNameBytes {
+		return fmt.Errorf("stream name is %d bytes; the limit is %d", len(name), maxNameBytes)
+	}
+	if !utf8.ValidString(name) {
+		return errors.New("stream name is not valid UTF-8")
+	}
+	for _, c := range name {
+		if c < 0x20 || c == 0x7f || c == '\\' {
+			return fmt.Errorf("stream name contains the character %q", c)
+		}
+	}
+	for _, seg := range strings.Split(name, "/") {
+		switch seg {
+		case "":
+			return errors.New("stream name has an empty path segment")
+		case ".", "..":
+			return fmt.Errorf("stream name may not contain a %q segment", seg)
+		}
+	}
+	return nil
+}
+
+// parseUint parses a protocol integer: decimal digits, no sign, no leading
+// zeros (Stream-TTL, §5.1), at most max.
+func parseUint(s string, max int64) (int64, error) {
+	if s == "" {
+		return 0, errors.New("empty")
+	}
+	if len(s) > 1 && s[0] == '0' {
+		return 0, errors.New("leading zero")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, errors.New("not a non-negative decimal integer")
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n > max {
+		return 0, fmt.Errorf("larger than %d", max)
+	}
+	return n, nil
+}
+
+// isTrue is the protocol's reading of Stream-Closed: present only when the
+// value is "true", case-insensitively (§4.1).
+func isTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
+
+var errBodyTooLarge = errors.New("body too large")
+
+// readBody reads the request body up to limit bytes.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, errBodyTooLarge
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, errBodyTooLarge
+	}
+	return b, nil
+}
+
+// bodyOr413 reads the body, answering 413 or 400 itself on failure.
+func (s *Server) bodyOr413(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	b, err := readBody(r, s.cfg.MaxBodyBytes)
+	if errors.Is(err, errBodyTooLarge) {
+		fail(w, http.StatusRequestEntityTooLarge, "body exceeds the limit of %d bytes", s.cfg.MaxBodyBytes)
+		return nil, false
+	}
+	if err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return nil, false
+	}
+	return b, true
+}
+
+// producer holds parsed idempotent-producer headers.
+type producer struct {
+	present    bool
+	id         string
+	epoch, seq int64
+}
+
+// parseProducer reads Producer-Id, -Epoch and -Seq: all three or none
+// (§5.2.1), the id non-empty, the numbers non-negative integers ≤ 2^53-1.
+func parseProducer(h http.Header) (producer, error) {
+	_, hasID := h[http.CanonicalHeaderKey(hProducerID)]
+	_, hasEpoch := h[http.CanonicalHeaderKey(hProducerEpoch)]
+	_, hasSeq := h[http.CanonicalHeaderKey(hProducerSeq)]
+	if !hasID && !hasEpoch && !hasSeq {
+		return producer{}, nil
+	}
+	if !hasID || !hasEpoch || !hasSeq {
+		return producer{}, errors.New("Producer-Id, Producer-Epoch and Producer-Seq must be sent together")
+	}
+	p := producer{present: true, id: h.Get(hProducerID)}
+	if p.id == "" {
+		return producer{}, errors.New("Producer-Id is empty")
+	}
+	var err error
+	if p.epoch, err = parseUint(h.Get(hProducerEpoch), fence.MaxValue); err != nil {
+		return producer{}, fmt.Errorf("Producer-Epoch %q: %v", h.Get(hProducerEpoch), err)
+	}
+	if p.seq, err = parseUint(h.Get(hProducerSeq), fence.MaxValue); err != nil {
+		return producer{}, fmt.Errorf("Producer-Seq %q: %v", h.Get(hProducerSeq), err)
+	}
+	return p, nil
+}
+
+// readPos is a parsed offset query parameter.
+type readPos struct {
+	given bool // offset was in the query
+	from  kafkalog.Offset
+	now   bool // offset=now
+}
+
+// parseOffsetParam reads the offset query parameter: absent or "-1" for the
+// beginning, "now" for the tail, else an offset this server issued (§8).
+func parseOffsetParam(r *http.Request) (readPos, error) {
+	vals, ok := r.URL.Query()["offset"]
+	if !ok {
+		return readPos{from: kafkalog.Start}, nil
+	}
+	if len(vals) != 1 {
+		return readPos{}, errors.New("offset given more than once")
+	}
+	v := vals[0]
+	switch v {
+	case "":
+		return readPos{}, errors.New("offset is empty")
+	case "-1":
+		return readPos{given: true, from: kafkalog.Start}, nil
+	case "now":
+		return readPos{given: true, now: true}, nil
+	}
+	o, err := kafkalog.ParseOffset(v)
+	if err != nil {
+		return readPos{}, fmt.Errorf("offset %q: %v", v, err)
+	}
+	return readPos{given: true, from: o}, nil
+}
+
+// Cursors (§10.1): 20-second intervals counted from 2024-10-09T00:00:00Z.
+var cursorEpoch = time.Date(2024, 10, 9, 0, 0, 0, 0, time.UTC)
+
+const cursorInterval = 20 * time.Second
+
+// nextCursor returns the cursor for a live response. A client cursor at or
+// past the current interval gets a strictly greater one, advanced by a random
+// 1-3600 s of jitter, so cursors never repeat.
+func nextCursor(client string, now time.Time) string {
+	cur := int64(now.Sub(cursorEpoch) / cursorInterval)
+	if c, err := strconv.ParseInt(client, 10, 64); err == nil && c >= cur {
+		jitter := 1 + rand.Int64N(3600)
+		cur = c + max(1, jitter/int64(cursorInterval/time.Second))
+	}
+	return strconv.FormatInt(cur, 10)
+}
+
+// etag is the catch-up ETag (§5.6): stream generation, start and end
+// offsets, and ":c" once the response shows the stream closed (§10.1).
+func etag(res kafkalog.ReadResult) string {
+	t := `"` + res.ID + ":" + res.From.String() + ":" + res.Next.String()
+	if res.Closed {
+		t += ":c"
+	}
+	return t + `"`
+}
+
+// matchesETag reports whether an If-None-Match value names tag.
+func matchesETag(inm, tag string) bool {
+	for _, p := range strings.Split(inm, ",") {
+		p = strings.TrimPrefix(strings.TrimSpace(p), "W/")
+		if p == tag || p == "*" {
+			return true
+		}
+	}
+	return false
+}

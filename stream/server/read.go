@@ -1,0 +1,102 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/forklab/forklab/stream/kafkalog"
+)
+
+// get dispatches a GET to catch-up, long-poll or SSE by its live parameter.
+func (s *Server) get(w http.ResponseWriter, r *http.Request, name string) {
+	pos, err := parseOffsetParam(r)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	q := r.URL.Query()
+	live := q.Get("live")
+	if len(q["live"]) > 1 {
+		fail(w, http.StatusBadRequest, "live given more than once")
+		return
+	}
+	switch live {
+	case "":
+		s.catchUp(w, r, name, pos)
+	case "long-poll":
+		if !pos.given {
+			fail(w, http.StatusBadRequest, "live=long-poll needs an offset (use -1 for the beginning)")
+			return
+		}
+		s.longPoll(w, r, name, pos)
+	case "sse":
+		if !pos.given {
+			fail(w, http.StatusBadRequest, "live=sse needs an offset (use -1 for the beginning)")
+			return
+		}
+		s.sse(w, r, name, pos)
+	default:
+		fail(w, http.StatusBadRequest, "live=%q: want long-poll or sse", live)
+	}
+}
+
+func (s *Server) readRequest(name string, pos readPos) kafkalog.ReadRequest {
+	return kafkalog.ReadRequest{Name: name, From: pos.from, FromTail: pos.now, MaxBytes: s.cfg.ReadChunkBytes}
+}
+
+// catchUp handles a catch-up read (§5.6): data from the offset up to the
+// chunk limit, the next offset, and the up-to-date and closed signals.
+func (s *Server) catchUp(w http.ResponseWriter, r *http.Request, name string, pos readPos) {
+	res, err := s.cfg.Log.Read(r.Context(), s.readRequest(name, pos))
+	if err != nil {
+		s.failRead(w, name, err)
+		return
+	}
+	h := w.Header()
+	s.dataHeaders(h, res)
+	if pos.now {
+		// offset=now (§8): no data, the tail, never cached, no ETag.
+		h.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		if res.JSON {
+			w.Write([]byte("[]"))
+		}
+		return
+	}
+	tag := etag(res)
+	h.Set("ETag", tag)
+	if inm := r.Header.Get("If-None-Match"); inm != "" && matchesETag(inm, tag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	// Session logs are per user: cacheable, but only privately (§10.1).
+	h.Set("Cache-Control", "private, max-age=60, stale-while-revalidate=300")
+	w.WriteHeader(http.StatusOK)
+	w.Write(res.Data)
+}
+
+// dataHeaders sets the headers every data-bearing read response carries.
+func (s *Server) dataHeaders(h http.Header, res kafkalog.ReadResult) {
+	h.Set("Content-Type", res.ContentType)
+	h.Set(hNextOffset, res.Next.String())
+	if res.UpToDate {
+		h.Set(hUpToDate, "true")
+	}
+	if res.Closed {
+		h.Set(hClosed, "true")
+	}
+}
+
+// failRead answers a read refusal; a 410 for retention names the first
+// offset still retained.
+func (s *Server) failRead(w http.ResponseWriter, name string, err error) {
+	if kafkalog.KindOf(err) == kafkalog.Gone {
+		if o, e := s.cfg.Log.EarliestOffset(name); e == nil {
+			w.Header().Set(hEarliest, o.String())
+		}
+	}
+	s.failErr(w, err)
+}
+
+// deadline is now plus d, for waits.
+func deadline(d time.Duration) time.Time { return time.Now().Add(d) }

@@ -1,0 +1,207 @@
+// Package server serves the Durable Streams protocol over HTTP on top of a
+// kafkalog.Log. Each protocol operation has its own file, in the way franz-go's
+// kfake has one file per Kafka request: create.go (PUT, including forks),
+// append.go (POST, including close), delete.go, head.go, read.go (catch-up
+// GET), longpoll.go, sse.go; auth.go holds bearer-token access control and
+// params.go the header and query parsing every operation shares.
+//
+// Streams live under one base path (default /v1/stream/); the rest of the
+// URL path is the stream name. Every refusal is the status code the protocol
+// names with a one-line plain-text reason, and changes nothing.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/forklab/forklab/stream/kafkalog"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Log stores the streams.
+	Log *kafkalog.Log
+	// BasePath is the URL path prefix of every stream; default "/v1/stream/".
+	BasePath string
+	// LongPollTimeout is how long a long-poll waits for data before answering
+	// 204; default 20s.
+	LongPollTimeout time.Duration
+	// SSEMaxDuration is how long an SSE connection stays open before the
+	// server closes it for the client to reconnect (protocol §10.2 suggests
+	// about 60s); default 60s.
+	SSEMaxDuration time.Duration
+	// MaxBodyBytes bounds a request body; larger bodies get 413. Default,
+	// and upper bound, the log's MaxRecordBytes.
+	MaxBodyBytes int64
+	// ReadChunkBytes bounds the data of one catch-up response; default 1 MiB.
+	ReadChunkBytes int
+	// Tokens turns on bearer-token authentication; nil serves everyone.
+	Tokens *Tokens
+	// Logf logs failures; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Server is the protocol's HTTP handler.
+type Server struct {
+	cfg Config
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) *Server {
+	if cfg.BasePath == "" {
+		cfg.BasePath = "/v1/stream/"
+	}
+	if !strings.HasSuffix(cfg.BasePath, "/") {
+		cfg.BasePath += "/"
+	}
+	if cfg.LongPollTimeout <= 0 {
+		cfg.LongPollTimeout = 20 * time.Second
+	}
+	if cfg.SSEMaxDuration <= 0 {
+		cfg.SSEMaxDuration = 60 * time.Second
+	}
+	if max := int64(cfg.Log.MaxRecordBytes()); cfg.MaxBodyBytes <= 0 || cfg.MaxBodyBytes > max {
+		cfg.MaxBodyBytes = max
+	}
+	if cfg.ReadChunkBytes <= 0 {
+		cfg.ReadChunkBytes = 1 << 20
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	return &Server{cfg: cfg}
+}
+
+// Protocol header names (§13.2, §5.2.1).
+const (
+	hNextOffset    = "Stream-Next-Offset"
+	hUpToDate      = "Stream-Up-To-Date"
+	hClosed        = "Stream-Closed"
+	hCursor        = "Stream-Cursor"
+	hTTL           = "Stream-TTL"
+	hExpiresAt     = "Stream-Expires-At"
+	hSeq           = "Stream-Seq"
+	hForkedFrom    = "Stream-Forked-From"
+	hForkOffset    = "Stream-Fork-Offset"
+	hForkSub       = "Stream-Fork-Sub-Offset"
+	hProducerID    = "Producer-Id"
+	hProducerEpoch = "Producer-Epoch"
+	hProducerSeq   = "Producer-Seq"
+	hExpectedSeq   = "Producer-Expected-Seq"
+	hReceivedSeq   = "Producer-Received-Seq"
+	hSSEEncoding   = "Stream-Sse-Data-Encoding"
+	// Extensions: where the stream's records are in Kafka, for replay with
+	// Kafka tools, and the first retained offset on a 410.
+	hKafkaTopic     = "Forklab-Kafka-Topic"
+	hKafkaPartition = "Forklab-Kafka-Partition"
+	hEarliest       = "Forklab-Earliest-Offset"
+)
+
+var exposed = strings.Join([]string{hNextOffset, hUpToDate, hClosed, hCursor, hTTL, hExpiresAt,
+	hProducerEpoch, hProducerSeq, hExpectedSeq, hReceivedSeq, hSSEEncoding, hKafkaTopic, hKafkaPartition,
+	hEarliest, "ETag", "Location", "Content-Type"}, ", ")
+
+// ServeHTTP routes a request to its operation.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	// Browser security headers on every response (§12.7).
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cross-Origin-Resource-Policy", "cross-origin")
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Expose-Headers", exposed)
+
+	if !strings.HasPrefix(r.URL.Path, s.cfg.BasePath) {
+		fail(w, http.StatusNotFound, "not found: streams live under %s", s.cfg.BasePath)
+		return
+	}
+	name := r.URL.Path[len(s.cfg.BasePath):]
+	if r.Method == http.MethodOptions {
+		s.options(w, r)
+		return
+	}
+	if err := checkName(name); err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if name == "__ds" || strings.HasPrefix(name, "__ds/") {
+		fail(w, http.StatusNotImplemented, "the reserved subscription APIs (__ds) are not implemented by this server")
+		return
+	}
+	write := r.Method != http.MethodGet && r.Method != http.MethodHead
+	if !s.authorize(w, r, write) {
+		return
+	}
+	switch r.Method {
+	case http.MethodPut:
+		s.create(w, r, name)
+	case http.MethodPost:
+		s.append(w, r, name)
+	case http.MethodDelete:
+		s.delete(w, r, name)
+	case http.MethodHead:
+		s.head(w, r, name)
+	case http.MethodGet:
+		s.get(w, r, name)
+	default:
+		h.Set("Allow", "GET, HEAD, PUT, POST, DELETE, OPTIONS")
+		fail(w, http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+	}
+}
+
+// options answers CORS preflight requests.
+func (s *Server) options(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Methods", "GET, HEAD, PUT, POST, DELETE, OPTIONS")
+	h.Set("Access-Control-Allow-Headers", strings.Join([]string{"Authorization", "Content-Type", "If-None-Match",
+		hTTL, hExpiresAt, hSeq, hClosed, hForkedFrom, hForkOffset, hForkSub, hProducerID, hProducerEpoch, hProducerSeq}, ", "))
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// fail writes a refusal: the status and a one-line plain-text reason.
+func fail(w http.ResponseWriter, status int, format string, args ...any) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Del("Content-Length")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, format+"\n", args...)
+}
+
+// failErr maps a kafkalog refusal to its status code.
+func (s *Server) failErr(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	switch kafkalog.KindOf(err) {
+	case kafkalog.BadRequest:
+		status = http.StatusBadRequest
+	case kafkalog.NotFound:
+		status = http.StatusNotFound
+	case kafkalog.Gone:
+		status = http.StatusGone
+	case kafkalog.Conflict:
+		status = http.StatusConflict
+	case kafkalog.Fenced:
+		status = http.StatusForbidden
+	case kafkalog.Unavailable:
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "1")
+	default:
+		s.cfg.Logf("server: %v", err)
+		if errors.Is(err, errBodyTooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+	}
+	fail(w, status, "%s", err.Error())
+}
+
+// streamURL is the absolute URL of a stream, for Location.
+func (s *Server) streamURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + r.URL.EscapedPath()
+}

@@ -1,0 +1,126 @@
+package server
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/forklab/forklab/stream/kafkalog"
+)
+
+// control is the payload of an SSE control event (§5.8).
+type control struct {
+	StreamNextOffset string `json:"streamNextOffset"`
+	StreamCursor     string `json:"streamCursor,omitempty"`
+	UpToDate         bool   `json:"upToDate,omitempty"`
+	StreamClosed     bool   `json:"streamClosed,omitempty"`
+}
+
+// sse handles live=sse (§5.8): a data event per chunk, each followed by a
+// control event with the next offset; text and JSON streams as UTF-8 lines,
+// others base64. The connection ends when the stream is closed and fully
+// sent, or after SSEMaxDuration for the client to reconnect.
+func (s *Server) sse(w http.ResponseWriter, r *http.Request, name string, pos readPos) {
+	ctx := r.Context()
+	req := s.readRequest(name, pos)
+	// Check the stream before committing to a 200.
+	info, err := s.cfg.Log.Head(name)
+	if err != nil {
+		s.failErr(w, err)
+		return
+	}
+	binary := !textual(info.ContentType)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	if binary {
+		h.Set(hSSEEncoding, "base64")
+	}
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	bw := bufio.NewWriter(w)
+	flush := func() {
+		bw.Flush()
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	flush()
+	end := deadline(s.cfg.SSEMaxDuration)
+	cursor := r.URL.Query().Get("cursor")
+	first := true
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return
+		}
+		var res kafkalog.ReadResult
+		var err error
+		if first {
+			// The first event answers at once: catch-up data, or a
+			// control event with the tail when there is none.
+			res, err = s.cfg.Log.Read(ctx, req)
+		} else {
+			res, err = s.cfg.Log.Wait(ctx, req, left)
+		}
+		if err != nil {
+			return // deleted, retention, or the client left: end the stream
+		}
+		if res.Records == 0 && !res.Closed && !first && res.Next == req.From {
+			return // timed out at the same position
+		}
+		if res.Records > 0 {
+			writeData(bw, res.Data, binary)
+		}
+		c := control{StreamNextOffset: res.Next.String(), UpToDate: res.UpToDate, StreamClosed: res.Closed}
+		if !res.Closed {
+			cursor = nextCursor(cursor, time.Now())
+			c.StreamCursor = cursor
+		}
+		b, _ := json.Marshal(c)
+		bw.WriteString("event: control\ndata:")
+		bw.Write(b)
+		bw.WriteString("\n\n")
+		flush()
+		if res.Closed {
+			return
+		}
+		first = false
+		req = kafkalog.ReadRequest{Name: name, From: res.Next, MaxBytes: s.cfg.ReadChunkBytes}
+	}
+}
+
+// writeData writes one data event. Text is split at every line break (CR,
+// LF or CRLF) into data: lines, so bytes in the payload can never end the
+// event or start another (§5.8, SSE injection).
+func writeData(bw *bufio.Writer, data []byte, binary bool) {
+	bw.WriteString("event: data\n")
+	if binary {
+		bw.WriteString("data:")
+		bw.WriteString(base64.StdEncoding.EncodeToString(data))
+		bw.WriteString("\n\n")
+		return
+	}
+	text := strings.ReplaceAll(strings.ReplaceAll(string(data), "\r\n", "\n"), "\r", "\n")
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, " ") {
+			bw.WriteString("data: ") // the parser strips one leading space
+		} else {
+			bw.WriteString("data:")
+		}
+		bw.WriteString(line)
+		bw.WriteString("\n")
+	}
+	bw.WriteString("\n")
+}
+
+// textual reports whether SSE carries a content type as text: text/* and
+// application/json (§5.8); everything else is base64.
+func textual(ct string) bool {
+	mt := strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
+	return strings.HasPrefix(mt, "text/") || mt == "application/json"
+}

@@ -1,0 +1,143 @@
+// Package service wires the session log together: the embedded broker (or
+// a real Kafka cluster), the kafkalog.Log over it, and the HTTP server, with
+// the listening rules for access control. cmd/forklab's "log serve" and the
+// tests start the same thing through it.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/forklab/forklab/stream/broker"
+	"github.com/forklab/forklab/stream/kafkalog"
+	"github.com/forklab/forklab/stream/server"
+)
+
+// Config configures a Service.
+type Config struct {
+	// Addr is the HTTP listen address; default 127.0.0.1:4437 (the
+	// protocol's default port, §13.1). Port 0 picks a free one.
+	Addr string
+	// Brokers of a Kafka cluster; empty starts the embedded broker.
+	Brokers []string
+	// DataDir holds the embedded broker's data; required without Brokers.
+	DataDir string
+	// EmbeddedPort is the embedded broker's port; 0 picks a free one.
+	EmbeddedPort int
+	// NoSync turns off the embedded broker's fsync per batch (tests only).
+	NoSync bool
+	// Log configures the Kafka mapping (topic, partitions, limits).
+	Log kafkalog.Config
+	// Server configures the HTTP layer; its Log field is filled in.
+	Server server.Config
+	// TokenFile turns on bearer-token authentication.
+	TokenFile string
+	// AllowUnauthenticated permits listening beyond loopback without
+	// tokens.
+	AllowUnauthenticated bool
+}
+
+// Service is a running session-log service.
+type Service struct {
+	Log      *kafkalog.Log
+	Broker   *broker.Broker // nil on a real cluster
+	URL      string         // base URL, e.g. http://127.0.0.1:4437
+	Brokers  []string
+	ln       net.Listener
+	srv      *http.Server
+	serveErr chan error
+}
+
+// ErrUnsafeListen is returned for a non-loopback address without tokens.
+var ErrUnsafeListen = errors.New("refusing to listen beyond loopback without --token-file; pass --allow-unauthenticated to do it anyway")
+
+// Start starts the service and returns once it accepts requests.
+func Start(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:4437"
+	}
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("--addr %q: %w", cfg.Addr, err)
+	}
+	if cfg.TokenFile == "" && !cfg.AllowUnauthenticated && !loopback(host) {
+		return nil, ErrUnsafeListen
+	}
+	if cfg.TokenFile != "" {
+		t, err := server.LoadTokens(cfg.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		cfg.Server.Tokens = t
+	}
+	s := &Service{serveErr: make(chan error, 1)}
+	brokers := cfg.Brokers
+	if len(brokers) == 0 {
+		if cfg.DataDir == "" {
+			return nil, errors.New("no --brokers and no --data-dir for the embedded broker")
+		}
+		maxMsg := 0
+		if cfg.Log.MaxBatchBytes > 0 {
+			maxMsg = cfg.Log.MaxBatchBytes + 4<<20
+		}
+		b, err := broker.Start(broker.Config{DataDir: cfg.DataDir, Port: cfg.EmbeddedPort, NoSync: cfg.NoSync, MaxMessageBytes: maxMsg})
+		if err != nil {
+			return nil, err
+		}
+		s.Broker = b
+		brokers = b.Addrs()
+	}
+	s.Brokers = brokers
+	cfg.Log.Brokers = brokers
+	l, err := kafkalog.Open(ctx, cfg.Log)
+	if err != nil {
+		s.closeBroker()
+		return nil, err
+	}
+	s.Log = l
+	cfg.Server.Log = l
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		l.Close()
+		s.closeBroker()
+		return nil, err
+	}
+	s.ln = ln
+	s.URL = "http://" + ln.Addr().String()
+	s.srv = &http.Server{Handler: server.New(cfg.Server), ReadHeaderTimeout: 10 * time.Second}
+	go func() { s.serveErr <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Wait blocks until the HTTP server stops on its own and returns its error.
+func (s *Service) Wait() error { return <-s.serveErr }
+
+// Close stops accepting requests, lets requests in flight finish (up to
+// ctx), then stops the log and the embedded broker.
+func (s *Service) Close(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		s.srv.Close()
+	}
+	s.Log.Close()
+	s.closeBroker()
+	return err
+}
+
+func (s *Service) closeBroker() {
+	if s.Broker != nil {
+		s.Broker.Close()
+	}
+}
