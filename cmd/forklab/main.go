@@ -58,12 +58,26 @@ func main() {
 	if err == nil {
 		return
 	}
-	fmt.Fprintln(os.Stderr, "forklab:", err)
 	var in inputError
-	if errors.As(err, &in) || isCobraUsage(err) {
+	if isCobraUsage(err) {
+		// cobra puts its suggestion on lines of its own; keep one line.
+		msg := strings.TrimSpace(err.Error())
+		msg = strings.Replace(msg, "\n\nDid you mean this?\n\t", "; did you mean ", 1)
+		fmt.Fprintln(os.Stderr, "forklab:", strings.ReplaceAll(msg, "\n\t", ", ")+suffixIf(strings.Contains(msg, "did you mean"), "?"))
+		os.Exit(2)
+	}
+	fmt.Fprintln(os.Stderr, "forklab:", err)
+	if errors.As(err, &in) {
 		os.Exit(2)
 	}
 	os.Exit(1)
+}
+
+func suffixIf(cond bool, s string) string {
+	if cond {
+		return s
+	}
+	return ""
 }
 
 // isCobraUsage reports errors cobra raises itself for unknown commands or

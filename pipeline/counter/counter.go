@@ -19,6 +19,7 @@ package counter
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/forklab/forklab/pipeline/pyrand"
 	"github.com/forklab/forklab/pipeline/world"
@@ -104,19 +105,19 @@ func (p Params) MaxBudget() int {
 // round-trips through JSON. Field names follow the reference core.
 type State struct {
 	Seed      uint64 `json:"seed"`       // the task seed; keys the world's draws
-	Target    int    `json:"target"`     // value to declare at
-	Budget    int    `json:"budget"`     // step budget
-	Steps     int    `json:"steps"`      // steps used, recovery included
-	V         int    `json:"v"`          // the true value (hidden)
-	Obs       int    `json:"obs"`        // the sensor reading
-	FreezeAt  int    `json:"freeze_at"`  // value the sensor sticks at; 0 never
+	Target    int32  `json:"target"`     // value to declare at
+	Budget    int32  `json:"budget"`     // step budget
+	Steps     int32  `json:"steps"`      // steps used, recovery included
+	V         int32  `json:"v"`          // the true value (hidden)
+	Obs       int32  `json:"obs"`        // the sensor reading
+	FreezeAt  int32  `json:"freeze_at"`  // value the sensor sticks at; 0 never
 	Frozen    bool   `json:"frozen"`     // the sensor is stuck now (hidden)
 	Declared  bool   `json:"declared"`   // the agent declared done
 	SameObs   bool   `json:"same_obs"`   // the last action left obs unchanged
-	RepeatRun int    `json:"repeat_run"` // consecutive actions leaving obs unchanged
-	Attempts  int    `json:"attempts"`   // increments attempted: index of stall draws
-	Reads     int    `json:"reads"`      // sensor reads: index of noise draws
-	Refreshes int    `json:"refreshes"`  // refreshes applied: index of failure draws
+	RepeatRun int32  `json:"repeat_run"` // consecutive actions leaving obs unchanged
+	Attempts  int32  `json:"attempts"`   // increments attempted: index of stall draws
+	Reads     int32  `json:"reads"`      // sensor reads: index of noise draws
+	Refreshes int32  `json:"refreshes"`  // refreshes applied: index of failure draws
 }
 
 // World is the counter world with fixed parameters. It implements
@@ -145,12 +146,16 @@ func (w World) Start(seed uint64) State { return w.StartWith(seed, pyrand.New(se
 func (w World) StartWith(seed uint64, g *pyrand.Gen) State {
 	budget := w.P.BaseBudget + w.P.Slack[g.Choice(len(w.P.Slack))]
 	freeze := w.P.FreezeAt[g.Choice(len(w.P.FreezeAt))]
-	return State{Seed: seed, Target: w.P.Target, Budget: budget, FreezeAt: freeze}
+	return State{Seed: seed, Target: int32(w.P.Target), Budget: int32(budget), FreezeAt: int32(freeze)}
 }
 
-// Observe returns the sensor reading and the run's budget position.
+// Observe returns the sensor reading and the run's budget position. The run
+// is over once declared or once its budget is spent; the reference core marks
+// the latter lazily, on the next step call, but no action happens in either
+// case, so the outcome is the same.
 func (World) Observe(s State) world.Observation {
-	return world.Observation{Value: s.Obs, Target: s.Target, Steps: s.Steps, Budget: s.Budget}
+	return world.Observation{Value: int(s.Obs), Target: int(s.Target), Steps: int(s.Steps), Budget: int(s.Budget),
+		Over: s.Declared || s.Steps >= s.Budget}
 }
 
 // Script is the reference core's agent: declare once the observation has
@@ -162,13 +167,12 @@ func (World) Script(o world.Observation) world.Action {
 	return world.Increment
 }
 
-// Tools returns the actions the agent may call: increment and declare.
-func (World) Tools() []world.Action { return []world.Action{world.Increment, world.Declare} }
+// tools are the actions the counter world's agent may call.
+var tools = []world.Action{world.Increment, world.Declare}
 
-// Done reports a declared run or a spent budget. The reference core marks
-// the latter lazily, on the next step call; no action happens in either
-// case, so the outcome is the same.
-func (World) Done(s State) bool { return s.Declared || s.Steps >= s.Budget }
+// Tools returns the actions the agent may call: increment and declare. The
+// slice is shared; callers must not modify it.
+func (World) Tools() []world.Action { return tools }
 
 // Success is the reference core's outcome: declared, with the true value at
 // the target.
@@ -178,17 +182,17 @@ func (World) Success(s State) bool { return s.Declared && s.V == s.Target }
 func (World) Features(s State) world.Features {
 	return world.Features{
 		SameObs:    s.SameObs,
-		RepeatRun:  s.RepeatRun,
-		ObsValue:   s.Obs,
-		StepsUsed:  s.Steps,
-		BudgetLeft: max(0, s.Budget-s.Steps),
+		RepeatRun:  int(s.RepeatRun),
+		ObsValue:   int(s.Obs),
+		StepsUsed:  int(s.Steps),
+		BudgetLeft: int(max(0, s.Budget-s.Steps)),
 	}
 }
 
 // Truth returns whether the sensor is stuck, whether the task has a fault,
 // and the true value.
 func (World) Truth(s State) world.Truth {
-	return world.Truth{Stuck: s.Frozen, Fault: s.FreezeAt != 0, Value: s.V}
+	return world.Truth{Stuck: s.Frozen, Fault: s.FreezeAt != 0, Value: int(s.V)}
 }
 
 // Step applies a to s. Increment and Declare follow the reference core's
@@ -201,7 +205,7 @@ func (w World) Step(s State, a world.Action) State {
 		s.Declared = true
 	case world.Increment:
 		s.Attempts++
-		moved := !(w.P.PStall > 0 && world.Draw(s.Seed, world.PurposeStall, s.Attempts) < w.P.PStall)
+		moved := !(w.P.PStall > 0 && world.Draw(s.Seed, world.PurposeStall, int(s.Attempts)) < w.P.PStall)
 		if moved {
 			s.V++
 			if s.FreezeAt == s.V {
@@ -220,7 +224,7 @@ func (w World) Step(s State, a world.Action) State {
 		}
 	case world.Refresh:
 		s.Refreshes++
-		if w.P.PRefreshFail > 0 && world.Draw(s.Seed, world.PurposeRefreshFail, s.Refreshes) < w.P.PRefreshFail {
+		if w.P.PRefreshFail > 0 && world.Draw(s.Seed, world.PurposeRefreshFail, int(s.Refreshes)) < w.P.PRefreshFail {
 			break
 		}
 		s.Frozen = false
@@ -232,13 +236,39 @@ func (w World) Step(s State, a world.Action) State {
 
 // read returns the sensor's reading of the true value, off by one with
 // probability PObsNoise.
-func (w World) read(s *State) int {
+func (w World) read(s *State) int32 {
 	s.Reads++
-	if w.P.PObsNoise > 0 && world.Draw(s.Seed, world.PurposeObsNoise, s.Reads) < w.P.PObsNoise {
-		if world.Draw(s.Seed, world.PurposeObsNoiseSign, s.Reads) < 0.5 {
+	if w.P.PObsNoise > 0 && world.Draw(s.Seed, world.PurposeObsNoise, int(s.Reads)) < w.P.PObsNoise {
+		if world.Draw(s.Seed, world.PurposeObsNoiseSign, int(s.Reads)) < 0.5 {
 			return max(0, s.V-1)
 		}
 		return s.V + 1
 	}
 	return s.V
+}
+
+// AppendJSON appends s's JSON encoding to b: the same bytes json.Marshal
+// produces, without reflection. The sweep encodes a checkpoint per fork
+// with it.
+func (s State) AppendJSON(b []byte) []byte {
+	b = append(b, `{"seed":`...)
+	b = strconv.AppendUint(b, s.Seed, 10)
+	b = appendInt(b, `,"target":`, s.Target)
+	b = appendInt(b, `,"budget":`, s.Budget)
+	b = appendInt(b, `,"steps":`, s.Steps)
+	b = appendInt(b, `,"v":`, s.V)
+	b = appendInt(b, `,"obs":`, s.Obs)
+	b = appendInt(b, `,"freeze_at":`, s.FreezeAt)
+	b = strconv.AppendBool(append(b, `,"frozen":`...), s.Frozen)
+	b = strconv.AppendBool(append(b, `,"declared":`...), s.Declared)
+	b = strconv.AppendBool(append(b, `,"same_obs":`...), s.SameObs)
+	b = appendInt(b, `,"repeat_run":`, s.RepeatRun)
+	b = appendInt(b, `,"attempts":`, s.Attempts)
+	b = appendInt(b, `,"reads":`, s.Reads)
+	b = appendInt(b, `,"refreshes":`, s.Refreshes)
+	return append(b, '}')
+}
+
+func appendInt(b []byte, key string, v int32) []byte {
+	return strconv.AppendInt(append(b, key...), int64(v), 10)
 }

@@ -14,23 +14,29 @@ type Lab[S any] struct {
 // and returns the state there. Noise comes from stream key. If hist is not
 // nil, each turn taken is appended to it.
 func (l Lab[S]) Advance(s S, key uint64, forkAt int, hist *[]Turn) S {
-	for !l.World.Done(s) && l.World.Observe(s).Steps < forkAt {
-		s = l.turn(s, key, hist)
+	for {
+		o := l.World.Observe(s)
+		if o.Over || o.Steps >= forkAt {
+			return s
+		}
+		s = l.turn(s, o, key, hist)
 	}
-	return s
 }
 
 // Finish plays s to the end with noise stream key and returns the final
 // state and whether the run succeeded.
 func (l Lab[S]) Finish(s S, key uint64) (S, bool) {
-	for !l.World.Done(s) {
-		s = l.turn(s, key, nil)
+	for {
+		o := l.World.Observe(s)
+		if o.Over {
+			return s, l.World.Success(s)
+		}
+		s = l.turn(s, o, key, nil)
 	}
-	return s, l.World.Success(s)
 }
 
-func (l Lab[S]) turn(s S, key uint64, hist *[]Turn) S {
-	o := l.World.Observe(s)
+// turn plays one model turn from s, whose observation is o.
+func (l Lab[S]) turn(s S, o world.Observation, key uint64, hist *[]Turn) S {
 	a := l.Model.Choose(l.World.Script(o), l.World.Tools(), key, o.Steps)
 	s = l.World.Step(s, a)
 	if hist != nil {

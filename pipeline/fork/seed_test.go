@@ -74,7 +74,7 @@ func TestPerSeedMatchesReferenceCore(t *testing.T) {
 			task, feat, label := pair(l, uint64(seed), f, false)
 			freeze := ""
 			if task.FreezeAt != 0 {
-				freeze = strconv.Itoa(task.FreezeAt)
+				freeze = strconv.Itoa(int(task.FreezeAt))
 			}
 			got := fmt.Sprintf("%d,%s,%t,%s", task.Budget, freeze, feat, refLabel[label])
 			if got != want {
@@ -175,6 +175,38 @@ func TestDecodeCheckpointRejectsBadInput(t *testing.T) {
 		_, err := fork.DecodeCheckpoint[counter.State, counter.Params]([]byte(tc.in), counter.Name)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// The sweep's fast encoder writes exactly what Checkpoint.Encode writes,
+// including for noisy models and imperfect worlds whose states use every
+// field.
+func TestEncoderMatchesEncode(t *testing.T) {
+	p := counter.Default()
+	p.PStall, p.PObsNoise, p.PRefreshFail = 0.2, 0.1, 0.3
+	for _, tc := range []struct {
+		p counter.Params
+		m fork.Model
+	}{{counter.Default(), fork.Model{}}, {p, fork.Model{Temperature: 0.25, NoTool: 0.5}}} {
+		l := fork.Lab[counter.State]{World: counter.World{P: tc.p}, Model: tc.m}
+		enc, err := fork.NewEncoder[counter.State](counter.Name, tc.p, tc.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seed := uint64(0); seed < 500; seed++ {
+			var hist []fork.Turn
+			s := l.World.Start(seed)
+			for f := 1; f <= 9; f++ {
+				s = l.Advance(s, fork.PrefixKey(seed), f, &hist)
+				c := fork.Checkpoint[counter.State, counter.Params]{Version: fork.CheckpointVersion, World: counter.Name,
+					Params: tc.p, Model: tc.m, ForkStep: f, History: hist, State: s}
+				want, _ := c.Encode()
+				got, err := enc.Append(nil, f, hist, s)
+				if err != nil || string(got) != string(want) {
+					t.Fatalf("seed %d fork %d: encoder wrote\n%s\nEncode wrote\n%s", seed, f, got, want)
+				}
+			}
 		}
 	}
 }

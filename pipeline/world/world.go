@@ -80,6 +80,9 @@ type Observation struct {
 	Target int // the value the task asks for
 	Steps  int // steps used so far
 	Budget int // the step budget
+	// Over: the run has ended (declared, or out of budget) and takes no
+	// more turns. It is the harness's signal, not the agent's.
+	Over bool
 }
 
 // Features are the pre-decision signals recorded at a checkpoint: anything an
@@ -119,18 +122,18 @@ type World[S any] interface {
 	Name() string
 	// Start returns the initial state of the task drawn for seed.
 	Start(seed uint64) S
-	// Observe returns what the agent sees in s.
+	// Observe returns what the agent sees in s, and whether the run is
+	// over.
 	Observe(s S) Observation
 	// Script is the scripted fake model's greedy choice for an
 	// observation; Tools lists the actions the model may call.
 	Script(o Observation) Action
 	Tools() []Action
 	// Step applies one action and returns the next state. The caller
-	// asks only while !Done(s), except for the recovery applied at a fork,
-	// which the harness applies unconditionally as the seed does.
+	// asks only while the run is not over, except for the recovery
+	// applied at a fork, which the harness applies unconditionally as the
+	// seed does.
 	Step(s S, a Action) S
-	// Done reports whether the run is over: declared or out of budget.
-	Done(s S) bool
 	// Success reports whether a finished run met its goal.
 	Success(s S) bool
 	// Features and Truth describe s at a checkpoint.

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/forklab/forklab/pipeline/results"
+)
+
+// forklabBin is the forklab binary built once for the tests that run it as
+// a separate process.
+var forklabBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "forklab-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	forklabBin = filepath.Join(dir, "forklab")
+	build := exec.Command("go", "build", "-o", forklabBin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build forklab:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run runs forklab with args and returns stdout, stderr and the exit status.
+func run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(forklabBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), errb.String(), 0
+	case errors.As(err, &ee):
+		return out.String(), errb.String(), ee.ExitCode()
+	}
+	t.Fatalf("run forklab %v: %v", args, err)
+	return "", "", -1
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errs, code := run(t, args...)
+	if code != 0 {
+		t.Fatalf("forklab %v: exit %d: %s", args, code, errs)
+	}
+	return out
+}
+
+func TestBadInputExitsTwoAndWritesNothingComplete(t *testing.T) {
+	finished := t.TempDir()
+	mustRun(t, "sweep", "--seeds", "0:10", "--out", finished, "-q")
+	unfinished := t.TempDir()
+	notADir := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(notADir, []byte("x"), 0o644)
+	cp := "../../testdata/checkpoints/"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+		out  string // a directory that must not end up with a manifest
+		long bool   // the message may span lines (DuckDB's, with the position)
+	}{
+		{"unknown flag", []string{"sweep", "--seedz", "0:3"}, "unknown flag: --seedz", "", false},
+		{"unknown command", []string{"swep"}, `unknown command "swep" for "forklab"; did you mean sweep?`, "", false},
+		{"malformed seeds", []string{"sweep", "--seeds", "0-300", "--out", unfinished + "/a"}, "--seeds: seed range \"0-300\" is malformed", unfinished + "/a", false},
+		{"empty seeds", []string{"sweep", "--seeds", "300:0", "--out", unfinished + "/b"}, "is empty", unfinished + "/b", false},
+		{"fork step 0", []string{"sweep", "--fork-at", "0", "--out", unfinished + "/c"}, "fork step 0 is below 1", unfinished + "/c", false},
+		{"fork past budget", []string{"sweep", "--fork-at", "12", "--out", unfinished + "/d"}, "past the largest budget", unfinished + "/d", false},
+		{"finished sweep", []string{"sweep", "--seeds", "0:10", "--out", finished}, "holds a finished sweep (manifest.json); pass --overwrite", "", false},
+		{"out is a file", []string{"sweep", "--out", notADir}, "exists and is not a directory", "", false},
+		{"unwritable out", []string{"sweep", "--out", "/proc/forklab-test-out"}, "cannot be created", "", false},
+		{"truncated checkpoint", []string{"fork", "--checkpoint", cp + "truncated.json", "--arm", "on"}, "JSON ends early", "", false},
+		{"malformed checkpoint", []string{"fork", "--checkpoint", cp + "malformed.json", "--arm", "on"}, "malformed JSON at byte", "", false},
+		{"unknown checkpoint field", []string{"fork", "--checkpoint", cp + "unknown-field.json", "--arm", "on"}, `unknown field "wrld"`, "", false},
+		{"missing checkpoint", []string{"fork", "--checkpoint", cp + "nope.json", "--arm", "on"}, "no such file", "", false},
+		{"unknown arm", []string{"fork", "--checkpoint", cp + "seed0-fork3.json", "--arm", "maybe"}, `--arm "maybe" is unknown`, "", false},
+		{"report without manifest", []string{"report", unfinished}, "has no manifest.json", "", false},
+		{"report of nothing", []string{"report", unfinished + "/nope"}, "does not exist", "", false},
+		{"bad sql", []string{"sql", finished, "SELEC 1"}, "syntax error at or near \"SELEC\"\n\nLINE 1: SELEC 1\n        ^", "", true},
+		{"unknown table", []string{"sql", finished, "SELECT * FROM pears"}, "Table with name pears does not exist", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := run(t, tc.args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2; stderr %q", code, stderr)
+			}
+			if !strings.Contains(stderr, tc.want) {
+				t.Errorf("stderr %q lacks %q", stderr, tc.want)
+			}
+			if n := strings.Count(strings.TrimSpace(stderr), "\n"); n > 0 && !tc.long {
+				t.Errorf("error is %d lines, want one: %q", n+1, stderr)
+			}
+			if stdout != "" {
+				t.Errorf("printed %q on stdout", stdout)
+			}
+			if tc.out != "" {
+				if _, err := os.Stat(filepath.Join(tc.out, "manifest.json")); err == nil {
+					t.Errorf("%s has a manifest after a failed run", tc.out)
+				}
+			}
+		})
+	}
+	// The refused sweep left the finished one intact.
+	if !strings.Contains(mustRun(t, "report", finished), "10 pairs") {
+		t.Error("the finished sweep was damaged by a refused rerun")
+	}
+}
+
+type branchKey struct {
+	Seed    uint64
+	Arm     string
+	Replica int
+}
+
+type branchOutcome struct {
+	Success    bool
+	FinalValue int
+	Steps      int
+}
+
+// Forking from a file, in another process, gives for every seed of a sweep
+// the outcome the sweep's in-memory fork gave: the seed's table and a noisy
+// sweep with every arm and several replicas.
+func TestForkFromFileMatchesInMemoryFork(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		arms     []string
+		replicas int
+	}{
+		{"seed", nil, []string{"off", "on"}, 1},
+		{"noisy", []string{"--arms", "off,on,placebo,aa", "--replicas", "3", "--temperature", "0.2",
+			"--p-stall", "0.1", "--p-obs-noise", "0.05", "--p-refresh-fail", "0.2"}, []string{"off", "on", "placebo", "aa"}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := t.TempDir()
+			mustRun(t, append([]string{"sweep", "--seeds", "0:300", "--out", out, "-q", "--overwrite"}, tc.args...)...)
+			db, err := results.Open(context.Background(), out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			cps, err := db.Query(context.Background(), "SELECT checkpoint FROM checkpoints ORDER BY seed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			for _, r := range cps.Rows {
+				lines = append(lines, r[0].(string))
+			}
+			if len(lines) != 300 {
+				t.Fatalf("%d checkpoints", len(lines))
+			}
+			file := filepath.Join(t.TempDir(), "checkpoints.jsonl")
+			os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+			br, err := db.Query(context.Background(), "SELECT seed, arm, replica, success, final_value, steps FROM branches")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[branchKey]branchOutcome{}
+			for _, r := range br.Rows {
+				want[branchKey{uint64(r[0].(int64)), r[1].(string), int(r[2].(int32))}] =
+					branchOutcome{r[3].(bool), int(r[4].(int32)), int(r[5].(int32))}
+			}
+			compared := 0
+			for _, arm := range tc.arms {
+				for rep := range tc.replicas {
+					stdout := mustRun(t, "fork", "--checkpoint", file, "--arm", arm, "--replica", fmt.Sprint(rep), "--json")
+					for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+						var o forkOutcome
+						if err := json.Unmarshal([]byte(line), &o); err != nil {
+							t.Fatal(err)
+						}
+						k := branchKey{o.Seed, string(o.Arm), o.Replica}
+						got := branchOutcome{o.Success, o.FinalValue, o.Steps}
+						if w, ok := want[k]; !ok || w != got {
+							t.Fatalf("%+v: fork from file %+v, sweep %+v", k, got, w)
+						}
+						compared++
+					}
+				}
+			}
+			if compared != len(want) || compared != 300*len(tc.arms)*tc.replicas {
+				t.Fatalf("compared %d outcomes, sweep has %d", compared, len(want))
+			}
+		})
+	}
+}
+
+// One checkpoint per file, one process per branch, as a user would do it.
+func TestForkSingleCheckpointFile(t *testing.T) {
+	stdout := mustRun(t, "fork", "--checkpoint", "../../testdata/checkpoints/seed0-fork3.json", "--arm", "on")
+	if want := "seed 0 · fork step 3 · arm on · replica 0: success (declared true, value 6, 8 steps)\n"; stdout != want {
+		t.Errorf("got %q, want %q", stdout, want)
+	}
+	stdout = mustRun(t, "fork", "--checkpoint", "../../testdata/checkpoints/seed0-fork3.json", "--arm", "off")
+	if want := "seed 0 · fork step 3 · arm off · replica 0: failure (declared false, value 9, 9 steps)\n"; stdout != want {
+		t.Errorf("got %q, want %q", stdout, want)
+	}
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/forklab/forklab/pipeline/fork"
+	"github.com/forklab/forklab/pipeline/policy"
+	"github.com/forklab/forklab/pipeline/sweep"
+	"github.com/mattn/go-isatty"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	var (
+		seeds, forkAt, arms, specFile, policyFile, out string
+		replicas, workers                              int
+		overwrite, quiet                               bool
+		wf                                             *worldFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "sweep",
+		Short: "Fork every seed's run into arms, label the pairs, write Parquet tables",
+		Long: `sweep runs each seed of the range to each fork step, checkpoints, forks the
+checkpoint into the arms (off: continue; on: refresh, then continue; placebo;
+aa; policy), finishes every branch, labels each treatment arm against off as
+rescued, harmed or unchanged, and writes tasks, checkpoints, branches and pairs
+as Parquet under --out, then manifest.json last.
+
+Flags override a --spec file (JSON or YAML with the keys of manifest.json's
+"spec"); the resolved spec is stored in the manifest.`,
+		Example: `  forklab sweep --seeds 0:300 --fork-at 3 --out out
+  forklab sweep --seeds 0:10000 --fork-at 1-4 --arms off,on,placebo,aa --temperature 0.1 --replicas 5 --out noisy`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			spec := sweep.DefaultSpec()
+			var err error
+			if specFile != "" {
+				if spec, err = sweep.ReadSpecFile(specFile, spec); err != nil {
+					return asInput(err)
+				}
+			}
+			fl := cmd.Flags()
+			if fl.Changed("seeds") {
+				if spec.Seeds, err = sweep.ParseRange(seeds); err != nil {
+					return asInput(fmt.Errorf("--seeds: %w", err))
+				}
+			}
+			if fl.Changed("fork-at") {
+				if spec.ForkAt, err = sweep.ParseSteps(forkAt); err != nil {
+					return asInput(fmt.Errorf("--fork-at: %w", err))
+				}
+			}
+			if fl.Changed("arms") {
+				if spec.Arms, err = fork.ParseArms(arms); err != nil {
+					return asInput(fmt.Errorf("--arms: %w", err))
+				}
+			}
+			if fl.Changed("replicas") {
+				spec.Replicas = replicas
+			}
+			if err := wf.apply(&spec); err != nil {
+				return asInput(err)
+			}
+			if policyFile != "" {
+				r, err := policy.ReadFile(policyFile)
+				if err != nil {
+					return asInput(err)
+				}
+				spec.Policy = &r
+			}
+			if err := spec.Validate(); err != nil {
+				return asInput(err)
+			}
+			if err := sweep.Prepare(out, overwrite); err != nil {
+				return asInput(err)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opt := sweep.Options{Out: out, Workers: workers, Version: version}
+			total := int64(spec.Seeds.Len()) * int64(len(spec.Configs()))
+			var bar *progressbar.ProgressBar
+			if !quiet && isatty.IsTerminal(os.Stderr.Fd()) {
+				bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr),
+					progressbar.OptionSetDescription("sweep"), progressbar.OptionShowCount(),
+					progressbar.OptionShowIts(), progressbar.OptionSetItsString("seeds"),
+					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+				opt.Progress = func(n int) { bar.Add(n) }
+			}
+			start := time.Now()
+			m, err := sweep.Run(ctx, spec, opt)
+			if bar != nil {
+				bar.Finish()
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("sweep interrupted; %s holds no finished sweep", out)
+				}
+				return err
+			}
+			if !quiet {
+				fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs in %s\n",
+					out, m.Rows["tasks"], m.Rows["checkpoints"], m.Rows["branches"], m.Rows["pairs"],
+					time.Since(start).Round(time.Millisecond))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&seeds, "seeds", "0:300", "seed range START:END (END exclusive)")
+	f.StringVar(&forkAt, "fork-at", "3", "fork steps: 3, 1,2,3 or 1-4")
+	f.StringVar(&arms, "arms", "off,on", "arms, control off first: off,on,placebo,aa,policy")
+	f.IntVar(&replicas, "replicas", 1, "forks per checkpoint and arm, labelled by majority vote")
+	f.StringVar(&out, "out", "out", "results directory")
+	f.BoolVar(&overwrite, "overwrite", false, "replace a finished sweep in --out")
+	f.IntVar(&workers, "workers", 0, "parallel workers (0: one per CPU); never changes the output")
+	f.StringVar(&specFile, "spec", "", "sweep spec file (.json, .yaml); flags override it")
+	f.StringVar(&policyFile, "policy", "", "guard rule for the policy arm (forklab policy writes one)")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary line")
+	wf = addWorldFlags(f)
+	rootCmd.AddCommand(cmd)
+}

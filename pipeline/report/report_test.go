@@ -1,0 +1,105 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/forklab/forklab/pipeline/results"
+	"github.com/forklab/forklab/pipeline/sweep"
+)
+
+func sweepAndOpen(t *testing.T, spec sweep.Spec) *results.DB {
+	t.Helper()
+	out := t.TempDir()
+	if err := sweep.Prepare(out, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sweep.Run(context.Background(), spec, sweep.Options{Out: out, Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := results.Open(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// The seed's table, from Parquet through DuckDB, exactly.
+func TestSeedTableThroughDuckDB(t *testing.T) {
+	db := sweepAndOpen(t, sweep.DefaultSpec())
+	var buf bytes.Buffer
+	if err := Write(context.Background(), &buf, db); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"rescued 75   harmed 83   unchanged 142   net -8",
+		"0          3          on   same_obs     false  155    0        83      72         -83",
+		"0          3          on   same_obs     true   145    75       0       70         75",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	tab, err := db.Query(context.Background(), `SELECT same_obs, label, count(*) FROM pairs GROUP BY ALL ORDER BY ALL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(tab.Rows); got != "[[false harmed 83] [false unchanged 72] [true rescued 75] [true unchanged 70]]" {
+		t.Errorf("pairs by same_obs: %s", got)
+	}
+}
+
+// Other seed ranges and fork steps, against the reference core's tables in
+// testdata/seed/golden.json.
+func TestReferenceTablesThroughDuckDB(t *testing.T) {
+	b, err := os.ReadFile("../../testdata/seed/golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Tables []struct {
+			Start, Seeds int
+			ForkAt       int    `json:"fork_at"`
+			Policy       string `json:"policy"`
+			Table        struct {
+				Total map[string]int64 `json:"total"`
+				Net   int64            `json:"net"`
+			} `json:"table"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, tc := range g.Tables {
+		if tc.Policy != "" || tc.ForkAt > 9 {
+			continue
+		}
+		spec := sweep.DefaultSpec()
+		spec.Seeds = sweep.Range{Start: uint64(tc.Start), End: uint64(tc.Start + tc.Seeds)}
+		spec.ForkAt = []int{tc.ForkAt}
+		db := sweepAndOpen(t, spec)
+		tab, err := db.Run(context.Background(), "summary")
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx := columnIndex(tab)
+		row := tab.Rows[0]
+		got := fmt.Sprint(row[idx["rescued"]], row[idx["harmed"]], row[idx["unchanged"]], row[idx["net"]])
+		want := fmt.Sprint(tc.Table.Total["rescue"], tc.Table.Total["harm"], tc.Table.Total["unchanged"], tc.Table.Net)
+		if got != want {
+			t.Errorf("seeds %d+%d fork %d: rescued harmed unchanged net = %s, reference core %s", tc.Start, tc.Seeds, tc.ForkAt, got, want)
+		}
+		checked++
+	}
+	if checked < 8 {
+		t.Fatalf("checked only %d tables", checked)
+	}
+}

@@ -1,0 +1,125 @@
+// Package results opens a finished results directory in an in-process
+// DuckDB and runs the embedded queries (package queries) over its Parquet
+// tables. Paths in the views are relative to the directory, resolved through
+// DuckDB's file_search_path, so the same SQL runs from the duckdb CLI
+// started in the directory.
+package results
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/duckdb/duckdb-go/v2"
+	"github.com/forklab/forklab/pipeline/sweep"
+	"github.com/forklab/forklab/queries"
+)
+
+// DB is a results directory opened for queries. It is safe for use by one
+// goroutine at a time.
+type DB struct {
+	Dir      string
+	Manifest sweep.Manifest
+	db       *sql.DB
+}
+
+// Open checks that dir is a finished results directory (it has a manifest;
+// the error wraps sweep.ErrNotResults if not) and opens it.
+func Open(ctx context.Context, dir string) (*DB, error) {
+	m, err := sweep.ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		return nil, fmt.Errorf("open duckdb: %w", err)
+	}
+	// One connection: settings and views live per connection.
+	db.SetMaxOpenConns(1)
+	r := &DB{Dir: dir, Manifest: m, db: db}
+	if _, err := db.ExecContext(ctx, "SET file_search_path = "+quote(abs)); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("set file_search_path: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, queries.MustGet("views")); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: create views: %w", dir, err)
+	}
+	return r, nil
+}
+
+// Close releases the database.
+func (r *DB) Close() error { return r.db.Close() }
+
+// SQL returns the underlying database handle, limited to one connection.
+func (r *DB) SQL() *sql.DB { return r.db }
+
+// Table is a fully read query result: column names and rows of Go values as
+// the duckdb driver returns them.
+type Table struct {
+	Columns []string
+	Rows    [][]any
+}
+
+// Query runs SQL text (one or more statements; the last one's rows are
+// returned) and reads every row.
+func (r *DB) Query(ctx context.Context, text string) (*Table, error) {
+	rows, err := r.db.QueryContext(ctx, text)
+	if err != nil {
+		return nil, QueryError(err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	t := &Table{Columns: cols}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		t.Rows = append(t.Rows, vals)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, QueryError(err)
+	}
+	return t, nil
+}
+
+// Run runs the embedded query file name (e.g. "summary").
+func (r *DB) Run(ctx context.Context, name string) (*Table, error) {
+	text, err := queries.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	t, err := r.Query(ctx, text)
+	if err != nil {
+		return nil, fmt.Errorf("queries/%s.sql: %w", strings.TrimSuffix(name, ".sql"), err)
+	}
+	return t, nil
+}
+
+// QueryError returns DuckDB's own message for a failed query (which names
+// the error type and, for parser and binder errors, the position), without
+// the driver's wrapping.
+func QueryError(err error) error {
+	var de *duckdb.Error
+	if errors.As(err, &de) {
+		return errors.New(de.Msg)
+	}
+	return err
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -1,0 +1,137 @@
+package sweep
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/forklab/forklab/schemas"
+)
+
+// ManifestName is the file that marks a finished results directory.
+const ManifestName = "manifest.json"
+
+// Manifest records how a results directory was made and what it holds.
+type Manifest struct {
+	ForklabVersion string           `json:"forklab_version"`
+	SchemaVersion  int              `json:"schema_version"`
+	Spec           Spec             `json:"spec"`
+	Configs        []Config         `json:"configs"`
+	Rows           map[string]int64 `json:"rows"`
+	Files          map[string]int   `json:"files"`
+	StartedAt      time.Time        `json:"started_at"`
+	FinishedAt     time.Time        `json:"finished_at"`
+}
+
+// ErrFinished reports an output directory that already holds a finished
+// sweep.
+var ErrFinished = errors.New("holds a finished sweep")
+
+// ErrNotResults reports a directory that is not a finished results
+// directory.
+var ErrNotResults = errors.New("not a finished results directory")
+
+// Prepare makes dir ready to receive a sweep: it refuses a directory holding
+// a finished sweep unless overwrite is set (then it first removes the
+// manifest, so that an interrupted overwrite never looks finished), creates
+// the table folders, removes table files left by an earlier run, and checks
+// that dir is writable. Errors name the directory and what to do.
+func Prepare(dir string, overwrite bool) error {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return fmt.Errorf("output %s exists and is not a directory", dir)
+	}
+	manifest := filepath.Join(dir, ManifestName)
+	if _, err := os.Stat(manifest); err == nil {
+		if !overwrite {
+			return fmt.Errorf("output %s %w (%s); pass --overwrite to replace it or choose another --out", dir, ErrFinished, ManifestName)
+		}
+		if err := os.Remove(manifest); err != nil {
+			return fmt.Errorf("output %s: remove old manifest: %w", dir, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("output %s cannot be created: %w", dir, unwrapPath(err))
+	}
+	probe, err := os.CreateTemp(dir, ".forklab-write-test-*")
+	if err != nil {
+		return fmt.Errorf("output %s is not writable: %w", dir, unwrapPath(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	// The table folders belong to forklab: clear them of an earlier or
+	// interrupted run.
+	for _, t := range append([]string{schemas.ConfigsTable}, schemas.Tables...) {
+		td := filepath.Join(dir, t)
+		if err := os.RemoveAll(td); err != nil {
+			return fmt.Errorf("output %s: remove old table folder: %w", td, unwrapPath(err))
+		}
+		if err := os.MkdirAll(td, 0o755); err != nil {
+			return fmt.Errorf("output %s: %w", td, unwrapPath(err))
+		}
+	}
+	return nil
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// ReadManifest reads dir's manifest, failing with ErrNotResults when there is
+// none.
+func ReadManifest(dir string) (Manifest, error) {
+	var m Manifest
+	b, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if errors.Is(err, fs.ErrNotExist) {
+		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {
+			return m, fmt.Errorf("%s does not exist or is not a directory: %w", dir, ErrNotResults)
+		}
+		return m, fmt.Errorf("%s has no %s: it is %w (an unfinished sweep, or not a sweep's output)", dir, ManifestName, ErrNotResults)
+	}
+	if err != nil {
+		return m, fmt.Errorf("read manifest: %w", err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("%s/%s is corrupt: %v: %w", dir, ManifestName, err, ErrNotResults)
+	}
+	return m, nil
+}
+
+// writeFileAtomic writes b to path through a temporary file in the same
+// directory, synced and renamed.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// syncDir flushes a directory's entries (renames) to disk.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,516 @@
+package sweep
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/forklab/forklab/pipeline/counter"
+	"github.com/forklab/forklab/pipeline/fork"
+	"github.com/forklab/forklab/pipeline/pyrand"
+	"github.com/forklab/forklab/schemas"
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+)
+
+// Options control how a sweep runs, not what it computes: the same Spec
+// gives the same rows under any Options.
+type Options struct {
+	// Out is the results directory; Prepare it first.
+	Out string
+	// Workers is the number of shards processed at once; 0 means one per
+	// CPU.
+	Workers int
+	// Progress, if not nil, is called from worker goroutines with the
+	// number of seeds just finished; it must be safe for concurrent use.
+	Progress func(seeds int)
+	// Version is the forklab version recorded in the manifest.
+	Version string
+}
+
+// rowsPerShard bounds the branch rows a shard produces, which bounds the
+// rows in a table file.
+const rowsPerShard = 1 << 18
+
+// ShardSeeds returns the number of seeds per shard for a spec: as many as
+// keep a shard's branch rows near rowsPerShard, a multiple of 64, at least
+// 1024. It depends only on the spec.
+func (s Spec) ShardSeeds() uint64 {
+	perSeed := uint64(len(s.ForkAt) * len(s.Arms) * s.Replicas)
+	n := max(uint64(1024), rowsPerShard/perSeed)
+	return n - n%64
+}
+
+type shard struct {
+	config Config
+	index  int
+	seeds  Range
+}
+
+// Run runs the sweep into opt.Out, which Prepare must have readied, and
+// writes the manifest last. On error or cancellation it removes the table
+// files it wrote and leaves no manifest.
+func Run(ctx context.Context, spec Spec, opt Options) (Manifest, error) {
+	if err := spec.Validate(); err != nil {
+		return Manifest{}, err
+	}
+	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, Spec: spec,
+		Configs: spec.Configs(), Rows: map[string]int64{}, Files: map[string]int{}, StartedAt: time.Now().UTC()}
+	var shards []shard
+	size := spec.ShardSeeds()
+	for _, c := range m.Configs {
+		for i, lo := 0, spec.Seeds.Start; lo < spec.Seeds.End; i, lo = i+1, lo+size {
+			shards = append(shards, shard{config: c, index: i, seeds: Range{lo, min(lo+size, spec.Seeds.End)}})
+		}
+	}
+	if err := writeConfigs(opt.Out, m.Configs); err != nil {
+		return m, err
+	}
+	workers := opt.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, len(shards))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan shard)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		rows     [4]atomic.Int64
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := newShardWriter(spec, opt)
+			for sh := range work {
+				n, err := w.run(ctx, sh)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+					continue
+				}
+				for i := range n {
+					rows[i].Add(n[i])
+				}
+			}
+		}()
+	}
+feed:
+	for _, sh := range shards {
+		select {
+		case work <- sh:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	if firstErr != nil {
+		removeTables(opt.Out)
+		return m, firstErr
+	}
+	m.Rows[schemas.ConfigsTable] = int64(len(m.Configs))
+	for i, t := range schemas.Tables {
+		m.Rows[t] = rows[i].Load()
+	}
+	for _, t := range append([]string{schemas.ConfigsTable}, schemas.Tables...) {
+		n, err := syncTree(filepath.Join(opt.Out, t))
+		if err != nil {
+			return m, fmt.Errorf("sync %s: %w", t, err)
+		}
+		m.Files[t] = n
+	}
+	m.FinishedAt = time.Now().UTC()
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return m, err
+	}
+	if err := writeFileAtomic(filepath.Join(opt.Out, ManifestName), append(b, '\n')); err != nil {
+		return m, fmt.Errorf("write manifest: %w", err)
+	}
+	return m, syncDir(opt.Out)
+}
+
+// removeTables empties the table folders of an aborted sweep.
+func removeTables(dir string) {
+	for _, t := range append([]string{schemas.ConfigsTable}, schemas.Tables...) {
+		os.RemoveAll(filepath.Join(dir, t))
+	}
+}
+
+// syncTree syncs every directory under root (their entries are renamed
+// files) and counts the Parquet files.
+func syncTree(root string) (files int, err error) {
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return syncDir(path)
+		}
+		if filepath.Ext(path) == ".parquet" {
+			files++
+		}
+		return nil
+	})
+	return files, err
+}
+
+// writeConfigs writes the configs table.
+func writeConfigs(out string, configs []Config) error {
+	rows := make([]schemas.Config, len(configs))
+	for i, c := range configs {
+		rows[i] = schemas.Config{ConfigID: int32(c.ID), World: counter.Name,
+			Target: int32(c.Params.Target), BaseBudget: int32(c.Params.BaseBudget),
+			SlackValues: toInt32s(c.Params.Slack), FreezeValues: toInt32s(c.Params.FreezeAt),
+			PStall: c.Params.PStall, PObsNoise: c.Params.PObsNoise, PRefreshFail: c.Params.PRefreshFail,
+			Temperature: c.Model.Temperature, NoTool: c.Model.NoTool}
+	}
+	var t table[schemas.Config]
+	if err := t.open(filepath.Join(out, schemas.ConfigsTable), "configs.parquet"); err != nil {
+		return fmt.Errorf("write configs: %w", err)
+	}
+	for _, r := range rows {
+		if err := t.add(r); err != nil {
+			t.abort()
+			return fmt.Errorf("write configs: %w", err)
+		}
+	}
+	if err := t.commit(); err != nil {
+		t.abort()
+		return fmt.Errorf("write configs: %w", err)
+	}
+	return nil
+}
+
+func toInt32s(xs []int) []int32 {
+	out := make([]int32, len(xs))
+	for i, x := range xs {
+		out[i] = int32(x)
+	}
+	return out
+}
+
+// zstdFastest is the codec of every table: zstd at its fastest level, which
+// on these repetitive columns compresses nearly as well as the default.
+var zstdFastest = zstd.Codec{Level: zstd.SpeedFastest}
+
+// batchRows is how many rows a table buffers before handing them to the
+// Parquet writer.
+const batchRows = 4096
+
+// table streams one table file's rows into a temporary file that commit
+// renames into place. Its row buffer is reused across files.
+type table[T any] struct {
+	path, tmp string
+	f         *os.File
+	w         *parquet.GenericWriter[T]
+	buf       []T
+	n         int64
+}
+
+func (t *table[T]) open(dir, name string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	t.path = filepath.Join(dir, name)
+	t.tmp = filepath.Join(dir, "."+name+".tmp")
+	f, err := os.Create(t.tmp)
+	if err != nil {
+		return err
+	}
+	t.f = f
+	// A fresh writer per file: a Reset writer carries state from its last
+	// file into the next one's bytes, and the files must not depend on
+	// which worker wrote what before.
+	t.w = parquet.NewGenericWriter[T](f,
+		parquet.Compression(&zstdFastest),
+		parquet.MaxRowsPerRowGroup(1<<17),
+		parquet.CreatedBy("forklab", "", ""),
+	)
+	t.buf, t.n = t.buf[:0], 0
+	return nil
+}
+
+func (t *table[T]) add(row T) error {
+	t.buf = append(t.buf, row)
+	if len(t.buf) == batchRows {
+		return t.flush()
+	}
+	return nil
+}
+
+func (t *table[T]) flush() error {
+	if len(t.buf) == 0 {
+		return nil
+	}
+	_, err := t.w.Write(t.buf)
+	t.n += int64(len(t.buf))
+	clear(t.buf) // drop references to strings in the arena
+	t.buf = t.buf[:0]
+	return err
+}
+
+// commit finishes the file, syncs it and renames it into place.
+func (t *table[T]) commit() error {
+	err := t.flush()
+	if err == nil {
+		err = t.w.Close()
+	}
+	if err == nil {
+		err = t.f.Sync()
+	}
+	if cerr := t.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(t.tmp, t.path)
+	}
+	t.f = nil
+	return err
+}
+
+func (t *table[T]) abort() {
+	if t.f != nil {
+		t.f.Close()
+		os.Remove(t.tmp)
+		t.f = nil
+	}
+}
+
+// forkTables are the files of one fork step of a shard.
+type forkTables struct {
+	checkpoints table[schemas.Checkpoint]
+	branches    table[schemas.Branch]
+	pairs       table[schemas.Pair]
+}
+
+// shardWriter runs shards one after another on one goroutine, reusing its
+// buffers and Parquet writers.
+type shardWriter struct {
+	spec       Spec
+	opt        Options
+	tasks      table[schemas.Task]
+	forks      []forkTables // one per spec.ForkAt, in order
+	hist       []fork.Turn
+	gens       [pyrand.Lanes]pyrand.Gen
+	arms       []fork.Arm // the control off first, then the spec's order
+	unreported int        // seeds finished since the last Progress call
+	arena      []byte     // checkpoint JSON; see checkpointJSON
+}
+
+func newShardWriter(spec Spec, opt Options) *shardWriter {
+	arms := []fork.Arm{fork.Off}
+	for _, a := range spec.Arms {
+		if a != fork.Off {
+			arms = append(arms, a)
+		}
+	}
+	return &shardWriter{spec: spec, opt: opt, arms: arms, forks: make([]forkTables, len(spec.ForkAt))}
+}
+
+// progress reports finished seeds in batches of at least 4096, or all
+// outstanding ones when flush is set.
+func (w *shardWriter) progress(seeds int, flush bool) {
+	if w.opt.Progress == nil {
+		return
+	}
+	w.unreported += seeds
+	if w.unreported >= 4096 || flush && w.unreported > 0 {
+		w.opt.Progress(w.unreported)
+		w.unreported = 0
+	}
+}
+
+// tableFile is a table of any row type, as far as committing goes.
+type tableFile interface {
+	commit() error
+	abort()
+}
+
+// each calls f for every table file of the shard.
+func (w *shardWriter) each(f func(tableFile) error) error {
+	if err := f(&w.tasks); err != nil {
+		return err
+	}
+	for i := range w.forks {
+		ft := &w.forks[i]
+		for _, t := range []tableFile{&ft.checkpoints, &ft.branches, &ft.pairs} {
+			if err := f(t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (w *shardWriter) run(ctx context.Context, sh shard) (rows [4]int64, err error) {
+	name := fmt.Sprintf("part-%06d.parquet", sh.index)
+	cdir := fmt.Sprintf("config_id=%d", sh.config.ID)
+	defer func() {
+		if err != nil {
+			w.each(func(t tableFile) error { t.abort(); return nil })
+		}
+	}()
+	if err = w.tasks.open(filepath.Join(w.opt.Out, "tasks", cdir), name); err != nil {
+		return rows, fmt.Errorf("shard %s/%s: %w", cdir, name, err)
+	}
+	for i, f := range w.spec.ForkAt {
+		fdir := fmt.Sprintf("fork_step=%d", f)
+		ft := &w.forks[i]
+		for _, o := range []struct {
+			table string
+			open  func(dir, name string) error
+		}{{"checkpoints", ft.checkpoints.open}, {"branches", ft.branches.open}, {"pairs", ft.pairs.open}} {
+			if err = o.open(filepath.Join(w.opt.Out, o.table, cdir, fdir), name); err != nil {
+				return rows, fmt.Errorf("shard %s/%s: %w", cdir, name, err)
+			}
+		}
+	}
+	if err = w.simulate(ctx, sh); err != nil {
+		return rows, fmt.Errorf("shard %s/%s: %w", cdir, name, err)
+	}
+	if err = w.each(tableFile.commit); err != nil {
+		return rows, fmt.Errorf("shard %s/%s: %w", cdir, name, err)
+	}
+	rows[0] = w.tasks.n
+	for i := range w.forks {
+		rows[1] += w.forks[i].checkpoints.n
+		rows[2] += w.forks[i].branches.n
+		rows[3] += w.forks[i].pairs.n
+	}
+	return rows, nil
+}
+
+// simulate produces the shard's rows: for each seed, the task, then per fork
+// step the checkpoint, every arm's replicas and the pairs.
+func (w *shardWriter) simulate(ctx context.Context, sh shard) error {
+	cw := counter.World{P: sh.config.Params}
+	lab := fork.Lab[counter.State]{World: cw, Model: sh.config.Model}
+	enc, err := fork.NewEncoder[counter.State](counter.Name, sh.config.Params, sh.config.Model)
+	if err != nil {
+		return err
+	}
+	var seeds [pyrand.Lanes]uint32
+	for lo := sh.seeds.Start; lo < sh.seeds.End; lo += pyrand.Lanes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(uint64(pyrand.Lanes), sh.seeds.End-lo)
+		if n == pyrand.Lanes && lo+n <= 1<<32 {
+			for l := range seeds {
+				seeds[l] = uint32(lo + uint64(l))
+			}
+			pyrand.SeedBatch(&w.gens, &seeds)
+		} else {
+			for l := range n {
+				w.gens[l].Reseed(lo + l)
+			}
+		}
+		for l := range n {
+			if err := w.seed(lab, enc, lo+l, cw.StartWith(lo+l, &w.gens[l]), sh.config); err != nil {
+				return err
+			}
+		}
+		w.progress(int(n), false)
+	}
+	w.progress(0, true)
+	return nil
+}
+
+// checkpointJSON encodes a checkpoint into the writer's arena and returns it
+// as a string sharing the arena's bytes. Bytes once handed out are never
+// written again: when the arena is full a new one replaces it, and the old
+// one lives as long as strings point into it.
+func (w *shardWriter) checkpointJSON(enc *fork.Encoder[counter.State, counter.Params], forkStep int, s counter.State) (string, error) {
+	if cap(w.arena)-len(w.arena) < 4096 {
+		w.arena = make([]byte, 0, 1<<20)
+	}
+	start := len(w.arena)
+	var err error
+	w.arena, err = enc.Append(w.arena, forkStep, w.hist, s)
+	if err != nil || len(w.arena) == start {
+		return "", err
+	}
+	return unsafe.String(&w.arena[start], len(w.arena)-start), nil
+}
+
+// seed writes one seed's rows: its task, then per fork step its checkpoint,
+// branches and pairs.
+func (w *shardWriter) seed(lab fork.Lab[counter.State], enc *fork.Encoder[counter.State, counter.Params], seed uint64, s counter.State, c Config) error {
+	cw := lab.World
+	task := schemas.Task{Seed: int64(seed), Slack: s.Budget - int32(c.Params.BaseBudget), Budget: s.Budget}
+	if s.FreezeAt != 0 {
+		fa := s.FreezeAt
+		task.FreezeAt = &fa
+	}
+	if err := w.tasks.add(task); err != nil {
+		return err
+	}
+	w.hist = w.hist[:0]
+	prefix := fork.PrefixKey(seed)
+	K := w.spec.Replicas
+	for i, f := range w.spec.ForkAt {
+		ft := &w.forks[i]
+		s = lab.Advance(s, prefix, f, &w.hist)
+		o := cw.Observe(s)
+		feat, truth := cw.Features(s), cw.Truth(s)
+		fc := schemas.Features{SameObs: feat.SameObs, RepeatRun: int32(feat.RepeatRun), ObsValue: int32(feat.ObsValue),
+			StepsUsed: int32(feat.StepsUsed), BudgetLeft: int32(feat.BudgetLeft)}
+		hidden := schemas.Hidden{HiddenStuck: truth.Stuck, HiddenFault: truth.Fault}
+		cp, err := w.checkpointJSON(enc, f, s)
+		if err != nil {
+			return err
+		}
+		if err := ft.checkpoints.add(schemas.Checkpoint{Seed: int64(seed), Over: o.Over, Features: fc, Hidden: hidden,
+			HiddenValue: int32(truth.Value), Checkpoint: cp}); err != nil {
+			return err
+		}
+		fires := w.spec.Policy != nil && w.spec.Policy.Fires(feat)
+		var offWins int
+		for _, arm := range w.arms {
+			wins := 0
+			for r := range K {
+				final, ok, iv := lab.Branch(s, seed, f, arm, r, fires)
+				if ok {
+					wins++
+				}
+				if err := ft.branches.add(schemas.Branch{Seed: int64(seed), Arm: string(arm), Replica: int32(r),
+					Intervened: iv, Success: ok, Declared: final.Declared, FinalValue: final.V, Steps: final.Steps}); err != nil {
+					return err
+				}
+			}
+			if arm == fork.Off {
+				offWins = wins
+				continue
+			}
+			control, treatment := fork.Majority(offWins, K), fork.Majority(wins, K)
+			label, quad := fork.Classify(control, treatment)
+			if err := ft.pairs.add(schemas.Pair{Seed: int64(seed), Arm: string(arm), Replicas: int32(K),
+				ControlWins: int32(offWins), TreatmentWins: int32(wins), ControlSuccess: control,
+				TreatmentSuccess: treatment, Label: string(label), Quadrant: string(quad),
+				Features: fc, Hidden: hidden}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
