@@ -333,6 +333,20 @@ func (l *Log) Head(name string) (Info, error) {
 	return s.info(), nil
 }
 
+// ProducerState returns the committed state of a producer on a stream: its
+// epoch and highest accepted seq; known is false for a producer the stream
+// has not seen.
+func (l *Log) ProducerState(name, producerID string) (epoch, seq int64, known bool, err error) {
+	s, err := l.lookup(name)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	s.mu.RLock()
+	st, ok := s.producers[producerID]
+	s.mu.RUnlock()
+	return st.Epoch, st.LastSeq, ok && st.Known, nil
+}
+
 // Names lists the live streams, sorted.
 func (l *Log) Names() []string {
 	l.mu.RLock()

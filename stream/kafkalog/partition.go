@@ -66,8 +66,9 @@ func newPartition(l *Log, id int32) *partition {
 		Balancer:     fixedPartition(id),
 		RequiredAcks: kafka.RequireAll,
 		// One WriteMessages call is one produce request: the batch is
-		// flushed as soon as the call has added its messages.
-		BatchSize:       1 << 20,
+		// flushed as soon as the call has added its messages. (kafka-go
+		// allocates BatchSize messages per batch: keep it modest.)
+		BatchSize:       maxBatchRecords,
 		BatchBytes:      int64(l.cfg.MaxBatchBytes) + 1<<20,
 		BatchTimeout:    time.Microsecond,
 		MaxAttempts:     5,
@@ -87,6 +88,9 @@ func newPartition(l *Log, id int32) *partition {
 	}
 	return p
 }
+
+// maxBatchRecords bounds the records group-committed in one produce request.
+const maxBatchRecords = 1024
 
 // fixedPartition is a kafka.Balancer that sends every message to one
 // partition: the stream's partition is decided by the log, not by the key
@@ -135,7 +139,7 @@ func (p *partition) run() {
 		}
 		// Take as many ops as fit in one produce request.
 		n, bytes := 0, 0
-		for n < len(backlog) && (n == 0 || bytes+backlog[n].size <= p.l.cfg.MaxBatchBytes) {
+		for n < len(backlog) && n < maxBatchRecords && (n == 0 || bytes+backlog[n].size <= p.l.cfg.MaxBatchBytes) {
 			bytes += backlog[n].size
 			n++
 		}

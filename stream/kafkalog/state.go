@@ -72,7 +72,8 @@ type stream struct {
 	createKoff int64 // Kafka offset of the create record; -1 when trimmed away
 	tail       int64 // position of the tail offset
 	closed     bool
-	soft       bool // soft-deleted: retained for forks, gone to clients
+	producers  map[string]fence.State // committed producer state, for ProducerState
+	soft       bool                   // soft-deleted: retained for forks, gone to clients
 	removed    bool
 	notify     chan struct{} // closed and replaced on every change
 }
@@ -131,6 +132,12 @@ func (s *stream) applyR(r *record, koff int64) {
 	if len(r.value) > 0 {
 		s.entries = append(s.entries, entry{koff: koff, rec: r.rec, cut: -1})
 		s.tail = koff + 1
+	}
+	if r.hasProducer {
+		if s.producers == nil {
+			s.producers = map[string]fence.State{}
+		}
+		s.producers[r.producerID] = fence.Replay(s.producers[r.producerID], fence.Request{Epoch: r.epoch, Seq: r.seq})
 	}
 	if r.closed {
 		s.closed = true

@@ -28,6 +28,14 @@ func (s *Server) head(w http.ResponseWriter, r *http.Request, name string) {
 	if info.Closed {
 		h.Set(hClosed, "true")
 	}
+	// Extension: a Producer-Id request header asks for that producer's
+	// epoch and highest seq, so a new incarnation can claim the next epoch.
+	if id := r.Header.Get(hProducerID); id != "" {
+		if e, q, known, err := s.cfg.Log.ProducerState(name, id); err == nil && known {
+			h.Set(hProducerEpoch, strconv.FormatInt(e, 10))
+			h.Set(hProducerSeq, strconv.FormatInt(q, 10))
+		}
+	}
 	if topic, part, err := s.cfg.Log.Location(name); err == nil {
 		h.Set(hKafkaTopic, topic)
 		h.Set(hKafkaPartition, strconv.Itoa(int(part)))
