@@ -1,0 +1,259 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/forklab/forklab/stream/client"
+)
+
+// TestDuplicateAndGapAcrossRestart checks the producer rules before and
+// after the service restarts: Kafka alone carries the producer state.
+func TestDuplicateAndGapAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	svc := startService(t, dir)
+	ctx := context.Background()
+	c := client.New(svc.URL)
+	c.Create(ctx, "s", client.CreateOptions{ContentType: textPlain})
+	w := c.NewAppender("s", "worker", 3, textPlain)
+	for i := 0; i < 3; i++ {
+		if _, err := w.Append(ctx, []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := func(epoch, seq string) map[string]string {
+		return map[string]string{"Content-Type": textPlain, "Producer-Id": "worker", "Producer-Epoch": epoch, "Producer-Seq": seq}
+	}
+	check := func(stage string, epoch, seq, body string, status int, hdr, want string) {
+		t.Helper()
+		res := post(t, c.URL("s"), h(epoch, seq), body)
+		if res.StatusCode != status {
+			t.Fatalf("%s: epoch %s seq %s: status %d, want %d", stage, epoch, seq, res.StatusCode, status)
+		}
+		if hdr != "" && res.Header.Get(hdr) != want {
+			t.Fatalf("%s: %s = %q, want %q", stage, hdr, res.Header.Get(hdr), want)
+		}
+	}
+	for _, stage := range []string{"before restart", "after restart"} {
+		check(stage, "3", "2", "2", http.StatusNoContent, "Producer-Seq", "2")         // duplicate of the last
+		check(stage, "3", "0", "0", http.StatusNoContent, "Producer-Seq", "2")         // duplicate of an older one
+		check(stage, "3", "5", "5", http.StatusConflict, "Producer-Expected-Seq", "3") // gap
+		check(stage, "2", "3", "3", http.StatusForbidden, "Producer-Epoch", "3")       // stale epoch
+		check(stage, "4", "1", "1", http.StatusBadRequest, "", "")                     // new epoch must start at 0
+		data, _, err := c.ReadAll(ctx, "s", client.Start)
+		if err != nil || string(data) != "012" {
+			t.Fatalf("%s: stream %q %v, want \"012\"", stage, data, err)
+		}
+		if stage == "before restart" {
+			stopService(t, svc)
+			svc = startService(t, dir)
+			c = client.New(svc.URL)
+		}
+	}
+	check("after restart", "3", "3", "3", http.StatusOK, "Producer-Seq", "3")
+	data, _, _ := c.ReadAll(ctx, "s", client.Start)
+	if string(data) != "0123" {
+		t.Fatalf("stream %q", data)
+	}
+	stopService(t, svc)
+}
+
+// TestWriterRetryDuplicateInvisible makes kafka-go's Writer write a record
+// twice, with the broker's fault injection: the produce is applied but
+// answered REQUEST_TIMED_OUT, so the Writer retries it. The copy is in Kafka;
+// readers never see it, offsets stay strictly increasing, and a restart
+// (rebuild from Kafka) gives the same stream and the same tail offset.
+func TestWriterRetryDuplicateInvisible(t *testing.T) {
+	dir := t.TempDir()
+	svc := startService(t, dir)
+	ctx := context.Background()
+	c := client.New(svc.URL)
+	c.Create(ctx, "dup", client.CreateOptions{ContentType: textPlain})
+	w := c.NewAppender("dup", "p", 0, textPlain)
+	w.Append(ctx, []byte("a"))
+
+	fault := svc.Broker.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.RequestTimedOut, Count: 1})
+	r, err := w.Append(ctx, []byte("b"))
+	if err != nil || r.Duplicate {
+		t.Fatalf("append through the fault: %+v %v", r, err)
+	}
+	if fault.Hits() != 1 {
+		t.Fatalf("fault answered %d produces, want 1", fault.Hits())
+	}
+	w.Append(ctx, []byte("c"))
+
+	// Kafka holds "b" twice.
+	if n := countValues(t, svc.Brokers, "b"); n != 2 {
+		t.Fatalf("Kafka holds %d copies of \"b\", want 2 (the fault did not duplicate)", n)
+	}
+	check := func(stage string) string {
+		t.Helper()
+		data, tail, err := c.ReadAll(ctx, "dup", client.Start)
+		if err != nil || string(data) != "abc" {
+			t.Fatalf("%s: stream %q %v, want \"abc\"", stage, data, err)
+		}
+		// Record by record: each read from the previous next offset gives
+		// one record, with strictly increasing offsets.
+		var got []string
+		off := client.Start
+		for off != tail {
+			ch, err := c.Read(ctx, "dup", off)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, string(ch.Data))
+			if off != client.Start && ch.Next <= off {
+				t.Fatalf("%s: offsets not increasing: %s then %s", stage, off, ch.Next)
+			}
+			off = ch.Next
+			if ch.UpToDate {
+				break
+			}
+		}
+		if strings.Join(got, "") != "abc" {
+			t.Fatalf("%s: records %q", stage, got)
+		}
+		return tail
+	}
+	before := check("before restart")
+	stopService(t, svc)
+	svc = startService(t, dir)
+	defer stopService(t, svc)
+	c = client.New(svc.URL)
+	if after := check("after restart"); after != before {
+		t.Fatalf("tail offset %s before restart, %s after", before, after)
+	}
+	// The producer state survived too: "c" was seq 2.
+	if res := post(t, c.URL("dup"), map[string]string{"Content-Type": textPlain, "Producer-Id": "p", "Producer-Epoch": "0", "Producer-Seq": "2"}, "c"); res.StatusCode != http.StatusNoContent {
+		t.Fatalf("duplicate of seq 2 after restart: %d", res.StatusCode)
+	}
+}
+
+// countValues counts records with the given value in the data topic.
+func countValues(t *testing.T, brokers []string, value string) int {
+	t.Helper()
+	cl := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	res, err := cl.Fetch(context.Background(), &kafka.FetchRequest{Topic: "forklab.streams", Partition: 0, Offset: 0, MaxBytes: 1 << 20})
+	if err != nil || res.Error != nil {
+		t.Fatalf("fetch: %v %v", err, res.Error)
+	}
+	n := 0
+	for {
+		r, err := res.Records.ReadRecord()
+		if err != nil {
+			break
+		}
+		var b bytes.Buffer
+		if r.Value != nil {
+			b.ReadFrom(r.Value)
+		}
+		if b.String() == value {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCrashSIGKILL kills the service with SIGKILL while producers append,
+// restarts it, and checks that every acknowledged append is there, in order,
+// once; that a pre-crash append is still a duplicate; and that a zombie is
+// still fenced.
+func TestCrashSIGKILL(t *testing.T) {
+	dir := t.TempDir()
+	p := startProcess(t, dir)
+	ctx := context.Background()
+	c := client.New(p.url)
+	const producers = 4
+	// The zombie setup: epoch 0 wrote, epoch 1 took over.
+	c.Create(ctx, "fenced", client.CreateOptions{ContentType: textPlain})
+	c.NewAppender("fenced", "w", 0, textPlain).Append(ctx, []byte("old;"))
+	c.NewAppender("fenced", "w", 1, textPlain).Append(ctx, []byte("new;"))
+
+	type log struct {
+		acked    []string
+		inflight string
+	}
+	logs := make([]log, producers)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for i := range producers {
+		name := fmt.Sprintf("crash-%d", i)
+		if _, _, err := c.Create(ctx, name, client.CreateOptions{ContentType: textPlain}); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := c.NewAppender(name, "p", 0, textPlain)
+			w.MaxAttempts = 1
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rec := fmt.Sprintf("%s#%d;", name, n)
+				logs[i].inflight = rec
+				if _, err := w.Append(ctx, []byte(rec)); err != nil {
+					return // the server died under us
+				}
+				logs[i].acked = append(logs[i].acked, rec)
+				logs[i].inflight = ""
+			}
+		}()
+	}
+	time.Sleep(700 * time.Millisecond)
+	p.kill()
+	close(stop)
+	wg.Wait()
+
+	p = startProcess(t, dir)
+	c = client.New(p.url)
+	total := 0
+	for i := range producers {
+		name := fmt.Sprintf("crash-%d", i)
+		data, _, err := c.ReadAll(ctx, name, client.Start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked := strings.Join(logs[i].acked, "")
+		got := string(data)
+		if got != acked && got != acked+logs[i].inflight {
+			t.Fatalf("%s after crash:\n got %q\nacked %q (+ in flight %q)", name, got, acked, logs[i].inflight)
+		}
+		total += len(logs[i].acked)
+		// The last acknowledged append, resent, is a duplicate.
+		if n := len(logs[i].acked); n > 0 {
+			seq := fmt.Sprint(n - 1)
+			res := post(t, c.URL(name), map[string]string{"Content-Type": textPlain, "Producer-Id": "p", "Producer-Epoch": "0", "Producer-Seq": seq}, logs[i].acked[n-1])
+			if res.StatusCode != http.StatusNoContent {
+				t.Fatalf("%s: resent seq %s after crash: %d, want 204", name, seq, res.StatusCode)
+			}
+		}
+		again, _, _ := c.ReadAll(ctx, name, client.Start)
+		if !bytes.Equal(again, data) {
+			t.Fatalf("%s changed after a duplicate", name)
+		}
+	}
+	if total < 20 {
+		t.Fatalf("only %d appends acknowledged before the kill", total)
+	}
+	_, err := c.NewAppender("fenced", "w", 0, textPlain).Append(ctx, []byte("zombie;"))
+	var fe *client.FencedError
+	if !errors.As(err, &fe) || fe.CurrentEpoch != 1 {
+		t.Fatalf("zombie after crash: %v", err)
+	}
+	t.Logf("%d acknowledged appends survived SIGKILL", total)
+}
