@@ -1,22 +1,29 @@
--- What does each arm do, overall, against the control arm off?
+-- What does each arm do, overall, against the control arm off, and how sure
+-- are we?
 --
--- Inputs: pairs (views.sql).
+-- Inputs: pairs (views.sql), the macros of stats.sql.
 -- Output: one row per configuration, fork step and treatment arm:
 --   config_id, fork_step, arm,
---   pairs        pairs compared,
---   rescued      treatment succeeds, control fails (persuadables),
---   harmed       control succeeds, treatment fails (sleeping dogs),
---   unchanged    both the same; = sure_thing + lost_cause,
---   sure_thing   both succeed,
---   lost_cause   both fail,
---   net          rescued - harmed,
---   net_rate     net / pairs.
+--   pairs         pairs compared,
+--   rescued       treatment succeeds, control fails (persuadables),
+--   harmed        control succeeds, treatment fails (sleeping dogs),
+--   unchanged     both the same; = sure_thing + lost_cause,
+--   sure_thing    both succeed,
+--   lost_cause    both fail,
+--   net           rescued - harmed,
+--   net_rate      net / pairs,
+--   net_lo, net_hi        95% interval for net_rate (Newcombe, paired),
+--   mcnemar_p             McNemar's exact two-sided p on rescued vs harmed,
+--   rescue_rate, rescue_lo, rescue_hi   rescued / pairs, Wilson 95%,
+--   harm_rate, harm_lo, harm_hi         harmed / pairs, Wilson 95%,
+--   flip_rate, flip_lo, flip_hi         (rescued + harmed) / pairs, Wilson
+--                 95%: for arm aa, the noise floor any rescue count must beat.
 WITH counted AS (
     SELECT config_id, fork_step, arm,
-           count(*)                                    AS pairs,
-           count(*) FILTER (WHERE label = 'rescued')   AS rescued,
-           count(*) FILTER (WHERE label = 'harmed')    AS harmed,
-           count(*) FILTER (WHERE label = 'unchanged') AS unchanged,
+           count(*)                                        AS pairs,
+           count(*) FILTER (WHERE label = 'rescued')       AS rescued,
+           count(*) FILTER (WHERE label = 'harmed')        AS harmed,
+           count(*) FILTER (WHERE label = 'unchanged')     AS unchanged,
            count(*) FILTER (WHERE quadrant = 'sure_thing') AS sure_thing,
            count(*) FILTER (WHERE quadrant = 'lost_cause') AS lost_cause
     FROM pairs
@@ -24,7 +31,19 @@ WITH counted AS (
 )
 SELECT config_id, fork_step, arm, pairs, rescued, harmed, unchanged,
        sure_thing, lost_cause,
-       rescued - harmed                          AS net,
-       round((rescued - harmed) / pairs, 4)      AS net_rate
+       rescued - harmed                                        AS net,
+       (rescued - harmed) / pairs                              AS net_rate,
+       newcombe_lo(sure_thing, rescued, harmed, lost_cause)    AS net_lo,
+       newcombe_hi(sure_thing, rescued, harmed, lost_cause)    AS net_hi,
+       mcnemar_p(rescued, harmed)                              AS mcnemar_p,
+       rescued / pairs                                         AS rescue_rate,
+       wilson_lo(rescued, pairs)                               AS rescue_lo,
+       wilson_hi(rescued, pairs)                               AS rescue_hi,
+       harmed / pairs                                          AS harm_rate,
+       wilson_lo(harmed, pairs)                                AS harm_lo,
+       wilson_hi(harmed, pairs)                                AS harm_hi,
+       (rescued + harmed) / pairs                              AS flip_rate,
+       wilson_lo(rescued + harmed, pairs)                      AS flip_lo,
+       wilson_hi(rescued + harmed, pairs)                      AS flip_hi
 FROM counted
 ORDER BY config_id, fork_step, arm;

@@ -48,9 +48,11 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("set file_search_path: %w", err)
 	}
-	if _, err := db.ExecContext(ctx, queries.MustGet("views")); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("%s: create views: %w", dir, err)
+	for _, setup := range []string{"views", "stats"} {
+		if _, err := db.ExecContext(ctx, queries.MustGet(setup)); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("%s: queries/%s.sql: %w", dir, setup, QueryError(err))
+		}
 	}
 	return r, nil
 }
