@@ -8,7 +8,7 @@ OUT     ?= out
 SEEDS   ?= 0:300
 FORK_AT ?= 3
 
-.PHONY: all build sweep test test-go vet fmt-check bench clean
+.PHONY: all build sweep sweep-noisy test test-go vet fmt-check bench clean
 
 all: build
 
@@ -16,10 +16,20 @@ build:
 	$(GO) build -o $(BIN) ./cmd/forklab
 
 # The main job: the seed's experiment, from the sweep to Parquet to the
-# DuckDB report.
+# DuckDB report; then the guard policy searched on part of the seeds, and the
+# rerun with recovery only where it fires, beside always-on.
 sweep: build
 	$(BIN) sweep --seeds $(SEEDS) --fork-at $(FORK_AT) --out $(OUT) --overwrite
 	$(BIN) report $(OUT)
+	$(BIN) policy $(OUT) --max-harm 0 --out $(OUT)/policy.json --overwrite > /dev/null
+	$(BIN) sweep --seeds $(SEEDS) --fork-at $(FORK_AT) --arms off,on,policy --policy $(OUT)/policy.json \
+		--out $(OUT)/rerun --overwrite
+	$(BIN) report $(OUT)/rerun
+
+# Imperfect signals, a noisy agent, every arm, five replicas (testdata/specs/noisy.yaml).
+sweep-noisy: build
+	$(BIN) sweep --spec testdata/specs/noisy.yaml --out $(OUT)-noisy --overwrite
+	$(BIN) report $(OUT)-noisy
 
 test: vet fmt-check test-go
 

@@ -16,6 +16,13 @@
 // one state word at a time instead of all 624 words: a task needs a handful
 // of outputs. SeedBatch runs several seeds' chains in lockstep so the
 // processor overlaps their multiply latencies.
+//
+// Batch goes further for sweeps over many seeds: it seeds BatchLanes
+// generators at once with their states interleaved word by word, so that one
+// vector instruction advances the chains of 16 (AVX-512) or 8 (AVX2) seeds,
+// and computes each lane's first outputs in the same pass. The kernel is
+// chosen at run time from the processor's features (golang.org/x/sys/cpu),
+// with a portable Go kernel elsewhere; all produce identical states.
 package pyrand
 
 import "math/bits"
@@ -132,7 +139,7 @@ func (g *Gen) Bits(k int) uint32 {
 // drawn by rejection on getrandbits(m.bit_length()), consuming as many outputs
 // as CPython would.
 func (g *Gen) Below(m int) int {
-	if m < 1 || m > 1<<31 {
+	if m < 1 || int64(m) > 1<<31 {
 		panic("pyrand: Below needs 1 <= m <= 2^31")
 	}
 	k := bits.Len32(uint32(m))
@@ -147,4 +154,3 @@ func (g *Gen) Below(m int) int {
 // Choice returns the index random.choice would pick from a sequence of
 // length m: Below(m).
 func (g *Gen) Choice(m int) int { return g.Below(m) }
-

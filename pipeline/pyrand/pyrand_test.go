@@ -102,7 +102,8 @@ func TestSeedBatchEqualsReseed(t *testing.T) {
 }
 
 func TestBelowPanicsOutsideRange(t *testing.T) {
-	for _, m := range []int{0, -1, 1<<31 + 1} {
+	above := int64(1<<31 + 1) // not an int on 32-bit platforms
+	for _, m := range []int{0, -1, int(above)} {
 		func() {
 			defer func() {
 				if recover() == nil {

@@ -1,44 +1,181 @@
 // Package report turns a results directory into the text report forklab
-// prints: a headline per treatment arm (rescued, harmed, unchanged, net),
-// the summary table and the per-feature slices, all read through DuckDB from
-// the embedded queries.
+// prints, every number read through DuckDB from the embedded queries: per
+// treatment arm a headline (rescued, harmed, unchanged, net, with the
+// interval and McNemar's p), the slices by pre-decision feature, for noisy
+// sweeps how counts and intervals move with replicas and seeds, the guard
+// policy search with its held-out check and the uplift (Qini) curve, and a
+// closing "Result" paragraph written from the numbers.
 package report
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/forklab/forklab/pipeline/results"
+	"github.com/forklab/forklab/pipeline/search"
 )
+
+// Sections is everything Write prints, for other renderers (the HTML report).
+type Sections struct {
+	Summary     *results.Table
+	Slices      *results.Table
+	Convergence *results.Table // nil unless the sweep is noisy
+	Search      *search.Result // nil when there is no arm on or too few pairs
+	SearchNote  string         // why Search is nil
+	Qini        *results.Table
+	Result      []string // paragraphs
+}
+
+// Noisy reports whether a sweep's replicas can differ: a model with
+// temperature above zero in any configuration.
+func Noisy(db *results.DB) bool {
+	for _, c := range db.Manifest.Configs {
+		if c.Model.Temperature > 0 {
+			return true
+		}
+	}
+	return db.Manifest.Spec.Replicas > 1
+}
+
+// Collect runs every query the report needs.
+func Collect(ctx context.Context, db *results.DB) (*Sections, error) {
+	s := &Sections{}
+	var err error
+	if s.Summary, err = db.Run(ctx, "summary"); err != nil {
+		return nil, err
+	}
+	if s.Slices, err = db.Run(ctx, "slices"); err != nil {
+		return nil, err
+	}
+	if Noisy(db) {
+		if s.Convergence, err = db.Run(ctx, "convergence"); err != nil {
+			return nil, err
+		}
+	}
+	opt := search.Defaults()
+	s.Search, err = search.Run(ctx, db, opt)
+	if errors.Is(err, search.ErrInput) {
+		s.Search, s.SearchNote = nil, err.Error()
+	} else if err != nil {
+		return nil, err
+	} else if s.Qini, err = search.Qini(ctx, db, opt); err != nil {
+		return nil, err
+	}
+	s.Result = resultParagraphs(s)
+	return s, nil
+}
 
 // Write prints the report of the results in db to w.
 func Write(ctx context.Context, w io.Writer, db *results.DB) error {
+	s, err := Collect(ctx, db)
+	if err != nil {
+		return err
+	}
 	m := db.Manifest
-	fmt.Fprintf(w, "forklab report · %s · world %s · seeds %s · fork at %s · arms %s · replicas %d\n\n",
+	fmt.Fprintf(w, "forklab report · %s · world %s · seeds %s · fork at %s · arms %s · replicas %d",
 		db.Dir, m.Spec.World, m.Spec.Seeds, joinInts(m.Spec.ForkAt), joinArms(m.Spec.Arms), m.Spec.Replicas)
-	summary, err := db.Run(ctx, "summary")
-	if err != nil {
+	if len(m.Configs) > 1 {
+		fmt.Fprintf(w, " · %d configurations", len(m.Configs))
+	}
+	fmt.Fprintln(w)
+	if c := m.Configs[0]; len(m.Configs) == 1 && (c.Model.Temperature > 0 || c.Params.PStall > 0 || c.Params.PObsNoise > 0 || c.Params.PRefreshFail > 0) {
+		fmt.Fprintf(w, "temperature %g · p_stall %g · p_obs_noise %g · p_refresh_fail %g\n",
+			c.Model.Temperature, c.Params.PStall, c.Params.PObsNoise, c.Params.PRefreshFail)
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows(s.Summary) {
+		writeHeadline(w, r, len(m.Configs) > 1)
+	}
+	fmt.Fprintln(w, "SLICES (pre-decision features; net rate with Newcombe 95% CI; McNemar exact p)")
+	if err := writeSlices(w, s.Slices); err != nil {
 		return err
 	}
-	idx := columnIndex(summary)
-	for _, row := range summary.Rows {
-		fmt.Fprintf(w, "%s vs off · fork step %v%s · %v pairs\n", row[idx["arm"]], row[idx["fork_step"]],
-			configSuffix(len(m.Configs), row[idx["config_id"]]), row[idx["pairs"]])
-		fmt.Fprintf(w, "  rescued %v   harmed %v   unchanged %v   net %+d\n\n",
-			row[idx["rescued"]], row[idx["harmed"]], row[idx["unchanged"]], toInt(row[idx["net"]]))
+	if s.Convergence != nil {
+		fmt.Fprintln(w, "\nREPLICAS AND SEEDS (majority of the first k replicas; first n seeds)")
+		if err := WriteTable(w, project(s.Convergence, "config_id", "fork_step", "arm", "replicas_voted", "seeds",
+			"rescued", "harmed", "net", "net_rate", "net_lo", "net_hi", "ci_width", "mcnemar_p")); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintln(w, "SUMMARY")
-	if err := WriteTable(w, summary); err != nil {
-		return err
+	fmt.Fprintln(w)
+	if s.Search != nil {
+		if err := WritePolicy(w, s.Search); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "\nUPLIFT (QINI) CURVE on held-out pairs of arm on, best-scored first")
+		if err := WriteTable(w, s.Qini); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(w, "POLICY SEARCH skipped: %s\n", s.SearchNote)
 	}
-	slices, err := db.Run(ctx, "slices")
-	if err != nil {
-		return err
+	fmt.Fprintln(w, "\nRESULT")
+	for _, p := range s.Result {
+		fmt.Fprintln(w, wrap(p, 80))
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintln(w, "\nSLICES (pre-decision features; counts per value)")
-	return WriteTable(w, slices)
+	return nil
+}
+
+// row is a result row addressed by column name.
+type row map[string]any
+
+func rows(t *results.Table) []row {
+	out := make([]row, len(t.Rows))
+	for i, r := range t.Rows {
+		out[i] = row{}
+		for j, c := range t.Columns {
+			out[i][c] = r[j]
+		}
+	}
+	return out
+}
+
+func (r row) i(c string) int64   { return toInt(r[c]) }
+func (r row) f(c string) float64 { return toFloat(r[c]) }
+func (r row) s(c string) string  { return fmt.Sprint(r[c]) }
+
+func writeHeadline(w io.Writer, r row, configs bool) {
+	suffix := ""
+	if configs {
+		suffix = fmt.Sprintf(" · config %d", r.i("config_id"))
+	}
+	fmt.Fprintf(w, "%s vs off · fork step %d%s · %d pairs\n", r.s("arm"), r.i("fork_step"), suffix, r.i("pairs"))
+	fmt.Fprintf(w, "  rescued %d   harmed %d   unchanged %d   net %+d\n", r.i("rescued"), r.i("harmed"), r.i("unchanged"), r.i("net"))
+	fmt.Fprintf(w, "  sure things %d · lost causes %d · net rate %s (95%% CI %s to %s, Newcombe) · McNemar exact p = %s on %d discordant pairs\n",
+		r.i("sure_thing"), r.i("lost_cause"), pct(r.f("net_rate")), pct(r.f("net_lo")), pct(r.f("net_hi")),
+		pval(r.f("mcnemar_p")), r.i("rescued")+r.i("harmed"))
+	fmt.Fprintf(w, "  rescue rate %s [%s, %s] · harm rate %s [%s, %s] · flip rate %s [%s, %s] (Wilson 95%%)\n\n",
+		pct(r.f("rescue_rate")), pct(r.f("rescue_lo")), pct(r.f("rescue_hi")),
+		pct(r.f("harm_rate")), pct(r.f("harm_lo")), pct(r.f("harm_hi")),
+		pct(r.f("flip_rate")), pct(r.f("flip_lo")), pct(r.f("flip_hi")))
+}
+
+func writeSlices(w io.Writer, t *results.Table) error {
+	out := &results.Table{Columns: []string{"config_id", "fork_step", "arm", "feature", "value", "pairs", "rescued", "harmed", "unchanged", "net", "net rate [95% CI]", "mcnemar_p"}}
+	for _, r := range rows(t) {
+		out.Rows = append(out.Rows, []any{r["config_id"], r["fork_step"], r["arm"], r["feature"], r["value"], r["pairs"],
+			r["rescued"], r["harmed"], r["unchanged"], r["net"],
+			fmt.Sprintf("%s [%s, %s]", pct(r.f("net_rate")), pct(r.f("net_lo")), pct(r.f("net_hi"))), pval(r.f("mcnemar_p"))})
+	}
+	return WriteTable(w, out)
+}
+
+// project keeps the named columns of t, in that order.
+func project(t *results.Table, cols ...string) *results.Table {
+	idx := columnIndex(t)
+	out := &results.Table{Columns: cols}
+	for _, r := range t.Rows {
+		nr := make([]any, len(cols))
+		for i, c := range cols {
+			nr[i] = r[idx[c]]
+		}
+		out.Rows = append(out.Rows, nr)
+	}
+	return out
 }
 
 func columnIndex(t *results.Table) map[string]int {
@@ -49,11 +186,24 @@ func columnIndex(t *results.Table) map[string]int {
 	return m
 }
 
-func configSuffix(configs int, id any) string {
-	if configs <= 1 {
-		return ""
+// pct formats a rate as a signed-when-needed percentage with one decimal.
+func pct(x float64) string {
+	s := fmt.Sprintf("%.1f%%", 100*x)
+	if s == "-0.0%" {
+		return "0.0%"
 	}
-	return fmt.Sprintf(" · config %v", id)
+	return s
+}
+
+// pval formats a p-value: three significant digits, scientific below 0.001.
+func pval(p float64) string {
+	switch {
+	case p >= 0.9995:
+		return "1"
+	case p >= 0.001:
+		return fmt.Sprintf("%.3f", p)
+	}
+	return fmt.Sprintf("%.2g", p)
 }
 
 func toInt(v any) int64 {
@@ -66,6 +216,20 @@ func toInt(v any) int64 {
 		return int64(x)
 	case float64:
 		return int64(x)
+	}
+	return 0
+}
+
+func toFloat(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case float32:
+		return float64(x)
+	case int64:
+		return float64(x)
+	case int32:
+		return float64(x)
 	}
 	return 0
 }
@@ -84,4 +248,23 @@ func joinArms[T ~string](xs []T) string {
 		s[i] = string(x)
 	}
 	return strings.Join(s, ",")
+}
+
+// wrap breaks text into lines of at most width runes at spaces.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	line := 0
+	for i, word := range strings.Fields(text) {
+		n := len([]rune(word))
+		if i > 0 && line+1+n > width {
+			b.WriteByte('\n')
+			line = 0
+		} else if i > 0 {
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(word)
+		line += n
+	}
+	return b.String()
 }

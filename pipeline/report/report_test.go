@@ -40,8 +40,11 @@ func TestSeedTableThroughDuckDB(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{
 		"rescued 75   harmed 83   unchanged 142   net -8",
+		"McNemar exact p = 0.578 on 158 discordant pairs",
 		"0          3          on   same_obs     false  155    0        83      72         -83",
 		"0          3          on   same_obs     true   145    75       0       70         75",
+		"▶ same_obs = true (chosen)",
+		"It helps most where same_obs = true (75 rescued, 0\nharmed, net +75) and harms most where same_obs = false (0 rescued, 83 harmed,\nnet -83).",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)

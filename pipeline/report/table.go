@@ -58,6 +58,8 @@ func formatFloat(x float64) string {
 	switch {
 	case math.IsNaN(x) || math.IsInf(x, 0):
 		return strconv.FormatFloat(x, 'f', -1, 64)
+	case x == 0:
+		return "0"
 	case x == math.Trunc(x) && math.Abs(x) < 1e15:
 		return strconv.FormatFloat(x, 'f', -1, 64)
 	case math.Abs(x) < 1e-3:

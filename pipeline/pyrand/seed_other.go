@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package pyrand
+
+func kernels() []kernel {
+	return []kernel{{"go", seedGo}}
+}
