@@ -38,7 +38,7 @@ type Batch struct {
 // outputs are exactly those of random.Random(seed) for the lane's seed, for
 // any number of outputs: the first nPre (16) were computed while seeding,
 // and it twists later words of its column lazily, one per output, as Gen
-// does. A Lane is valid until its Batch is reseeded.
+// does. Reseeding the Batch restarts its Lanes with the new seeds.
 type Lane struct {
 	b      *Batch
 	l      int
@@ -174,3 +174,18 @@ func (ln *Lane) Below(m int) int {
 // Choice returns the index random.choice would pick from a sequence of
 // length m: Below(m).
 func (ln *Lane) Choice(m int) int { return ln.Below(m) }
+
+// Source is the method set Gen and Lane share, for code that draws from
+// either a single generator or a lane of a Batch. Calls through it are
+// dynamic; code on a hot path may prefer the concrete types.
+type Source interface {
+	Uint32() uint32
+	Bits(k int) uint32
+	Below(m int) int
+	Choice(m int) int
+}
+
+var (
+	_ Source = (*Gen)(nil)
+	_ Source = (*Lane)(nil)
+)

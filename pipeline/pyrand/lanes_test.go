@@ -192,7 +192,7 @@ func TestBatchStateEqualsReseed(t *testing.T) {
 	b := new(Batch)
 	var g Gen
 	forEachKernel(t, func(t *testing.T) {
-		// 50 batches of 128 seeds: 6400 seeds per kernel.
+		// 50 batches of BatchLanes seeds: 12800 seeds per kernel.
 		for _, first := range firsts {
 			b.SeedRange(first)
 			for l := range BatchLanes {
