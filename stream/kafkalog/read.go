@@ -91,23 +91,25 @@ func (l *Log) readView(ctx context.Context, s *stream, v view, req ReadRequest) 
 	}
 	var chunks [][]byte
 	total, j := 0, i
-	for j < len(v.entries) && total < maxBytes {
+	full := false
+	for j < len(v.entries) && !full {
 		step := min(len(v.entries)-j, 4096)
 		vals, err := l.values(ctx, part, v.entries[j:j+step])
 		if err != nil {
 			return res, err
 		}
 		for k, val := range vals {
-			if total > 0 && total+len(val) > maxBytes {
-				step = k
-				break
-			}
 			e := v.entries[j+k]
 			if s.meta.json {
 				val = jsonInner(val)
 			}
 			if e.cut >= 0 && int(e.cut) <= len(val) {
 				val = val[:e.cut]
+			}
+			if total > 0 && total+len(val) > maxBytes {
+				// The chunk is full; this record starts the next one.
+				step, full = k, true
+				break
 			}
 			chunks = append(chunks, val)
 			total += len(val)
