@@ -141,9 +141,10 @@ func (World) Name() string { return Name }
 // budget = base + random.choice(slack), then freeze_at = random.choice(freeze).
 func (w World) Start(seed uint64) State { return w.StartWith(seed, pyrand.New(seed)) }
 
-// StartWith is Start with a generator already seeded with seed (see
-// pyrand.SeedBatch); it consumes g's outputs in the reference core's order.
-func (w World) StartWith(seed uint64, g *pyrand.Gen) State {
+// StartWith is Start with a generator already seeded with seed (a
+// pyrand.Gen, or a lane of a pyrand.Batch); it consumes g's outputs in the
+// reference core's order.
+func (w World) StartWith(seed uint64, g pyrand.Source) State {
 	budget := w.P.BaseBudget + w.P.Slack[g.Choice(len(w.P.Slack))]
 	freeze := w.P.FreezeAt[g.Choice(len(w.P.FreezeAt))]
 	return State{Seed: seed, Target: int32(w.P.Target), Budget: int32(budget), FreezeAt: int32(freeze)}

@@ -33,6 +33,24 @@ type Options struct {
 	Progress func(seeds int)
 	// Version is the forklab version recorded in the manifest.
 	Version string
+	// Runs, if set, supplies the runs instead of the in-memory lab: the
+	// sweep then only labels and writes what Runs returns (forklab sweep
+	// --from-log plays the sessions on the session log). The tables must
+	// come out identical to the in-memory sweep's.
+	Runs Runs
+}
+
+// Runs supplies a sweep's runs from elsewhere than the in-memory lab.
+// Methods are called from worker goroutines and must be safe for concurrent
+// use.
+type Runs interface {
+	// Prefix returns the state of config's run of seed at fork step
+	// forkStep and the turns taken to get there.
+	Prefix(config, seed uint64, forkStep int) (counter.State, []fork.Turn, error)
+	// Branch returns the finished branch of arm and replica forked at
+	// forkStep: its final state, success, and whether the arm's
+	// intervention was applied.
+	Branch(config, seed uint64, forkStep int, arm fork.Arm, replica int) (final counter.State, success, intervened bool, err error)
 }
 
 // rowsPerShard bounds the branch rows a shard produces, which bounds the
@@ -311,10 +329,10 @@ type shardWriter struct {
 	tasks      table[schemas.Task]
 	forks      []forkTables // one per spec.ForkAt, in order
 	hist       []fork.Turn
-	gens       [pyrand.Lanes]pyrand.Gen
-	arms       []fork.Arm // the control off first, then the spec's order
-	unreported int        // seeds finished since the last Progress call
-	arena      []byte     // checkpoint JSON; see checkpointJSON
+	batch      *pyrand.Batch // seeds BatchLanes task generators at once
+	arms       []fork.Arm    // the control off first, then the spec's order
+	unreported int           // seeds finished since the last Progress call
+	arena      []byte        // checkpoint JSON; see checkpointJSON
 }
 
 func newShardWriter(spec Spec, opt Options) *shardWriter {
@@ -409,24 +427,25 @@ func (w *shardWriter) simulate(ctx context.Context, sh shard) error {
 	if err != nil {
 		return err
 	}
-	var seeds [pyrand.Lanes]uint32
-	for lo := sh.seeds.Start; lo < sh.seeds.End; lo += pyrand.Lanes {
+	if w.batch == nil {
+		w.batch = new(pyrand.Batch)
+	}
+	for lo := sh.seeds.Start; lo < sh.seeds.End; lo += pyrand.BatchLanes {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n := min(uint64(pyrand.Lanes), sh.seeds.End-lo)
-		if n == pyrand.Lanes && lo+n <= 1<<32 {
-			for l := range seeds {
-				seeds[l] = uint32(lo + uint64(l))
-			}
-			pyrand.SeedBatch(&w.gens, &seeds)
+		n := min(uint64(pyrand.BatchLanes), sh.seeds.End-lo)
+		if n == pyrand.BatchLanes {
+			w.batch.SeedRange(lo)
 		} else {
-			for l := range n {
-				w.gens[l].Reseed(lo + l)
+			seeds := make([]uint64, n)
+			for l := range seeds {
+				seeds[l] = lo + uint64(l)
 			}
+			w.batch.Seed(seeds)
 		}
 		for l := range n {
-			if err := w.seed(lab, enc, lo+l, cw.StartWith(lo+l, &w.gens[l]), sh.config); err != nil {
+			if err := w.seed(lab, enc, lo+l, cw.StartWith(lo+l, w.batch.Lane(int(l))), sh.config); err != nil {
 				return err
 			}
 		}
@@ -470,7 +489,16 @@ func (w *shardWriter) seed(lab fork.Lab[counter.State], enc *fork.Encoder[counte
 	K := w.spec.Replicas
 	for i, f := range w.spec.ForkAt {
 		ft := &w.forks[i]
-		s = lab.Advance(s, prefix, f, &w.hist)
+		if w.opt.Runs != nil {
+			var hist []fork.Turn
+			var err error
+			if s, hist, err = w.opt.Runs.Prefix(uint64(c.ID), seed, f); err != nil {
+				return err
+			}
+			w.hist = append(w.hist[:0], hist...)
+		} else {
+			s = lab.Advance(s, prefix, f, &w.hist)
+		}
 		o := cw.Observe(s)
 		feat, truth := cw.Features(s), cw.Truth(s)
 		fc := schemas.Features{SameObs: feat.SameObs, RepeatRun: int32(feat.RepeatRun), ObsValue: int32(feat.ObsValue),
@@ -489,7 +517,16 @@ func (w *shardWriter) seed(lab fork.Lab[counter.State], enc *fork.Encoder[counte
 		for _, arm := range w.arms {
 			wins := 0
 			for r := range K {
-				final, ok, iv := lab.Branch(s, seed, f, arm, r, fires)
+				var final counter.State
+				var ok, iv bool
+				if w.opt.Runs != nil {
+					var err error
+					if final, ok, iv, err = w.opt.Runs.Branch(uint64(c.ID), seed, f, arm, r); err != nil {
+						return err
+					}
+				} else {
+					final, ok, iv = lab.Branch(s, seed, f, arm, r, fires)
+				}
 				if ok {
 					wins++
 				}
