@@ -41,6 +41,11 @@ var ErrFinished = errors.New("session already finished")
 // claim another incarnation beat.
 var ErrFenced = errors.New("fenced by a newer incarnation")
 
+// ErrClosed reports a worker whose append met a session that another
+// incarnation finished and closed meanwhile; like ErrFenced it means this
+// worker is a zombie, refused before writing.
+var ErrClosed = errors.New("session closed")
+
 // ErrForeign reports a stream that holds another session than the one asked
 // for.
 var ErrForeign = errors.New("stream holds another session")
@@ -70,6 +75,10 @@ type Worker struct {
 	// OnAppend, if set, is called after each acknowledged domain event
 	// with the stream's tail after it.
 	OnAppend func(e session.Event, tail string)
+
+	// afterClaim, if set, runs between choosing the epoch and appending the
+	// incarnation event (tests use it to race two claims).
+	afterClaim func()
 }
 
 // Result is what a worker did.
@@ -207,6 +216,9 @@ func (w *Worker) Run(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	res.Epoch = app.Epoch()
+	if w.afterClaim != nil {
+		w.afterClaim()
+	}
 	nonce := newNonce()
 	marker := session.Event{Type: session.TypeIncarnation, Epoch: app.Epoch(), Nonce: nonce, PID: os.Getpid(),
 		At: time.Now().UTC().Format(time.RFC3339Nano)}
@@ -298,6 +310,10 @@ func (w *Worker) append(ctx context.Context, app *client.Appender, e session.Eve
 	var fe *client.FencedError
 	if errors.As(err, &fe) {
 		return "", fmt.Errorf("%s: %w (epoch %d; the session is at epoch %d)", w.Stream, ErrFenced, fe.Epoch, fe.CurrentEpoch)
+	}
+	var se *client.StatusError
+	if errors.As(err, &se) && se.Code == http.StatusConflict && se.Header.Get("Stream-Closed") == "true" {
+		return "", fmt.Errorf("%s: %w: a newer incarnation finished and closed the session (409)", w.Stream, ErrClosed)
 	}
 	return r.Next, err
 }

@@ -75,9 +75,9 @@ func (s *Session) Apply(e Event) error {
 
 func (s *Session) apply(e Event) error {
 	if e.Type == TypeIncarnation {
-		if e.Epoch < s.Epoch {
-			return foldErr("incarnation epoch %d after epoch %d", e.Epoch, s.Epoch)
-		}
+		// The server fences epochs per stream; a fork starts a fresh
+		// producer history, so a branch's first epoch may be lower than
+		// the inherited ones. The fold only tracks the latest claim.
 		if e.Nonce == "" {
 			return foldErr("incarnation without a nonce")
 		}
@@ -278,3 +278,7 @@ func (s *Session) Checkpoint(forkStep int) (fork.Checkpoint[counter.State, count
 	return fork.Checkpoint[counter.State, counter.Params]{Version: fork.CheckpointVersion, World: counter.Name,
 		Params: s.World.P, Model: s.Model, ForkStep: forkStep, History: append([]fork.Turn{}, s.History...), State: s.State}, nil
 }
+
+// Between reports whether the session is between turns: no tool result and
+// no recovery due.
+func (s *Session) Between() bool { return !s.hasPendingTool && !s.hasRecovery }
