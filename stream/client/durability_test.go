@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -173,23 +174,60 @@ func countValues(t *testing.T, brokers []string, value string) int {
 func TestCrashSIGKILL(t *testing.T) {
 	dir := t.TempDir()
 	p := startProcess(t, dir)
+	setupZombie(t, client.New(p.url))
+	p = crashCycle(t, dir, p, 0, nil)
+	checkZombie(t, client.New(p.url))
+}
+
+// TestCrashSoak repeats the crash cycle (FORKLAB_SOAK=1, make log-soak),
+// checking after every restart every stream written in earlier cycles too.
+func TestCrashSoak(t *testing.T) {
+	if os.Getenv("FORKLAB_SOAK") == "" {
+		t.Skip("set FORKLAB_SOAK=1 (make log-soak)")
+	}
+	dir := t.TempDir()
+	p := startProcess(t, dir)
+	setupZombie(t, client.New(p.url))
+	kept := map[string]string{}
+	for cycle := 0; cycle < 20; cycle++ {
+		p = crashCycle(t, dir, p, cycle, kept)
+		checkZombie(t, client.New(p.url))
+	}
+}
+
+func setupZombie(t *testing.T, c *client.Client) {
 	ctx := context.Background()
-	c := client.New(p.url)
-	const producers = 4
-	// The zombie setup: epoch 0 wrote, epoch 1 took over.
 	c.Create(ctx, "fenced", client.CreateOptions{ContentType: textPlain})
 	c.NewAppender("fenced", "w", 0, textPlain).Append(ctx, []byte("old;"))
 	c.NewAppender("fenced", "w", 1, textPlain).Append(ctx, []byte("new;"))
+}
 
-	type log struct {
+func checkZombie(t *testing.T, c *client.Client) {
+	t.Helper()
+	_, err := c.NewAppender("fenced", "w", 0, textPlain).Append(context.Background(), []byte("zombie;"))
+	var fe *client.FencedError
+	if !errors.As(err, &fe) || fe.CurrentEpoch != 1 {
+		t.Fatalf("zombie after crash: %v", err)
+	}
+}
+
+// crashCycle runs producers against the server p, kills it with SIGKILL,
+// restarts it and checks the streams of this cycle and of kept (name →
+// exact content from earlier cycles), to which it adds this cycle's.
+func crashCycle(t *testing.T, dir string, p *serverProcess, cycle int, kept map[string]string) *serverProcess {
+	t.Helper()
+	ctx := context.Background()
+	c := client.New(p.url)
+	const producers = 4
+	type plog struct {
 		acked    []string
 		inflight string
 	}
-	logs := make([]log, producers)
+	logs := make([]plog, producers)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for i := range producers {
-		name := fmt.Sprintf("crash-%d", i)
+		name := fmt.Sprintf("crash-%d-%d", cycle, i)
 		if _, _, err := c.Create(ctx, name, client.CreateOptions{ContentType: textPlain}); err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +252,7 @@ func TestCrashSIGKILL(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(time.Duration(400+100*(cycle%5)) * time.Millisecond)
 	p.kill()
 	close(stop)
 	wg.Wait()
@@ -223,7 +261,7 @@ func TestCrashSIGKILL(t *testing.T) {
 	c = client.New(p.url)
 	total := 0
 	for i := range producers {
-		name := fmt.Sprintf("crash-%d", i)
+		name := fmt.Sprintf("crash-%d-%d", cycle, i)
 		data, _, err := c.ReadAll(ctx, name, client.Start)
 		if err != nil {
 			t.Fatal(err)
@@ -246,14 +284,19 @@ func TestCrashSIGKILL(t *testing.T) {
 		if !bytes.Equal(again, data) {
 			t.Fatalf("%s changed after a duplicate", name)
 		}
+		if kept != nil {
+			kept[name] = got
+		}
 	}
 	if total < 20 {
 		t.Fatalf("only %d appends acknowledged before the kill", total)
 	}
-	_, err := c.NewAppender("fenced", "w", 0, textPlain).Append(ctx, []byte("zombie;"))
-	var fe *client.FencedError
-	if !errors.As(err, &fe) || fe.CurrentEpoch != 1 {
-		t.Fatalf("zombie after crash: %v", err)
+	for name, want := range kept {
+		data, _, err := c.ReadAll(ctx, name, client.Start)
+		if err != nil || string(data) != want {
+			t.Fatalf("cycle %d: earlier stream %s changed: %v", cycle, name, err)
+		}
 	}
-	t.Logf("%d acknowledged appends survived SIGKILL", total)
+	t.Logf("cycle %d: %d acknowledged appends survived SIGKILL", cycle, total)
+	return p
 }

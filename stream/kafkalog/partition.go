@@ -118,6 +118,7 @@ func (p *partition) submit(ctx context.Context, o *op) error {
 func (p *partition) run() {
 	defer p.l.wg.Done()
 	var backlog []*op
+	lastBatch, lastFlush := 0, time.Duration(0)
 	for {
 		if len(backlog) == 0 {
 			select {
@@ -128,15 +129,7 @@ func (p *partition) run() {
 				return
 			}
 		}
-	more:
-		for {
-			select {
-			case o := <-p.ops:
-				backlog = append(backlog, o)
-			default:
-				break more
-			}
-		}
+		backlog = p.gather(backlog, lastBatch, lastFlush)
 		// Take as many ops as fit in one produce request.
 		n, bytes := 0, 0
 		for n < len(backlog) && n < maxBatchRecords && (n == 0 || bytes+backlog[n].size <= p.l.cfg.MaxBatchBytes) {
@@ -144,9 +137,48 @@ func (p *partition) run() {
 			n++
 		}
 		batch := backlog[:n]
+		t0 := time.Now()
 		p.flush(batch)
+		lastBatch, lastFlush = n, time.Since(t0)
 		backlog = append(backlog[:0], backlog[n:]...)
 	}
+}
+
+// gather collects the ops queued behind the first. When produce requests
+// are slow (a synced write on the broker), it lingers briefly for the
+// writers the last flush answered, who are about to send their next append:
+// without it every other batch would be nearly empty. The linger is at most
+// half the last flush time and 2 ms, and ends as soon as as many ops wait as
+// the last batch carried.
+func (p *partition) gather(backlog []*op, lastBatch int, lastFlush time.Duration) []*op {
+	drain := func() {
+		for {
+			select {
+			case o := <-p.ops:
+				backlog = append(backlog, o)
+			default:
+				return
+			}
+		}
+	}
+	drain()
+	if lastFlush < time.Millisecond || len(backlog) >= lastBatch {
+		return backlog
+	}
+	linger := time.NewTimer(min(lastFlush/2, 2*time.Millisecond))
+	defer linger.Stop()
+	for len(backlog) < lastBatch {
+		select {
+		case o := <-p.ops:
+			backlog = append(backlog, o)
+		case <-linger.C:
+			return backlog
+		case <-p.l.stop:
+			return backlog
+		}
+	}
+	drain()
+	return backlog
 }
 
 // drain answers whatever is still queued at shutdown.

@@ -1,0 +1,39 @@
+# mk/log.mk — the session log's targets (issue 5). Included by the top
+# Makefile, which provides GO and BIN.
+#
+#   log-test         Go tests of stream/... (a few seconds; SIGKILL crash test included)
+#   log-soak         repeated SIGKILL crash/restart cycles (FORKLAB_SOAK=1, ~1 min)
+#   log-conformance  the official Durable Streams conformance suite (npm
+#                    @durable-streams/server-conformance-tests 0.3.6, vitest)
+#                    against `forklab log serve` on the embedded broker (~2 min)
+#   bench-log        appends/s and p50/p99 of 16 producers, and a 1,000,000-event
+#                    catch-up read, side by side with the reference Node server
+#                    (file-backed and in memory), with ratios (~2 min)
+#
+# Needs Go, Node 20 with npm, python3 and curl.
+
+LOG_GO   ?= $(if $(GO),$(GO),go)
+LOG_BIN  ?= $(if $(BIN),$(BIN),bin/forklab)
+LOG_NODE := stream/conformance
+
+.PHONY: log-test log-soak log-conformance bench-log log-npm log-bin
+
+log-test:
+	$(LOG_GO) test ./stream/...
+
+log-soak:
+	FORKLAB_SOAK=1 $(LOG_GO) test -run 'Soak' -count=1 -v ./stream/client/
+
+log-bin:
+	$(LOG_GO) build -o $(LOG_BIN) ./cmd/forklab
+
+log-npm: $(LOG_NODE)/node_modules/.package-lock.json
+
+$(LOG_NODE)/node_modules/.package-lock.json: $(LOG_NODE)/package.json $(LOG_NODE)/package-lock.json
+	cd $(LOG_NODE) && npm ci --no-audit --no-fund
+
+log-conformance: log-bin log-npm
+	$(LOG_NODE)/run.sh $(LOG_BIN)
+
+bench-log: log-bin log-npm
+	$(LOG_NODE)/bench.sh $(LOG_BIN) --producers 16 --body 100 --duration 10s --warmup 2s --catchup-events 1000000

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# make log-conformance: starts `forklab log serve` (embedded Kafka, fsync per
+# batch) on a free loopback port with a temporary data directory, runs the
+# official Durable Streams conformance suite against it, stops the server,
+# and exits non-zero if any test failed.
+# Usage: run.sh FORKLAB_BIN   (after `npm ci` in this directory)
+set -euo pipefail
+bin=$(realpath "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$bin" log serve --addr "127.0.0.1:$port" --data-dir "$tmp/data" --long-poll-timeout 2s >"$tmp/server.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+  curl -s -o /dev/null "http://127.0.0.1:$port/v1/stream/__probe" && break
+  sleep 0.1
+done
+cd "$here"
+status=0
+CONFORMANCE_TEST_URL="http://127.0.0.1:$port" CONFORMANCE_LONG_POLL_MS=2000 \
+  npx vitest run --config vitest.config.mjs --reporter=default --reporter=json --outputFile.json="$tmp/results.json" || status=$?
+# One plain closing line for CI: "conformance: N passed, N failed, N skipped".
+python3 - "$tmp/results.json" <<'PY' || status=1
+import json, sys
+r = json.load(open(sys.argv[1]))
+skipped = r.get("numPendingTests", 0) + r.get("numTodoTests", 0)
+print(f"conformance: {r['numPassedTests']} passed, {r['numFailedTests']} failed, {skipped} skipped")
+sys.exit(1 if r["numFailedTests"] else 0)
+PY
+if [ "$status" -ne 0 ]; then
+  echo "conformance failed; server log:" >&2
+  tail -50 "$tmp/server.log" >&2
+  exit 1
+fi
