@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/forklab/forklab/pipeline/agent"
 	"github.com/forklab/forklab/pipeline/counter"
 	"github.com/forklab/forklab/pipeline/fork"
 	"github.com/forklab/forklab/pipeline/policy"
@@ -30,20 +32,33 @@ type forkOutcome struct {
 func init() {
 	var (
 		file, armName, policyFile string
+		stream, offset, child     string
 		replica                   int
 		asJSON                    bool
+		lf                        *logFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "fork --checkpoint FILE --arm ARM",
-		Short: "Finish one branch of a checkpoint file in this process and print the outcome",
-		Long: `fork decodes a checkpoint (the JSON of the checkpoints table's checkpoint
-column, or of forklab checkpoint) and finishes the branch of one arm from it.
-FILE may hold one checkpoint or many, one per line; "-" reads stdin. One
-outcome is printed per checkpoint, in input order.`,
+		Use:   "fork (--checkpoint FILE | --stream NAME --offset O) --arm ARM",
+		Short: "Finish one branch of a checkpoint — from a file, or from a session on the log — and print the outcome",
+		Long: `fork finishes the branch of one arm from a checkpoint.
+
+With --checkpoint it decodes checkpoint JSON (the checkpoints table's
+checkpoint column, or forklab checkpoint's output) in this process. FILE may
+hold one checkpoint or many, one per line; "-" reads stdin. One outcome is
+printed per checkpoint, in input order.
+
+With --stream it forks a session on the log at --offset into a new child
+stream (the protocol's fork; default name NAME/fork-ARM-rREPLICA-OFFSET):
+the checkpoint is the fold of the session's events before the offset, and
+the branch's events go to the child stream.`,
 		Example: `  forklab checkpoint --seed 0 --fork-at 3 > cp.json
-  forklab fork --checkpoint cp.json --arm on`,
+  forklab fork --checkpoint cp.json --arm on
+  forklab fork --stream demo --offset 0000000000000000_0000000000000009 --arm on`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (file == "") == (stream == "") {
+				return usageErr("give either --checkpoint FILE or --stream NAME --offset O")
+			}
 			arm := fork.Arm(armName)
 			if arm != fork.Off && arm != fork.On && arm != fork.Placebo && arm != fork.AA && arm != fork.Policy {
 				return usageErr("--arm %q is unknown (known: off, on, placebo, aa, policy)", armName)
@@ -61,6 +76,20 @@ outcome is printed per checkpoint, in input order.`,
 					return asInput(err)
 				}
 				rule = &r
+			}
+			if stream != "" {
+				if offset == "" {
+					return usageErr("--stream needs --offset (an offset the log returned, e.g. by forklab log read)")
+				}
+				if child == "" {
+					child = fmt.Sprintf("%s/fork-%s-r%d-%s", stream, arm, replica, offset)
+				}
+				w := agent.Worker{Log: lf.client(), Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab fork: "+f+"\n", a...) }}
+				res, err := agent.Fork(cmd.Context(), w, stream, offset, child, 0, arm, replica, rule)
+				if err == nil || errors.Is(err, agent.ErrFinished) {
+					printOutcome(child, res)
+				}
+				return workerExit(err)
 			}
 			var in io.Reader = os.Stdin
 			if file != "-" {
@@ -126,7 +155,10 @@ outcome is printed per checkpoint, in input order.`,
 	f.IntVar(&replica, "replica", 0, "replica number (selects the model's noise stream)")
 	f.StringVar(&policyFile, "policy", "", "guard rule for --arm policy")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per outcome")
-	cmd.MarkFlagRequired("checkpoint")
+	f.StringVar(&stream, "stream", "", "session stream to fork on the log")
+	f.StringVar(&offset, "offset", "", "offset in --stream to fork at")
+	f.StringVar(&child, "child", "", "name of the child stream (default NAME/fork-ARM-rREPLICA-OFFSET)")
+	lf = addLogFlags(cmd)
 	cmd.MarkFlagRequired("arm")
 	rootCmd.AddCommand(cmd)
 }

@@ -5,7 +5,8 @@
 // Each subcommand lives in its own file and registers itself with the root
 // command in an init function; this file holds only the root and the mapping
 // from errors to exit statuses: 0 success, 1 a failure of the run itself, 2
-// bad input (unknown flags, malformed values, unusable paths).
+// bad input (unknown flags, malformed values, unusable paths), 3 an agent
+// worker refused because a newer incarnation owns its session.
 package main
 
 import (
@@ -40,6 +41,16 @@ type inputError struct{ err error }
 func (e inputError) Error() string { return e.err.Error() }
 func (e inputError) Unwrap() error { return e.err }
 
+// exitError carries a specific exit status (for instance 3 for a fenced
+// agent worker).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
 // usageErr builds an inputError from a format string.
 func usageErr(format string, args ...any) error {
 	return inputError{fmt.Errorf(format, args...)}
@@ -67,7 +78,11 @@ func main() {
 		os.Exit(2)
 	}
 	fmt.Fprintln(os.Stderr, "forklab:", err)
-	if errors.As(err, &in) {
+	var ex exitError
+	switch {
+	case errors.As(err, &ex):
+		os.Exit(ex.code)
+	case errors.As(err, &in):
 		os.Exit(2)
 	}
 	os.Exit(1)

@@ -7,9 +7,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/forklab/forklab/pipeline/agent"
 	"github.com/forklab/forklab/pipeline/fork"
 	"github.com/forklab/forklab/pipeline/policy"
 	"github.com/forklab/forklab/pipeline/sweep"
+	"github.com/forklab/forklab/stream/client"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -21,6 +23,8 @@ func init() {
 		replicas, workers                              int
 		overwrite, quiet                               bool
 		wf                                             *worldFlags
+		fromLog, logPrefix, token                      string
+		logParallel                                    int
 	)
 	cmd := &cobra.Command{
 		Use:   "sweep",
@@ -92,6 +96,27 @@ Flags override a --spec file (JSON or YAML with the keys of manifest.json's
 				opt.Progress = func(n int) { bar.Add(n) }
 			}
 			start := time.Now()
+			if fromLog != "" {
+				c := client.New(fromLog)
+				if token != "" {
+					c = client.New(fromLog, client.WithToken(token))
+				}
+				if logPrefix == "" {
+					logPrefix = fmt.Sprintf("sweep-%d", time.Now().UnixNano())
+				}
+				if !quiet {
+					fmt.Fprintf(os.Stderr, "playing the sweep's sessions on %s under %s/\n", fromLog, logPrefix)
+				}
+				runs, err := agent.PlaySweep(ctx, c, spec, agent.PlayOptions{Prefix: logPrefix, Parallel: logParallel,
+					Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...) }, Progress: opt.Progress})
+				if err != nil {
+					return fmt.Errorf("sweep from the log: %w", err)
+				}
+				if bar != nil {
+					bar.Reset()
+				}
+				opt.Runs = runs
+			}
 			m, err := sweep.Run(ctx, spec, opt)
 			if bar != nil {
 				bar.Finish()
@@ -121,6 +146,10 @@ Flags override a --spec file (JSON or YAML with the keys of manifest.json's
 	f.StringVar(&specFile, "spec", "", "sweep spec file (.json, .yaml); flags override it")
 	f.StringVar(&policyFile, "policy", "", "guard rule for the policy arm (forklab policy writes one)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary line")
+	f.StringVar(&fromLog, "from-log", "", "play every run and branch as a session on this session log (URL) and fork them from their offsets")
+	f.StringVar(&logPrefix, "log-prefix", "", "stream name prefix for --from-log (default sweep-<time>; must be new)")
+	f.IntVar(&logParallel, "log-parallel", 16, "seeds played on the log at once")
+	f.StringVar(&token, "token", os.Getenv("FORKLAB_TOKEN"), "bearer token for --from-log (default $FORKLAB_TOKEN)")
 	wf = addWorldFlags(f)
 	rootCmd.AddCommand(cmd)
 }

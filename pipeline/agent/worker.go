@@ -197,11 +197,11 @@ func (w *Worker) Run(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	res.Session, res.Tail = *s, tail
+	if s.Started && w.Start != nil && !sameStart(s, *w.Start) {
+		return res, fmt.Errorf("%s: %w: it runs seed %d with its own parameters, not the session asked for", w.Stream, ErrForeign, s.Seed)
+	}
 	if s.Finished() {
 		return res, fmt.Errorf("%s: %w (outcome folded from %d events)", w.Stream, ErrFinished, s.Events)
-	}
-	if s.Started && w.Start != nil && !sameStart(s, *w.Start) {
-		return res, fmt.Errorf("%s: %w: it runs seed %d, not the session asked for", w.Stream, ErrForeign, s.Seed)
 	}
 
 	// 2. Claim the next epoch: the first append of this incarnation fences
@@ -234,7 +234,9 @@ func (w *Worker) Run(ctx context.Context) (Result, error) {
 	if s.Nonce != nonce {
 		return res, fmt.Errorf("%s: %w: epoch %d was claimed by another incarnation", w.Stream, ErrFenced, s.Epoch)
 	}
-	w.logf("%s: incarnation epoch %d took over after %d events", w.Stream, app.Epoch(), s.Events)
+	if app.Epoch() > 0 {
+		w.logf("%s: incarnation epoch %d resumes the session after %d events", w.Stream, app.Epoch(), s.Events)
+	}
 
 	// 4. Continue the session from the folded state.
 	if !s.Started {
