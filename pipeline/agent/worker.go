@@ -220,7 +220,8 @@ func (w *Worker) Run(ctx context.Context) (Result, error) {
 		w.afterClaim()
 	}
 	nonce := newNonce()
-	marker := session.Event{Type: session.TypeIncarnation, Epoch: app.Epoch(), Nonce: nonce, PID: os.Getpid(),
+	epoch := app.Epoch()
+	marker := session.Event{Type: session.TypeIncarnation, Epoch: &epoch, Nonce: nonce, PID: os.Getpid(),
 		At: time.Now().UTC().Format(time.RFC3339Nano)}
 	if _, err := w.append(ctx, app, marker, false); err != nil {
 		return res, err

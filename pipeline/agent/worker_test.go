@@ -76,7 +76,7 @@ func logged(t *testing.T, c *client.Client, stream string) (domain []string, epo
 	}
 	for _, e := range events {
 		if e.Type == session.TypeIncarnation {
-			epochs = append(epochs, e.Epoch)
+			epochs = append(epochs, *e.Epoch)
 			continue
 		}
 		domain = append(domain, string(e.Encode()))

@@ -54,7 +54,7 @@ type Event struct {
 	Type string `json:"type"`
 
 	// incarnation
-	Epoch int64  `json:"epoch,omitempty"`
+	Epoch *int64 `json:"epoch,omitempty"`
 	Nonce string `json:"nonce,omitempty"`
 	PID   int    `json:"pid,omitempty"`
 	At    string `json:"at,omitempty"`

@@ -78,10 +78,10 @@ func (s *Session) apply(e Event) error {
 		// The server fences epochs per stream; a fork starts a fresh
 		// producer history, so a branch's first epoch may be lower than
 		// the inherited ones. The fold only tracks the latest claim.
-		if e.Nonce == "" {
-			return foldErr("incarnation without a nonce")
+		if e.Nonce == "" || e.Epoch == nil {
+			return foldErr("incarnation without an epoch and a nonce")
 		}
-		s.Epoch, s.Nonce = e.Epoch, e.Nonce
+		s.Epoch, s.Nonce = *e.Epoch, e.Nonce
 		return nil
 	}
 	if s.Outcome != nil {

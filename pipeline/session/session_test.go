@@ -105,7 +105,7 @@ func TestFoldRejectsForeignAndCorruptEvents(t *testing.T) {
 		{"wrong observation", 2, Event{Type: TypeToolResult, Turn: 1, Tool: "increment", Obs: &obs, Steps: ptr(int32(1))}, "disagrees with the replayed world"},
 		{"after outcome", len(events), Event{Type: TypeModelTurn, Turn: 9, Tool: "increment"}, "after the outcome"},
 		{"early outcome", 1, Event{Type: TypeOutcome, Success: ptr(true), Declared: ptr(true), Value: ptr(int32(6)), Steps: ptr(int32(7))}, "before the run is over"},
-		{"incarnation without nonce", 1, Event{Type: TypeIncarnation, Epoch: 3}, "without a nonce"},
+		{"incarnation without nonce", 1, Event{Type: TypeIncarnation, Epoch: ptr(int64(3))}, "without an epoch and a nonce"},
 		{"bad recovery", 1, Event{Type: TypeFork, ForkStep: 1, Arm: fork.Off, Replica: ptr(0), Recovery: "refresh"}, "cannot apply recovery"},
 	} {
 		var f Session
