@@ -71,31 +71,26 @@ func (l *Log) Append(ctx context.Context, req AppendRequest) (AppendResult, erro
 		r.op = opClose
 	}
 	err = l.parts[s.meta.part].submit(ctx, &op{size: len(req.Body) + 512, decide: func(t *tx) *pending {
-		p, rs, e := l.decideAppend(t, s, req, r)
-		res, rerr = rs, e
+		p, e := l.decideAppend(t, s, req, r, &res)
+		rerr = e
 		return p
 	}})
 	if err != nil {
 		return AppendResult{}, err
 	}
-	if rerr == nil && res.Outcome != Duplicate && res.Outcome != AlreadyClosed {
-		// The commit made the write visible; report the tail it produced.
-		v := s.snapshot()
-		res.Tail = Offset{s.meta.part, v.tail}
-		res.Closed = v.closed
-	}
 	return res, rerr
 }
 
 // decideAppend runs on the partition goroutine.
-func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, r *record) (*pending, AppendResult, error) {
+func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, r *record, out *AppendResult) (*pending, error) {
 	v := s.snapshot()
-	res := AppendResult{Tail: Offset{s.meta.part, v.tail}, Closed: s.w.closed}
+	*out = AppendResult{Tail: Offset{s.meta.part, v.tail}, Closed: s.w.closed}
+	res := out
 	if s.w.deleted {
 		if s.w.soft {
-			return nil, res, errSoftGone
+			return nil, errSoftGone
 		}
-		return nil, res, errNotFound
+		return nil, errNotFound
 	}
 	// Closed first (§5.2 Error Precedence), except the exact request that
 	// closed it, which is a duplicate.
@@ -104,16 +99,16 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, r *record) (*pen
 		if req.HasProducer && s.w.closer != nil && *s.w.closer == (producerTuple{req.ProducerID, req.Epoch, req.Seq}) {
 			st := s.w.producers[req.ProducerID]
 			res.Outcome, res.HasProducer, res.ProducerEpoch, res.ProducerSeq = Duplicate, true, st.Epoch, st.LastSeq
-			return nil, res, nil
+			return nil, nil
 		}
 		if len(req.Body) == 0 && req.Close {
 			res.Outcome = AlreadyClosed
-			return nil, res, nil
+			return nil, nil
 		}
-		return nil, res, errf(Conflict, "stream is closed")
+		return nil, errf(Conflict, "stream is closed")
 	}
 	if len(req.Body) > 0 && !SameContentType(req.ContentType, s.meta.contentType) {
-		return nil, res, errf(Conflict, "content type %q does not match the stream's %q", req.ContentType, s.meta.contentType)
+		return nil, errf(Conflict, "content type %q does not match the stream's %q", req.ContentType, s.meta.contentType)
 	}
 	if req.HasProducer {
 		d := fence.Decide(s.w.producers[req.ProducerID], fence.Request{Epoch: req.Epoch, Seq: req.Seq})
@@ -121,19 +116,19 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, r *record) (*pen
 		res.ProducerEpoch, res.ProducerSeq = d.CurrentEpoch, d.HighestSeq
 		switch d.Verdict {
 		case fence.StaleEpoch:
-			return nil, res, errf(Fenced, "producer %q epoch %d is stale: epoch %d has taken over", req.ProducerID, req.Epoch, d.CurrentEpoch)
+			return nil, errf(Fenced, "producer %q epoch %d is stale: epoch %d has taken over", req.ProducerID, req.Epoch, d.CurrentEpoch)
 		case fence.BadEpochStart:
-			return nil, res, errf(BadRequest, "producer %q epoch %d must start at seq 0, got %d", req.ProducerID, req.Epoch, req.Seq)
+			return nil, errf(BadRequest, "producer %q epoch %d must start at seq 0, got %d", req.ProducerID, req.Epoch, req.Seq)
 		case fence.SeqGap:
 			res.SeqGap, res.ExpectedSeq, res.ReceivedSeq = true, d.ExpectedSeq, req.Seq
-			return nil, res, errf(Conflict, "producer %q seq %d skips ahead: expected %d", req.ProducerID, req.Seq, d.ExpectedSeq)
+			return nil, errf(Conflict, "producer %q seq %d skips ahead: expected %d", req.ProducerID, req.Seq, d.ExpectedSeq)
 		case fence.Duplicate:
 			res.Outcome = Duplicate
-			return nil, res, nil
+			return nil, nil
 		}
 	}
 	if req.StreamSeq != "" && s.w.streamSeq != "" && req.StreamSeq <= s.w.streamSeq {
-		return nil, res, errf(Conflict, "Stream-Seq %q is not greater than the last one, %q", req.StreamSeq, s.w.streamSeq)
+		return nil, errf(Conflict, "Stream-Seq %q is not greater than the last one, %q", req.StreamSeq, s.w.streamSeq)
 	}
 	t.touch(s)
 	r.rec = s.w.nextRec
@@ -148,6 +143,10 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, r *record) (*pen
 		if len(r.value) > 0 {
 			l.cache.put(part, koff, r.value)
 		}
-		s.applyR(r, koff)
-	}}, res, nil
+		// The tail right after this record, not after the whole batch:
+		// a client reading from it must not skip records that other
+		// requests in the same produce wrote after its own.
+		out.Tail = Offset{part, s.applyR(r, koff)}
+		out.Closed = s.w.closed || r.closed
+	}}, nil
 }

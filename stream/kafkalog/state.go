@@ -125,8 +125,9 @@ func (s *stream) applyW(r *record) {
 	}
 }
 
-// applyR makes an append or close record at koff visible to readers.
-func (s *stream) applyR(r *record, koff int64) {
+// applyR makes an append or close record at koff visible to readers and
+// returns the tail right after it.
+func (s *stream) applyR(r *record, koff int64) (tail int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(r.value) > 0 {
@@ -143,6 +144,7 @@ func (s *stream) applyR(r *record, koff int64) {
 		s.closed = true
 	}
 	s.changedLocked()
+	return s.tail
 }
 
 // moveDuplicate handles a second copy of record number rec at koff, written
