@@ -1,0 +1,18 @@
+//go:build !duckdb_arrow
+
+package export
+
+import (
+	"context"
+	"database/sql"
+	"io"
+)
+
+// ArrowAvailable reports whether this build reads results through DuckDB's
+// Arrow interface (build tag duckdb_arrow); without it the arrow formats
+// fail with ErrNoArrow.
+const ArrowAvailable = false
+
+func writeArrow(ctx context.Context, conn *sql.Conn, text string, file bool, w io.Writer) error {
+	return ErrNoArrow
+}

@@ -1,0 +1,342 @@
+package export
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/forklab/forklab/pipeline/fork"
+	"github.com/forklab/forklab/pipeline/results"
+	"github.com/forklab/forklab/pipeline/sweep"
+	"github.com/forklab/forklab/queries"
+)
+
+// noisySpec is a small noisy sweep: two fork steps, every arm but policy,
+// three replicas, so every report query has rows to return.
+func noisySpec() sweep.Spec {
+	s := sweep.DefaultSpec()
+	s.Seeds = sweep.Range{Start: 0, End: 400}
+	s.ForkAt = []int{2, 3}
+	s.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo, fork.AA}
+	s.Replicas = 3
+	s.Params.PStall, s.Params.PObsNoise, s.Params.PRefreshFail = 0.15, 0.05, 0.2
+	s.Model.Temperature = 0.1
+	return s
+}
+
+// sweepDir runs spec into a new directory.
+func sweepDir(t *testing.T, spec sweep.Spec) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	if err := sweep.Prepare(out, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sweep.Run(context.Background(), spec, sweep.Options{Out: out, Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func openDB(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("duckdb", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func queryAll(t *testing.T, db *sql.DB, text string) *results.Table {
+	t.Helper()
+	rows, err := db.Query(text)
+	if err != nil {
+		t.Fatalf("%s: %v", firstLine(text), err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	tab := &results.Table{Columns: cols}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		tab.Rows = append(tab.Rows, vals)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", firstLine(text), err)
+	}
+	return tab
+}
+
+func scalar(t *testing.T, db *sql.DB, text string) any {
+	t.Helper()
+	tab := queryAll(t, db, text)
+	if len(tab.Rows) != 1 || len(tab.Rows[0]) != 1 {
+		t.Fatalf("%s: %d rows, want one value", text, len(tab.Rows))
+	}
+	return tab.Rows[0][0]
+}
+
+// results.duckdb, moved elsewhere with its directory and opened read-only
+// from inside it, answers every file of queries/ exactly as the in-memory
+// views of forklab report do.
+func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
+	ctx := context.Background()
+	dir := sweepDir(t, noisySpec())
+	info, err := WriteDB(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantViews := []string{"configs", "tasks", "checkpoints", "branches", "pairs", "manifest",
+		"summary", "slices", "convergence", "policy_search", "qini"}
+	if !reflect.DeepEqual(info.Views, wantViews) || info.Events {
+		t.Fatalf("views %v (events %v), want %v", info.Views, info.Events, wantViews)
+	}
+	if want := []string{"z95", "wilson_center", "wilson_half", "wilson_lo", "wilson_hi", "mcnemar_p", "newcombe_phi", "newcombe_lo", "newcombe_hi"}; !reflect.DeepEqual(info.Macros, want) {
+		t.Fatalf("macros %v, want %v", info.Macros, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, DBName+".wal")); err == nil {
+		t.Error("a WAL file was left beside results.duckdb")
+	}
+
+	moved := filepath.Join(t.TempDir(), "moved results")
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := results.Open(ctx, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	t.Chdir(moved)
+	db := openDB(t, DBName+"?access_mode=read_only")
+
+	// The definitions are stored; nothing else is.
+	tables := queryAll(t, db, "SELECT table_name FROM duckdb_tables()")
+	if len(tables.Rows) != 0 {
+		t.Errorf("results.duckdb holds tables %v; it should hold views only", tables.Rows)
+	}
+
+	ran := 0
+	var defs []string
+	for _, name := range queries.Names() {
+		text := queries.MustGet(name)
+		if len(SplitStatements(text)) > 1 {
+			defs = append(defs, name)
+			continue
+		}
+		// A report query: same rows as through results.Open, and the same
+		// as its view.
+		want, err := ref.Run(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want.Rows) == 0 {
+			t.Fatalf("queries/%s.sql returns no rows on the test sweep", name)
+		}
+		got := queryAll(t, db, text)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("queries/%s.sql on results.duckdb differs from results.Open:\n got %v\nwant %v", name, got.Rows[:1], want.Rows[:1])
+		}
+		if view := queryAll(t, db, "SELECT * FROM "+name); !reflect.DeepEqual(view, want) {
+			t.Errorf("view %s differs from queries/%s.sql", name, name)
+		}
+		ran++
+	}
+
+	// A file of definitions runs, as it is, into the in-memory catalog of
+	// a session that attached results.duckdb read-only; results.duckdb
+	// must have every object it defines, with the same contents.
+	att := openDB(t, "")
+	if _, err := att.Exec("ATTACH " + quote(DBName) + " AS results (READ_ONLY)"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range defs {
+		text := queries.MustGet(name)
+		if _, err := att.Exec("USE memory; " + text); err != nil {
+			t.Fatalf("queries/%s.sql beside the read-only results.duckdb: %v", name, err)
+		}
+		for _, s := range SplitStatements(text) {
+			obj := createdName(s)
+			if strings.Contains(s, " VIEW ") {
+				a := scalar(t, att, "SELECT count(*) FROM results."+obj)
+				b := scalar(t, att, "SELECT count(*) FROM memory."+obj)
+				if a != b || a == int64(0) {
+					t.Errorf("view %s: %v rows in results.duckdb, %v from queries/%s.sql", obj, a, b, name)
+				}
+				continue
+			}
+			n := scalar(t, att, "SELECT count(*) FROM duckdb_functions() WHERE database_name = 'results' AND function_name = "+quote(obj))
+			if n != int64(1) {
+				t.Errorf("macro %s: %v definitions in results.duckdb", obj, n)
+			}
+			// The macro evaluates the same in both catalogs.
+			args := map[string]string{"z95": "", "wilson_center": "3, 10", "wilson_half": "3, 10", "wilson_lo": "3, 10", "wilson_hi": "3, 10",
+				"mcnemar_p": "75, 83", "newcombe_phi": "70, 75, 83, 72", "newcombe_lo": "70, 75, 83, 72", "newcombe_hi": "70, 75, 83, 72"}[obj]
+			a := scalar(t, att, "SELECT results."+obj+"("+args+")")
+			b := scalar(t, att, "SELECT memory."+obj+"("+args+")")
+			if fmt.Sprint(a) != fmt.Sprint(b) {
+				t.Errorf("macro %s(%s): %v in results.duckdb, %v from queries/%s.sql", obj, args, a, b, name)
+			}
+		}
+		ran++
+	}
+	if ran != len(queries.Names()) || len(defs) != 2 {
+		t.Fatalf("ran %d of %d query files (%d of definitions)", ran, len(queries.Names()), len(defs))
+	}
+
+	// The report views read the variables when queried.
+	if _, err := db.Exec("SET VARIABLE holdout = 0.5"); err != nil {
+		t.Fatal(err)
+	}
+	ref.SQL().Exec("SET VARIABLE holdout = 0.5")
+	for _, v := range []string{"qini", "policy_search"} {
+		want, err := ref.Run(ctx, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := queryAll(t, db, "SELECT * FROM "+v); !reflect.DeepEqual(got, want) {
+			t.Errorf("view %s with holdout 0.5 differs from queries/%s.sql", v, v)
+		}
+	}
+	pairs := scalar(t, db, "SELECT search_pairs + holdout_pairs FROM policy_search LIMIT 1")
+	if pairs != int64(800) {
+		t.Errorf("policy_search splits %v pairs of arm on, want 800 (400 seeds × 2 fork steps)", pairs)
+	}
+	if m := scalar(t, db, "SELECT spec.replicas FROM manifest"); m != int64(3) {
+		t.Errorf("manifest view: replicas %v, want 3", m)
+	}
+	c := scalar(t, db, "SELECT comment FROM duckdb_views() WHERE view_name = 'summary'")
+	if !strings.HasPrefix(c.(string), "What does each arm do, overall, against the control arm off, and how sure are we? (queries/summary.sql).") {
+		t.Errorf("summary's comment is %q", c)
+	}
+}
+
+// From another working directory the views need file_search_path, which a
+// BI tool passes as a connection setting; ATTACH works the same way.
+func TestResultsDBFromElsewhere(t *testing.T) {
+	ctx := context.Background()
+	dir := sweepDir(t, sweep.DefaultSpec())
+	if _, err := WriteDB(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(dir)
+	t.Chdir(t.TempDir())
+
+	lost := openDB(t, filepath.Join(abs, DBName)+"?access_mode=read_only")
+	if _, err := lost.Exec("SELECT count(*) FROM pairs"); err == nil || !strings.Contains(err.Error(), `No files found that match the pattern "pairs/*/*/*.parquet"`) {
+		t.Errorf("without file_search_path from elsewhere: %v", err)
+	}
+	lost.Close()
+
+	db := openDB(t, filepath.Join(abs, DBName)+"?access_mode=read_only&file_search_path="+abs)
+	if n := scalar(t, db, "SELECT count(*) FROM pairs"); n != int64(300) {
+		t.Errorf("pairs: %v rows, want 300", n)
+	}
+	if got := fmt.Sprint(queryAll(t, db, "SELECT rescued, harmed, unchanged, net, round(mcnemar_p, 3) FROM summary").Rows); got != "[[75 83 142 -8 0.578]]" {
+		t.Errorf("summary: %s, want the seed's 75 rescued, 83 harmed, 142 unchanged, net -8, p 0.578", got)
+	}
+
+	mem := openDB(t, "")
+	if _, err := mem.Exec("ATTACH " + quote(filepath.Join(abs, DBName)) + " AS r (READ_ONLY); SET file_search_path = " + quote(abs)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(queryAll(t, mem, "SELECT trigger FROM r.policy_search WHERE chosen").Rows); got != "[[same_obs = true]]" {
+		t.Errorf("attached policy_search chose %s, want same_obs = true", got)
+	}
+}
+
+// A rerun picks up session events, keeps the user's own objects, and
+// drops the events view when the files are gone.
+func TestWriteDBRerunEvents(t *testing.T) {
+	ctx := context.Background()
+	dir := sweepDir(t, sweep.DefaultSpec())
+	if _, err := WriteDB(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(dir)
+	db, err := sql.Open("duckdb", filepath.Join(abs, DBName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec("SET file_search_path = " + quote(abs) + "; CREATE VIEW my_rescues AS SELECT seed FROM pairs WHERE label = 'rescued'"); err != nil {
+		t.Fatal(err)
+	}
+	// Two event files of different schema versions, Hive-partitioned by
+	// stream.
+	for i, q := range []string{
+		"SELECT 'a' AS stream_id, range AS event_offset, 'step' AS kind FROM range(3)",
+		"SELECT 'b' AS stream_id, range AS event_offset, 'step' AS kind, 7 AS producer_epoch FROM range(2)",
+	} {
+		part := filepath.Join(abs, EventsDir, fmt.Sprintf("stream=s%d", i))
+		os.MkdirAll(part, 0o755)
+		if _, err := db.Exec("COPY (" + q + ") TO " + quote(filepath.Join(part, "part-0.parquet")) + " (FORMAT parquet)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	info, err := WriteDB(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Events || info.Views[len(info.Views)-1] != "events" {
+		t.Fatalf("rerun with events: %+v", info)
+	}
+	t.Chdir(dir)
+	ro := openDB(t, DBName+"?access_mode=read_only")
+	if got := fmt.Sprint(queryAll(t, ro, "SELECT stream, count(*), count(producer_epoch), max(event_offset) FROM events GROUP BY ALL ORDER BY ALL").Rows); got != "[[s0 3 0 2] [s1 2 2 1]]" {
+		t.Errorf("events by stream: %s", got)
+	}
+	if n := scalar(t, ro, "SELECT count(*) FROM my_rescues"); n != int64(75) {
+		t.Errorf("the user's view lost: %v", n)
+	}
+	ro.Close()
+
+	os.RemoveAll(filepath.Join(abs, EventsDir))
+	info, err = WriteDB(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro = openDB(t, DBName+"?access_mode=read_only")
+	views := queryAll(t, ro, "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name")
+	var names []string
+	for _, r := range views.Rows {
+		names = append(names, r[0].(string))
+	}
+	if info.Events || slices.Contains(names, "events") || !slices.Contains(names, "my_rescues") {
+		t.Errorf("after the events are gone: views %v", names)
+	}
+}
+
+func TestWriteDBNotResults(t *testing.T) {
+	dir := t.TempDir()
+	_, err := WriteDB(context.Background(), dir)
+	if !errors.Is(err, sweep.ErrNotResults) || !strings.Contains(err.Error(), "has no manifest.json") {
+		t.Errorf("WriteDB of an empty directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, DBName)); err == nil {
+		t.Error("WriteDB of an empty directory created results.duckdb")
+	}
+	// A file that is not a DuckDB database says what to do.
+	res := sweepDir(t, sweep.DefaultSpec())
+	os.WriteFile(filepath.Join(res, DBName), []byte("not a database, just text that is long enough to have a header"), 0o644)
+	_, err = WriteDB(context.Background(), res)
+	if err == nil || !strings.Contains(err.Error(), "remove it and rerun") {
+		t.Errorf("WriteDB over a text file: %v", err)
+	}
+}

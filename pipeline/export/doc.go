@@ -1,0 +1,18 @@
+// Package export gets a results directory's data out to other tools.
+//
+// Two ways out:
+//
+//   - WriteDB writes DIR/results.duckdb, a DuckDB database of views (no
+//     copied data) over the directory's Parquet tables, the report queries
+//     as views, and the statistics macros, with paths relative to DIR so
+//     the directory can be moved. BI tools and the duckdb CLI open it.
+//   - Query runs ad hoc SQL over a results directory and writes the result
+//     as an aligned table, CSV, JSON, JSON Lines, Parquet, or Arrow IPC
+//     (file or stream). CSV, JSON and Parquet go through DuckDB's COPY,
+//     which streams the query into the file in bounded memory; Arrow goes
+//     through DuckDB's Arrow interface (duckdb-go, build tag duckdb_arrow)
+//     and apache/arrow-go's ipc writer, one record batch at a time. A file
+//     is written under a temporary name and renamed into place when it is
+//     complete, so a failed query never leaves a half-written file behind
+//     under the name asked for.
+package export

@@ -1,0 +1,89 @@
+package export
+
+import (
+	"context"
+	"database/sql"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/forklab/forklab/pipeline/report"
+	"github.com/forklab/forklab/pipeline/results"
+)
+
+// tableBlock is the number of rows whose widths set the columns of a
+// Table result; later rows print in the same columns, a longer cell
+// pushing only its own line.
+const tableBlock = 1000
+
+// writeTable prints the result of text as report.WriteTable does (values
+// formatted by report.Format, columns two spaces apart, the last column
+// unpadded), holding at most tableBlock rows.
+func writeTable(ctx context.Context, conn *sql.Conn, text string, w io.Writer) error {
+	rows, err := conn.QueryContext(ctx, text)
+	if err != nil {
+		return &QueryFailed{results.QueryError(err)}
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	block := [][]string{cols}
+	var widths []int
+	line := make([]byte, 0, 256)
+	emit := func(cells []string) error {
+		line = line[:0]
+		for i, c := range cells {
+			line = append(line, c...)
+			if i < len(cells)-1 {
+				pad := widths[i] + 2 - utf8.RuneCountInString(c)
+				line = append(line, strings.Repeat(" ", max(pad, 2))...)
+			}
+		}
+		line = append(line, '\n')
+		_, err := w.Write(line)
+		return err
+	}
+	flush := func() error {
+		if widths == nil {
+			widths = make([]int, len(cols))
+			for _, r := range block {
+				for i, c := range r {
+					widths[i] = max(widths[i], utf8.RuneCountInString(c))
+				}
+			}
+		}
+		for _, r := range block {
+			if err := emit(r); err != nil {
+				return err
+			}
+		}
+		block = block[:0]
+		return nil
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		cells := make([]string, len(cols))
+		for i, v := range vals {
+			cells[i] = report.Format(v)
+		}
+		block = append(block, cells)
+		if len(block) > tableBlock {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return &QueryFailed{results.QueryError(err)}
+	}
+	return flush()
+}
