@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/forklab/forklab/pipeline/chaos"
+	"github.com/forklab/forklab/pipeline/sweep"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	var (
+		cfg chaos.Config
+		wf  *worldFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "chaos",
+		Short: "Run agent sessions as worker processes, kill, freeze and restart them and the log, then check nothing broke",
+		Long: `chaos starts a session-log service (embedded broker, synced writes) on a
+temporary data directory and runs --sessions agent sessions as separate
+'forklab agent run' processes against it. It kills workers with SIGKILL at
+random moments and restarts them (--kills in all), freezes some with SIGSTOP,
+starts a successor and then lets the frozen one continue (--zombies), and
+kills and restarts the log service itself (--restarts). At the end it reads
+every session back and prints a table: sessions completed, kills, zombie
+appends fenced (403) or refused on the closed session (409), duplicates and
+gaps seen by readers, acknowledged events lost, sessions whose events or
+outcome differ from an uninterrupted run. It exits 1 unless every check
+passes. The same --seed gives the same sessions and the same schedule of
+faults (their exact timing depends on the machine).`,
+		Example: `  forklab chaos --sessions 50 --kills 200 --zombies 20 --restarts 2 --seed 1`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Sessions < 1 || cfg.Kills < 0 || cfg.Zombies < 0 || cfg.Restarts < 0 || cfg.Parallel < 1 {
+				return usageErr("--sessions and --parallel must be at least 1; --kills, --zombies and --restarts at least 0")
+			}
+			spec := sweep.DefaultSpec()
+			spec.Model.Temperature = 0.1
+			spec.Params.PStall = 0.1
+			if err := wf.apply(&spec); err != nil {
+				return asInput(err)
+			}
+			if err := spec.Params.Validate(); err != nil {
+				return asInput(err)
+			}
+			cfg.Params, cfg.Model = spec.Params, spec.Model
+			bin, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			cfg.Bin = bin
+			cfg.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab chaos: "+f+"\n", a...) }
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := chaos.Run(ctx, cfg)
+			if rep != nil {
+				rep.Write(os.Stdout)
+			}
+			if err != nil {
+				return err
+			}
+			if !rep.OK() {
+				return fmt.Errorf("chaos: some checks failed (see the table)")
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Sessions, "sessions", 50, "agent sessions to run")
+	f.IntVar(&cfg.Kills, "kills", 200, "worker SIGKILLs to inflict")
+	f.IntVar(&cfg.Zombies, "zombies", 20, "workers to freeze (SIGSTOP), replace, then wake (SIGCONT)")
+	f.IntVar(&cfg.Restarts, "restarts", 2, "times to SIGKILL and restart the log service")
+	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the sessions and the fault schedule")
+	f.IntVar(&cfg.Parallel, "parallel", 10, "sessions running at once")
+	f.DurationVar(&cfg.Delay, "delay", 20*time.Millisecond, "each worker's pause before every append")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "log data directory (default: a temporary one, removed after)")
+	wf = addWorldFlags(f)
+	f.Lookup("temperature").DefValue = "0.1"
+	f.Lookup("p-stall").DefValue = "0.1"
+	rootCmd.AddCommand(cmd)
+}
