@@ -123,3 +123,41 @@ type Pair struct {
 	Features
 	Hidden
 }
+
+// SessionEvent is a row of events: one event of an agent session on the
+// session log, as forklab log export writes it (to DIR/events/). The JSON
+// schema of the events themselves is session-event.schema.json; the columns
+// below flatten it, nullable where a type lacks the field, and add what the
+// fold of the whole stream knows (the session's seed; for a branch its fork
+// step, arm and replica) to every row so events join with pairs.
+type SessionEvent struct {
+	Stream string `parquet:"stream,dict"`
+	// Index is the event's position in the stream, from 0, incarnation
+	// events included.
+	Index int32 `parquet:"index"`
+	// ReadOffset is an offset to read from to see this event: the start of
+	// the read that returned it (forklab log read --offset).
+	ReadOffset string `parquet:"read_offset,dict"`
+	Type       string `parquet:"type,dict"`
+	Domain     bool   `parquet:"domain"`
+
+	Epoch  *int64  `parquet:"epoch,optional"`
+	Turn   *int32  `parquet:"turn,optional"`
+	Tool   *string `parquet:"tool,optional,dict"`
+	NoTool *bool   `parquet:"no_tool,optional"`
+	Action *string `parquet:"action,optional,dict"`
+	Obs    *int32  `parquet:"obs,optional"`
+	Steps  *int32  `parquet:"steps,optional"`
+
+	Success  *bool  `parquet:"success,optional"`
+	Declared *bool  `parquet:"declared,optional"`
+	Value    *int32 `parquet:"value,optional"`
+
+	SessionSeed    *int64  `parquet:"session_seed,optional"`
+	BranchForkStep *int32  `parquet:"branch_fork_step,optional"`
+	BranchArm      *string `parquet:"branch_arm,optional,dict"`
+	BranchReplica  *int32  `parquet:"branch_replica,optional"`
+
+	// Event is the event's JSON as the log holds it.
+	Event string `parquet:"event"`
+}
