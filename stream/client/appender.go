@@ -134,9 +134,9 @@ func (a *Appender) send(ctx context.Context, data []byte, closing bool) (AppendR
 		switch res.StatusCode {
 		case http.StatusOK, http.StatusNoContent:
 			r := AppendResult{Next: res.Header.Get("Stream-Next-Offset"), Epoch: a.epoch, Seq: a.seq}
-			// 204 to a producer append is a duplicate, except for a
-			// close without data, which always answers 204.
-			r.Duplicate = res.StatusCode == http.StatusNoContent && (len(data) > 0 || res.Header.Get("Producer-Seq") != strconv.FormatInt(a.seq, 10))
+			// 204 to a producer append with data is a duplicate (a close
+			// without data always answers 204).
+			r.Duplicate = res.StatusCode == http.StatusNoContent && len(data) > 0
 			a.seq++
 			a.last = r.Next
 			return r, nil

@@ -160,10 +160,8 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 			return nil, fmt.Errorf("rebuild partition %d of %s: %w", p.id, cfg.Topic, err)
 		}
 	}
-	now := time.Now()
 	for _, s := range l.streams {
 		s.touch() // a restart opens a fresh TTL window; reads are not logged
-		_ = now
 	}
 	for _, p := range l.parts {
 		l.wg.Add(1)

@@ -10,7 +10,13 @@ import (
 // closed stream's end. Every answer carries a Stream-Cursor while the stream
 // is open (§10.1).
 func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, name string, pos readPos) {
-	res, err := s.cfg.Log.Wait(r.Context(), s.readRequest(name, pos), s.cfg.LongPollTimeout)
+	ctx, cancel := s.liveContext(r.Context())
+	defer cancel()
+	res, err := s.cfg.Log.Wait(ctx, s.readRequest(name, pos), s.cfg.LongPollTimeout)
+	if err != nil && r.Context().Err() == nil && ctx.Err() != nil {
+		// The server is shutting down: answer as a timeout would.
+		res, err = s.cfg.Log.Wait(r.Context(), s.readRequest(name, pos), 0)
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			return // the client went away

@@ -11,10 +11,12 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/forklab/forklab/stream/kafkalog"
@@ -46,7 +48,27 @@ type Config struct {
 
 // Server is the protocol's HTTP handler.
 type Server struct {
-	cfg Config
+	cfg       Config
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+// Shutdown makes waiting long-polls answer at once (204 with the tail) and
+// open SSE streams end, so an http.Server can shut down gracefully. Register
+// it with http.Server.RegisterOnShutdown.
+func (s *Server) Shutdown() { s.closeOnce.Do(func() { close(s.closing) }) }
+
+// liveContext is ctx, also cancelled when the server shuts down.
+func (s *Server) liveContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // New returns a Server for cfg.
@@ -72,7 +94,7 @@ func New(cfg Config) *Server {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	return &Server{cfg: cfg}
+	return &Server{cfg: cfg, closing: make(chan struct{})}
 }
 
 // Protocol header names (§13.2, §5.2.1).

@@ -24,7 +24,8 @@ type control struct {
 // others base64. The connection ends when the stream is closed and fully
 // sent, or after SSEMaxDuration for the client to reconnect.
 func (s *Server) sse(w http.ResponseWriter, r *http.Request, name string, pos readPos) {
-	ctx := r.Context()
+	ctx, cancel := s.liveContext(r.Context())
+	defer cancel()
 	req := s.readRequest(name, pos)
 	// Check the stream before committing to a 200.
 	info, err := s.cfg.Log.Head(name)

@@ -80,10 +80,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		if cfg.DataDir == "" {
 			return nil, errors.New("no --brokers and no --data-dir for the embedded broker")
 		}
-		maxMsg := 0
-		if cfg.Log.MaxBatchBytes > 0 {
-			maxMsg = cfg.Log.MaxBatchBytes + 4<<20
-		}
+		// The broker must accept a whole group-commit batch: twice the
+		// larger of the batch and record limits, and at least 16 MiB.
+		maxMsg := max(16<<20, 2*max(cfg.Log.MaxBatchBytes, cfg.Log.MaxRecordBytes)+4<<20)
 		b, err := broker.Start(broker.Config{DataDir: cfg.DataDir, Port: cfg.EmbeddedPort, NoSync: cfg.NoSync, MaxMessageBytes: maxMsg})
 		if err != nil {
 			return nil, err
@@ -108,7 +107,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.ln = ln
 	s.URL = "http://" + ln.Addr().String()
-	s.srv = &http.Server{Handler: server.New(cfg.Server), ReadHeaderTimeout: 10 * time.Second}
+	h := server.New(cfg.Server)
+	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s.srv.RegisterOnShutdown(h.Shutdown)
 	go func() { s.serveErr <- s.srv.Serve(ln) }()
 	return s, nil
 }
