@@ -9,6 +9,7 @@ package report
 
 import (
 	"context"
+	"math"
 	"errors"
 	"fmt"
 	"io"
@@ -189,6 +190,9 @@ func columnIndex(t *results.Table) map[string]int {
 // pct formats a rate as a signed-when-needed percentage with one decimal.
 func pct(x float64) string {
 	s := fmt.Sprintf("%.1f%%", 100*x)
+	if x != 0 && math.Abs(x) < 0.01 {
+		s = fmt.Sprintf("%.2f%%", 100*x)
+	}
 	if s == "-0.0%" {
 		return "0.0%"
 	}
