@@ -9,10 +9,10 @@ package report
 
 import (
 	"context"
-	"math"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/forklab/forklab/pipeline/results"
