@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -54,6 +55,19 @@ SCOPE being read or read-write.`,
 			}
 			if len(bl) == 0 && dataDir == "" {
 				dataDir = defaultDataDir()
+			}
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return usageErr("--addr %q: %v (want host:port)", addr, err)
+			}
+			if tokenFile != "" {
+				if _, err := server.LoadTokens(tokenFile); err != nil {
+					return usageErr("--token-file: %v", err)
+				}
+			}
+			if len(bl) == 0 {
+				if err := os.MkdirAll(dataDir, 0o755); err != nil {
+					return usageErr("--data-dir: %v", err)
+				}
 			}
 			logf := func(format string, args ...any) {
 				if !quiet {
