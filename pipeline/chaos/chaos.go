@@ -271,6 +271,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 						rep.Fenced403++
 					case z.code == 0 && strings.Contains(z.stderr.String(), "already finished"):
 						rep.ZombieIdle++
+					case z.code == 0:
+						// Frozen before its claim, it claimed a newer epoch
+						// on waking and finished the session; the successor
+						// it fenced is refused and replaced by the loop.
+						rep.ZombieWon++
 					default:
 						logf("zombie of %s exited %d: %s", s.name, z.code, lastLine(z.stderr.String()))
 					}
