@@ -1,31 +1,124 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"os"
+	"strings"
 
-	"github.com/forklab/forklab/pipeline/report"
+	"github.com/forklab/forklab/pipeline/export"
 	"github.com/spf13/cobra"
 )
 
 func init() {
+	var (
+		format, out, file string
+		overwrite         bool
+		vars              []string
+	)
+	formats := make([]string, len(export.Formats))
+	for i, f := range export.Formats {
+		formats[i] = string(f)
+	}
 	cmd := &cobra.Command{
-		Use:   "sql DIR QUERY",
-		Short: "Run ad hoc SQL over a results directory's views (tasks, checkpoints, branches, pairs)",
+		Use:   "sql DIR [QUERY | -]",
+		Short: "Run ad hoc SQL over a results directory's views; print a table or write CSV, JSON, Parquet or Arrow",
+		Long: `sql runs SQL over the views of a finished results directory — configs, tasks,
+checkpoints, branches, pairs (schemas/README.md) — with the statistics macros
+of queries/stats.sql (wilson_lo, mcnemar_p, newcombe_lo, …) and the variables
+the report queries read set to the report's values (config_id 0, max_harm 0,
+harm_scope 'clean', holdout 0.3; --var changes them).
+
+The query is the second argument, a file (--file FILE), or standard input
+("-"). Several statements may be given; the last one's rows are the result.
+A query that starts with a comment ("-- …") needs --file, "-", or "--" before
+it, or it is taken for a flag.
+
+Formats: table (aligned text), csv, json (one array), ndjson (JSON Lines),
+parquet (zstd), arrow (Arrow IPC file, .arrow) and arrows (Arrow IPC stream,
+.arrows). csv, json, ndjson and parquet are written by DuckDB's COPY, which
+streams the result in bounded memory (a name ending .gz is gzipped); arrow
+comes through DuckDB's Arrow interface one record batch at a time. --out
+writes a file under a temporary name and renames it when complete; an
+existing file needs --overwrite.`,
 		Example: `  forklab sql out "SELECT label, count(*) FROM pairs GROUP BY label"
-  forklab sql out "$(cat queries/summary.sql)"`,
-		Args: cobra.ExactArgs(2),
+  forklab sql out --file queries/summary.sql --format csv
+  forklab sql out "SELECT * FROM pairs" --format parquet --out pairs.parquet
+  forklab sql out "SELECT * FROM branches" --format arrow --out branches.arrow
+  forklab sql out --file queries/policy_search.sql --var max_harm=2 --var harm_scope=all
+  echo "SELECT count(*) FROM tasks" | forklab sql out -`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := export.ParseFormat(format)
+			if err != nil {
+				return usageErr("--format: %v", err)
+			}
+			var text string
+			switch {
+			case len(args) == 2 && file != "":
+				return usageErr("give the query as an argument or with --file, not both")
+			case len(args) == 2:
+				text = args[1]
+			case file != "":
+				text, err = readQuery(file)
+			default:
+				return usageErr("no query: give it as the second argument, with --file FILE, or as - to read standard input")
+			}
+			if text == "-" {
+				text, err = readQuery("-")
+			}
+			if err != nil {
+				return asInput(err)
+			}
+			opt := export.Options{Format: f, Out: out, Overwrite: overwrite}
+			for _, v := range vars {
+				pv, err := export.ParseVar(v)
+				if err != nil {
+					return asInput(fmt.Errorf("--var: %w", err))
+				}
+				opt.Vars = append(opt.Vars, pv)
+			}
 			db, err := openResults(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			t, err := db.Query(cmd.Context(), args[1])
-			if err != nil {
+			err = export.Query(cmd.Context(), db, text, opt)
+			if export.BadInput(err) {
 				return asInput(err)
 			}
-			return report.WriteTable(os.Stdout, t)
+			return err
 		},
 	}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// pflag takes a query that starts with a comment for a flag.
+		// A flag's name never holds white space.
+		if name, ok := strings.CutPrefix(err.Error(), "unknown flag: --"); ok && strings.ContainsAny(name, " \t\n") {
+			return usageErr("the query starts with \"--\" and was taken for a flag: put -- before it, pass it with --file FILE, or pipe it to forklab sql DIR -")
+		}
+		return usageErr("%v (see 'forklab %s --help')", err, c.Name())
+	})
+	fl := cmd.Flags()
+	fl.StringVarP(&format, "format", "f", "table", "output format: "+strings.Join(formats, ", "))
+	fl.StringVarP(&out, "out", "o", "", "write to this file instead of standard output")
+	fl.BoolVar(&overwrite, "overwrite", false, "let --out replace an existing file")
+	fl.StringVar(&file, "file", "", "read the query from this file (- for standard input)")
+	fl.StringArrayVar(&vars, "var", nil, "set a DuckDB variable before the query: NAME=VALUE (repeatable)")
 	rootCmd.AddCommand(cmd)
+}
+
+// readQuery reads SQL text from a file, or from standard input for "-".
+func readQuery(path string) (string, error) {
+	if path == "-" {
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return "", fmt.Errorf("read the query from standard input: %w", err)
+		}
+		return string(b), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read the query: %w", err)
+	}
+	return string(b), nil
 }

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/forklab/forklab/pipeline/export"
+	"github.com/forklab/forklab/pipeline/sweep"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	cmd := &cobra.Command{
+		Use:   "db DIR",
+		Short: "Write DIR/results.duckdb: a DuckDB database of views over the results, for BI tools and the duckdb CLI",
+		Long: `db writes DIR/results.duckdb, a DuckDB database that holds no data, only
+views over DIR's Parquet tables (configs, tasks, checkpoints, branches, pairs,
+manifest), the report tables as views (summary, slices, convergence,
+policy_search, qini), the statistics macros, and — once forklab log export has
+written DIR/events/ — the session events (events).
+
+Paths are relative to DIR, so the directory can be moved: open the database
+from inside it (cd DIR && duckdb -readonly results.duckdb), or set DuckDB's
+file_search_path to DIR (docs/bi.md shows Python and BI tools).
+
+Rerun it at any time: it replaces forklab's views in one transaction, adds
+events when they appear, and keeps anything else stored in the file.`,
+		Example: `  forklab db out && cd out && duckdb -readonly results.duckdb -c "SELECT * FROM summary"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			info, err := export.WriteDB(cmd.Context(), args[0])
+			if errors.Is(err, sweep.ErrNotResults) {
+				return asInput(err)
+			}
+			if err != nil {
+				return err
+			}
+			abs, _ := filepath.Abs(args[0])
+			fmt.Fprintf(os.Stderr, "wrote %s: views %s; macros %s\n", info.Path, strings.Join(info.Views, ", "), strings.Join(info.Macros, ", "))
+			fmt.Fprintf(os.Stderr, "open it: cd %s && duckdb -readonly %s\n", shellQuote(abs), export.DBName)
+			return nil
+		},
+	}
+	rootCmd.AddCommand(cmd)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

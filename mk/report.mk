@@ -1,0 +1,40 @@
+# Results people can look at and plug in (issue 7): the HTML report,
+# results.duckdb for BI tools, and the browser check of the report.
+# The top Makefile includes this file.
+
+# duckdb-go's Arrow interface (forklab sql --format arrow|arrows) is behind
+# the build tag duckdb_arrow: every go command make runs gets it, unless
+# GOFLAGS already sets tags of its own.
+ifeq ($(findstring -tags,$(GOFLAGS)),)
+export GOFLAGS := $(strip $(GOFLAGS) -tags=duckdb_arrow)
+endif
+
+CHROMIUM ?= chromium
+
+.PHONY: report-html results-db chromium test-browser docs-screenshot
+
+# The self-contained HTML report of $(OUT) (make sweep writes $(OUT) first).
+report-html: build
+	$(BIN) report $(OUT) --html $(OUT)/report.html --overwrite > /dev/null
+	@echo "open $(OUT)/report.html in a browser (it needs no network)"
+
+# $(OUT)/results.duckdb: views over the Parquet tables for BI tools.
+results-db: build
+	$(BIN) db $(OUT)
+
+# Debian's chromium, for the browser test of the HTML report (slow the first
+# time: it installs a browser).
+chromium:
+	@command -v $(CHROMIUM) > /dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+
+# The report rendered by headless Chromium at 1280×800: fails, rather than
+# skips, when Chromium is missing.
+test-browser: chromium
+	FORKLAB_REQUIRE_CHROMIUM=1 $(GO) test -count=1 -run Browser ./pipeline/htmlreport
+
+# Regenerate the README's picture of the report (docs/report.png) from the
+# seed's sweep in $(OUT).
+docs-screenshot: chromium build
+	$(BIN) report $(OUT) --html $(OUT)/report.html --overwrite > /dev/null
+	FORKLAB_SCREENSHOT=$(CURDIR)/docs/report.png FORKLAB_SCREENSHOT_HTML=$(CURDIR)/$(OUT)/report.html \
+		$(GO) test -count=1 -run TestBrowserScreenshotFile ./pipeline/htmlreport
