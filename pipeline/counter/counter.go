@@ -200,6 +200,13 @@ func (World) Truth(s State) world.Truth {
 // step (after its budget check, which Done covers); Refresh follows its
 // refresh; Nop and NoTool only burn the step.
 func (w World) Step(s State, a world.Action) State {
+	w.step(&s, a)
+	return s
+}
+
+// step is Step in place; Step and the fast Lab share it, so there is one
+// copy of the transition rules.
+func (w *World) step(s *State, a world.Action) {
 	s.Steps++
 	switch a {
 	case world.Declare:
@@ -215,7 +222,7 @@ func (w World) Step(s State, a world.Action) State {
 		}
 		prev := s.Obs
 		if !s.Frozen {
-			s.Obs = w.read(&s)
+			s.Obs = w.read(s)
 		}
 		s.SameObs = s.Obs == prev
 		if s.SameObs {
@@ -229,15 +236,14 @@ func (w World) Step(s State, a world.Action) State {
 			break
 		}
 		s.Frozen = false
-		s.Obs = w.read(&s)
+		s.Obs = w.read(s)
 	case world.Nop, world.NoTool:
 	}
-	return s
 }
 
 // read returns the sensor's reading of the true value, off by one with
 // probability PObsNoise.
-func (w World) read(s *State) int32 {
+func (w *World) read(s *State) int32 {
 	s.Reads++
 	if w.P.PObsNoise > 0 && world.Draw(s.Seed, world.PurposeObsNoise, int(s.Reads)) < w.P.PObsNoise {
 		if world.Draw(s.Seed, world.PurposeObsNoiseSign, int(s.Reads)) < 0.5 {
@@ -250,26 +256,42 @@ func (w World) read(s *State) int32 {
 
 // AppendJSON appends s's JSON encoding to b: the same bytes json.Marshal
 // produces, without reflection. The sweep encodes a checkpoint per fork
-// with it.
+// with it (fork.Encoder.StateJSON); TestAppendJSONMatchesMarshal holds it
+// to json.Marshal.
 func (s State) AppendJSON(b []byte) []byte {
 	b = append(b, `{"seed":`...)
 	b = strconv.AppendUint(b, s.Seed, 10)
-	b = appendInt(b, `,"target":`, s.Target)
-	b = appendInt(b, `,"budget":`, s.Budget)
-	b = appendInt(b, `,"steps":`, s.Steps)
-	b = appendInt(b, `,"v":`, s.V)
-	b = appendInt(b, `,"obs":`, s.Obs)
-	b = appendInt(b, `,"freeze_at":`, s.FreezeAt)
-	b = strconv.AppendBool(append(b, `,"frozen":`...), s.Frozen)
-	b = strconv.AppendBool(append(b, `,"declared":`...), s.Declared)
-	b = strconv.AppendBool(append(b, `,"same_obs":`...), s.SameObs)
-	b = appendInt(b, `,"repeat_run":`, s.RepeatRun)
-	b = appendInt(b, `,"attempts":`, s.Attempts)
-	b = appendInt(b, `,"reads":`, s.Reads)
-	b = appendInt(b, `,"refreshes":`, s.Refreshes)
+	b = appendInt(append(b, `,"target":`...), s.Target)
+	b = appendInt(append(b, `,"budget":`...), s.Budget)
+	b = appendInt(append(b, `,"steps":`...), s.Steps)
+	b = appendInt(append(b, `,"v":`...), s.V)
+	b = appendInt(append(b, `,"obs":`...), s.Obs)
+	b = appendInt(append(b, `,"freeze_at":`...), s.FreezeAt)
+	b = appendBool(append(b, `,"frozen":`...), s.Frozen)
+	b = appendBool(append(b, `,"declared":`...), s.Declared)
+	b = appendBool(append(b, `,"same_obs":`...), s.SameObs)
+	b = appendInt(append(b, `,"repeat_run":`...), s.RepeatRun)
+	b = appendInt(append(b, `,"attempts":`...), s.Attempts)
+	b = appendInt(append(b, `,"reads":`...), s.Reads)
+	b = appendInt(append(b, `,"refreshes":`...), s.Refreshes)
 	return append(b, '}')
 }
 
-func appendInt(b []byte, key string, v int32) []byte {
-	return strconv.AppendInt(append(b, key...), int64(v), 10)
+// appendInt appends v in decimal, as strconv.AppendInt does, with a
+// shortcut for the small values states are made of.
+func appendInt(b []byte, v int32) []byte {
+	switch {
+	case uint32(v) < 10:
+		return append(b, byte('0'+v))
+	case uint32(v) < 100:
+		return append(b, byte('0'+v/10), byte('0'+v%10))
+	}
+	return strconv.AppendInt(b, int64(v), 10)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, "true"...)
+	}
+	return append(b, "false"...)
 }
