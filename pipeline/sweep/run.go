@@ -16,8 +16,6 @@ import (
 	"github.com/forklab/forklab/pipeline/fork"
 	"github.com/forklab/forklab/pipeline/pyrand"
 	"github.com/forklab/forklab/schemas"
-	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/compress/zstd"
 )
 
 // Options control how a sweep runs, not what it computes: the same Spec
@@ -88,7 +86,10 @@ func Run(ctx context.Context, spec Spec, opt Options) (Manifest, error) {
 			shards = append(shards, shard{config: c, index: i, seeds: Range{lo, min(lo+size, spec.Seeds.End)}})
 		}
 	}
-	if err := writeConfigs(opt.Out, m.Configs); err != nil {
+	syncs := newSyncer()
+	if err := writeConfigs(opt.Out, m.Configs, syncs); err != nil {
+		syncs.wait()
+		removeTables(opt.Out)
 		return m, err
 	}
 	workers := opt.Workers
@@ -110,7 +111,7 @@ func Run(ctx context.Context, spec Spec, opt Options) (Manifest, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := newShardWriter(spec, opt)
+			w := newShardWriter(spec, opt, syncs)
 			for sh := range work {
 				n, err := w.run(ctx, sh)
 				if err != nil {
@@ -138,6 +139,9 @@ feed:
 	}
 	close(work)
 	wg.Wait()
+	if err := syncs.wait(); firstErr == nil {
+		firstErr = err
+	}
 	if firstErr == nil {
 		firstErr = ctx.Err()
 	}
@@ -149,12 +153,17 @@ feed:
 	for i, t := range schemas.Tables {
 		m.Rows[t] = rows[i].Load()
 	}
+	var dirs []string
 	for _, t := range append([]string{schemas.ConfigsTable}, schemas.Tables...) {
-		n, err := syncTree(filepath.Join(opt.Out, t))
+		n, d, err := tableTree(filepath.Join(opt.Out, t))
 		if err != nil {
 			return m, fmt.Errorf("sync %s: %w", t, err)
 		}
 		m.Files[t] = n
+		dirs = append(dirs, d...)
+	}
+	if err := syncDirs(dirs); err != nil {
+		return m, fmt.Errorf("sync table folders: %w", err)
 	}
 	m.FinishedAt = time.Now().UTC()
 	b, err := json.MarshalIndent(m, "", "  ")
@@ -174,26 +183,27 @@ func removeTables(dir string) {
 	}
 }
 
-// syncTree syncs every directory under root (their entries are renamed
-// files) and counts the Parquet files.
-func syncTree(root string) (files int, err error) {
+// tableTree lists the directories under root, root included, and counts
+// the Parquet files.
+func tableTree(root string) (files int, dirs []string, err error) {
 	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
-			return syncDir(path)
+			dirs = append(dirs, path)
+			return nil
 		}
 		if filepath.Ext(path) == ".parquet" {
 			files++
 		}
 		return nil
 	})
-	return files, err
+	return files, dirs, err
 }
 
-// writeConfigs writes the configs table.
-func writeConfigs(out string, configs []Config) error {
+// writeConfigs writes the configs table and hands it to s.
+func writeConfigs(out string, configs []Config, s *syncer) error {
 	rows := make([]schemas.Config, len(configs))
 	for i, c := range configs {
 		rows[i] = schemas.Config{ConfigID: int32(c.ID), World: counter.Name,
@@ -207,12 +217,12 @@ func writeConfigs(out string, configs []Config) error {
 		return fmt.Errorf("write configs: %w", err)
 	}
 	for _, r := range rows {
-		if err := t.add(r); err != nil {
+		if _, err := t.add(r); err != nil {
 			t.abort()
 			return fmt.Errorf("write configs: %w", err)
 		}
 	}
-	if err := t.commit(); err != nil {
+	if err := t.commit(s); err != nil {
 		t.abort()
 		return fmt.Errorf("write configs: %w", err)
 	}
@@ -227,122 +237,48 @@ func toInt32s(xs []int) []int32 {
 	return out
 }
 
-// zstdFastest is the codec of every table: zstd at its fastest level, which
-// on these repetitive columns compresses nearly as well as the default.
-var zstdFastest = zstd.Codec{Level: zstd.SpeedFastest}
-
-// batchRows is how many rows a table buffers before handing them to the
-// Parquet writer.
-const batchRows = 4096
-
-// table streams one table file's rows into a temporary file that commit
-// renames into place. Its row buffer is reused across files.
-type table[T any] struct {
-	path, tmp string
-	f         *os.File
-	w         *parquet.GenericWriter[T]
-	buf       []T
-	n         int64
-}
-
-func (t *table[T]) open(dir, name string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	t.path = filepath.Join(dir, name)
-	t.tmp = filepath.Join(dir, "."+name+".tmp")
-	f, err := os.Create(t.tmp)
-	if err != nil {
-		return err
-	}
-	t.f = f
-	// A fresh writer per file: a Reset writer carries state from its last
-	// file into the next one's bytes, and the files must not depend on
-	// which worker wrote what before.
-	t.w = parquet.NewGenericWriter[T](f,
-		parquet.Compression(&zstdFastest),
-		parquet.MaxRowsPerRowGroup(1<<17),
-		parquet.CreatedBy("forklab", "", ""),
-	)
-	t.buf, t.n = t.buf[:0], 0
-	return nil
-}
-
-func (t *table[T]) add(row T) error {
-	t.buf = append(t.buf, row)
-	if len(t.buf) == batchRows {
-		return t.flush()
-	}
-	return nil
-}
-
-func (t *table[T]) flush() error {
-	if len(t.buf) == 0 {
-		return nil
-	}
-	_, err := t.w.Write(t.buf)
-	t.n += int64(len(t.buf))
-	clear(t.buf) // drop references to strings in the arena
-	t.buf = t.buf[:0]
-	return err
-}
-
-// commit finishes the file, syncs it and renames it into place.
-func (t *table[T]) commit() error {
-	err := t.flush()
-	if err == nil {
-		err = t.w.Close()
-	}
-	if err == nil {
-		err = t.f.Sync()
-	}
-	if cerr := t.f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(t.tmp, t.path)
-	}
-	t.f = nil
-	return err
-}
-
-func (t *table[T]) abort() {
-	if t.f != nil {
-		t.f.Close()
-		os.Remove(t.tmp)
-		t.f = nil
-	}
-}
-
 // forkTables are the files of one fork step of a shard.
 type forkTables struct {
 	checkpoints table[schemas.Checkpoint]
 	branches    table[schemas.Branch]
 	pairs       table[schemas.Pair]
+	// arena holds the JSON of the checkpoint rows not yet handed to the
+	// Parquet writer, which copies it: it is emptied whenever the
+	// checkpoints table flushes. See checkpointJSON.
+	arena []byte
 }
 
+// checkpointBatch is how many checkpoint rows go to the Parquet writer at
+// once: few enough that their JSON (about 500 bytes each) is still in the
+// CPU's cache when the writer copies it.
+const checkpointBatch = 512
+
 // shardWriter runs shards one after another on one goroutine, reusing its
-// buffers and Parquet writers.
+// buffers.
 type shardWriter struct {
 	spec       Spec
 	opt        Options
+	sync       *syncer
 	tasks      table[schemas.Task]
 	forks      []forkTables // one per spec.ForkAt, in order
 	hist       []fork.Turn
 	batch      *pyrand.Batch // seeds BatchLanes task generators at once
 	arms       []fork.Arm    // the control off first, then the spec's order
 	unreported int           // seeds finished since the last Progress call
-	arena      []byte        // checkpoint JSON; see checkpointJSON
 }
 
-func newShardWriter(spec Spec, opt Options) *shardWriter {
+func newShardWriter(spec Spec, opt Options, s *syncer) *shardWriter {
 	arms := []fork.Arm{fork.Off}
 	for _, a := range spec.Arms {
 		if a != fork.Off {
 			arms = append(arms, a)
 		}
 	}
-	return &shardWriter{spec: spec, opt: opt, arms: arms, forks: make([]forkTables, len(spec.ForkAt))}
+	w := &shardWriter{spec: spec, opt: opt, sync: s, arms: arms, forks: make([]forkTables, len(spec.ForkAt))}
+	for i := range w.forks {
+		w.forks[i].checkpoints.batch = checkpointBatch
+	}
+	return w
 }
 
 // progress reports finished seeds in batches of at least 4096, or all
@@ -360,7 +296,7 @@ func (w *shardWriter) progress(seeds int, flush bool) {
 
 // tableFile is a table of any row type, as far as committing goes.
 type tableFile interface {
-	commit() error
+	commit(*syncer) error
 	abort()
 }
 
@@ -394,6 +330,7 @@ func (w *shardWriter) run(ctx context.Context, sh shard) (rows [4]int64, err err
 	for i, f := range w.spec.ForkAt {
 		fdir := fmt.Sprintf("fork_step=%d", f)
 		ft := &w.forks[i]
+		ft.arena = ft.arena[:0]
 		for _, o := range []struct {
 			table string
 			open  func(dir, name string) error
@@ -406,7 +343,7 @@ func (w *shardWriter) run(ctx context.Context, sh shard) (rows [4]int64, err err
 	if err = w.simulate(ctx, sh); err != nil {
 		return rows, fmt.Errorf("shard %s/%s: %w", cdir, name, err)
 	}
-	if err = w.each(tableFile.commit); err != nil {
+	if err = w.each(func(t tableFile) error { return t.commit(w.sync) }); err != nil {
 		return rows, fmt.Errorf("shard %s/%s: %w", cdir, name, err)
 	}
 	rows[0] = w.tasks.n
@@ -421,12 +358,14 @@ func (w *shardWriter) run(ctx context.Context, sh shard) (rows [4]int64, err err
 // simulate produces the shard's rows: for each seed, the task, then per fork
 // step the checkpoint, every arm's replicas and the pairs.
 func (w *shardWriter) simulate(ctx context.Context, sh shard) error {
-	cw := counter.World{P: sh.config.Params}
-	lab := fork.Lab[counter.State]{World: cw, Model: sh.config.Model}
+	// The counter world's own Lab, not the generic fork.Lab: see
+	// counter.Lab for why, and for the test that holds the two equal.
+	lab := &counter.Lab{World: counter.World{P: sh.config.Params}, Model: sh.config.Model}
 	enc, err := fork.NewEncoder[counter.State](counter.Name, sh.config.Params, sh.config.Model)
 	if err != nil {
 		return err
 	}
+	enc.StateJSON(counter.State.AppendJSON)
 	if w.batch == nil {
 		w.batch = new(pyrand.Batch)
 	}
@@ -445,7 +384,7 @@ func (w *shardWriter) simulate(ctx context.Context, sh shard) error {
 			w.batch.Seed(seeds)
 		}
 		for l := range n {
-			if err := w.seed(lab, enc, lo+l, cw.StartWith(lo+l, w.batch.Lane(int(l))), sh.config); err != nil {
+			if err := w.seed(lab, enc, lo+l, lab.World.StartWith(lo+l, w.batch.Lane(int(l))), sh.config); err != nil {
 				return err
 			}
 		}
@@ -455,33 +394,32 @@ func (w *shardWriter) simulate(ctx context.Context, sh shard) error {
 	return nil
 }
 
-// checkpointJSON encodes a checkpoint into the writer's arena and returns it
-// as a string sharing the arena's bytes. Bytes once handed out are never
-// written again: when the arena is full a new one replaces it, and the old
-// one lives as long as strings point into it.
-func (w *shardWriter) checkpointJSON(enc *fork.Encoder[counter.State, counter.Params], forkStep int, s counter.State) (string, error) {
-	if cap(w.arena)-len(w.arena) < 4096 {
-		w.arena = make([]byte, 0, 1<<20)
-	}
-	start := len(w.arena)
+// checkpointJSON encodes a checkpoint into ft's arena and returns it as a
+// string sharing the arena's bytes. The string is valid until the
+// checkpoints table next flushes: the Parquet writer copies it then, and
+// the arena is reused (a grown arena leaves the old bytes to the strings
+// that still point into them).
+func (ft *forkTables) checkpointJSON(enc *fork.Encoder[counter.State, counter.Params], forkStep int, hist []fork.Turn, s counter.State) (string, error) {
+	start := len(ft.arena)
 	var err error
-	w.arena, err = enc.Append(w.arena, forkStep, w.hist, s)
-	if err != nil || len(w.arena) == start {
+	ft.arena, err = enc.Append(ft.arena, forkStep, hist, s)
+	if err != nil || len(ft.arena) == start {
 		return "", err
 	}
-	return unsafe.String(&w.arena[start], len(w.arena)-start), nil
+	return unsafe.String(&ft.arena[start], len(ft.arena)-start), nil
 }
 
 // seed writes one seed's rows: its task, then per fork step its checkpoint,
-// branches and pairs.
-func (w *shardWriter) seed(lab fork.Lab[counter.State], enc *fork.Encoder[counter.State, counter.Params], seed uint64, s counter.State, c Config) error {
-	cw := lab.World
+// branches and pairs. States and branches come from lab, or from
+// w.opt.Runs when it is set.
+func (w *shardWriter) seed(lab *counter.Lab, enc *fork.Encoder[counter.State, counter.Params], seed uint64, s counter.State, c Config) error {
+	cw := &lab.World
 	task := schemas.Task{Seed: int64(seed), Slack: s.Budget - int32(c.Params.BaseBudget), Budget: s.Budget}
 	if s.FreezeAt != 0 {
 		fa := s.FreezeAt
 		task.FreezeAt = &fa
 	}
-	if err := w.tasks.add(task); err != nil {
+	if _, err := w.tasks.add(task); err != nil {
 		return err
 	}
 	w.hist = w.hist[:0]
@@ -504,13 +442,17 @@ func (w *shardWriter) seed(lab fork.Lab[counter.State], enc *fork.Encoder[counte
 		fc := schemas.Features{SameObs: feat.SameObs, RepeatRun: int32(feat.RepeatRun), ObsValue: int32(feat.ObsValue),
 			StepsUsed: int32(feat.StepsUsed), BudgetLeft: int32(feat.BudgetLeft)}
 		hidden := schemas.Hidden{HiddenStuck: truth.Stuck, HiddenFault: truth.Fault}
-		cp, err := w.checkpointJSON(enc, f, s)
+		cp, err := ft.checkpointJSON(enc, f, w.hist, s)
 		if err != nil {
 			return err
 		}
-		if err := ft.checkpoints.add(schemas.Checkpoint{Seed: int64(seed), Over: o.Over, Features: fc, Hidden: hidden,
-			HiddenValue: int32(truth.Value), Checkpoint: cp}); err != nil {
+		flushed, err := ft.checkpoints.add(schemas.Checkpoint{Seed: int64(seed), Over: o.Over, Features: fc, Hidden: hidden,
+			HiddenValue: int32(truth.Value), Checkpoint: cp})
+		if err != nil {
 			return err
+		}
+		if flushed {
+			ft.arena = ft.arena[:0]
 		}
 		fires := w.spec.Policy != nil && w.spec.Policy.Fires(feat)
 		var offWins int
@@ -530,7 +472,7 @@ func (w *shardWriter) seed(lab fork.Lab[counter.State], enc *fork.Encoder[counte
 				if ok {
 					wins++
 				}
-				if err := ft.branches.add(schemas.Branch{Seed: int64(seed), Arm: string(arm), Replica: int32(r),
+				if _, err := ft.branches.add(schemas.Branch{Seed: int64(seed), Arm: string(arm), Replica: int32(r),
 					Intervened: iv, Success: ok, Declared: final.Declared, FinalValue: final.V, Steps: final.Steps}); err != nil {
 					return err
 				}
@@ -541,7 +483,7 @@ func (w *shardWriter) seed(lab fork.Lab[counter.State], enc *fork.Encoder[counte
 			}
 			control, treatment := fork.Majority(offWins, K), fork.Majority(wins, K)
 			label, quad := fork.Classify(control, treatment)
-			if err := ft.pairs.add(schemas.Pair{Seed: int64(seed), Arm: string(arm), Replicas: int32(K),
+			if _, err := ft.pairs.add(schemas.Pair{Seed: int64(seed), Arm: string(arm), Replicas: int32(K),
 				ControlWins: int32(offWins), TreatmentWins: int32(wins), ControlSuccess: control,
 				TreatmentSuccess: treatment, Label: string(label), Quadrant: string(quad),
 				Features: fc, Hidden: hidden}); err != nil {

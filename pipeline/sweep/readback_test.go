@@ -1,0 +1,85 @@
+package sweep
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/forklab/forklab/pipeline/counter"
+	"github.com/forklab/forklab/pipeline/fork"
+	"github.com/forklab/forklab/schemas"
+	"github.com/parquet-go/parquet-go"
+)
+
+func readRows[T any](t *testing.T, pattern string) []T {
+	t.Helper()
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: %v, %d files", pattern, err, len(files))
+	}
+	slices.Sort(files)
+	var rows []T
+	for _, f := range files {
+		r, err := parquet.ReadFile[T](f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		rows = append(rows, r...)
+	}
+	return rows
+}
+
+// The tables read back, through another reader than the writer's, hold
+// what the generic fork.Lab computes from each checkpoint's JSON: the
+// checkpoint bytes are Checkpoint.Encode's, its feature columns are the
+// decoded state's, and every branch row is the reference Lab's branch of
+// the decoded state. A noisy, imperfect spec with two fork steps, every arm
+// and three replicas, over more than one shard.
+func TestTablesReadBackAsForkLabComputes(t *testing.T) {
+	spec := DefaultSpec()
+	spec.ForkAt = []int{2, 4}
+	spec.Arms = fork.Arms[:4]
+	spec.Replicas = 3
+	spec.Params.PStall, spec.Params.PObsNoise, spec.Params.PRefreshFail = 0.1, 0.05, 0.2
+	spec.Model.Temperature = 0.2
+	spec.Seeds = Range{7, 7 + spec.ShardSeeds() + 300}
+	out := runSweep(t, spec, 2)
+	ref := fork.Lab[counter.State]{World: counter.World{P: spec.Params}, Model: spec.Model}
+	for _, f := range spec.ForkAt {
+		files := func(table string) string {
+			return filepath.Join(out, table, "config_id=0", fmt.Sprintf("fork_step=%d", f), "*.parquet")
+		}
+		cps := readRows[schemas.Checkpoint](t, files("checkpoints"))
+		brs := readRows[schemas.Branch](t, files("branches"))
+		if len(cps) != int(spec.Seeds.Len()) || len(brs) != len(cps)*len(spec.Arms)*spec.Replicas {
+			t.Fatalf("fork %d: %d checkpoints, %d branches", f, len(cps), len(brs))
+		}
+		for i, row := range cps {
+			c, err := fork.DecodeCheckpoint[counter.State, counter.Params]([]byte(row.Checkpoint), counter.Name)
+			if err != nil {
+				t.Fatalf("seed %d: %v", row.Seed, err)
+			}
+			if b, _ := c.Encode(); string(b) != row.Checkpoint || c.State.Seed != uint64(row.Seed) || c.ForkStep != f {
+				t.Fatalf("seed %d fork %d: checkpoint does not round-trip:\n%s\n%s", row.Seed, f, row.Checkpoint, b)
+			}
+			s := c.State
+			feat := ref.World.Features(s)
+			if row.SameObs != feat.SameObs || row.RepeatRun != int32(feat.RepeatRun) || row.ObsValue != int32(feat.ObsValue) ||
+				row.StepsUsed != int32(feat.StepsUsed) || row.BudgetLeft != int32(feat.BudgetLeft) ||
+				row.HiddenStuck != s.Frozen || row.HiddenValue != s.V || row.Over != ref.World.Observe(s).Over {
+				t.Fatalf("seed %d fork %d: row %+v, state %+v", row.Seed, f, row, s)
+			}
+			for j, b := range brs[i*len(spec.Arms)*spec.Replicas : (i+1)*len(spec.Arms)*spec.Replicas] {
+				arm, r := fork.Arm(b.Arm), int(b.Replica)
+				if b.Seed != row.Seed || arm != spec.Arms[j/spec.Replicas] || r != j%spec.Replicas {
+					t.Fatalf("seed %d: branch row %d is %+v", row.Seed, j, b)
+				}
+				final, ok, iv := ref.Branch(s, uint64(row.Seed), f, arm, r, false)
+				if b.Success != ok || b.Intervened != iv || b.Declared != final.Declared || b.FinalValue != final.V || b.Steps != final.Steps {
+					t.Fatalf("seed %d fork %d arm %s replica %d: row %+v, fork.Lab %+v %t %t", row.Seed, f, arm, r, b, final, ok, iv)
+				}
+			}
+		}
+	}
+}
