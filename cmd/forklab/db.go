@@ -18,9 +18,9 @@ func init() {
 		Short: "Write DIR/results.duckdb: a DuckDB database of views over the results, for BI tools and the duckdb CLI",
 		Long: `db writes DIR/results.duckdb, a DuckDB database that holds no data, only
 views over DIR's Parquet tables (configs, tasks, checkpoints, branches, pairs,
-manifest), the report tables as views (summary, slices, convergence,
-policy_search, qini), the statistics macros, and — once forklab log export has
-written DIR/events/ — the session events (events).
+manifest), every query of queries/ as a view (summary, slices, convergence,
+policy_search, qini, …), the statistics macros, and — once forklab log export
+has written DIR/events/ — the session events (events, session_events).
 
 Paths are relative to DIR, so the directory can be moved: open the database
 from inside it (cd DIR && duckdb -readonly results.duckdb), or set DuckDB's

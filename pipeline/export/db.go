@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/forklab/forklab/pipeline/results"
@@ -21,10 +22,25 @@ const DBName = "results.duckdb"
 // forklab log export) that WriteDB exposes as the view events.
 const EventsDir = "events"
 
-// ReportViews are the report queries WriteDB exposes as views, named as
-// their files in queries/. policy_search and qini read the variables of
-// DefaultVars when queried (SET VARIABLE holdout = 0.2 changes them).
-var ReportViews = []string{"summary", "slices", "convergence", "policy_search", "qini"}
+// ReportViews lists the query files WriteDB exposes as views, named as
+// the files: every file of queries/ that is one query (not views.sql or
+// stats.sql, which define objects), in name order; those that read the
+// events view (session_events) only when the directory has events. The
+// views are computed when queried: policy_search and qini read the
+// variables of DefaultVars then (SET VARIABLE holdout = 0.2 changes them).
+func ReportViews(events bool) []string {
+	var names []string
+	for _, name := range queries.Names() {
+		text := queries.MustGet(name)
+		if len(SplitStatements(text)) != 1 || (readsEvents.MatchString(text) && !events) {
+			continue
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+var readsEvents = regexp.MustCompile(`(?i)\b(FROM|JOIN)\s+events\b`)
 
 // tableComments describe the views of queries/views.sql (columns:
 // schemas/README.md).
@@ -58,6 +74,7 @@ type DBInfo struct {
 //   - view manifest over manifest.json (one row: the spec, configurations,
 //     row counts);
 //   - the report tables as views (ReportViews), computed when queried;
+//     session_events joins pairs with their events;
 //   - the statistics macros of queries/stats.sql (wilson_lo, mcnemar_p,
 //     newcombe_lo, …);
 //   - view events over events/**/*.parquet (Hive-partitioned,
@@ -114,17 +131,22 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	}
 	add(`CREATE OR REPLACE VIEW manifest AS SELECT * FROM read_json('manifest.json')`)
 	info.Views = append(info.Views, "manifest")
-	for _, name := range ReportViews {
-		text := queries.MustGet(name)
-		add("CREATE OR REPLACE VIEW " + name + " AS\n" + SplitStatements(text)[0])
-		info.Views = append(info.Views, name)
-	}
 	if events {
 		add(`CREATE OR REPLACE VIEW events AS SELECT * FROM read_parquet('events/**/*.parquet', hive_partitioning = true, union_by_name = true)`)
 		info.Views = append(info.Views, "events")
 		info.Events = true
 	} else {
+		for _, name := range queries.Names() {
+			if text := queries.MustGet(name); len(SplitStatements(text)) == 1 && readsEvents.MatchString(text) {
+				add("DROP VIEW IF EXISTS " + name)
+			}
+		}
 		add("DROP VIEW IF EXISTS events")
+	}
+	for _, name := range ReportViews(events) {
+		text := queries.MustGet(name)
+		add("CREATE OR REPLACE VIEW " + name + " AS\n" + SplitStatements(text)[0])
+		info.Views = append(info.Views, name)
 	}
 	comments := map[string]string{
 		"manifest": "the sweep's manifest.json: spec, configurations, row counts, version (one row)",
@@ -133,7 +155,7 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	for name, c := range tableComments {
 		comments[name] = c
 	}
-	for _, name := range ReportViews {
+	for _, name := range ReportViews(events) {
 		comments[name] = Question(queries.MustGet(name)) + " (queries/" + name + ".sql)"
 	}
 	for _, v := range info.Views {

@@ -16,6 +16,8 @@ import (
 	"github.com/forklab/forklab/pipeline/results"
 	"github.com/forklab/forklab/pipeline/sweep"
 	"github.com/forklab/forklab/queries"
+	"github.com/forklab/forklab/schemas"
+	"github.com/parquet-go/parquet-go"
 )
 
 // noisySpec is a small noisy sweep: two fork steps, every arm but policy,
@@ -96,13 +98,18 @@ func scalar(t *testing.T, db *sql.DB, text string) any {
 func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 	ctx := context.Background()
 	dir := sweepDir(t, noisySpec())
+	writeEvents(t, filepath.Join(dir, EventsDir, "part-0.parquet"), 2)
 	info, err := WriteDB(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantViews := []string{"configs", "tasks", "checkpoints", "branches", "pairs", "manifest",
-		"summary", "slices", "convergence", "policy_search", "qini"}
-	if !reflect.DeepEqual(info.Views, wantViews) || info.Events {
+	wantViews := []string{"configs", "tasks", "checkpoints", "branches", "pairs", "manifest", "events"}
+	for _, name := range queries.Names() {
+		if len(SplitStatements(queries.MustGet(name))) == 1 {
+			wantViews = append(wantViews, name)
+		}
+	}
+	if !reflect.DeepEqual(info.Views, wantViews) || !info.Events || len(wantViews) < 13 {
 		t.Fatalf("views %v (events %v), want %v", info.Views, info.Events, wantViews)
 	}
 	if want := []string{"z95", "wilson_center", "wilson_half", "wilson_lo", "wilson_hi", "mcnemar_p", "newcombe_phi", "newcombe_lo", "newcombe_hi"}; !reflect.DeepEqual(info.Macros, want) {
@@ -121,6 +128,9 @@ func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ref.Close()
+	if _, err := ref.SQL().Exec("CREATE VIEW events AS SELECT * FROM read_parquet('events/*.parquet')"); err != nil {
+		t.Fatal(err)
+	}
 	t.Chdir(moved)
 	db := openDB(t, DBName+"?access_mode=read_only")
 
@@ -216,12 +226,51 @@ func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 	if pairs != int64(800) {
 		t.Errorf("policy_search splits %v pairs of arm on, want 800 (400 seeds × 2 fork steps)", pairs)
 	}
+	if got := fmt.Sprint(queryAll(t, db, "SELECT arm, side, turns, no_tool_turns, recoveries, final_value, branch_success FROM session_events WHERE arm = 'on'").Rows); got != "[[on control 3 1 0 6 false] [on treatment 2 0 1 6 true]]" {
+		t.Errorf("session_events of seed 5: %s", got)
+	}
 	if m := scalar(t, db, "SELECT spec.replicas FROM manifest"); m != int64(3) {
 		t.Errorf("manifest view: replicas %v, want 3", m)
 	}
 	c := scalar(t, db, "SELECT comment FROM duckdb_views() WHERE view_name = 'summary'")
 	if !strings.HasPrefix(c.(string), "What does each arm do, overall, against the control arm off, and how sure are we? (queries/summary.sql).") {
 		t.Errorf("summary's comment is %q", c)
+	}
+}
+
+// writeEvents writes session events as forklab log export does
+// (schemas.SessionEvent): the branches off and on, replica 0, of seed 5
+// forked at forkStep, each with its parent's events before the fork.
+func writeEvents(t *testing.T, path string, forkStep int32) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	i64 := func(v int64) *int64 { return &v }
+	i32 := func(v int32) *int32 { return &v }
+	str := func(v string) *string { return &v }
+	boo := func(v bool) *bool { return &v }
+	var rows []schemas.SessionEvent
+	for _, arm := range []string{"off", "on"} {
+		stream := fmt.Sprintf("sweep/c0/s5/f%d/%s/r0", forkStep, arm)
+		for i, typ := range []string{"model_turn", "model_turn", "fork", "model_turn", "recovery", "model_turn", "outcome"} {
+			e := schemas.SessionEvent{Stream: stream, Index: int32(i), ReadOffset: fmt.Sprint(i), Type: typ, Domain: true,
+				SessionSeed: i64(5), BranchForkStep: i32(forkStep), BranchArm: str(arm), BranchReplica: i32(0), Event: `{"type":"` + typ + `"}`}
+			switch typ {
+			case "model_turn":
+				e.NoTool = boo(i == 5 && arm == "off")
+			case "outcome":
+				e.Value, e.Success = i32(6), boo(arm == "on")
+			}
+			if typ == "recovery" && arm == "off" {
+				e.Type = "model_turn"
+				e.NoTool = boo(false)
+			}
+			rows = append(rows, e)
+		}
+	}
+	if err := parquet.WriteFile(path, rows); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -277,16 +326,13 @@ func TestWriteDBRerunEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two event files of different schema versions, Hive-partitioned by
-	// stream.
-	for i, q := range []string{
-		"SELECT 'a' AS stream_id, range AS event_offset, 'step' AS kind FROM range(3)",
-		"SELECT 'b' AS stream_id, range AS event_offset, 'step' AS kind, 7 AS producer_epoch FROM range(2)",
-	} {
-		part := filepath.Join(abs, EventsDir, fmt.Sprintf("stream=s%d", i))
-		os.MkdirAll(part, 0o755)
-		if _, err := db.Exec("COPY (" + q + ") TO " + quote(filepath.Join(part, "part-0.parquet")) + " (FORMAT parquet)"); err != nil {
-			t.Fatal(err)
-		}
+	// export: the second lacks most columns and has one the first lacks.
+	writeEvents(t, filepath.Join(abs, EventsDir, "export=1", "part-0.parquet"), 3)
+	part := filepath.Join(abs, EventsDir, "export=2")
+	os.MkdirAll(part, 0o755)
+	if _, err := db.Exec("COPY (SELECT 'sweep/c0/s6/f2/on/r0' AS stream, range::INTEGER AS index, 'model_turn' AS type, true AS domain, 7 AS producer_epoch FROM range(2)) TO " +
+		quote(filepath.Join(part, "part-0.parquet")) + " (FORMAT parquet)"); err != nil {
+		t.Fatal(err)
 	}
 	db.Close()
 
@@ -294,13 +340,16 @@ func TestWriteDBRerunEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !info.Events || info.Views[len(info.Views)-1] != "events" {
+	if !info.Events || !slices.Contains(info.Views, "events") || !slices.Contains(info.Views, "session_events") {
 		t.Fatalf("rerun with events: %+v", info)
 	}
 	t.Chdir(dir)
 	ro := openDB(t, DBName+"?access_mode=read_only")
-	if got := fmt.Sprint(queryAll(t, ro, "SELECT stream, count(*), count(producer_epoch), max(event_offset) FROM events GROUP BY ALL ORDER BY ALL").Rows); got != "[[s0 3 0 2] [s1 2 2 1]]" {
-		t.Errorf("events by stream: %s", got)
+	if got := fmt.Sprint(queryAll(t, ro, "SELECT export, count(*), count(producer_epoch), count(session_seed), max(index) FROM events GROUP BY ALL ORDER BY ALL").Rows); got != "[[1 14 0 14 6] [2 2 2 0 1]]" {
+		t.Errorf("events by export: %s", got)
+	}
+	if n := scalar(t, ro, "SELECT count(*) FROM session_events"); n != int64(2) {
+		t.Errorf("session_events: %v rows, want 2 (seed 5's control and treatment)", n)
 	}
 	if n := scalar(t, ro, "SELECT count(*) FROM my_rescues"); n != int64(75) {
 		t.Errorf("the user's view lost: %v", n)
@@ -318,7 +367,7 @@ func TestWriteDBRerunEvents(t *testing.T) {
 	for _, r := range views.Rows {
 		names = append(names, r[0].(string))
 	}
-	if info.Events || slices.Contains(names, "events") || !slices.Contains(names, "my_rescues") {
+	if info.Events || slices.Contains(names, "events") || slices.Contains(names, "session_events") || !slices.Contains(names, "my_rescues") {
 		t.Errorf("after the events are gone: views %v", names)
 	}
 }
