@@ -41,7 +41,10 @@ func Start(cfg Config) (*Broker, error) {
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("embedded broker: no data directory")
 	}
-	dir := filepath.Join(cfg.DataDir, "kafka")
+	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "kafka"))
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}

@@ -79,6 +79,7 @@ type StatusError struct {
 	Header http.Header
 }
 
+// Error renders the status and the server's reason.
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Code, http.StatusText(e.Code), e.Reason)
 }
@@ -91,6 +92,7 @@ type FencedError struct {
 	CurrentEpoch int64 // the epoch now in force
 }
 
+// Error names the producer, its epoch and the epoch that fenced it.
 func (e *FencedError) Error() string {
 	return fmt.Sprintf("producer %q epoch %d is fenced: epoch %d has taken over", e.Producer, e.Epoch, e.CurrentEpoch)
 }
@@ -100,6 +102,7 @@ type GapError struct {
 	Expected, Received int64
 }
 
+// Error names the expected and the received seq.
 func (e *GapError) Error() string {
 	return fmt.Sprintf("producer seq gap: server expected %d, got %d", e.Expected, e.Received)
 }

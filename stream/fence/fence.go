@@ -68,6 +68,7 @@ const (
 	BadEpochStart
 )
 
+// String names the verdict, e.g. "stale-epoch".
 func (v Verdict) String() string {
 	switch v {
 	case Accept:

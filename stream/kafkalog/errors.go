@@ -35,6 +35,7 @@ type Error struct {
 	Err  error // underlying cause, if any
 }
 
+// Error returns the reason, with the cause when there is one.
 func (e *Error) Error() string {
 	if e.Err != nil {
 		return e.Msg + ": " + e.Err.Error()
@@ -42,6 +43,7 @@ func (e *Error) Error() string {
 	return e.Msg
 }
 
+// Unwrap returns the underlying cause.
 func (e *Error) Unwrap() error { return e.Err }
 
 func errf(k Kind, format string, args ...any) *Error {

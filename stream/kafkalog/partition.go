@@ -97,6 +97,7 @@ const maxBatchRecords = 1024
 // (a fork lives in its source's partition).
 type fixedPartition int32
 
+// Balance returns the fixed partition, whatever the message.
 func (f fixedPartition) Balance(_ kafka.Message, partitions ...int) int { return int(f) }
 
 // submit hands o to the partition goroutine and waits for its answer.
