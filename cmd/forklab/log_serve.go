@@ -22,7 +22,7 @@ import (
 func init() {
 	var (
 		addr, brokers, dataDir, topic, tokenFile string
-		partitions, embeddedPort                 int
+		partitions, embeddedPort, replication    int
 		maxBody                                  int64
 		cacheMB                                  int64
 		longPoll                                 time.Duration
@@ -79,7 +79,8 @@ SCOPE being read or read-write.`,
 			svc, err := service.Start(ctx, service.Config{
 				Addr: addr, Brokers: bl, DataDir: dataDir, EmbeddedPort: embeddedPort, NoSync: noSync,
 				TokenFile: tokenFile, AllowUnauthenticated: allowUnauth,
-				Log:    kafkalog.Config{Topic: topic, Partitions: partitions, MaxRecordBytes: int(maxBody), CacheBytes: cacheMB << 20, Logf: logf},
+				Log: kafkalog.Config{Topic: topic, Partitions: partitions, ReplicationFactor: replication,
+					MaxRecordBytes: int(maxBody), CacheBytes: cacheMB << 20, Logf: logf},
 				Server: server.Config{LongPollTimeout: longPoll, MaxBodyBytes: maxBody, Logf: logf},
 			})
 			if errors.Is(err, service.ErrUnsafeListen) {
@@ -115,6 +116,7 @@ SCOPE being read or read-write.`,
 	f.IntVar(&embeddedPort, "kafka-port", 0, "embedded broker port on 127.0.0.1 (default: a free port)")
 	f.StringVar(&topic, "topic", "forklab.streams", "Kafka data topic")
 	f.IntVar(&partitions, "partitions", 1, "partitions when the data topic is created (an existing topic keeps its own)")
+	f.IntVar(&replication, "replication-factor", -1, "replication factor when the data topic is created (-1: the cluster's default)")
 	f.Int64Var(&maxBody, "max-body", 1<<20, "largest append or create body in bytes; larger ones get 413")
 	f.Int64Var(&cacheMB, "cache-mb", 256, "record values kept in memory, MiB; older ones are read back from Kafka")
 	f.DurationVar(&longPoll, "long-poll-timeout", 20*time.Second, "how long a long-poll read waits for data")
