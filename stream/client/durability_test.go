@@ -300,3 +300,62 @@ func crashCycle(t *testing.T, dir string, p *serverProcess, cycle int, kept map[
 	t.Logf("cycle %d: %d acknowledged appends survived SIGKILL", cycle, total)
 	return p
 }
+
+// TestFailedWriteResync makes every attempt of one produce land in Kafka but
+// answer REQUEST_TIMED_OUT, so the Writer gives up after its retries: the
+// append is answered 503 (nothing acknowledged), the log re-reads Kafka,
+// finds the record, and the client's retry with the same seq is a duplicate
+// (204), so the record is in the stream exactly once.
+func TestFailedWriteResync(t *testing.T) {
+	dir := t.TempDir()
+	svc := startService(t, dir)
+	defer func() { stopService(t, svc) }()
+	ctx := context.Background()
+	c := client.New(svc.URL)
+	c.Create(ctx, "f", client.CreateOptions{ContentType: textPlain})
+	h := map[string]string{"Content-Type": textPlain, "Producer-Id": "p", "Producer-Epoch": "0"}
+	seq := func(n string) map[string]string {
+		m := map[string]string{"Producer-Seq": n}
+		for k, v := range h {
+			m[k] = v
+		}
+		return m
+	}
+	if res := post(t, c.URL("f"), seq("0"), "a"); res.StatusCode != http.StatusOK {
+		t.Fatalf("seq 0: %d", res.StatusCode)
+	}
+	fault := svc.Broker.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.RequestTimedOut, Count: -1})
+	res := post(t, c.URL("f"), seq("1"), "b")
+	fault.Remove()
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("append while every produce times out: %d, want 503", res.StatusCode)
+	}
+	if n := countValues(t, svc.Brokers, "b"); n < 2 {
+		t.Fatalf("Kafka holds %d copies of \"b\"; the fault should have let every attempt land", n)
+	}
+	// The retry: a duplicate, because the failed write did land.
+	var res2 *http.Response
+	for i := 0; i < 50; i++ {
+		if res2 = post(t, c.URL("f"), seq("1"), "b"); res2.StatusCode != http.StatusServiceUnavailable {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if res2.StatusCode != http.StatusNoContent || res2.Header.Get("Producer-Seq") != "1" {
+		t.Fatalf("retry of seq 1: %d Producer-Seq=%q, want 204 and 1", res2.StatusCode, res2.Header.Get("Producer-Seq"))
+	}
+	if res := post(t, c.URL("f"), seq("2"), "c"); res.StatusCode != http.StatusOK {
+		t.Fatalf("seq 2: %d", res.StatusCode)
+	}
+	data, _, _ := c.ReadAll(ctx, "f", client.Start)
+	if string(data) != "abc" {
+		t.Fatalf("stream %q, want \"abc\"", data)
+	}
+	stopService(t, svc)
+	svc = startService(t, dir)
+	c = client.New(svc.URL)
+	data, _, _ = c.ReadAll(ctx, "f", client.Start)
+	if string(data) != "abc" {
+		t.Fatalf("after restart %q, want \"abc\"", data)
+	}
+}

@@ -233,10 +233,19 @@ func (p *partition) flush(ops []*op) {
 				break
 			}
 			p.l.cfg.Logf("kafkalog: resync %s/%d: %v; retrying", p.l.cfg.Topic, p.id, cerr)
-			select {
-			case <-p.l.stop:
-				return
-			case <-time.After(time.Second):
+			wait := time.After(time.Second)
+		refuse:
+			for {
+				// Until the state is Kafka's again nothing can be
+				// decided: refuse at once rather than keep callers waiting.
+				select {
+				case <-p.l.stop:
+					return
+				case o := <-p.ops:
+					o.done <- errf(Unavailable, "Kafka is unavailable; nothing was written, retry")
+				case <-wait:
+					break refuse
+				}
 			}
 		}
 	}
