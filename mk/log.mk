@@ -10,7 +10,7 @@
 #                    catch-up read, side by side with the reference Node server
 #                    (file-backed and in memory), with ratios (~2 min)
 #
-# Needs Go, Node 20 with npm, python3 and curl.
+# Needs Go, Node 20 with npm, and python3.
 
 LOG_GO   ?= $(if $(GO),$(GO),go)
 LOG_BIN  ?= $(if $(BIN),$(BIN),bin/forklab)

@@ -18,7 +18,7 @@ trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_up() {
   for _ in $(seq 100); do
-    if curl -s -o /dev/null "http://127.0.0.1:$1/v1/stream/__probe"; then return 0; fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
     sleep 0.1
   done
   echo "server on port $1 did not start" >&2; return 1

@@ -18,7 +18,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 "$bin" log serve --addr "127.0.0.1:$port" --data-dir "$tmp/data" --long-poll-timeout 2s >"$tmp/server.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do
-  curl -s -o /dev/null "http://127.0.0.1:$port/v1/stream/__probe" && break
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
   sleep 0.1
 done
 cd "$here"
