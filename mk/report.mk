@@ -32,9 +32,14 @@ chromium:
 test-browser: chromium
 	FORKLAB_REQUIRE_CHROMIUM=1 $(GO) test -count=1 -run Browser ./pipeline/htmlreport
 
-# Regenerate the README's picture of the report (docs/report.png) from the
-# seed's sweep in $(OUT).
+# Regenerate the README's picture of the report (docs/report.png): the
+# seed's sweep, its first screen at 1280×800 in headless Chromium.
+CHROMIUM_FLAGS = --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+	--disable-background-networking --disable-component-update --disable-sync --hide-scrollbars \
+	--host-resolver-rules="MAP * ~NOTFOUND" --window-size=1280,800
 docs-screenshot: chromium build
-	$(BIN) report $(OUT) --html $(OUT)/report.html --overwrite > /dev/null
-	FORKLAB_SCREENSHOT=$(CURDIR)/docs/report.png FORKLAB_SCREENSHOT_HTML=$(CURDIR)/$(OUT)/report.html \
-		$(GO) test -count=1 -run TestBrowserScreenshotFile ./pipeline/htmlreport
+	tmp=$$(mktemp -d) && bin=$(CURDIR)/$(BIN) && cd $$tmp && \
+	$$bin sweep --seeds 0:300 --fork-at 3 --out out -q && \
+	$$bin report out --html report.html > /dev/null && \
+	$(CHROMIUM) $(CHROMIUM_FLAGS) --user-data-dir=$$tmp/profile --screenshot=$(CURDIR)/docs/report.png file://$$tmp/report.html && \
+	rm -rf $$tmp

@@ -2,8 +2,11 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 
+	"github.com/forklab/forklab/pipeline/export"
+	"github.com/forklab/forklab/pipeline/htmlreport"
 	"github.com/forklab/forklab/pipeline/report"
 	"github.com/forklab/forklab/pipeline/results"
 	"github.com/forklab/forklab/pipeline/sweep"
@@ -11,19 +14,58 @@ import (
 )
 
 func init() {
+	var (
+		htmlOut   string
+		overwrite bool
+	)
 	cmd := &cobra.Command{
 		Use:   "report DIR",
-		Short: "Print the rescue/harm report of a results directory, read through DuckDB",
-		Args:  cobra.ExactArgs(1),
+		Short: "Print the rescue/harm report of a results directory, read through DuckDB; --html writes it as a page with charts",
+		Long: `report prints, from DIR's Parquet tables through DuckDB: per treatment arm the
+headline (rescued, harmed, unchanged, net, Newcombe interval, McNemar's p), the
+slices by pre-decision feature, for noisy sweeps how counts and intervals move
+with replicas and seeds, the guard policy search with its held-out check, the
+uplift (Qini) curve, and a Result paragraph.
+
+--html FILE also writes the same report as one self-contained HTML page with
+charts (rescued against harmed per slice, the policy frontier, the Qini curve,
+replicas and seeds) and the sweep's parameters: it fetches nothing from the
+network and opens offline in any browser. An existing FILE needs --overwrite.`,
+		Example: `  forklab report out
+  forklab report out --html out/report.html --overwrite`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var out *export.Output
+			if htmlOut != "" {
+				var err error
+				if out, err = export.CreateOutput(htmlOut, overwrite); err != nil {
+					return asInput(fmt.Errorf("--html: %w", err))
+				}
+				defer out.Abort()
+			}
 			db, err := openResults(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			return report.Write(cmd.Context(), os.Stdout, db)
+			if err := report.Write(cmd.Context(), os.Stdout, db); err != nil {
+				return err
+			}
+			if out == nil {
+				return nil
+			}
+			if err := htmlreport.Write(cmd.Context(), out.File(), db); err != nil {
+				return err
+			}
+			if err := out.Commit(); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "wrote %s\n", htmlOut)
+			return nil
 		},
 	}
+	cmd.Flags().StringVar(&htmlOut, "html", "", "also write the report as a self-contained HTML page to this file")
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "let --html replace an existing file")
 	rootCmd.AddCommand(cmd)
 }
 

@@ -1,0 +1,88 @@
+package htmlreport
+
+import (
+	"bytes"
+	"fmt"
+	"html"
+	"html/template"
+	"image/color"
+	"regexp"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// Colours: the Okabe–Ito palette, which stays distinct for the common
+// colour-vision deficiencies (Okabe & Ito, "Color Universal Design", 2008).
+var (
+	colRescued = color.RGBA{0x00, 0x72, 0xB2, 0xFF} // blue
+	colHarmed  = color.RGBA{0xD5, 0x5E, 0x00, 0xFF} // vermillion
+	colNet     = color.RGBA{0x11, 0x11, 0x11, 0xFF}
+	colMuted   = color.RGBA{0x99, 0x99, 0x99, 0xFF}
+	colLines   = []color.Color{
+		color.RGBA{0x00, 0x72, 0xB2, 0xFF}, // blue
+		color.RGBA{0xE6, 0x9F, 0x00, 0xFF}, // orange
+		color.RGBA{0x00, 0x9E, 0x73, 0xFF}, // bluish green
+		color.RGBA{0xCC, 0x79, 0xA7, 0xFF}, // reddish purple
+		color.RGBA{0x56, 0xB4, 0xE9, 0xFF}, // sky blue
+		color.RGBA{0xD5, 0x5E, 0x00, 0xFF}, // vermillion
+	}
+)
+
+// newPlot is a plot in the report's style: sans-serif text (Liberation
+// Sans, metric-compatible with Arial), a light grid, no title (the page
+// gives it), sizes for a chart shown about as wide as its canvas.
+func newPlot(xLabel, yLabel string) *plot.Plot {
+	p := plot.New()
+	p.BackgroundColor = color.White
+	for _, ts := range []*draw.TextStyle{&p.Title.TextStyle, &p.X.Label.TextStyle, &p.Y.Label.TextStyle,
+		&p.X.Tick.Label, &p.Y.Tick.Label, &p.Legend.TextStyle} {
+		ts.Font.Variant = "Sans"
+	}
+	p.Title.TextStyle.Font.Size = 13
+	p.X.Label.TextStyle.Font.Size = 11
+	p.Y.Label.TextStyle.Font.Size = 11
+	p.X.Tick.Label.Font.Size = 10
+	p.Y.Tick.Label.Font.Size = 10
+	p.Legend.TextStyle.Font.Size = 10
+	p.X.Label.Text, p.Y.Label.Text = xLabel, yLabel
+	p.X.Padding, p.Y.Padding = vg.Points(4), vg.Points(4)
+	return p
+}
+
+var (
+	svgProlog = regexp.MustCompile(`(?s)^<\?xml[^>]*\?>\s*(<!--.*?-->\s*)?`)
+	svgOpen   = regexp.MustCompile(`(?s)^<svg width="([^"]*)pt" height="([^"]*)pt" viewBox="([^"]*)"[^>]*>`)
+	fontFam   = regexp.MustCompile(`font-family:([^;"]+);`)
+)
+
+// svgOf draws p on a w × h canvas (points) and returns it as inline SVG
+// for an HTML page: no XML prolog, no namespace declarations (the HTML
+// parser puts <svg> in the SVG namespace itself, and the page must hold no
+// URL at all), scaled to its container by its viewBox, with a title and
+// an accessible label, and the plot's Liberation fonts backed by the
+// metric-compatible Arial and Helvetica and any sans-serif font, all local.
+func svgOf(p *plot.Plot, w, h vg.Length, label string) (template.HTML, error) {
+	c := vgsvg.New(w, h)
+	p.Draw(draw.New(c))
+	var buf bytes.Buffer
+	if _, err := c.WriteTo(&buf); err != nil {
+		return "", fmt.Errorf("render chart %q: %w", label, err)
+	}
+	s := svgProlog.ReplaceAllString(buf.String(), "")
+	m := svgOpen.FindStringSubmatch(s)
+	if m == nil {
+		return "", fmt.Errorf("render chart %q: unexpected SVG header %.80q", label, s)
+	}
+	esc := html.EscapeString(label)
+	s = fmt.Sprintf(`<svg class="chart" viewBox="%s" width="%s" height="%s" role="img" aria-label="%s"><title>%s</title>`,
+		m[3], m[1], m[2], esc, esc) + s[len(m[0]):]
+	s = fontFam.ReplaceAllStringFunc(s, func(f string) string {
+		name := strings.TrimSuffix(strings.TrimPrefix(f, "font-family:"), ";")
+		return "font-family:'" + name + "',Arial,Helvetica,sans-serif;"
+	})
+	return template.HTML(s), nil
+}
