@@ -59,9 +59,9 @@ func headless(t *testing.T, bin string, args ...string) []byte {
 
 // measure is what the test's script reads from the laid-out page.
 type measure struct {
-	ViewportWidth, ScrollWidth int
-	BodyFontPx, SmallestFontPx float64
-	Charts, ChartsShown        int
+	ViewportWidth, ScrollWidth  int
+	BodyFontPx, SmallestFontPx  float64
+	Charts, ChartsShown         int
 	NarrowestChart, WidestChart float64
 	ShortestChart               float64
 	CountsOverflow              int

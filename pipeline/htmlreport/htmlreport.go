@@ -102,7 +102,9 @@ type cell struct {
 
 // Classes is the cell's class attribute: num for right-aligned numbers,
 // then its own class.
-func (c cell) Classes() string { return strings.TrimSpace(map[bool]string{true: "num"}[c.Num] + " " + c.Class) }
+func (c cell) Classes() string {
+	return strings.TrimSpace(map[bool]string{true: "num"}[c.Num] + " " + c.Class)
+}
 
 type headline struct {
 	Title                               string
