@@ -49,7 +49,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"net"
 	"sort"
 	"strconv"
 	"sync"
@@ -367,6 +366,3 @@ func (l *Log) Location(name string) (topic string, partition int32, err error) {
 	}
 	return l.cfg.Topic, s.meta.part, nil
 }
-
-// BrokerAddr is a bootstrap address of the Kafka cluster.
-func (l *Log) BrokerAddr() net.Addr { return kafka.TCP(l.cfg.Brokers...) }

@@ -117,11 +117,6 @@ func (r *record) message() kafka.Message {
 	return kafka.Message{Key: []byte(r.stream), Value: r.value, Headers: h}
 }
 
-// size estimates the bytes r occupies in a produce request.
-func (r *record) size() int {
-	return len(r.value) + 2*len(r.stream) + len(r.contentType) + len(r.producerID) + len(r.streamSeq) + 200
-}
-
 // decodeRecord parses the headers of a record read back from Kafka. A record
 // without forklab headers (written by something else) yields ok=false.
 func decodeRecord(key []byte, value []byte, headers []kafka.Header, ts time.Time) (record, bool, error) {
