@@ -2,6 +2,7 @@ package kafkalog
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -257,6 +258,7 @@ func (l *Log) fetchValues(ctx context.Context, part int32, koffs []int64) (map[i
 	got := make(map[int64][]byte, len(koffs))
 	from := koffs[0]
 	last := koffs[len(koffs)-1]
+	empty := 0
 	for from <= last {
 		recs, _, hwm, err := l.fetchBatch(ctx, part, from, 4<<20)
 		if err != nil {
@@ -266,8 +268,13 @@ func (l *Log) fetchValues(ctx context.Context, part int32, koffs []int64) (map[i
 			if from >= hwm {
 				break
 			}
+			if empty++; empty > 20 {
+				return nil, fmt.Errorf("fetch %s/%d at %d returned nothing below high watermark %d", l.cfg.Topic, part, from, hwm)
+			}
+			time.Sleep(20 * time.Millisecond)
 			continue
 		}
+		empty = 0
 		for _, f := range recs {
 			if want[f.koff] {
 				got[f.koff] = f.value

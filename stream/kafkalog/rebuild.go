@@ -113,7 +113,7 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 	if initial || from < start {
 		from = start
 	}
-	n := 0
+	n, empty := 0, 0
 	for from < hwm {
 		recs, _, _, err := p.l.fetchBatch(ctx, p.id, from, 8<<20)
 		if errors.Is(err, errRetention) {
@@ -129,8 +129,16 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 			return err
 		}
 		if len(recs) == 0 {
-			break
+			// Below the high watermark there must be records; an empty
+			// answer is transient. Give up after a few, rather than
+			// rebuild a partial state.
+			if empty++; empty > 20 {
+				return fmt.Errorf("fetch at %d returned nothing %d times below high watermark %d", from, empty, hwm)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
+		empty = 0
 		for _, f := range recs {
 			r, ok, err := decodeRecord(f.key, f.value, f.headers, f.time)
 			if err != nil {
