@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/forklab/forklab/pipeline/export"
+)
+
+// forklab sql, db and report --html as a user runs them: formats, query
+// sources, files that exist, directories that are not results.
+func TestSQLDBAndHTMLCommands(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	mustRun(t, "sweep", "--seeds", "0:300", "--out", dir, "-q")
+	files := t.TempDir()
+
+	got := mustRun(t, "sql", dir, "--file", "../../queries/summary.sql", "--format", "csv")
+	if !strings.HasPrefix(got, "config_id,fork_step,arm,pairs,rescued,harmed,unchanged,sure_thing,lost_cause,net,") ||
+		!strings.Contains(got, "\n0,3,on,300,75,83,142,72,70,-8,") {
+		t.Errorf("summary.sql as CSV:\n%s", got)
+	}
+	cmd := exec.Command(forklabBin, "sql", dir, "-", "--format", "ndjson")
+	cmd.Stdin = strings.NewReader("-- labels\nSELECT label, count(*) AS n FROM pairs GROUP BY label ORDER BY label;\n")
+	out, err := cmd.Output()
+	if err != nil || string(out) != "{\"label\":\"harmed\",\"n\":83}\n{\"label\":\"rescued\",\"n\":75}\n{\"label\":\"unchanged\",\"n\":142}\n" {
+		t.Errorf("query on stdin: %q, %v", out, err)
+	}
+	if got := mustRun(t, "sql", dir, "--", "-- after --\nSELECT getvariable('holdout') AS h"); got != "h\n0.3\n" {
+		t.Errorf("query after --: %q", got)
+	}
+	if got := mustRun(t, "sql", dir, "SELECT getvariable('holdout') AS h", "--var", "holdout=0.5", "-f", "csv"); got != "h\n0.5\n" {
+		t.Errorf("--var: %q", got)
+	}
+
+	pq := filepath.Join(files, "pairs.parquet")
+	mustRun(t, "sql", dir, "SELECT * FROM pairs", "--format", "parquet", "--out", pq)
+	if b, _ := os.ReadFile(pq); !bytes.HasPrefix(b, []byte("PAR1")) || !bytes.HasSuffix(b, []byte("PAR1")) {
+		t.Errorf("%s is not a Parquet file", pq)
+	}
+	if export.ArrowAvailable {
+		arrowFile := filepath.Join(files, "pairs.arrow")
+		mustRun(t, "sql", dir, "SELECT * FROM pairs", "--format", "arrow", "--out", arrowFile)
+		if b, _ := os.ReadFile(arrowFile); !bytes.HasPrefix(b, []byte("ARROW1")) || !bytes.HasSuffix(b, []byte("ARROW1")) {
+			t.Errorf("%s is not an Arrow IPC file", arrowFile)
+		}
+	}
+
+	mustRun(t, "db", dir)
+	if _, err := os.Stat(filepath.Join(dir, "results.duckdb")); err != nil {
+		t.Errorf("forklab db wrote no results.duckdb: %v", err)
+	}
+	mustRun(t, "db", dir) // rerunnable
+
+	html := filepath.Join(files, "report.html")
+	text := mustRun(t, "report", dir, "--html", html)
+	if !strings.Contains(text, "rescued 75   harmed 83   unchanged 142   net -8") {
+		t.Errorf("report --html no longer prints the text report:\n%.300s", text)
+	}
+	if b, _ := os.ReadFile(html); !bytes.HasPrefix(b, []byte("<!DOCTYPE html>")) || !bytes.Contains(b, []byte("<svg class=\"chart\"")) {
+		t.Errorf("%s is not the HTML report", html)
+	}
+	mustRun(t, "report", dir, "--html", html, "--overwrite")
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"html exists", []string{"report", dir, "--html", html}, "--html: output " + html + " already exists; pass --overwrite to replace it"},
+		{"html folder missing", []string{"report", dir, "--html", filepath.Join(files, "no", "r.html")}, "cannot write output"},
+		{"out exists", []string{"sql", dir, "SELECT 1", "-f", "parquet", "-o", pq}, "already exists; pass --overwrite"},
+		{"unknown format", []string{"sql", dir, "SELECT 1", "-f", "xml"}, `--format: unknown format "xml" (have: table, csv, json, ndjson, parquet, arrow, arrows)`},
+		{"no query", []string{"sql", dir}, "no query: give it as the second argument, with --file FILE, or as - to read standard input"},
+		{"query and file", []string{"sql", dir, "SELECT 1", "--file", "x.sql"}, "not both"},
+		{"missing file", []string{"sql", dir, "--file", filepath.Join(files, "nope.sql")}, "read the query: open"},
+		{"comment taken for a flag", []string{"sql", dir, "-- c\nSELECT 1"}, `the query starts with "--" and was taken for a flag`},
+		{"bad var", []string{"sql", dir, "SELECT 1", "--var", "holdout"}, "--var: variable \"holdout\" is not NAME=VALUE"},
+		{"csv of a statement", []string{"sql", dir, "CREATE TEMP TABLE t AS SELECT 1", "-f", "csv"}, "the last statement is not one"},
+		{"not results", []string{"sql", files, "SELECT 1"}, "has no manifest.json"},
+		{"db of nothing", []string{"db", files}, "has no manifest.json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := run(t, tc.args...)
+			if code != 2 || !strings.Contains(stderr, tc.want) || stdout != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+	if b, _ := os.ReadFile(pq); !bytes.HasPrefix(b, []byte("PAR1")) {
+		t.Error("a refused --out damaged the existing file")
+	}
+	if _, err := os.Stat(filepath.Join(files, "results.duckdb")); err == nil {
+		t.Error("db of a non-results directory wrote results.duckdb")
+	}
+}
