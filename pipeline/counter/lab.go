@@ -28,14 +28,23 @@ type Lab struct {
 func over(s *State) bool { return s.Declared || s.Steps >= s.Budget }
 
 // choose is the model's action in s: fork.Model.Choose applied to the
-// script's greedy choice, as fork.Lab's turn does.
+// script's greedy choice, as fork.Lab's turn does. It is small enough to
+// be inlined; the noisy path is a call.
 func (l *Lab) choose(s *State, key uint64) world.Action {
+	if l.Model.Temperature != 0 { // Choose's own first test
+		return l.noisy(s, key)
+	}
+	if s.Obs >= s.Target { // Script
+		return world.Declare
+	}
+	return world.Increment
+}
+
+//go:noinline
+func (l *Lab) noisy(s *State, key uint64) world.Action {
 	greedy := world.Increment
 	if s.Obs >= s.Target { // Script
 		greedy = world.Declare
-	}
-	if l.Model.Temperature == 0 { // Choose's own first test, inlined
-		return greedy
 	}
 	return l.Model.Choose(greedy, tools, key, int(s.Steps))
 }
