@@ -31,7 +31,8 @@ func readRows[T any](t *testing.T, pattern string) []T {
 }
 
 // The tables read back, through another reader than the writer's, hold
-// what the generic fork.Lab computes from each checkpoint's JSON: the
+// what the generic fork.Lab computes: the tasks are the world's draws, and
+// for each checkpoint's JSON, the
 // checkpoint bytes are Checkpoint.Encode's, its feature columns are the
 // decoded state's, and every branch row is the reference Lab's branch of
 // the decoded state. A noisy, imperfect spec with two fork steps, every arm
@@ -46,6 +47,27 @@ func TestTablesReadBackAsForkLabComputes(t *testing.T) {
 	spec.Seeds = Range{7, 7 + spec.ShardSeeds() + 300}
 	out := runSweep(t, spec, 2)
 	ref := fork.Lab[counter.State]{World: counter.World{P: spec.Params}, Model: spec.Model}
+	tasks := readRows[schemas.Task](t, filepath.Join(out, "tasks", "config_id=0", "*.parquet"))
+	if len(tasks) != int(spec.Seeds.Len()) {
+		t.Fatalf("%d tasks", len(tasks))
+	}
+	nulls := 0
+	for i, task := range tasks {
+		s := ref.World.Start(spec.Seeds.Start + uint64(i))
+		freeze := int32(0)
+		if task.FreezeAt != nil {
+			freeze = *task.FreezeAt
+		} else {
+			nulls++
+		}
+		if task.Seed != int64(s.Seed) || task.Budget != s.Budget || task.Slack != s.Budget-int32(spec.Params.BaseBudget) ||
+			freeze != s.FreezeAt || (task.FreezeAt != nil && freeze == 0) {
+			t.Fatalf("task row %+v (freeze_at %d), start state %+v", task, freeze, s)
+		}
+	}
+	if nulls == 0 || nulls == len(tasks) {
+		t.Fatalf("%d of %d tasks without a sensor fault", nulls, len(tasks))
+	}
 	for _, f := range spec.ForkAt {
 		files := func(table string) string {
 			return filepath.Join(out, table, "config_id=0", fmt.Sprintf("fork_step=%d", f), "*.parquet")

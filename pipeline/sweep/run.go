@@ -262,6 +262,7 @@ type shardWriter struct {
 	tasks      table[schemas.Task]
 	forks      []forkTables // one per spec.ForkAt, in order
 	hist       []fork.Turn
+	freezes    []int32       // the tasks' freeze_at values; see seed
 	batch      *pyrand.Batch // seeds BatchLanes task generators at once
 	arms       []fork.Arm    // the control off first, then the spec's order
 	unreported int           // seeds finished since the last Progress call
@@ -327,6 +328,7 @@ func (w *shardWriter) run(ctx context.Context, sh shard) (rows [4]int64, err err
 	if err = w.tasks.open(filepath.Join(w.opt.Out, "tasks", cdir), name); err != nil {
 		return rows, fmt.Errorf("shard %s/%s: %w", cdir, name, err)
 	}
+	w.freezes = w.freezes[:0]
 	for i, f := range w.spec.ForkAt {
 		fdir := fmt.Sprintf("fork_step=%d", f)
 		ft := &w.forks[i]
@@ -416,11 +418,16 @@ func (w *shardWriter) seed(lab *counter.Lab, enc *fork.Encoder[counter.State, co
 	cw := &lab.World
 	task := schemas.Task{Seed: int64(seed), Slack: s.Budget - int32(c.Params.BaseBudget), Budget: s.Budget}
 	if s.FreezeAt != 0 {
-		fa := s.FreezeAt
-		task.FreezeAt = &fa
+		// The row points into w.freezes, which is emptied for reuse
+		// only when the rows went to the writer, which copies the
+		// values. (Growing it leaves the old values to the pointers.)
+		w.freezes = append(w.freezes, s.FreezeAt)
+		task.FreezeAt = &w.freezes[len(w.freezes)-1]
 	}
-	if _, err := w.tasks.add(task); err != nil {
+	if flushed, err := w.tasks.add(task); err != nil {
 		return err
+	} else if flushed {
+		w.freezes = w.freezes[:0]
 	}
 	w.hist = w.hist[:0]
 	prefix := fork.PrefixKey(seed)

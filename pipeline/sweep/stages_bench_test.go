@@ -6,10 +6,12 @@ import (
 	"math"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/forklab/forklab/pipeline/counter"
 	"github.com/forklab/forklab/pipeline/fork"
 	"github.com/forklab/forklab/pipeline/pyrand"
+	"github.com/forklab/forklab/schemas"
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -51,9 +53,12 @@ func stage(b *testing.B, name string, body func(b *testing.B)) {
 //	lab=counter      the same runs through counter.Lab, as the sweep runs them
 //	checkpoint-json  encoding the checkpoint JSON with the sweep's Encoder
 //	parquet=TABLE    writing one table's rows to Parquet (in memory), with
-//	                 the sweep's writer options and batches
+//	                 the sweep's writer options and batches; for checkpoints
+//	                 the JSON is encoded batch by batch as the sweep does,
+//	                 and its cost (checkpoint-json) is included
 //	parquet-defaults=TABLE  the same with parquet-go's default encodings
 //	                 and page statistics, the options the sweep used before
+//	shard            the whole sweep of the seeds, one worker, into files
 //
 // Run with -bench Stages -benchtime 5x and take the best of a few -count
 // runs; on a busy machine compare cpu-ns/seed.
@@ -125,35 +130,65 @@ func BenchmarkStages(b *testing.B) {
 	}
 	ft := &sw.forks[0]
 	benchTable(b, "tasks", sw.tasks.buf, batchRows)
-	benchTable(b, "checkpoints", ft.checkpoints.buf, checkpointBatch)
+	// The checkpoint rows get their JSON batch by batch, into a reused
+	// arena, as in the sweep: the writer copies it while it is in cache.
+	cps := ft.checkpoints.buf
+	arena := make([]byte, 0, checkpointBatch*1024)
+	batchJSON := func(i, j int) {
+		arena = arena[:0]
+		for k := i; k < j; k++ {
+			start := len(arena)
+			arena, _ = enc.Append(arena, 3, hists[k], states[k])
+			cps[k].Checkpoint = unsafe.String(&arena[start], len(arena)-start)
+		}
+	}
+	benchTableOpts(b, "parquet=checkpoints", cps, checkpointBatch, batchJSON, writerOptions[schemas.Checkpoint]())
+	benchTableOpts(b, "parquet-defaults=checkpoints", cps, checkpointBatch, batchJSON, defaultOptions)
 	benchTable(b, "branches", ft.branches.buf, batchRows)
 	benchTable(b, "pairs", ft.pairs.buf, batchRows)
+
+	stage(b, "shard", func(b *testing.B) {
+		out := b.TempDir()
+		if err := Prepare(out, false); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Run(context.Background(), spec, Options{Out: out, Workers: 1}); err != nil {
+			b.Fatal(err)
+		}
+	})
 }
+
+// defaultOptions are the writer options the sweep used before
+// writerOptions: parquet-go's default encodings and statistics.
+var defaultOptions = []parquet.WriterOption{parquet.Compression(&zstdFastest),
+	parquet.MaxRowsPerRowGroup(1 << 17), parquet.CreatedBy("forklab", "", "")}
 
 // benchTable times writing rows to an in-memory Parquet file in batches of
 // batch rows, with the sweep's writer options and with parquet-go's
 // defaults.
 func benchTable[T any](b *testing.B, name string, rows []T, batch int) {
+	benchTableOpts(b, "parquet="+name, rows, batch, nil, writerOptions[T]())
+	benchTableOpts(b, "parquet-defaults="+name, rows, batch, nil, defaultOptions)
+}
+
+// benchTableOpts times writing rows with writer options opts, calling
+// prepare(i, j), if not nil, before writing rows[i:j].
+func benchTableOpts[T any](b *testing.B, name string, rows []T, batch int, prepare func(i, j int), opts []parquet.WriterOption) {
 	var sink bytes.Buffer
-	for _, v := range []struct {
-		name string
-		opts []parquet.WriterOption
-	}{
-		{"parquet=" + name, writerOptions[T]()},
-		{"parquet-defaults=" + name, []parquet.WriterOption{parquet.Compression(&zstdFastest),
-			parquet.MaxRowsPerRowGroup(1 << 17), parquet.CreatedBy("forklab", "", "")}},
-	} {
-		stage(b, v.name, func(b *testing.B) {
-			sink.Reset()
-			pw := parquet.NewGenericWriter[T](&sink, v.opts...)
-			for i := 0; i < len(rows); i += batch {
-				if _, err := pw.Write(rows[i:min(i+batch, len(rows))]); err != nil {
-					b.Fatal(err)
-				}
+	stage(b, name, func(b *testing.B) {
+		sink.Reset()
+		pw := parquet.NewGenericWriter[T](&sink, opts...)
+		for i := 0; i < len(rows); i += batch {
+			j := min(i+batch, len(rows))
+			if prepare != nil {
+				prepare(i, j)
 			}
-			if err := pw.Close(); err != nil {
+			if _, err := pw.Write(rows[i:j]); err != nil {
 				b.Fatal(err)
 			}
-		})
-	}
+		}
+		if err := pw.Close(); err != nil {
+			b.Fatal(err)
+		}
+	})
 }

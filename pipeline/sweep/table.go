@@ -30,8 +30,9 @@ var zstdFastest = zstd.Codec{Level: zstd.SpeedFastest}
 //     (encoded by deltaByteArray, which finds those prefixes faster);
 //   - no statistics in data page headers (readers use the column index and
 //     the column chunk statistics, which stay), and no min/max at all for
-//     the checkpoint JSON, where they would be two long, meaningless
-//     strings per page.
+//     string columns: for the checkpoint JSON they would be two long,
+//     meaningless strings per page, and every row group holds every arm,
+//     label and quadrant, so their bounds prune nothing.
 //
 // Row groups hold at most 2^17 rows.
 func writerOptions[T any]() []parquet.WriterOption {
@@ -40,37 +41,39 @@ func writerOptions[T any]() []parquet.WriterOption {
 		parquet.MaxRowsPerRowGroup(1 << 17),
 		parquet.CreatedBy("forklab", "", ""),
 		parquet.DataPageStatistics(false),
-		parquet.SkipPageBounds("checkpoint"),
 		parquet.DefaultEncodingFor(parquet.ByteArray, &deltaBytes),
 	}
-	return append(opts, encodingTags(reflect.TypeFor[T]())...)
+	return append(opts, columnOptions(reflect.TypeFor[T]())...)
 }
 
 // deltaBytes is the encoding of string columns without one of their own.
 var deltaBytes deltaByteArray
 
-// encodingTags returns struct tag replacements that give the integer
-// columns of struct type t that have no encoding in their parquet tag
-// DELTA_BINARY_PACKED. Fields of embedded structs are columns of t.
-func encodingTags(t reflect.Type) []parquet.WriterOption {
+// columnOptions returns the per-column options for struct type t (see
+// writerOptions): struct tag replacements that give its integer columns
+// without an encoding in their parquet tag DELTA_BINARY_PACKED, and no
+// bounds for its string columns. Fields of embedded structs are columns of
+// t.
+func columnOptions(t reflect.Type) []parquet.WriterOption {
 	var opts []parquet.WriterOption
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if f.Anonymous && f.Type.Kind() == reflect.Struct {
-			opts = append(opts, encodingTags(f.Type)...)
+			opts = append(opts, columnOptions(f.Type)...)
 			continue
 		}
 		tag, ok := f.Tag.Lookup("parquet")
 		if !ok || tag == "-" {
 			continue
 		}
-		_, flags, _ := strings.Cut(tag, ",")
-		if hasEncoding(flags) {
-			continue
-		}
+		name, flags, _ := strings.Cut(tag, ",")
 		switch f.Type.Kind() { // parquet-go takes no delta tag on pointers
 		case reflect.Int32, reflect.Int64:
-			opts = append(opts, parquet.StructTag(reflect.StructTag(fmt.Sprintf("parquet:%q", tag+",delta")), f.Name).(parquet.WriterOption))
+			if !hasEncoding(flags) {
+				opts = append(opts, parquet.StructTag(reflect.StructTag(fmt.Sprintf("parquet:%q", tag+",delta")), f.Name).(parquet.WriterOption))
+			}
+		case reflect.String:
+			opts = append(opts, parquet.SkipPageBounds(name))
 		}
 	}
 	return opts
