@@ -56,22 +56,29 @@ func referencePairsPerSecond(n uint64) (float64, error) {
 }
 
 // BenchmarkSweepEndToEnd runs the seed's experiment over BENCH_SEEDS seeds
-// (default 1,000,000): simulation, Parquet writing, and the DuckDB summary
-// read back from the files. It reports pairs per second, the reference
-// core's pairs per second on the same seeds, and the ratio (target: 30).
+// (default 1,000,000) with one worker per CPU: simulation, Parquet writing,
+// and the DuckDB summary read back from the files. It reports pairs per
+// second, the reference core's pairs per second on the same seeds, and the
+// ratio (target: 30); beside them the seconds per run of the sweep and of
+// the summary (open included), and the process's CPU seconds per run (on a
+// busy machine, CPU time says more than wall time).
 func BenchmarkSweepEndToEnd(b *testing.B) {
 	n := benchSeeds(b, "BENCH_SEEDS", 1_000_000)
 	spec := sweep.DefaultSpec()
 	spec.Seeds = sweep.Range{Start: 0, End: n}
 	ctx := context.Background()
+	var sweepTime, summaryTime time.Duration
+	cpu0 := cpuSeconds()
 	for b.Loop() {
 		out := b.TempDir()
 		if err := sweep.Prepare(out, false); err != nil {
 			b.Fatal(err)
 		}
+		start := time.Now()
 		if _, err := sweep.Run(ctx, spec, sweep.Options{Out: out}); err != nil {
 			b.Fatal(err)
 		}
+		swept := time.Now()
 		db, err := results.Open(ctx, out)
 		if err != nil {
 			b.Fatal(err)
@@ -81,9 +88,18 @@ func BenchmarkSweepEndToEnd(b *testing.B) {
 		if err != nil || len(t.Rows) != 1 {
 			b.Fatalf("summary: %v, %d rows", err, len(t.Rows))
 		}
+		if pairs := fmt.Sprint(t.Rows[0][3]); pairs != fmt.Sprint(n) {
+			b.Fatalf("summary counts %s pairs, want %d", pairs, n)
+		}
+		sweepTime += swept.Sub(start)
+		summaryTime += time.Since(swept)
 	}
+	cpu := cpuSeconds() - cpu0
 	rate := float64(n) * float64(b.N) / b.Elapsed().Seconds()
 	b.ReportMetric(rate, "pairs/s")
+	b.ReportMetric(sweepTime.Seconds()/float64(b.N), "sweep_s/op")
+	b.ReportMetric(summaryTime.Seconds()/float64(b.N), "summary_s/op")
+	b.ReportMetric(cpu/float64(b.N), "cpu_s/op")
 	b.ReportMetric(0, "ns/op")
 	b.StopTimer()
 	ref, err := referencePairsPerSecond(n)
@@ -93,6 +109,13 @@ func BenchmarkSweepEndToEnd(b *testing.B) {
 	}
 	b.ReportMetric(ref, "reference_pairs/s")
 	b.ReportMetric(rate/ref, "x_reference")
+}
+
+// cpuSeconds returns the CPU time, user and system, this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // BenchmarkSweepPeakMemory runs `forklab sweep` over BENCH_MEM_SEEDS seeds
