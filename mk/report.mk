@@ -11,7 +11,7 @@ endif
 
 CHROMIUM ?= chromium
 
-.PHONY: report-html results-db chromium test-browser docs-screenshot
+.PHONY: report-html results-db chromium test-browser docs-screenshot bench-export
 
 # The self-contained HTML report of $(OUT) (make sweep writes $(OUT) first).
 report-html: build
@@ -43,3 +43,9 @@ docs-screenshot: chromium build
 	$$bin report out --html report.html > /dev/null && \
 	$(CHROMIUM) $(CHROMIUM_FLAGS) --user-data-dir=$$tmp/profile --screenshot=$(CURDIR)/docs/report.png file://$$tmp/report.html && \
 	rm -rf $$tmp
+
+# Peak memory of forklab sql per output format for a 10,000,000-row result
+# (FORKLAB_BENCH_ROWS changes it), each format in its own process, with its
+# ratio to DuckDB's COPY to CSV.
+bench-export:
+	$(GO) test -run '^$$' -bench QueryPeakMemory -benchtime 1x -timeout 30m ./pipeline/export

@@ -13,6 +13,6 @@ import (
 // fail with ErrNoArrow.
 const ArrowAvailable = false
 
-func writeArrow(ctx context.Context, conn *sql.Conn, text string, file bool, w io.Writer) error {
+func writeArrow(ctx context.Context, conn *sql.Conn, text string, file bool, w io.Writer, tmpDir string) error {
 	return ErrNoArrow
 }

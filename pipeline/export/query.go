@@ -4,16 +4,15 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 
-	"github.com/duckdb/duckdb-go/v2"
 	"github.com/forklab/forklab/pipeline/results"
 	"github.com/forklab/forklab/pipeline/search"
 	"github.com/mattn/go-isatty"
@@ -96,13 +95,12 @@ func BadInput(err error) bool {
 // result) over the views and macros of db, with DefaultVars and then
 // o.Vars set, and writes the result in o.Format to o.Out or o.Stdout.
 //
-// Nothing is held in Go memory beyond one block of rows: Table prints the
-// first 1000 rows aligned and later rows in the same columns; CSV, JSON,
-// NDJSON and Parquet run DuckDB's COPY (the query's last statement must
-// return rows), which streams into the file; Arrow writes one record batch
-// at a time. (duckdb-go materializes a query's result inside DuckDB before
-// its first row is read, so Table and Arrow results take DuckDB memory in
-// proportion to their size; COPY does not.)
+// Results stream in bounded memory: CSV, JSON, NDJSON and Parquet run
+// DuckDB's COPY (the last statement must be a query), which writes rows as
+// the query makes them; Table and Arrow read a query's rows back from a
+// temporary on-disk table a row group at a time (readBack), Table printing
+// the first 1000 rows aligned and later rows in the same columns, Arrow
+// writing one record batch at a time.
 //
 // Errors: see BadInput for those caused by input. An output file is
 // written under a temporary name and renamed when complete; on error it
@@ -150,10 +148,14 @@ func Query(ctx context.Context, db *results.DB, text string, o Options) error {
 			w = out.File()
 		}
 		bw := bufio.NewWriterSize(w, 1<<16)
+		tmp := "" // for readBack's database: beside the output, or the system's temporary folder
+		if out != nil {
+			tmp = filepath.Dir(out.Path())
+		}
 		if o.Format == Table {
-			err = writeTable(ctx, conn, text, bw)
+			err = writeTable(ctx, conn, text, bw, tmp)
 		} else {
-			err = writeArrow(ctx, conn, text, o.Format == Arrow, bw)
+			err = writeArrow(ctx, conn, text, o.Format == Arrow, bw, tmp)
 		}
 		if err == nil {
 			err = bw.Flush()
@@ -176,15 +178,16 @@ func Query(ctx context.Context, db *results.DB, text string, o Options) error {
 // TO the output in format f: to out's temporary file, or streamed to
 // stdout through a named pipe.
 func copyQuery(ctx context.Context, conn *sql.Conn, text string, f Format, out *Output, stdout io.Writer) error {
-	stmts := SplitStatements(text)
-	last := stmts[len(stmts)-1]
-	for _, s := range stmts[:len(stmts)-1] {
-		if _, err := conn.ExecContext(ctx, s); err != nil {
-			return &QueryFailed{results.QueryError(err)}
-		}
-	}
-	if err := returnsRows(ctx, conn, last, f); err != nil {
+	last, err := runAllButLast(ctx, conn, text)
+	if err != nil {
 		return err
+	}
+	query, _, err := describe(ctx, conn, last)
+	if err != nil {
+		return err
+	}
+	if !query {
+		return inputErr{fmt.Errorf("--format %s writes the rows of a query (SELECT, WITH, FROM, VALUES, …); the last statement is not one (use --format table for other statements)", f)}
 	}
 	run := func(ctx context.Context, path string) error {
 		_, err := conn.ExecContext(ctx, "COPY (\n"+last+"\n) TO "+quote(path)+" ("+f.copyOptions()+")")
@@ -197,28 +200,6 @@ func copyQuery(ctx context.Context, conn *sql.Conn, text string, f Format, out *
 		return run(ctx, out.TempPath())
 	}
 	return streamFile(ctx, stdout, run)
-}
-
-// returnsRows prepares stmt (DuckDB's syntax and binder errors come back
-// with their position in stmt) and checks that COPY can write it.
-func returnsRows(ctx context.Context, conn *sql.Conn, stmt string, f Format) error {
-	return conn.Raw(func(dc any) error {
-		p, ok := dc.(driver.ConnPrepareContext)
-		if !ok {
-			return fmt.Errorf("duckdb connection %T cannot prepare", dc)
-		}
-		st, err := p.PrepareContext(ctx, stmt)
-		if err != nil {
-			return &QueryFailed{results.QueryError(err)}
-		}
-		defer st.Close()
-		if ds, ok := st.(*duckdb.Stmt); ok {
-			if t, err := ds.StatementType(); err == nil && t != duckdb.STATEMENT_TYPE_SELECT {
-				return inputErr{fmt.Errorf("--format %s writes the rows of a query (SELECT, WITH, FROM, VALUES, …); the last statement is not one (use --format table for other statements)", f)}
-			}
-		}
-		return nil
-	})
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

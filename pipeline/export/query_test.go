@@ -26,7 +26,7 @@ var (
 
 // seedResults opens the seed's sweep (300 seeds, fork step 3: 75 rescued,
 // 83 harmed, 142 unchanged), made once for all tests of the package.
-func seedResults(t *testing.T) *results.DB {
+func seedResults(t testing.TB) *results.DB {
 	t.Helper()
 	seedOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "forklab-export-test-")
@@ -85,6 +85,21 @@ func TestQueryTextFormats(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("%s:\n%q\nwant\n%q", tc.format, got, tc.want)
+		}
+	}
+}
+
+// Statements that are not queries still print as tables.
+func TestQueryTableOfStatements(t *testing.T) {
+	db := seedResults(t)
+	for q, want := range map[string]string{
+		"DESCRIBE pairs":             "\nlabel ",
+		"SHOW TABLES":                "\npairs\n",
+		"PRAGMA table_info('pairs')": " label ",
+	} {
+		got, err := query(t, db, q, Options{})
+		if err != nil || !strings.Contains(got, want) {
+			t.Errorf("%s: %v\n%s", q, err, got)
 		}
 	}
 }
@@ -345,6 +360,50 @@ func TestQueryArrow(t *testing.T) {
 		}
 		if rows != 300 || rescued != 75 {
 			t.Errorf("%s: %d rows, %d rescued; want 300 and 75", f, rows, rescued)
+		}
+	}
+	// More rows than one slice, in the query's order, with DuckDB's own
+	// types (a HUGEINT sum stays a 38-digit decimal); an empty result keeps
+	// its schema; a result that cannot be a table (a repeated name) is read
+	// directly.
+	for _, tc := range []struct {
+		q      string
+		schema string
+		rows   int64
+		first  string
+	}{
+		{"SELECT 300000 - range AS n, sum(range) OVER (ORDER BY range) AS total FROM range(300000) ORDER BY n", "n:int64 total:decimal(38, 0)", 300000, "1"},
+		{"FROM pairs WHERE seed < 0", "", 0, ""},
+		{"SELECT 1 AS a, 2 AS a", "a:int32 a:int32", 1, "1"},
+	} {
+		out := filepath.Join(t.TempDir(), "x.arrows")
+		if _, err := query(t, db, tc.q, Options{Format: ArrowStream, Out: out}); err != nil {
+			t.Fatalf("%s: %v", tc.q, err)
+		}
+		fh, _ := os.Open(out)
+		r, err := ipc.NewReader(fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		for _, fl := range r.Schema().Fields() {
+			types = append(types, fl.Name+":"+fl.Type.String())
+		}
+		var n int64
+		first := ""
+		for r.Next() {
+			rec := r.RecordBatch()
+			if n == 0 && rec.NumRows() > 0 {
+				first = fmt.Sprint(rec.Column(0).GetOneForMarshal(0))
+			}
+			n += rec.NumRows()
+		}
+		fh.Close()
+		if got := strings.Join(types, " "); (tc.schema != "" && got != tc.schema) || n != tc.rows || first != tc.first {
+			t.Errorf("%s: schema %s, %d rows, first %s; want %s, %d, %s", tc.q, got, n, first, tc.schema, tc.rows, tc.first)
+		}
+		if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".forklab-*")); len(left) != 0 {
+			t.Errorf("temporary files left: %v", left)
 		}
 	}
 	// A failing query leaves no file.

@@ -16,25 +16,22 @@ import (
 // pushing only its own line.
 const tableBlock = 1000
 
-// writeTable prints the result of text as report.WriteTable does (values
-// formatted by report.Format, columns two spaces apart, the last column
-// unpadded), holding at most tableBlock rows.
-func writeTable(ctx context.Context, conn *sql.Conn, text string, w io.Writer) error {
-	rows, err := conn.QueryContext(ctx, text)
-	if err != nil {
-		return &QueryFailed{results.QueryError(err)}
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
+// writeTable prints the result of text's last statement as
+// report.WriteTable does (values formatted by report.Format, columns two
+// spaces apart, the last column unpadded), holding at most tableBlock rows;
+// the rows come through readBack (its temporary database in tmpDir).
+func writeTable(ctx context.Context, conn *sql.Conn, text string, w io.Writer, tmpDir string) error {
+	last, err := runAllButLast(ctx, conn, text)
 	if err != nil {
 		return err
 	}
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
+	queries, done, err := readBack(ctx, conn, last, tmpDir)
+	defer done()
+	if err != nil {
+		return err
 	}
-	block := [][]string{cols}
+	var cols []string
+	var block [][]string
 	var widths []int
 	line := make([]byte, 0, 256)
 	emit := func(cells []string) error {
@@ -67,23 +64,45 @@ func writeTable(ctx context.Context, conn *sql.Conn, text string, w io.Writer) e
 		block = block[:0]
 		return nil
 	}
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return err
+	for _, q := range queries {
+		rows, err := conn.QueryContext(ctx, q)
+		if err != nil {
+			return &QueryFailed{results.QueryError(err)}
 		}
-		cells := make([]string, len(cols))
-		for i, v := range vals {
-			cells[i] = report.Format(v)
-		}
-		block = append(block, cells)
-		if len(block) > tableBlock {
-			if err := flush(); err != nil {
+		if cols == nil {
+			if cols, err = rows.Columns(); err != nil {
+				rows.Close()
 				return err
 			}
+			block = append(block, cols)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return &QueryFailed{results.QueryError(err)}
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				rows.Close()
+				return err
+			}
+			cells := make([]string, len(cols))
+			for i, v := range vals {
+				cells[i] = report.Format(v)
+			}
+			block = append(block, cells)
+			if len(block) > tableBlock {
+				if err := flush(); err != nil {
+					rows.Close()
+					return err
+				}
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return &QueryFailed{results.QueryError(err)}
+		}
 	}
 	return flush()
 }
