@@ -22,9 +22,10 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		for seed := uint64(0); seed < 300; seed++ {
 			s := lab.World.Start(seed)
 			for f := 1; f <= 10; f++ {
-				s = lab.Advance(s, fork.PrefixKey(seed), f, nil)
+				lab.Advance(&s, fork.PrefixKey(seed), f, nil)
 				states = append(states, s)
-				final, _, _ := lab.Branch(s, seed, f, fork.On, 0, false)
+				var final counter.State
+				lab.Branch(&final, &s, seed, f, fork.On, 0, false)
 				states = append(states, final)
 			}
 		}

@@ -6,7 +6,8 @@ import (
 )
 
 // Lab is fork.Lab[State] written out for the counter world: the same
-// Advance, Finish and Branch, move for move, with direct calls.
+// Advance, Finish and Branch, move for move, with direct calls and states
+// updated in place.
 //
 // Why it exists: fork.Lab plays any world through the world.World
 // interface, so each turn costs four dynamic calls (Observe, Script, Tools,
@@ -49,33 +50,36 @@ func (l *Lab) noisy(s *State, key uint64) world.Action {
 	return l.Model.Choose(greedy, tools, key, int(s.Steps))
 }
 
-// Advance is fork.Lab.Advance: it plays s until the run has used forkAt
-// steps or is over, appending each turn to hist if hist is not nil.
-func (l *Lab) Advance(s State, key uint64, forkAt int, hist *[]fork.Turn) State {
-	for !over(&s) && int(s.Steps) < forkAt {
-		a := l.choose(&s, key)
-		l.World.step(&s, a)
+// Advance is fork.Lab.Advance, in place: it plays *s until the run has
+// used forkAt steps or is over, appending each turn to hist if hist is not
+// nil.
+func (l *Lab) Advance(s *State, key uint64, forkAt int, hist *[]fork.Turn) {
+	for !over(s) && int(s.Steps) < forkAt {
+		a := l.choose(s, key)
+		l.World.step(s, a)
 		if hist != nil {
 			*hist = append(*hist, fork.Turn{Step: int(s.Steps), Action: a, Obs: int(s.Obs)})
 		}
 	}
-	return s
 }
 
-// Finish is fork.Lab.Finish: it plays s to the end with noise stream key
-// and returns the final state and whether the run succeeded.
-func (l *Lab) Finish(s State, key uint64) (State, bool) {
-	for !over(&s) {
-		l.World.step(&s, l.choose(&s, key))
+// Finish is fork.Lab.Finish, in place: it plays *s to the end with noise
+// stream key and reports whether the run succeeded.
+func (l *Lab) Finish(s *State, key uint64) bool {
+	for !over(s) {
+		l.World.step(s, l.choose(s, key))
 	}
-	return s, s.Declared && s.V == s.Target
+	return s.Declared && s.V == s.Target
 }
 
-// Branch is fork.Lab.Branch: arm's intervention, applied unconditionally,
-// then the rest of the run with the branch's noise stream.
-func (l *Lab) Branch(s State, seed uint64, forkStep int, arm fork.Arm, replica int, fires bool) (final State, success, intervened bool) {
+// Branch is fork.Lab.Branch, into *final: it copies s there, applies arm's
+// intervention unconditionally and plays the rest of the run with the
+// branch's noise stream. (State is passed by pointer here and not by value
+// as in fork.Lab: copies of it were a good part of a sweep's time.)
+func (l *Lab) Branch(final, s *State, seed uint64, forkStep int, arm fork.Arm, replica int, fires bool) (success, intervened bool) {
+	*final = *s
 	if a, ok := fork.Intervention(arm, fires); ok {
-		l.World.step(&s, a)
+		l.World.step(final, a)
 		intervened = true
 	}
 	// A greedy model never reads its noise stream, so its key is not
@@ -84,6 +88,5 @@ func (l *Lab) Branch(s State, seed uint64, forkStep int, arm fork.Arm, replica i
 	if l.Model.Temperature != 0 {
 		key = fork.Key(seed, forkStep, arm, replica)
 	}
-	final, success = l.Finish(s, key)
-	return final, success, intervened
+	return l.Finish(final, key), intervened
 }

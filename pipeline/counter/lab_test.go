@@ -51,18 +51,24 @@ func TestLabMatchesForkLab(t *testing.T) {
 			var h1, h2 []fork.Turn
 			for f := 1; f <= 12; f++ {
 				s1 = ref.Advance(s1, fork.PrefixKey(seed), f, &h1)
-				s2 = fast.Advance(s2, fork.PrefixKey(seed), f, &h2)
+				fast.Advance(&s2, fork.PrefixKey(seed), f, &h2)
 				if s1 != s2 || !slices.Equal(h1, h2) {
 					t.Fatalf("%s seed %d fork %d: Advance\nfork.Lab %+v %v\nLab      %+v %v", c.name, seed, f, s1, h1, s2, h2)
 				}
-				if n := fast.Advance(start, fork.PrefixKey(seed), f, nil); n != s2 {
+				n := start
+				if fast.Advance(&n, fork.PrefixKey(seed), f, nil); n != s2 {
 					t.Fatalf("%s seed %d fork %d: Advance from the start %+v, step by step %+v", c.name, seed, f, n, s2)
 				}
 				for _, arm := range fork.Arms {
 					for r := range 3 {
 						for _, fires := range []bool{false, true} {
 							f1, ok1, iv1 := ref.Branch(s1, seed, f, arm, r, fires)
-							f2, ok2, iv2 := fast.Branch(s2, seed, f, arm, r, fires)
+							var f2 counter.State
+							before := s2
+							ok2, iv2 := fast.Branch(&f2, &s2, seed, f, arm, r, fires)
+							if s2 != before {
+								t.Fatalf("%s seed %d fork %d arm %s: Branch changed the checkpoint state", c.name, seed, f, arm)
+							}
 							if f1 != f2 || ok1 != ok2 || iv1 != iv2 {
 								t.Fatalf("%s seed %d fork %d arm %s replica %d fires %t: Branch\nfork.Lab %+v %t %t\nLab      %+v %t %t",
 									c.name, seed, f, arm, r, fires, f1, ok1, iv1, f2, ok2, iv2)
@@ -92,9 +98,11 @@ func TestLabConfigsAreNoisy(t *testing.T) {
 		lab := counter.Lab{World: counter.World{P: c.p}, Model: c.model}
 		differ := 0
 		for seed := uint64(0); seed < 200; seed++ {
-			s := lab.Advance(lab.World.Start(seed), fork.PrefixKey(seed), 2, nil)
-			a, _, _ := lab.Branch(s, seed, 2, fork.Off, 0, false)
-			b, _, _ := lab.Branch(s, seed, 2, fork.Off, 1, false)
+			s := lab.World.Start(seed)
+			lab.Advance(&s, fork.PrefixKey(seed), 2, nil)
+			var a, b counter.State
+			lab.Branch(&a, &s, seed, 2, fork.Off, 0, false)
+			lab.Branch(&b, &s, seed, 2, fork.Off, 1, false)
 			if a != b {
 				differ++
 			}
@@ -128,12 +136,13 @@ func BenchmarkLab(b *testing.B) {
 	})
 	b.Run("lab=counter", func(b *testing.B) {
 		lab := &counter.Lab{World: w, Model: fork.Model{NoTool: 0.5}}
+		var final counter.State
 		for b.Loop() {
 			for seed, s := range starts {
 				hist = hist[:0]
-				s = lab.Advance(s, fork.PrefixKey(uint64(seed)), 3, &hist)
-				lab.Branch(s, uint64(seed), 3, fork.Off, 0, false)
-				lab.Branch(s, uint64(seed), 3, fork.On, 0, false)
+				lab.Advance(&s, fork.PrefixKey(uint64(seed)), 3, &hist)
+				lab.Branch(&final, &s, uint64(seed), 3, fork.Off, 0, false)
+				lab.Branch(&final, &s, uint64(seed), 3, fork.On, 0, false)
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(starts)), "ns/seed")

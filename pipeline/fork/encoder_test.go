@@ -40,7 +40,7 @@ func TestFastEncoderMatchesEncode(t *testing.T) {
 			var hist []fork.Turn
 			s := lab.World.Start(seed)
 			for f := 1; f <= 12; f++ {
-				s = lab.Advance(s, fork.PrefixKey(seed), f, &hist)
+				lab.Advance(&s, fork.PrefixKey(seed), f, &hist)
 				for _, t := range hist {
 					actions[t.Action] = true
 				}

@@ -22,7 +22,8 @@ func deltaPages() [][][]byte {
 	var cps [][]byte
 	for seed := uint64(0); seed < 2000; seed++ {
 		var hist []fork.Turn
-		s := lab.Advance(lab.World.Start(seed), fork.PrefixKey(seed), 3, &hist)
+		s := lab.World.Start(seed)
+		lab.Advance(&s, fork.PrefixKey(seed), 3, &hist)
 		b, _ := enc.Append(nil, 3, hist, s)
 		cps = append(cps, b)
 	}

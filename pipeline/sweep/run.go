@@ -432,6 +432,7 @@ func (w *shardWriter) seed(lab *counter.Lab, enc *fork.Encoder[counter.State, co
 	w.hist = w.hist[:0]
 	prefix := fork.PrefixKey(seed)
 	K := w.spec.Replicas
+	var final counter.State
 	for i, f := range w.spec.ForkAt {
 		ft := &w.forks[i]
 		if w.opt.Runs != nil {
@@ -442,7 +443,7 @@ func (w *shardWriter) seed(lab *counter.Lab, enc *fork.Encoder[counter.State, co
 			}
 			w.hist = append(w.hist[:0], hist...)
 		} else {
-			s = lab.Advance(s, prefix, f, &w.hist)
+			lab.Advance(&s, prefix, f, &w.hist)
 		}
 		o := cw.Observe(s)
 		feat, truth := cw.Features(s), cw.Truth(s)
@@ -466,7 +467,6 @@ func (w *shardWriter) seed(lab *counter.Lab, enc *fork.Encoder[counter.State, co
 		for _, arm := range w.arms {
 			wins := 0
 			for r := range K {
-				var final counter.State
 				var ok, iv bool
 				if w.opt.Runs != nil {
 					var err error
@@ -474,7 +474,7 @@ func (w *shardWriter) seed(lab *counter.Lab, enc *fork.Encoder[counter.State, co
 						return err
 					}
 				} else {
-					final, ok, iv = lab.Branch(s, seed, f, arm, r, fires)
+					ok, iv = lab.Branch(&final, &s, seed, f, arm, r, fires)
 				}
 				if ok {
 					wins++

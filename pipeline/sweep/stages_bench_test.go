@@ -88,12 +88,13 @@ func BenchmarkStages(b *testing.B) {
 		}
 	})
 	lab := &counter.Lab{World: w, Model: c.Model}
+	var final counter.State
 	stage(b, "lab=counter", func(*testing.B) {
 		for seed, s := range starts {
 			hist = hist[:0]
-			s = lab.Advance(s, fork.PrefixKey(uint64(seed)), 3, &hist)
-			lab.Branch(s, uint64(seed), 3, fork.Off, 0, false)
-			lab.Branch(s, uint64(seed), 3, fork.On, 0, false)
+			lab.Advance(&s, fork.PrefixKey(uint64(seed)), 3, &hist)
+			lab.Branch(&final, &s, uint64(seed), 3, fork.Off, 0, false)
+			lab.Branch(&final, &s, uint64(seed), 3, fork.On, 0, false)
 		}
 	})
 	enc, err := fork.NewEncoder[counter.State](counter.Name, c.Params, c.Model)
@@ -104,7 +105,8 @@ func BenchmarkStages(b *testing.B) {
 	hists := make([][]fork.Turn, stageSeeds)
 	states := make([]counter.State, stageSeeds)
 	for seed, s := range starts {
-		states[seed] = lab.Advance(s, fork.PrefixKey(uint64(seed)), 3, &hists[seed])
+		lab.Advance(&s, fork.PrefixKey(uint64(seed)), 3, &hists[seed])
+		states[seed] = s
 	}
 	buf := make([]byte, 0, checkpointBatch*1024)
 	stage(b, "checkpoint-json", func(*testing.B) {
