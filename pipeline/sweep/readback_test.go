@@ -2,14 +2,17 @@ package sweep
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/forklab/forklab/pipeline/counter"
 	"github.com/forklab/forklab/pipeline/fork"
 	"github.com/forklab/forklab/schemas"
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 func readRows[T any](t *testing.T, pattern string) []T {
@@ -102,6 +105,68 @@ func TestTablesReadBackAsForkLabComputes(t *testing.T) {
 					t.Fatalf("seed %d fork %d arm %s replica %d: row %+v, fork.Lab %+v %t %t", row.Seed, f, arm, r, b, final, ok, iv)
 				}
 			}
+		}
+	}
+}
+
+// The writer options do what writerOptions says, in the files: delta
+// encodings for the integer columns and the checkpoint JSON, dictionaries
+// kept where schemas asks for them, zstd everywhere, min/max statistics for
+// the integer columns (engines prune seed ranges with them) and none for
+// the string columns.
+func TestTableEncodings(t *testing.T) {
+	spec := DefaultSpec()
+	spec.Seeds = Range{0, 3000}
+	out := runSweep(t, spec, 1)
+	want := map[string]map[string]string{
+		"tasks":       {"seed": "DELTA_BINARY_PACKED", "slack": "DELTA_BINARY_PACKED", "budget": "DELTA_BINARY_PACKED", "freeze_at": "PLAIN"},
+		"checkpoints": {"seed": "DELTA_BINARY_PACKED", "over": "PLAIN", "obs_value": "DELTA_BINARY_PACKED", "checkpoint": "DELTA_BYTE_ARRAY"},
+		"branches":    {"seed": "DELTA_BINARY_PACKED", "arm": "RLE_DICTIONARY", "steps": "DELTA_BINARY_PACKED"},
+		"pairs":       {"seed": "DELTA_BINARY_PACKED", "arm": "RLE_DICTIONARY", "label": "RLE_DICTIONARY", "quadrant": "RLE_DICTIONARY", "budget_left": "DELTA_BINARY_PACKED"},
+	}
+	for table, cols := range want {
+		files, _ := filepath.Glob(filepath.Join(out, table, "config_id=0", "*", "*.parquet"))
+		files2, _ := filepath.Glob(filepath.Join(out, table, "config_id=0", "*.parquet"))
+		files = append(files, files2...)
+		if len(files) != 1 {
+			t.Fatalf("%s: %d files", table, len(files))
+		}
+		f, err := os.Open(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		pf, err := parquet.OpenFile(f, st.Size())
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := 0
+		for _, cc := range pf.Metadata().RowGroups[0].Columns {
+			md := cc.MetaData
+			name := strings.Join(md.PathInSchema, ".")
+			if md.Codec != format.Zstd {
+				t.Errorf("%s.%s: codec %v", table, name, md.Codec)
+			}
+			hasBounds := md.Statistics.MinValue != nil
+			if isString := md.Type == format.ByteArray; hasBounds == isString {
+				t.Errorf("%s.%s: min/max statistics %t", table, name, hasBounds)
+			}
+			enc, ok := cols[name]
+			if !ok {
+				continue
+			}
+			seen++
+			var encs []string
+			for _, e := range md.Encoding {
+				encs = append(encs, e.String())
+			}
+			if !slices.Contains(encs, enc) {
+				t.Errorf("%s.%s: encodings %v, want %s", table, name, encs, enc)
+			}
+		}
+		f.Close()
+		if seen != len(cols) {
+			t.Errorf("%s: found %d of the columns %v", table, seen, cols)
 		}
 	}
 }

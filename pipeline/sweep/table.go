@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -32,7 +33,12 @@ var zstdFastest = zstd.Codec{Level: zstd.SpeedFastest}
 //     the column chunk statistics, which stay), and no min/max at all for
 //     string columns: for the checkpoint JSON they would be two long,
 //     meaningless strings per page, and every row group holds every arm,
-//     label and quadrant, so their bounds prune nothing.
+//     label and quadrant, so their bounds prune nothing;
+//   - page buffers of 64 KiB (16,384 values a page) for tables of small
+//     values: parquet-go allocates a buffer of that size per column and
+//     file, and fresh memory costs page faults; tables with a wide column
+//     (the checkpoint JSON) keep the default 256 KiB, a few hundred values
+//     a page.
 //
 // Row groups hold at most 2^17 rows.
 func writerOptions[T any]() []parquet.WriterOption {
@@ -43,7 +49,29 @@ func writerOptions[T any]() []parquet.WriterOption {
 		parquet.DataPageStatistics(false),
 		parquet.DefaultEncodingFor(parquet.ByteArray, &deltaBytes),
 	}
+	if !hasWideColumn(reflect.TypeFor[T]()) {
+		opts = append(opts, parquet.PageBufferSize(64<<10))
+	}
 	return append(opts, columnOptions(reflect.TypeFor[T]())...)
+}
+
+// hasWideColumn reports whether struct type t has a string column that is
+// not dictionary-encoded.
+func hasWideColumn(t reflect.Type) bool {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			if hasWideColumn(f.Type) {
+				return true
+			}
+			continue
+		}
+		_, flags, _ := strings.Cut(f.Tag.Get("parquet"), ",")
+		if f.Type.Kind() == reflect.String && !slices.Contains(strings.Split(flags, ","), "dict") {
+			return true
+		}
+	}
+	return false
 }
 
 // deltaBytes is the encoding of string columns without one of their own.
