@@ -20,6 +20,7 @@ type partition struct {
 	id     int32
 	writer *kafka.Writer
 	ops    chan *op
+	exited chan struct{} // closed when run returns
 
 	next     int64        // Kafka offset after the last record applied to the state
 	logStart atomic.Int64 // the partition's log start offset, as last seen
@@ -59,7 +60,7 @@ func (t *tx) touch(s *stream) {
 }
 
 func newPartition(l *Log, id int32) *partition {
-	p := &partition{l: l, id: id, ops: make(chan *op, 4096)}
+	p := &partition{l: l, id: id, ops: make(chan *op, 4096), exited: make(chan struct{})}
 	p.writer = &kafka.Writer{
 		Addr:         kafka.TCP(l.cfg.Brokers...),
 		Topic:        l.cfg.Topic,
@@ -112,12 +113,25 @@ func (p *partition) submit(ctx context.Context, o *op) error {
 	}
 	// Once queued the op will be answered; wait for it even if ctx ends,
 	// so a caller never abandons a write that may still be acknowledged.
-	return <-o.done
+	// Only a shutdown ends the wait: an op queued after the partition
+	// goroutine drained its queue would otherwise wait forever.
+	select {
+	case err := <-o.done:
+		return err
+	case <-p.exited:
+		select {
+		case err := <-o.done:
+			return err
+		default:
+			return errf(Unavailable, "log is shutting down")
+		}
+	}
 }
 
 // run is the partition goroutine: group commit of everything queued.
 func (p *partition) run() {
 	defer p.l.wg.Done()
+	defer close(p.exited)
 	var backlog []*op
 	lastBatch, lastFlush := 0, time.Duration(0)
 	for {
