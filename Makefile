@@ -2,6 +2,11 @@
 # /usr/local/go; `make test` also installs the npm conformance suite.
 export PATH := /usr/local/go/bin:$(PATH)
 
+# duckdb-go's Arrow interface (forklab sql --format arrow) needs this tag.
+ifeq ($(findstring -tags,$(GOFLAGS)),)
+export GOFLAGS := $(strip $(GOFLAGS) -tags=duckdb_arrow)
+endif
+
 GO      ?= go
 BIN     := bin/forklab
 OUT     ?= out
@@ -20,18 +25,18 @@ build:
 # rerun with recovery only where it fires, beside always-on.
 sweep: build
 	$(BIN) sweep --seeds $(SEEDS) --fork-at $(FORK_AT) --out $(OUT) --overwrite
-	$(BIN) report $(OUT)
+	$(BIN) report $(OUT) --html $(OUT)/report.html --overwrite
 	$(BIN) policy $(OUT) --max-harm 0 --out $(OUT)/policy.json --overwrite > /dev/null
 	$(BIN) sweep --seeds $(SEEDS) --fork-at $(FORK_AT) --arms off,on,policy --policy $(OUT)/policy.json \
 		--out $(OUT)/rerun --overwrite
-	$(BIN) report $(OUT)/rerun
+	$(BIN) report $(OUT)/rerun --html $(OUT)/rerun/report.html --overwrite
 
 # Imperfect signals, a noisy agent, every arm, five replicas (testdata/specs/noisy.yaml).
 sweep-noisy: build
 	$(BIN) sweep --spec testdata/specs/noisy.yaml --out $(OUT)-noisy --overwrite
-	$(BIN) report $(OUT)-noisy
+	$(BIN) report $(OUT)-noisy --html $(OUT)-noisy/report.html --overwrite
 
-test: vet fmt-check test-go
+test: vet fmt-check test-go log-conformance
 
 vet:
 	$(GO) vet ./...

@@ -2,12 +2,8 @@
 # results.duckdb for BI tools, and the browser check of the report.
 # The top Makefile includes this file.
 
-# duckdb-go's Arrow interface (forklab sql --format arrow|arrows) is behind
-# the build tag duckdb_arrow: every go command make runs gets it, unless
-# GOFLAGS already sets tags of its own.
-ifeq ($(findstring -tags,$(GOFLAGS)),)
-export GOFLAGS := $(strip $(GOFLAGS) -tags=duckdb_arrow)
-endif
+# (The build tag duckdb_arrow for forklab sql --format arrow is set in the
+# top Makefile.)
 
 CHROMIUM ?= chromium
 

@@ -48,13 +48,17 @@ network and opens offline in any browser. An existing FILE needs --overwrite.`,
 				return err
 			}
 			defer db.Close()
-			if err := report.Write(cmd.Context(), os.Stdout, db); err != nil {
+			s, err := report.Collect(cmd.Context(), db)
+			if err != nil {
+				return err
+			}
+			if err := report.WriteSections(os.Stdout, db, s); err != nil {
 				return err
 			}
 			if out == nil {
 				return nil
 			}
-			if err := htmlreport.Write(cmd.Context(), out.File(), db); err != nil {
+			if err := htmlreport.Render(out.File(), s, db.Manifest, db.Dir); err != nil {
 				return err
 			}
 			if err := out.Commit(); err != nil {

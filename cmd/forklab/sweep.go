@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/pipeline/agent"
+	"github.com/forklab/forklab/pipeline/export"
 	"github.com/forklab/forklab/pipeline/fork"
 	"github.com/forklab/forklab/pipeline/policy"
 	"github.com/forklab/forklab/pipeline/sweep"
@@ -126,6 +127,11 @@ Flags override a --spec file (JSON or YAML with the keys of manifest.json's
 					return fmt.Errorf("sweep interrupted; %s holds no finished sweep", out)
 				}
 				return err
+			}
+			// The DuckDB database for BI tools: views over the tables just
+			// written (pipeline/export; docs/bi.md).
+			if _, err := export.WriteDB(ctx, out); err != nil {
+				return fmt.Errorf("write %s/results.duckdb: %w", out, err)
 			}
 			if !quiet {
 				fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs in %s\n",

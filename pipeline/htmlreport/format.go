@@ -2,6 +2,7 @@ package htmlreport
 
 import (
 	"fmt"
+	"github.com/forklab/forklab/pipeline/report"
 	"math"
 	"math/big"
 	"strconv"
@@ -61,31 +62,11 @@ func toFloat(v any) float64 {
 	return 0
 }
 
-// pct formats a rate as forklab report does: a percentage with one
-// decimal, two below 1% in magnitude, never "-0.0%". (A copy of the
-// report package's own; TestNoisyReportMatchesText holds them equal.)
-func pct(x float64) string {
-	s := fmt.Sprintf("%.1f%%", 100*x)
-	if x != 0 && math.Abs(x) < 0.01 {
-		s = fmt.Sprintf("%.2f%%", 100*x)
-	}
-	if s == "-0.0%" {
-		return "0.0%"
-	}
-	return s
-}
-
-// pval formats a p-value as forklab report does: "1" near one, three
-// decimals down to 0.001, two significant digits below.
-func pval(p float64) string {
-	switch {
-	case p >= 0.9995:
-		return "1"
-	case p >= 0.001:
-		return fmt.Sprintf("%.3f", p)
-	}
-	return fmt.Sprintf("%.2g", p)
-}
+// pct and pval format as the text report does.
+var (
+	pct  = report.Pct
+	pval = report.PValue
+)
 
 // signed formats a count with its sign, as the report prints nets.
 func signed(n int64) string { return fmt.Sprintf("%+d", n) }

@@ -75,6 +75,12 @@ func Write(ctx context.Context, w io.Writer, db *results.DB) error {
 	if err != nil {
 		return err
 	}
+	return WriteSections(w, db, s)
+}
+
+// WriteSections prints the report of already collected sections s of the
+// results in db to w.
+func WriteSections(w io.Writer, db *results.DB, s *Sections) error {
 	m := db.Manifest
 	fmt.Fprintf(w, "forklab report · %s · world %s · seeds %s · fork at %s · arms %s · replicas %d",
 		db.Dir, m.Spec.World, m.Spec.Seeds, joinInts(m.Spec.ForkAt), joinArms(m.Spec.Arms), m.Spec.Replicas)
@@ -147,12 +153,12 @@ func writeHeadline(w io.Writer, r row, configs bool) {
 	fmt.Fprintf(w, "%s vs off · fork step %d%s · %d pairs\n", r.s("arm"), r.i("fork_step"), suffix, r.i("pairs"))
 	fmt.Fprintf(w, "  rescued %d   harmed %d   unchanged %d   net %+d\n", r.i("rescued"), r.i("harmed"), r.i("unchanged"), r.i("net"))
 	fmt.Fprintf(w, "  sure things %d · lost causes %d · net rate %s (95%% CI %s to %s, Newcombe) · McNemar exact p = %s on %d discordant pairs\n",
-		r.i("sure_thing"), r.i("lost_cause"), pct(r.f("net_rate")), pct(r.f("net_lo")), pct(r.f("net_hi")),
-		pval(r.f("mcnemar_p")), r.i("rescued")+r.i("harmed"))
+		r.i("sure_thing"), r.i("lost_cause"), Pct(r.f("net_rate")), Pct(r.f("net_lo")), Pct(r.f("net_hi")),
+		PValue(r.f("mcnemar_p")), r.i("rescued")+r.i("harmed"))
 	fmt.Fprintf(w, "  rescue rate %s [%s, %s] · harm rate %s [%s, %s] · flip rate %s [%s, %s] (Wilson 95%%)\n\n",
-		pct(r.f("rescue_rate")), pct(r.f("rescue_lo")), pct(r.f("rescue_hi")),
-		pct(r.f("harm_rate")), pct(r.f("harm_lo")), pct(r.f("harm_hi")),
-		pct(r.f("flip_rate")), pct(r.f("flip_lo")), pct(r.f("flip_hi")))
+		Pct(r.f("rescue_rate")), Pct(r.f("rescue_lo")), Pct(r.f("rescue_hi")),
+		Pct(r.f("harm_rate")), Pct(r.f("harm_lo")), Pct(r.f("harm_hi")),
+		Pct(r.f("flip_rate")), Pct(r.f("flip_lo")), Pct(r.f("flip_hi")))
 }
 
 func writeSlices(w io.Writer, t *results.Table) error {
@@ -160,7 +166,7 @@ func writeSlices(w io.Writer, t *results.Table) error {
 	for _, r := range rows(t) {
 		out.Rows = append(out.Rows, []any{r["config_id"], r["fork_step"], r["arm"], r["feature"], r["value"], r["pairs"],
 			r["rescued"], r["harmed"], r["unchanged"], r["net"],
-			fmt.Sprintf("%s [%s, %s]", pct(r.f("net_rate")), pct(r.f("net_lo")), pct(r.f("net_hi"))), pval(r.f("mcnemar_p"))})
+			fmt.Sprintf("%s [%s, %s]", Pct(r.f("net_rate")), Pct(r.f("net_lo")), Pct(r.f("net_hi"))), PValue(r.f("mcnemar_p"))})
 	}
 	return WriteTable(w, out)
 }
@@ -187,8 +193,9 @@ func columnIndex(t *results.Table) map[string]int {
 	return m
 }
 
-// pct formats a rate as a signed-when-needed percentage with one decimal.
-func pct(x float64) string {
+// Pct formats a rate as a percentage with one decimal, two below 1% in
+// magnitude, never "-0.0%": -0.0267 is "-2.7%", 0.00052 is "0.05%".
+func Pct(x float64) string {
 	s := fmt.Sprintf("%.1f%%", 100*x)
 	if x != 0 && math.Abs(x) < 0.01 {
 		s = fmt.Sprintf("%.2f%%", 100*x)
@@ -199,8 +206,9 @@ func pct(x float64) string {
 	return s
 }
 
-// pval formats a p-value: three significant digits, scientific below 0.001.
-func pval(p float64) string {
+// PValue formats a p-value: "1" near one, three decimals down to 0.001,
+// two significant digits below (5.3e-23).
+func PValue(p float64) string {
 	switch {
 	case p >= 0.9995:
 		return "1"

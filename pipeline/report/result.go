@@ -37,7 +37,7 @@ func resultParagraphs(s *Sections) []string {
 			out = append(out, placebo(r, find(sum, r, "on")))
 		case "aa":
 			out = append(out, fmt.Sprintf("The A/A arm (off against off with independent noise) flips %s of pairs (95%% CI %s to %s): "+
-				"that is the noise floor a rescue or harm rate has to clear.", pct(r.f("flip_rate")), pct(r.f("flip_lo")), pct(r.f("flip_hi"))))
+				"that is the noise floor a rescue or harm rate has to clear.", Pct(r.f("flip_rate")), Pct(r.f("flip_lo")), Pct(r.f("flip_hi"))))
 		case "policy":
 			on := find(sum, r, "on")
 			p := fmt.Sprintf("Rerun with recovery only where the guard rule fires, the policy arm rescues %d and harms %d (net %+d",
@@ -91,8 +91,8 @@ func overall(r row, s *Sections) string {
 		p += fmt.Sprintf(" (config %d)", r.i("config_id"))
 	}
 	p += fmt.Sprintf(" rescues %d of %d runs and harms %d: net %+d (net rate %s, 95%% CI %s to %s; McNemar exact p = %s), %s.",
-		r.i("rescued"), r.i("pairs"), r.i("harmed"), net, pct(r.f("net_rate")), pct(r.f("net_lo")), pct(r.f("net_hi")),
-		pval(r.f("mcnemar_p")), verdict)
+		r.i("rescued"), r.i("pairs"), r.i("harmed"), net, Pct(r.f("net_rate")), Pct(r.f("net_lo")), Pct(r.f("net_hi")),
+		PValue(r.f("mcnemar_p")), verdict)
 	if flips := r.i("rescued") + r.i("harmed"); flips > 0 && float64(abs(net)) < 0.5*float64(flips) {
 		p += fmt.Sprintf(" The small net hides %d runs that flip one way or the other.", flips)
 	}
@@ -148,7 +148,7 @@ func where(r row, s *Sections) string {
 
 func placebo(r, on row) string {
 	p := fmt.Sprintf("The placebo, a step burned with nothing new read, rescues %d and harms %d (net %+d, 95%% CI %s to %s)",
-		r.i("rescued"), r.i("harmed"), r.i("net"), pct(r.f("net_lo")), pct(r.f("net_hi")))
+		r.i("rescued"), r.i("harmed"), r.i("net"), Pct(r.f("net_lo")), Pct(r.f("net_hi")))
 	if on == nil {
 		return p + "."
 	}
@@ -188,7 +188,7 @@ func guard(s *Sections) string {
 	if always != nil {
 		p += fmt.Sprintf(", where always-on rescues %d and harms %d", always.rescued, always.harmed)
 	}
-	p += fmt.Sprintf("; with 95%% confidence its held-out harm rate is at most %s (exact Clopper–Pearson bound).", pct(c.Holdout.HarmUpper()))
+	p += fmt.Sprintf("; with 95%% confidence its held-out harm rate is at most %s (exact Clopper–Pearson bound).", Pct(c.Holdout.HarmUpper()))
 	if c.Conditions == 2 {
 		p += " A single feature was not enough here: the rule needs two conditions."
 	}

@@ -38,8 +38,8 @@ var ErrNotResults = errors.New("not a finished results directory")
 // Prepare makes dir ready to receive a sweep: it refuses a directory holding
 // a finished sweep unless overwrite is set (then it first removes the
 // manifest, so that an interrupted overwrite never looks finished), creates
-// the table folders, removes table files left by an earlier run, and checks
-// that dir is writable. Errors name the directory and what to do.
+// the table folders, removes what an earlier run left (table files,
+// results.duckdb, exported events), and checks that dir is writable. Errors name the directory and what to do.
 func Prepare(dir string, overwrite bool) error {
 	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
 		return fmt.Errorf("output %s exists and is not a directory", dir)
@@ -63,15 +63,22 @@ func Prepare(dir string, overwrite bool) error {
 	probe.Close()
 	os.Remove(probe.Name())
 	// The table folders belong to forklab: clear them of an earlier or
-	// interrupted run.
-	for _, t := range append([]string{schemas.ConfigsTable}, schemas.Tables...) {
+	// interrupted run, with what was derived from that run: its DuckDB
+	// database and the session events exported beside it.
+	for _, t := range append([]string{schemas.ConfigsTable, "events"}, schemas.Tables...) {
 		td := filepath.Join(dir, t)
 		if err := os.RemoveAll(td); err != nil {
 			return fmt.Errorf("output %s: remove old table folder: %w", td, unwrapPath(err))
 		}
+		if t == "events" {
+			continue
+		}
 		if err := os.MkdirAll(td, 0o755); err != nil {
 			return fmt.Errorf("output %s: %w", td, unwrapPath(err))
 		}
+	}
+	if err := os.Remove(filepath.Join(dir, "results.duckdb")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("output %s: remove old results.duckdb: %w", dir, err)
 	}
 	return nil
 }
