@@ -9,9 +9,22 @@ bin=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 pid=
+# cleanup sends the server SIGTERM and waits up to 10 s for a clean exit; a server
+# that does not shut down is killed and fails the run.
 cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  local rc=$?
+  if [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; then
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "forklab log serve did not shut down within 10 s of SIGTERM" >&2
+      kill -QUIT "$pid" 2>/dev/null; sleep 1; tail -200 "$tmp/server.log" >&2
+      kill -KILL "$pid" 2>/dev/null || true
+      rc=1
+    fi
+    wait "$pid" 2>/dev/null || true
+  fi
   rm -rf "$tmp"
+  exit "$rc"
 }
 trap cleanup EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
