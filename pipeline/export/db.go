@@ -132,7 +132,7 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	add(`CREATE OR REPLACE VIEW manifest AS SELECT * FROM read_json('manifest.json')`)
 	info.Views = append(info.Views, "manifest")
 	if events {
-		add(`CREATE OR REPLACE VIEW events AS SELECT * FROM read_parquet('events/**/*.parquet', hive_partitioning = true, union_by_name = true)`)
+		add(results.EventsView)
 		info.Views = append(info.Views, "events")
 		info.Events = true
 	} else {

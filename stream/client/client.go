@@ -426,3 +426,20 @@ func (c *Client) ReadAll(ctx context.Context, name, offset string) (data []byte,
 	}
 	return buf.Bytes(), offset, nil
 }
+
+// List returns the names of the streams whose names start with prefix,
+// sorted (a forklab extension: GET on the base path with ?prefix=).
+func (c *Client) List(ctx context.Context, prefix string) ([]string, error) {
+	res, b, err := c.do(ctx, http.MethodGet, c.base+"?"+url.Values{"prefix": {prefix}}.Encode(), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, statusErr(res, b)
+	}
+	var names []string
+	if err := json.Unmarshal(b, &names); err != nil {
+		return nil, fmt.Errorf("list streams: %w", err)
+	}
+	return names, nil
+}

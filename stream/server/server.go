@@ -144,6 +144,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.options(w, r)
 		return
 	}
+	if name == "" && r.Method == http.MethodGet {
+		s.list(w, r) // extension: GET /v1/stream/?prefix=P lists streams
+		return
+	}
 	if err := checkName(name); err != nil {
 		fail(w, http.StatusBadRequest, "%v", err)
 		return

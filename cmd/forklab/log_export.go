@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/forklab/forklab/pipeline/agent"
+	"github.com/forklab/forklab/pipeline/session"
+	"github.com/forklab/forklab/schemas"
+	"github.com/forklab/forklab/stream/client"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	var (
+		streams   []string
+		prefix    string
+		out, name string
+		overwrite bool
+		lf        *logFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "export (--stream NAME ... | --prefix P) --out DIR",
+		Short: "Write session events to Parquet (DIR/events/) for SQL and BI tools",
+		Long: `export reads session streams from the beginning and writes their events as
+one Parquet file under DIR/events/ (columns: schemas/README.md, "events"). In
+a results directory the events sit beside the sweep's tables: forklab db
+exposes them as the events view, and queries/session_events.sql joins a
+sweep played with --from-log to its pairs. Events a stream's fold refuses are
+exported too, with a warning, so a corrupt session can be inspected.`,
+		Example: `  forklab log export --stream demo --out out
+  forklab log export --prefix sweep-1700000000 --out out`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (len(streams) == 0) == (prefix == "") {
+				return usageErr("give --stream NAME (repeatable) or --prefix P")
+			}
+			if out == "" {
+				return usageErr("--out DIR is required")
+			}
+			c := lf.client()
+			ctx := cmd.Context()
+			if prefix != "" {
+				var err error
+				if streams, err = c.List(ctx, prefix); err != nil {
+					return fmt.Errorf("list streams under %s: %w", prefix, err)
+				}
+				if len(streams) == 0 {
+					return asInput(fmt.Errorf("no stream's name starts with %q", prefix))
+				}
+			}
+			if name == "" {
+				sel := prefix
+				if sel == "" {
+					sel = streams[0]
+					if len(streams) > 1 {
+						sel += fmt.Sprintf("-and-%d-more", len(streams)-1)
+					}
+				}
+				name = regexp.MustCompile(`[^A-Za-z0-9._-]+`).ReplaceAllString(sel, "_") + ".parquet"
+			}
+			path := filepath.Join(out, "events", name)
+			if _, err := os.Stat(path); err == nil && !overwrite {
+				return usageErr("%s exists; pass --overwrite to replace it", path)
+			}
+			var rows []schemas.SessionEvent
+			for _, s := range streams {
+				r, err := agent.EventRows(ctx, c, s)
+				switch {
+				case client.IsNotFound(err):
+					return asInput(fmt.Errorf("stream %s does not exist (404)", s))
+				case errors.Is(err, session.ErrFold):
+					fmt.Fprintf(os.Stderr, "forklab log export: warning: %v (exported as is)\n", err)
+				case err != nil:
+					return err
+				}
+				rows = append(rows, r...)
+			}
+			if err := agent.WriteEvents(path, rows); err != nil {
+				return fmt.Errorf("write %s: %w", path, err)
+			}
+			fmt.Fprintf(os.Stderr, "wrote %s: %d events from %d streams\n", path, len(rows), len(streams))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&streams, "stream", nil, "stream to export (repeatable)")
+	f.StringVar(&prefix, "prefix", "", "export every stream whose name starts with this")
+	f.StringVar(&out, "out", "", "directory to write events/ into (a results directory, or any)")
+	f.StringVar(&name, "name", "", "file name under DIR/events/ (default: from the selection)")
+	f.BoolVar(&overwrite, "overwrite", false, "replace an existing file of the same name")
+	lf = addLogFlags(cmd)
+	logCmd.AddCommand(cmd)
+}
