@@ -2,6 +2,7 @@ package htmlreport
 
 import (
 	"fmt"
+	"github.com/forklab/forklab/pipeline/results"
 	"html/template"
 	"image/color"
 	"math"
@@ -84,7 +85,7 @@ func roundTo(v float64) float64 { return math.Round(v*1e9)/1e9 + 0 }
 // sliceChart draws one feature's slices as diverging bars: rescued pairs
 // upwards, harmed pairs downwards, the net as a black diamond, so a value
 // where rescues and harms cancel shows two long bars and a net near zero.
-func sliceChart(feature string, rs []row) (template.HTML, error) {
+func sliceChart(feature string, rs []results.Row) (template.HTML, error) {
 	p := newPlot("", "pairs  (▲ rescued · ▼ harmed)")
 	p.Y.Tick.Marker = niceTicks{absLabel}
 	var up, down plotter.Values
@@ -92,11 +93,11 @@ func sliceChart(feature string, rs []row) (template.HTML, error) {
 	var labels []string
 	lo, hi := 0.0, 0.0
 	for i, r := range rs {
-		up = append(up, float64(r.i("rescued")))
-		down = append(down, -float64(r.i("harmed")))
-		net = append(net, plotter.XY{X: float64(i), Y: float64(r.i("net"))})
-		labels = append(labels, r.s("value"))
-		lo, hi = math.Min(lo, -float64(r.i("harmed"))), math.Max(hi, float64(r.i("rescued")))
+		up = append(up, float64(r.Int("rescued")))
+		down = append(down, -float64(r.Int("harmed")))
+		net = append(net, plotter.XY{X: float64(i), Y: float64(r.Int("net"))})
+		labels = append(labels, r.Str("value"))
+		lo, hi = math.Min(lo, -float64(r.Int("harmed"))), math.Max(hi, float64(r.Int("rescued")))
 	}
 	width := vg.Points(math.Min(36, 240/float64(max(len(rs), 1))))
 	for _, b := range []struct {
@@ -270,12 +271,12 @@ func frontierChart(r *search.Result, holdout bool) (template.HTML, error) {
 // qiniChart draws the uplift (Qini) curve: cumulative net (rescued −
 // harmed) as recovery fires on more held-out pairs, best-scored first,
 // against firing the same share at random.
-func qiniChart(rs []row) (template.HTML, error) {
+func qiniChart(rs []results.Row) (template.HTML, error) {
 	p := newPlot("share of held-out pairs fired, best-scored first", "net pairs (rescued − harmed)")
 	var curve, random plotter.XYs
 	for _, r := range rs {
-		curve = append(curve, plotter.XY{X: r.f("fire_rate"), Y: r.f("net")})
-		random = append(random, plotter.XY{X: r.f("fire_rate"), Y: r.f("random_net")})
+		curve = append(curve, plotter.XY{X: r.Float("fire_rate"), Y: r.Float("net")})
+		random = append(random, plotter.XY{X: r.Float("fire_rate"), Y: r.Float("random_net")})
 	}
 	rl, err := plotter.NewLine(random)
 	if err != nil {
@@ -315,11 +316,11 @@ func qiniChart(rs []row) (template.HTML, error) {
 // convergenceCharts draws, for one (configuration, fork step, arm), how
 // the net rate with its 95% interval and the interval's width change with
 // the number of seeds (log scale), one line per number of replicas voted.
-func convergenceCharts(rs []row) (netRate, width template.HTML, legend []legendItem, err error) {
-	byK := map[int64][]row{}
+func convergenceCharts(rs []results.Row) (netRate, width template.HTML, legend []legendItem, err error) {
+	byK := map[int64][]results.Row{}
 	var ks []int64
 	for _, r := range rs {
-		k := r.i("replicas_voted")
+		k := r.Int("replicas_voted")
 		if _, ok := byK[k]; !ok {
 			ks = append(ks, k)
 		}
@@ -351,10 +352,10 @@ func convergenceCharts(rs []row) (netRate, width template.HTML, legend []legendI
 		var rate, wid plotter.XYs
 		var errs plotter.YErrors
 		for _, r := range byK[k] {
-			x := r.f("seeds")
-			rate = append(rate, plotter.XY{X: x * dodge, Y: r.f("net_rate")})
-			errs = append(errs, struct{ Low, High float64 }{r.f("net_rate") - r.f("net_lo"), r.f("net_hi") - r.f("net_rate")})
-			wid = append(wid, plotter.XY{X: x, Y: math.Max(r.f("ci_width"), 1e-6)})
+			x := r.Float("seeds")
+			rate = append(rate, plotter.XY{X: x * dodge, Y: r.Float("net_rate")})
+			errs = append(errs, struct{ Low, High float64 }{r.Float("net_rate") - r.Float("net_lo"), r.Float("net_hi") - r.Float("net_rate")})
+			wid = append(wid, plotter.XY{X: x, Y: math.Max(r.Float("ci_width"), 1e-6)})
 		}
 		l, pts, err := plotter.NewLinePoints(rate)
 		if err != nil {

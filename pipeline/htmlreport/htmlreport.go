@@ -84,7 +84,7 @@ type page struct {
 type kv struct{ Key, Value string }
 
 type table struct {
-	Groups  []group // an optional header row above Columns
+	Groups  []group // an optional header results.Row above Columns
 	Columns []string
 	Rows    [][]cell
 }
@@ -175,13 +175,13 @@ func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 				c.Model.Temperature, c.Params.PStall, c.Params.PObsNoise, c.Params.PRefreshFail)
 		}
 	}
-	summary := rowsOf(s.Summary)
+	summary := s.Summary.Records()
 	primary := primaryArm(summary)
 	for _, r := range summary {
-		p.Headlines = append(p.Headlines, headlineOf(r, configs, r.s("arm") == primary))
+		p.Headlines = append(p.Headlines, headlineOf(r, configs, r.Str("arm") == primary))
 	}
 	var err error
-	if p.SliceGroups, err = sliceGroups(rowsOf(s.Slices), configs, primary); err != nil {
+	if p.SliceGroups, err = sliceGroups(s.Slices.Records(), configs, primary); err != nil {
 		return nil, err
 	}
 	if s.Search != nil {
@@ -195,7 +195,7 @@ func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 		}
 	}
 	if s.Convergence != nil {
-		if p.Convergence, err = convGroups(rowsOf(s.Convergence), configs, primary); err != nil {
+		if p.Convergence, err = convGroups(s.Convergence.Records(), configs, primary); err != nil {
 			return nil, err
 		}
 	}
@@ -204,22 +204,22 @@ func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 }
 
 // primaryArm is the arm shown open: on when the sweep has it.
-func primaryArm(summary []row) string {
+func primaryArm(summary []results.Row) string {
 	for _, r := range summary {
-		if r.s("arm") == "on" {
+		if r.Str("arm") == "on" {
 			return "on"
 		}
 	}
 	if len(summary) > 0 {
-		return summary[0].s("arm")
+		return summary[0].Str("arm")
 	}
 	return ""
 }
 
-func groupTitle(r row, configs bool) string {
-	t := fmt.Sprintf("%s vs off · fork step %d", r.s("arm"), r.i("fork_step"))
+func groupTitle(r results.Row, configs bool) string {
+	t := fmt.Sprintf("%s vs off · fork step %d", r.Str("arm"), r.Int("fork_step"))
 	if configs {
-		t += fmt.Sprintf(" · config %d", r.i("config_id"))
+		t += fmt.Sprintf(" · config %d", r.Int("config_id"))
 	}
 	return t
 }
@@ -234,18 +234,18 @@ func netClass(n int64) string {
 	return ""
 }
 
-func headlineOf(r row, configs, primary bool) headline {
-	pairs := float64(max(r.i("pairs"), 1))
+func headlineOf(r results.Row, configs, primary bool) headline {
+	pairs := float64(max(r.Int("pairs"), 1))
 	h := headline{
-		Title:   groupTitle(r, configs) + fmt.Sprintf(" · %d pairs", r.i("pairs")),
-		Rescued: r.i("rescued"), Harmed: r.i("harmed"), Unchanged: r.i("unchanged"), Net: r.i("net"),
-		NetText: signed(r.i("net")), NetClass: netClass(r.i("net")),
-		SureThing: r.i("sure_thing"), LostCause: r.i("lost_cause"), Discordant: r.i("rescued") + r.i("harmed"),
-		NetRate: pct(r.f("net_rate")), NetLo: pct(r.f("net_lo")), NetHi: pct(r.f("net_hi")), P: pval(r.f("mcnemar_p")),
-		RescueRate: pct(r.f("rescue_rate")), RescueLo: pct(r.f("rescue_lo")), RescueHi: pct(r.f("rescue_hi")),
-		HarmRate: pct(r.f("harm_rate")), HarmLo: pct(r.f("harm_lo")), HarmHi: pct(r.f("harm_hi")),
-		FlipRate: pct(r.f("flip_rate")), FlipLo: pct(r.f("flip_lo")), FlipHi: pct(r.f("flip_hi")),
-		Arm: r.s("arm"), Primary: primary,
+		Title:   groupTitle(r, configs) + fmt.Sprintf(" · %d pairs", r.Int("pairs")),
+		Rescued: r.Int("rescued"), Harmed: r.Int("harmed"), Unchanged: r.Int("unchanged"), Net: r.Int("net"),
+		NetText: signed(r.Int("net")), NetClass: netClass(r.Int("net")),
+		SureThing: r.Int("sure_thing"), LostCause: r.Int("lost_cause"), Discordant: r.Int("rescued") + r.Int("harmed"),
+		NetRate: pct(r.Float("net_rate")), NetLo: pct(r.Float("net_lo")), NetHi: pct(r.Float("net_hi")), P: pval(r.Float("mcnemar_p")),
+		RescueRate: pct(r.Float("rescue_rate")), RescueLo: pct(r.Float("rescue_lo")), RescueHi: pct(r.Float("rescue_hi")),
+		HarmRate: pct(r.Float("harm_rate")), HarmLo: pct(r.Float("harm_lo")), HarmHi: pct(r.Float("harm_hi")),
+		FlipRate: pct(r.Float("flip_rate")), FlipLo: pct(r.Float("flip_lo")), FlipHi: pct(r.Float("flip_hi")),
+		Arm: r.Str("arm"), Primary: primary,
 	}
 	for _, seg := range []struct {
 		class, name string
@@ -260,39 +260,39 @@ func headlineOf(r row, configs, primary bool) headline {
 	return h
 }
 
-func sliceGroups(rs []row, configs bool, primary string) ([]sliceGroup, error) {
+func sliceGroups(rs []results.Row, configs bool, primary string) ([]sliceGroup, error) {
 	var groups []sliceGroup
-	var cur []row
+	var cur []results.Row
 	flush := func() error {
 		if len(cur) == 0 {
 			return nil
 		}
-		g := sliceGroup{Title: groupTitle(cur[0], configs), Open: cur[0].s("arm") == primary,
+		g := sliceGroup{Title: groupTitle(cur[0], configs), Open: cur[0].Str("arm") == primary,
 			Table: table{Columns: []string{"feature", "value", "pairs", "rescued", "harmed", "unchanged", "net", "net rate [95% CI]", "McNemar p"}}}
-		var feat []row
+		var feat []results.Row
 		emit := func() error {
 			if len(feat) == 0 {
 				return nil
 			}
-			svg, err := sliceChart(feat[0].s("feature"), feat)
+			svg, err := sliceChart(feat[0].Str("feature"), feat)
 			if err != nil {
 				return err
 			}
-			g.Charts = append(g.Charts, chart{Title: feat[0].s("feature"), SVG: svg})
+			g.Charts = append(g.Charts, chart{Title: feat[0].Str("feature"), SVG: svg})
 			feat = nil
 			return nil
 		}
 		for _, r := range cur {
-			if len(feat) > 0 && feat[0].s("feature") != r.s("feature") {
+			if len(feat) > 0 && feat[0].Str("feature") != r.Str("feature") {
 				if err := emit(); err != nil {
 					return err
 				}
 			}
 			feat = append(feat, r)
-			g.Table.Rows = append(g.Table.Rows, []cell{{Text: r.s("feature")}, {Text: r.s("value")}, num(r.i("pairs")),
-				num(r.i("rescued")), num(r.i("harmed")), num(r.i("unchanged")), {Text: signed(r.i("net")), Num: true, Class: netClass(r.i("net"))},
-				{Text: fmt.Sprintf("%s [%s, %s]", pct(r.f("net_rate")), pct(r.f("net_lo")), pct(r.f("net_hi"))), Num: true},
-				{Text: pval(r.f("mcnemar_p")), Num: true}})
+			g.Table.Rows = append(g.Table.Rows, []cell{{Text: r.Str("feature")}, {Text: r.Str("value")}, num(r.Int("pairs")),
+				num(r.Int("rescued")), num(r.Int("harmed")), num(r.Int("unchanged")), {Text: signed(r.Int("net")), Num: true, Class: netClass(r.Int("net"))},
+				{Text: fmt.Sprintf("%s [%s, %s]", pct(r.Float("net_rate")), pct(r.Float("net_lo")), pct(r.Float("net_hi"))), Num: true},
+				{Text: pval(r.Float("mcnemar_p")), Num: true}})
 		}
 		if err := emit(); err != nil {
 			return err
@@ -302,7 +302,7 @@ func sliceGroups(rs []row, configs bool, primary string) ([]sliceGroup, error) {
 		return nil
 	}
 	for _, r := range rs {
-		if len(cur) > 0 && (cur[0].i("config_id") != r.i("config_id") || cur[0].i("fork_step") != r.i("fork_step") || cur[0].s("arm") != r.s("arm")) {
+		if len(cur) > 0 && (cur[0].Int("config_id") != r.Int("config_id") || cur[0].Int("fork_step") != r.Int("fork_step") || cur[0].Str("arm") != r.Str("arm")) {
 			if err := flush(); err != nil {
 				return nil, err
 			}
@@ -377,7 +377,7 @@ func policyOf(r *search.Result) (*policyView, error) {
 }
 
 func qiniOf(t *results.Table) (*qiniView, error) {
-	rs := rowsOf(t)
+	rs := t.Records()
 	svg, err := qiniChart(rs)
 	if err != nil {
 		return nil, err
@@ -387,16 +387,16 @@ func qiniOf(t *results.Table) (*qiniView, error) {
 		v.Coefficient = report.Format(rs[0]["qini"])
 	}
 	for _, r := range rs {
-		v.Table.Rows = append(v.Table.Rows, []cell{{Text: fmt.Sprintf("%.0f%%", 100*r.f("fire_rate")), Num: true}, num(r.i("fired")),
-			num(r.i("rescued")), num(r.i("harmed")), {Text: signed(r.i("net")), Num: true, Class: netClass(r.i("net"))},
-			{Text: oneDecimal(r.f("random_net")), Num: true}})
+		v.Table.Rows = append(v.Table.Rows, []cell{{Text: fmt.Sprintf("%.0f%%", 100*r.Float("fire_rate")), Num: true}, num(r.Int("fired")),
+			num(r.Int("rescued")), num(r.Int("harmed")), {Text: signed(r.Int("net")), Num: true, Class: netClass(r.Int("net"))},
+			{Text: oneDecimal(r.Float("random_net")), Num: true}})
 	}
 	return v, nil
 }
 
-func convGroups(rs []row, configs bool, primary string) ([]convGroup, error) {
+func convGroups(rs []results.Row, configs bool, primary string) ([]convGroup, error) {
 	var groups []convGroup
-	var cur []row
+	var cur []results.Row
 	flush := func() error {
 		if len(cur) == 0 {
 			return nil
@@ -405,20 +405,20 @@ func convGroups(rs []row, configs bool, primary string) ([]convGroup, error) {
 		if err != nil {
 			return err
 		}
-		g := convGroup{Title: groupTitle(cur[0], configs), Open: cur[0].s("arm") == primary, NetRate: netRate, Width: width, Legend: legend,
+		g := convGroup{Title: groupTitle(cur[0], configs), Open: cur[0].Str("arm") == primary, NetRate: netRate, Width: width, Legend: legend,
 			Table: table{Columns: []string{"replicas voted", "seeds", "rescued", "harmed", "net", "net rate [95% CI]", "CI width", "McNemar p"}}}
 		for _, r := range cur {
-			g.Table.Rows = append(g.Table.Rows, []cell{num(r.i("replicas_voted")), num(r.i("seeds")), num(r.i("rescued")), num(r.i("harmed")),
-				{Text: signed(r.i("net")), Num: true, Class: netClass(r.i("net"))},
-				{Text: fmt.Sprintf("%s [%s, %s]", pct(r.f("net_rate")), pct(r.f("net_lo")), pct(r.f("net_hi"))), Num: true},
-				{Text: pct(r.f("ci_width")), Num: true}, {Text: pval(r.f("mcnemar_p")), Num: true}})
+			g.Table.Rows = append(g.Table.Rows, []cell{num(r.Int("replicas_voted")), num(r.Int("seeds")), num(r.Int("rescued")), num(r.Int("harmed")),
+				{Text: signed(r.Int("net")), Num: true, Class: netClass(r.Int("net"))},
+				{Text: fmt.Sprintf("%s [%s, %s]", pct(r.Float("net_rate")), pct(r.Float("net_lo")), pct(r.Float("net_hi"))), Num: true},
+				{Text: pct(r.Float("ci_width")), Num: true}, {Text: pval(r.Float("mcnemar_p")), Num: true}})
 		}
 		groups = append(groups, g)
 		cur = nil
 		return nil
 	}
 	for _, r := range rs {
-		if len(cur) > 0 && (cur[0].i("config_id") != r.i("config_id") || cur[0].i("fork_step") != r.i("fork_step") || cur[0].s("arm") != r.s("arm")) {
+		if len(cur) > 0 && (cur[0].Int("config_id") != r.Int("config_id") || cur[0].Int("fork_step") != r.Int("fork_step") || cur[0].Str("arm") != r.Str("arm")) {
 			if err := flush(); err != nil {
 				return nil, err
 			}

@@ -93,7 +93,7 @@ func WriteSections(w io.Writer, db *results.DB, s *Sections) error {
 			c.Model.Temperature, c.Params.PStall, c.Params.PObsNoise, c.Params.PRefreshFail)
 	}
 	fmt.Fprintln(w)
-	for _, r := range rows(s.Summary) {
+	for _, r := range s.Summary.Records() {
 		writeHeadline(w, r, len(m.Configs) > 1)
 	}
 	fmt.Fprintln(w, "SLICES (pre-decision features; net rate with Newcombe 95% CI; McNemar exact p)")
@@ -127,46 +127,28 @@ func WriteSections(w io.Writer, db *results.DB, s *Sections) error {
 	return nil
 }
 
-// row is a result row addressed by column name.
-type row map[string]any
-
-func rows(t *results.Table) []row {
-	out := make([]row, len(t.Rows))
-	for i, r := range t.Rows {
-		out[i] = row{}
-		for j, c := range t.Columns {
-			out[i][c] = r[j]
-		}
-	}
-	return out
-}
-
-func (r row) i(c string) int64   { return toInt(r[c]) }
-func (r row) f(c string) float64 { return toFloat(r[c]) }
-func (r row) s(c string) string  { return fmt.Sprint(r[c]) }
-
-func writeHeadline(w io.Writer, r row, configs bool) {
+func writeHeadline(w io.Writer, r results.Row, configs bool) {
 	suffix := ""
 	if configs {
-		suffix = fmt.Sprintf(" · config %d", r.i("config_id"))
+		suffix = fmt.Sprintf(" · config %d", r.Int("config_id"))
 	}
-	fmt.Fprintf(w, "%s vs off · fork step %d%s · %d pairs\n", r.s("arm"), r.i("fork_step"), suffix, r.i("pairs"))
-	fmt.Fprintf(w, "  rescued %d   harmed %d   unchanged %d   net %+d\n", r.i("rescued"), r.i("harmed"), r.i("unchanged"), r.i("net"))
+	fmt.Fprintf(w, "%s vs off · fork step %d%s · %d pairs\n", r.Str("arm"), r.Int("fork_step"), suffix, r.Int("pairs"))
+	fmt.Fprintf(w, "  rescued %d   harmed %d   unchanged %d   net %+d\n", r.Int("rescued"), r.Int("harmed"), r.Int("unchanged"), r.Int("net"))
 	fmt.Fprintf(w, "  sure things %d · lost causes %d · net rate %s (95%% CI %s to %s, Newcombe) · McNemar exact p = %s on %d discordant pairs\n",
-		r.i("sure_thing"), r.i("lost_cause"), Pct(r.f("net_rate")), Pct(r.f("net_lo")), Pct(r.f("net_hi")),
-		PValue(r.f("mcnemar_p")), r.i("rescued")+r.i("harmed"))
+		r.Int("sure_thing"), r.Int("lost_cause"), Pct(r.Float("net_rate")), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")),
+		PValue(r.Float("mcnemar_p")), r.Int("rescued")+r.Int("harmed"))
 	fmt.Fprintf(w, "  rescue rate %s [%s, %s] · harm rate %s [%s, %s] · flip rate %s [%s, %s] (Wilson 95%%)\n\n",
-		Pct(r.f("rescue_rate")), Pct(r.f("rescue_lo")), Pct(r.f("rescue_hi")),
-		Pct(r.f("harm_rate")), Pct(r.f("harm_lo")), Pct(r.f("harm_hi")),
-		Pct(r.f("flip_rate")), Pct(r.f("flip_lo")), Pct(r.f("flip_hi")))
+		Pct(r.Float("rescue_rate")), Pct(r.Float("rescue_lo")), Pct(r.Float("rescue_hi")),
+		Pct(r.Float("harm_rate")), Pct(r.Float("harm_lo")), Pct(r.Float("harm_hi")),
+		Pct(r.Float("flip_rate")), Pct(r.Float("flip_lo")), Pct(r.Float("flip_hi")))
 }
 
 func writeSlices(w io.Writer, t *results.Table) error {
 	out := &results.Table{Columns: []string{"config_id", "fork_step", "arm", "feature", "value", "pairs", "rescued", "harmed", "unchanged", "net", "net rate [95% CI]", "mcnemar_p"}}
-	for _, r := range rows(t) {
+	for _, r := range t.Records() {
 		out.Rows = append(out.Rows, []any{r["config_id"], r["fork_step"], r["arm"], r["feature"], r["value"], r["pairs"],
 			r["rescued"], r["harmed"], r["unchanged"], r["net"],
-			fmt.Sprintf("%s [%s, %s]", Pct(r.f("net_rate")), Pct(r.f("net_lo")), Pct(r.f("net_hi"))), PValue(r.f("mcnemar_p"))})
+			fmt.Sprintf("%s [%s, %s]", Pct(r.Float("net_rate")), Pct(r.Float("net_lo")), Pct(r.Float("net_hi"))), PValue(r.Float("mcnemar_p"))})
 	}
 	return WriteTable(w, out)
 }
@@ -216,34 +198,6 @@ func PValue(p float64) string {
 		return fmt.Sprintf("%.3f", p)
 	}
 	return fmt.Sprintf("%.2g", p)
-}
-
-func toInt(v any) int64 {
-	switch x := v.(type) {
-	case int64:
-		return x
-	case int32:
-		return int64(x)
-	case int:
-		return int64(x)
-	case float64:
-		return int64(x)
-	}
-	return 0
-}
-
-func toFloat(v any) float64 {
-	switch x := v.(type) {
-	case float64:
-		return x
-	case float32:
-		return float64(x)
-	case int64:
-		return float64(x)
-	case int32:
-		return float64(x)
-	}
-	return 0
 }
 
 func joinInts(xs []int) string {

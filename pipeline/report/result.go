@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/forklab/forklab/pipeline/results"
 	"math"
 )
 
@@ -15,10 +16,10 @@ const maxResultGroups = 4
 // ran the policy arm, what the rerun shows.
 func resultParagraphs(s *Sections) []string {
 	var out []string
-	sum := rows(s.Summary)
+	sum := s.Summary.Records()
 	groups := 0
 	for _, r := range sum {
-		if r.s("arm") != "on" {
+		if r.Str("arm") != "on" {
 			continue
 		}
 		groups++
@@ -29,21 +30,21 @@ func resultParagraphs(s *Sections) []string {
 		out = append(out, overall(r, s)+where(r, s))
 	}
 	for _, r := range sum {
-		if r.i("config_id") != 0 || (len(sum) > 0 && r.i("fork_step") != sum[0].i("fork_step")) {
+		if r.Int("config_id") != 0 || (len(sum) > 0 && r.Int("fork_step") != sum[0].Int("fork_step")) {
 			continue
 		}
-		switch r.s("arm") {
+		switch r.Str("arm") {
 		case "placebo":
 			out = append(out, placebo(r, find(sum, r, "on")))
 		case "aa":
 			out = append(out, fmt.Sprintf("The A/A arm (off against off with independent noise) flips %s of pairs (95%% CI %s to %s): "+
-				"that is the noise floor a rescue or harm rate has to clear.", Pct(r.f("flip_rate")), Pct(r.f("flip_lo")), Pct(r.f("flip_hi"))))
+				"that is the noise floor a rescue or harm rate has to clear.", Pct(r.Float("flip_rate")), Pct(r.Float("flip_lo")), Pct(r.Float("flip_hi"))))
 		case "policy":
 			on := find(sum, r, "on")
 			p := fmt.Sprintf("Rerun with recovery only where the guard rule fires, the policy arm rescues %d and harms %d (net %+d",
-				r.i("rescued"), r.i("harmed"), r.i("net"))
+				r.Int("rescued"), r.Int("harmed"), r.Int("net"))
 			if on != nil {
-				p += fmt.Sprintf(") against always-on's %d rescued and %d harmed (net %+d) on the same seeds.", on.i("rescued"), on.i("harmed"), on.i("net"))
+				p += fmt.Sprintf(") against always-on's %d rescued and %d harmed (net %+d) on the same seeds.", on.Int("rescued"), on.Int("harmed"), on.Int("net"))
 			} else {
 				p += "); this sweep has no always-on arm to compare with."
 			}
@@ -56,10 +57,10 @@ func resultParagraphs(s *Sections) []string {
 	return out
 }
 
-func countArm(rs []row, arm string) int {
+func countArm(rs []results.Row, arm string) int {
 	n := 0
 	for _, r := range rs {
-		if r.s("arm") == arm {
+		if r.Str("arm") == arm {
 			n++
 		}
 	}
@@ -67,33 +68,33 @@ func countArm(rs []row, arm string) int {
 }
 
 // find returns the summary row of arm for r's configuration and fork step.
-func find(rs []row, r row, arm string) row {
+func find(rs []results.Row, r results.Row, arm string) results.Row {
 	for _, x := range rs {
-		if x.s("arm") == arm && x.i("config_id") == r.i("config_id") && x.i("fork_step") == r.i("fork_step") {
+		if x.Str("arm") == arm && x.Int("config_id") == r.Int("config_id") && x.Int("fork_step") == r.Int("fork_step") {
 			return x
 		}
 	}
 	return nil
 }
 
-func overall(r row, s *Sections) string {
-	net := r.i("net")
+func overall(r results.Row, s *Sections) string {
+	net := r.Int("net")
 	verdict := "a difference indistinguishable from zero at the 5% level"
-	if r.f("mcnemar_p") < 0.05 {
+	if r.Float("mcnemar_p") < 0.05 {
 		if net > 0 {
 			verdict = "a gain unlikely to be chance"
 		} else {
 			verdict = "a loss unlikely to be chance"
 		}
 	}
-	p := fmt.Sprintf("Recovery at fork step %d", r.i("fork_step"))
+	p := fmt.Sprintf("Recovery at fork step %d", r.Int("fork_step"))
 	if cfgs := configsIn(s); cfgs > 1 {
-		p += fmt.Sprintf(" (config %d)", r.i("config_id"))
+		p += fmt.Sprintf(" (config %d)", r.Int("config_id"))
 	}
 	p += fmt.Sprintf(" rescues %d of %d runs and harms %d: net %+d (net rate %s, 95%% CI %s to %s; McNemar exact p = %s), %s.",
-		r.i("rescued"), r.i("pairs"), r.i("harmed"), net, Pct(r.f("net_rate")), Pct(r.f("net_lo")), Pct(r.f("net_hi")),
-		PValue(r.f("mcnemar_p")), verdict)
-	if flips := r.i("rescued") + r.i("harmed"); flips > 0 && float64(abs(net)) < 0.5*float64(flips) {
+		r.Int("rescued"), r.Int("pairs"), r.Int("harmed"), net, Pct(r.Float("net_rate")), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")),
+		PValue(r.Float("mcnemar_p")), verdict)
+	if flips := r.Int("rescued") + r.Int("harmed"); flips > 0 && float64(abs(net)) < 0.5*float64(flips) {
 		p += fmt.Sprintf(" The small net hides %d runs that flip one way or the other.", flips)
 	}
 	return p
@@ -101,25 +102,25 @@ func overall(r row, s *Sections) string {
 
 func configsIn(s *Sections) int {
 	seen := map[int64]bool{}
-	for _, r := range rows(s.Summary) {
-		seen[r.i("config_id")] = true
+	for _, r := range s.Summary.Records() {
+		seen[r.Int("config_id")] = true
 	}
 	return len(seen)
 }
 
 // where names the slice with the best and the worst net for r's
 // configuration, fork step and arm.
-func where(r row, s *Sections) string {
-	var best, worst row
-	for _, x := range rows(s.Slices) {
-		if x.i("config_id") != r.i("config_id") || x.i("fork_step") != r.i("fork_step") || x.s("arm") != r.s("arm") ||
-			x.i("pairs") == r.i("pairs") {
+func where(r results.Row, s *Sections) string {
+	var best, worst results.Row
+	for _, x := range s.Slices.Records() {
+		if x.Int("config_id") != r.Int("config_id") || x.Int("fork_step") != r.Int("fork_step") || x.Str("arm") != r.Str("arm") ||
+			x.Int("pairs") == r.Int("pairs") {
 			continue
 		}
-		if best == nil || x.i("net") > best.i("net") {
+		if best == nil || x.Int("net") > best.Int("net") {
 			best = x
 		}
-		if worst == nil || x.i("net") < worst.i("net") {
+		if worst == nil || x.Int("net") < worst.Int("net") {
 			worst = x
 		}
 	}
@@ -127,18 +128,18 @@ func where(r row, s *Sections) string {
 		return ""
 	}
 	p := ""
-	if best.i("net") > 0 {
-		p += fmt.Sprintf(" It helps most where %s = %s (%d rescued, %d harmed", best.s("feature"), best.s("value"), best.i("rescued"), best.i("harmed"))
-		p += fmt.Sprintf(", net %+d)", best.i("net"))
+	if best.Int("net") > 0 {
+		p += fmt.Sprintf(" It helps most where %s = %s (%d rescued, %d harmed", best.Str("feature"), best.Str("value"), best.Int("rescued"), best.Int("harmed"))
+		p += fmt.Sprintf(", net %+d)", best.Int("net"))
 	}
-	if worst.i("net") < 0 {
+	if worst.Int("net") < 0 {
 		if p == "" {
 			p += " It"
 		} else {
 			p += " and"
 		}
-		p += fmt.Sprintf(" harms most where %s = %s (%d rescued, %d harmed, net %+d)", worst.s("feature"), worst.s("value"),
-			worst.i("rescued"), worst.i("harmed"), worst.i("net"))
+		p += fmt.Sprintf(" harms most where %s = %s (%d rescued, %d harmed, net %+d)", worst.Str("feature"), worst.Str("value"),
+			worst.Int("rescued"), worst.Int("harmed"), worst.Int("net"))
 	}
 	if p != "" {
 		p += "."
@@ -146,20 +147,20 @@ func where(r row, s *Sections) string {
 	return p
 }
 
-func placebo(r, on row) string {
+func placebo(r, on results.Row) string {
 	p := fmt.Sprintf("The placebo, a step burned with nothing new read, rescues %d and harms %d (net %+d, 95%% CI %s to %s)",
-		r.i("rescued"), r.i("harmed"), r.i("net"), Pct(r.f("net_lo")), Pct(r.f("net_hi")))
+		r.Int("rescued"), r.Int("harmed"), r.Int("net"), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")))
 	if on == nil {
 		return p + "."
 	}
 	switch {
-	case r.i("rescued") == 0:
-		p += fmt.Sprintf(": none of recovery's %d rescues come from merely interrupting the run; they need the fresh reading.", on.i("rescued"))
-	case r.i("rescued") >= on.i("rescued"):
-		p += fmt.Sprintf(": interrupting the run alone rescues as many as recovery does (%d), so the refresh's new information adds no rescues.", on.i("rescued"))
+	case r.Int("rescued") == 0:
+		p += fmt.Sprintf(": none of recovery's %d rescues come from merely interrupting the run; they need the fresh reading.", on.Int("rescued"))
+	case r.Int("rescued") >= on.Int("rescued"):
+		p += fmt.Sprintf(": interrupting the run alone rescues as many as recovery does (%d), so the refresh's new information adds no rescues.", on.Int("rescued"))
 	default:
 		p += fmt.Sprintf(": interrupting the run alone accounts for up to %d of recovery's %d rescues; the fresh reading accounts for the rest.",
-			r.i("rescued"), on.i("rescued"))
+			r.Int("rescued"), on.Int("rescued"))
 	}
 	return p
 }

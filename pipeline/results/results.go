@@ -7,6 +7,9 @@ package results
 
 import (
 	"context"
+	"math"
+	"math/big"
+	"strconv"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -139,3 +142,79 @@ func QueryError(err error) error {
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// Row is a result row addressed by column name.
+type Row map[string]any
+
+// Records returns t's rows addressed by column name; nil for a nil table.
+func (t *Table) Records() []Row {
+	if t == nil {
+		return nil
+	}
+	out := make([]Row, len(t.Rows))
+	for i, r := range t.Rows {
+		out[i] = Row{}
+		for j, c := range t.Columns {
+			out[i][c] = r[j]
+		}
+	}
+	return out
+}
+
+// Int returns column c as an integer (see Int).
+func (r Row) Int(c string) int64 { return Int(r[c]) }
+
+// Float returns column c as a float (see Float).
+func (r Row) Float(c string) float64 { return Float(r[c]) }
+
+// Str returns column c as text.
+func (r Row) Str(c string) string { return fmt.Sprint(r[c]) }
+
+// Float reads any numeric value the duckdb driver returns: integers of any
+// width, floats, HUGEINT (a *big.Int, as sum() of BIGINT gives) and DECIMAL
+// (a fmt.Stringer); 0 for anything else.
+func Float(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case float32:
+		return float64(x)
+	case int64:
+		return float64(x)
+	case int32:
+		return float64(x)
+	case int16:
+		return float64(x)
+	case int8:
+		return float64(x)
+	case int:
+		return float64(x)
+	case uint64:
+		return float64(x)
+	case uint32:
+		return float64(x)
+	case *big.Int:
+		f, _ := new(big.Float).SetInt(x).Float64()
+		return f
+	case fmt.Stringer:
+		f, _ := strconv.ParseFloat(x.String(), 64)
+		return f
+	}
+	return 0
+}
+
+// Int reads an integer column value: exact for integer types, rounded for
+// floats, 0 for anything else.
+func Int(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case int32:
+		return int64(x)
+	case int:
+		return int64(x)
+	case *big.Int:
+		return x.Int64()
+	}
+	return int64(math.Round(Float(v)))
+}

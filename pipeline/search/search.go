@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/big"
 
 	"github.com/forklab/forklab/pipeline/policy"
 	"github.com/forklab/forklab/pipeline/results"
@@ -117,13 +115,13 @@ func Run(ctx context.Context, db *results.DB, o Options) (*Result, error) {
 	col := index(t)
 	for _, row := range t.Rows {
 		c := Candidate{
-			Rank: int(num(row[col["rank"]])), Chosen: row[col["chosen"]] == true,
-			Trigger: row[col["trigger"]].(string), Conditions: int(num(row[col["conditions"]])),
+			Rank: int(results.Int(row[col["rank"]])), Chosen: row[col["chosen"]] == true,
+			Trigger: row[col["trigger"]].(string), Conditions: int(results.Int(row[col["conditions"]])),
 			WithinCap: row[col["within_cap"]] == true,
-			Search: Side{num(row[col["search_pairs"]]), num(row[col["search_fires"]]), num(row[col["search_rescued"]]),
-				num(row[col["search_harmed"]]), num(row[col["search_harmed_clean"]])},
-			Holdout: Side{num(row[col["holdout_pairs"]]), num(row[col["holdout_fires"]]), num(row[col["holdout_rescued"]]),
-				num(row[col["holdout_harmed"]]), num(row[col["holdout_harmed_clean"]])},
+			Search: Side{results.Int(row[col["search_pairs"]]), results.Int(row[col["search_fires"]]), results.Int(row[col["search_rescued"]]),
+				results.Int(row[col["search_harmed"]]), results.Int(row[col["search_harmed_clean"]])},
+			Holdout: Side{results.Int(row[col["holdout_pairs"]]), results.Int(row[col["holdout_fires"]]), results.Int(row[col["holdout_rescued"]]),
+				results.Int(row[col["holdout_harmed"]]), results.Int(row[col["holdout_harmed_clean"]])},
 		}
 		c.Rule = ruleOf(c.Trigger, row, col)
 		r.Candidates = append(r.Candidates, c)
@@ -182,9 +180,9 @@ func ruleOf(trigger string, row []any, col map[string]int) policy.Rule {
 		if !ok {
 			continue
 		}
-		var v any = float64(num(row[col["value_"+i]]))
+		var v any = float64(results.Int(row[col["value_"+i]]))
 		if policy.Features[f] {
-			v = num(row[col["value_"+i]]) == 1
+			v = results.Int(row[col["value_"+i]]) == 1
 		}
 		r.All = append(r.All, policy.Condition{Feature: f, Op: row[col["op_"+i]].(string), Value: v})
 	}
@@ -197,21 +195,4 @@ func index(t *results.Table) map[string]int {
 		m[c] = i
 	}
 	return m
-}
-
-// num reads an integer column value of any width.
-func num(v any) int64 {
-	switch x := v.(type) {
-	case int64:
-		return x
-	case int32:
-		return int64(x)
-	case int:
-		return int64(x)
-	case float64:
-		return int64(math.Round(x))
-	case *big.Int:
-		return x.Int64()
-	}
-	return 0
 }
