@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/forklab/forklab/pipeline/atomicfile"
 	"io"
 	"net/http"
 	"os"
@@ -63,7 +64,7 @@ exactly the missing tail.`,
 			next := r.Offset()
 			fmt.Fprintf(os.Stderr, "next_offset=%s\n", next)
 			if offsetFile != "" {
-				if werr := writeFileAtomic(offsetFile, []byte(next+"\n")); werr != nil {
+				if werr := atomicfile.WriteFile(offsetFile, []byte(next+"\n")); werr != nil {
 					return fmt.Errorf("write --offset-file: %w", werr)
 				}
 			}

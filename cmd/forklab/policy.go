@@ -3,8 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/forklab/forklab/pipeline/atomicfile"
 	"os"
-	"path/filepath"
 
 	"github.com/forklab/forklab/pipeline/report"
 	"github.com/forklab/forklab/pipeline/search"
@@ -64,7 +64,7 @@ rule is written to --out as JSON for 'forklab sweep --arms off,on,policy
 			if err != nil {
 				return err
 			}
-			if err := writeFileAtomic(out, b); err != nil {
+			if err := atomicfile.WriteFile(out, b); err != nil {
 				return asInput(fmt.Errorf("write policy: %w", err))
 			}
 			fmt.Fprintf(os.Stderr, "wrote %s: recover when %s\n", out, rule)
@@ -79,24 +79,4 @@ rule is written to --out as JSON for 'forklab sweep --arms off,on,policy
 	f.StringVarP(&out, "out", "o", "", "write the chosen rule to this JSON file")
 	f.BoolVar(&overwrite, "overwrite", false, "replace --out if it exists")
 	rootCmd.AddCommand(cmd)
-}
-
-// writeFileAtomic writes b to path through a temporary file in the same
-// directory, renamed into place.
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"github.com/forklab/forklab/pipeline/atomicfile"
 	"os"
 	"path/filepath"
 
@@ -84,32 +85,22 @@ func fill(r *schemas.SessionEvent, e session.Event) {
 	r.Obs, r.Steps, r.Success, r.Declared, r.Value = e.Obs, e.Steps, e.Success, e.Declared, e.Value
 }
 
-// WriteEvents writes rows to path as one zstd Parquet file, through a
-// temporary file renamed into place.
+// WriteEvents writes rows to path as one zstd Parquet file, atomically.
 func WriteEvents(path string, rows []schemas.SessionEvent) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	f, err := atomicfile.Create(path)
 	if err != nil {
 		return err
 	}
-	w := parquet.NewGenericWriter[schemas.SessionEvent](tmp, parquet.Compression(&parquet.Zstd))
-	_, err = w.Write(rows)
-	if err == nil {
-		err = w.Close()
+	defer f.Abort()
+	w := parquet.NewGenericWriter[schemas.SessionEvent](f, parquet.Compression(&parquet.Zstd))
+	if _, err := w.Write(rows); err != nil {
+		return err
 	}
-	if err == nil {
-		err = tmp.Sync()
+	if err := w.Close(); err != nil {
+		return err
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	return f.Commit()
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/forklab/forklab/pipeline/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -111,27 +112,8 @@ func ReadManifest(dir string) (Manifest, error) {
 	return m, nil
 }
 
-// writeFileAtomic writes b to path through a temporary file in the same
-// directory, synced and renamed.
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
-}
+// writeFileAtomic writes the manifest (see package atomicfile).
+func writeFileAtomic(path string, b []byte) error { return atomicfile.WriteFile(path, b) }
 
 // syncDir flushes a directory's entries (renames) to disk.
 func syncDir(dir string) error {

@@ -1,0 +1,64 @@
+// Package atomicfile writes files so that a reader — or a crash — sees the
+// old content or the new, never a part: the data goes to a temporary file in
+// the same directory, is synced, and is renamed over the name.
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// File is a file being written; Commit puts it in place, Abort drops it.
+type File struct {
+	*os.File
+	path string
+	done bool
+}
+
+// Create starts writing path: a temporary file ".NAME.tmp-*" beside it.
+func Create(path string) (*File, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return nil, err
+	}
+	return &File{File: f, path: path}, nil
+}
+
+// Commit syncs and closes the file and renames it to its path.
+func (f *File) Commit() error {
+	f.done = true
+	err := f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), f.path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// Abort closes and removes the temporary file unless Commit ran; it is safe
+// to defer.
+func (f *File) Abort() {
+	if !f.done {
+		f.done = true
+		f.Close()
+		os.Remove(f.Name())
+	}
+}
+
+// WriteFile writes data to path atomically.
+func WriteFile(path string, data []byte) error {
+	f, err := Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	return f.Commit()
+}

@@ -1,0 +1,36 @@
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWriteFileReplacesWholeAndLeavesNoTemp(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.json")
+	for _, want := range []string{"first\n", "second, longer\n"} {
+		if err := WriteFile(p, []byte(want)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(p); string(got) != want {
+			t.Fatalf("read %q, want %q", got, want)
+		}
+	}
+	f, err := Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("half")
+	f.Abort()
+	if got, _ := os.ReadFile(p); string(got) != "second, longer\n" {
+		t.Fatalf("an aborted write changed the file: %q", got)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("temporary files left: %v", entries)
+	}
+	if err := WriteFile(filepath.Join(dir, "missing", "b"), nil); err == nil {
+		t.Fatal("wrote into a missing directory")
+	}
+}
