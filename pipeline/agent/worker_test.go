@@ -47,19 +47,15 @@ var noisy = func() (counter.Params, fork.Model) {
 // without the log.
 func expected(t *testing.T, start session.Event) []string {
 	t.Helper()
-	var s session.Session
-	if err := s.Apply(start); err != nil {
+	events, err := session.Uninterrupted(start)
+	if err != nil {
 		t.Fatal(err)
 	}
-	out := []string{string(start.Encode())}
-	for {
-		e, ok := s.Next(0)
-		if !ok {
-			return out
-		}
-		s.Apply(e)
-		out = append(out, string(e.Encode()))
+	out := make([]string, len(events))
+	for i, e := range events {
+		out[i] = string(e.Encode())
 	}
+	return out
 }
 
 // logged reads a stream's events, split into domain events and the epochs

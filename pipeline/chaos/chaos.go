@@ -633,18 +633,12 @@ func check(ctx context.Context, c *client.Client, cfg Config, s *sessionState, f
 
 // expected returns the domain events of the uninterrupted session.
 func expected(cfg Config, seed uint64) []string {
-	var s session.Session
-	start := session.Start(cfg.Params, cfg.Model, seed)
-	s.Apply(start)
-	out := []string{string(start.Encode())}
-	for {
-		e, ok := s.Next(0)
-		if !ok {
-			return out
-		}
-		s.Apply(e)
-		out = append(out, string(e.Encode()))
+	events, _ := session.Uninterrupted(session.Start(cfg.Params, cfg.Model, seed))
+	out := make([]string, len(events))
+	for i, e := range events {
+		out[i] = string(e.Encode())
 	}
+	return out
 }
 
 // firstDiff describes where two message lists first differ.

@@ -282,3 +282,24 @@ func (s *Session) Checkpoint(forkStep int) (fork.Checkpoint[counter.State, count
 // Between reports whether the session is between turns: no tool result and
 // no recovery due.
 func (s *Session) Between() bool { return !s.hasPendingTool && !s.hasRecovery }
+
+// Uninterrupted returns the domain events of a whole session that starts
+// with start, as one worker running it without interruption writes them:
+// what any interrupted and resumed run of the session must end up with.
+func Uninterrupted(start Event) ([]Event, error) {
+	var s Session
+	if err := s.Apply(start); err != nil {
+		return nil, err
+	}
+	out := []Event{start}
+	for {
+		e, ok := s.Next(0)
+		if !ok {
+			return out, nil
+		}
+		if err := s.Apply(e); err != nil {
+			return out, err
+		}
+		out = append(out, e)
+	}
+}
