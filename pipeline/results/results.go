@@ -7,13 +7,13 @@ package results
 
 import (
 	"context"
-	"math"
-	"math/big"
-	"strconv"
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
+	"math/big"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/duckdb/duckdb-go/v2"
