@@ -2,6 +2,7 @@ package kafkalog
 
 import (
 	"maps"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,7 +99,9 @@ func (s *stream) expired(now time.Time) bool {
 	if !s.meta.expiresAt.IsZero() && !now.Before(s.meta.expiresAt) {
 		return true
 	}
-	if s.meta.ttl >= 0 {
+	// A TTL beyond what time.Duration holds (~292 years) would overflow
+	// to a negative window; such a stream cannot have been idle that long.
+	if s.meta.ttl >= 0 && s.meta.ttl <= maxTTLSeconds {
 		last := time.Unix(0, s.lastAccess.Load())
 		if now.Sub(last) >= time.Duration(s.meta.ttl)*time.Second {
 			return true
@@ -106,6 +109,10 @@ func (s *stream) expired(now time.Time) bool {
 	}
 	return false
 }
+
+// maxTTLSeconds is the longest Stream-TTL, in seconds, that time.Duration
+// can hold; longer ones never run out.
+const maxTTLSeconds = int64(math.MaxInt64 / time.Second)
 
 // applyW folds an append or close record into the write state. The live
 // path calls it when it accepts a request, the rebuild for every record.
