@@ -182,8 +182,9 @@ func (l *Log) Wait(ctx context.Context, req ReadRequest, timeout time.Duration) 
 			return ReadResult{}, errSoftGone
 		}
 		switch {
-		case firstAtOrAfter(v.entries, pos) < len(v.entries), v.closed:
-			// Data to return, or the end of a closed stream.
+		case firstAtOrAfter(v.entries, pos) < len(v.entries), v.closed, pos > v.tail:
+			// Data to return, the end of a closed stream, or an offset
+			// beyond the tail, refused at once rather than after the wait.
 			return l.readView(ctx, s, v, req)
 		case pos >= 0 && pos < v.tail:
 			// Nothing at or after pos, yet pos is short of the tail

@@ -44,6 +44,13 @@ func TestRetentionGone(t *testing.T) {
 		if r := do(t, "GET", u+"?offset=0000000000000000_0000000000000001", nil, ""); r.status != 410 {
 			t.Fatalf("%s: read from a dropped offset: %d, want 410", stage, r.status)
 		}
+		for _, live := range []string{"long-poll", "sse"} {
+			r := do(t, "GET", u+"?offset=-1&live="+live, nil, "")
+			if r.status != 410 || r.header.Get("Forklab-Earliest-Offset") != retained {
+				t.Fatalf("%s: %s from -1: %d Forklab-Earliest-Offset %q, want 410 and %s",
+					stage, live, r.status, r.header.Get("Forklab-Earliest-Offset"), retained)
+			}
+		}
 		r = do(t, "GET", u+"?offset="+retained, nil, "")
 		if r.status != 200 || r.body != "c" {
 			t.Fatalf("%s: read from the first retained offset: %d %q, want 200 \"c\"", stage, r.status, r.body)

@@ -27,13 +27,16 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request, name string, pos re
 	ctx, cancel := s.liveContext(r.Context())
 	defer cancel()
 	req := s.readRequest(name, pos)
-	// Check the stream before committing to a 200.
-	info, err := s.cfg.Log.Head(name)
+	// The first event answers at once: catch-up data, or a control event
+	// with the tail when there is none. Read it before committing to a 200,
+	// so a bad offset is a 400 and a retention gap a 410, as for the other
+	// read modes, rather than an empty event stream.
+	res, err := s.cfg.Log.Read(ctx, req)
 	if err != nil {
-		s.failErr(w, err)
+		s.failRead(w, name, err)
 		return
 	}
-	binary := !textual(info.ContentType)
+	binary := !textual(res.ContentType)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -55,21 +58,14 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request, name string, pos re
 	cursor := r.URL.Query().Get("cursor")
 	first := true
 	for {
-		left := time.Until(end)
-		if left <= 0 {
-			return
-		}
-		var res kafkalog.ReadResult
-		var err error
-		if first {
-			// The first event answers at once: catch-up data, or a
-			// control event with the tail when there is none.
-			res, err = s.cfg.Log.Read(ctx, req)
-		} else {
-			res, err = s.cfg.Log.Wait(ctx, req, left)
-		}
-		if err != nil {
-			return // deleted, retention, or the client left: end the stream
+		if !first {
+			left := time.Until(end)
+			if left <= 0 {
+				return
+			}
+			if res, err = s.cfg.Log.Wait(ctx, req, left); err != nil {
+				return // deleted, retention, or the client left: end the stream
+			}
 		}
 		if res.Records == 0 && !res.Closed && !first && res.Next == req.From {
 			return // timed out at the same position
