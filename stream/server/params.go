@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -178,13 +179,15 @@ const cursorInterval = 20 * time.Second
 // nextCursor returns the cursor for a live response. A client cursor at or
 // past the current interval gets a strictly greater one, advanced by a random
 // 1-3600 s of jitter, so cursors never repeat.
+// Client cursors are decimals of any length (a cursor near the int64 limit
+// must still advance, not wrap).
 func nextCursor(client string, now time.Time) string {
-	cur := int64(now.Sub(cursorEpoch) / cursorInterval)
-	if c, err := strconv.ParseInt(client, 10, 64); err == nil && c >= cur {
+	cur := big.NewInt(int64(now.Sub(cursorEpoch) / cursorInterval))
+	if c, ok := new(big.Int).SetString(client, 10); ok && c.Cmp(cur) >= 0 {
 		jitter := 1 + rand.Int64N(3600)
-		cur = c + max(1, jitter/int64(cursorInterval/time.Second))
+		cur = c.Add(c, big.NewInt(max(1, jitter/int64(cursorInterval/time.Second))))
 	}
-	return strconv.FormatInt(cur, 10)
+	return cur.String()
 }
 
 // etag is the catch-up ETag (§5.6): stream generation, start and end
