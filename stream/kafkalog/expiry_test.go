@@ -1,6 +1,7 @@
 package kafkalog
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -38,5 +39,37 @@ func TestExpired(t *testing.T) {
 				t.Fatalf("expired = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestLiveReaderKeepsTTL waits on a stream with a 1-second Stream-TTL for
+// two seconds. The protocol resets the TTL when a live read begins, so that
+// "a stream with active live readers will not expire" (§5.1, Stream-TTL);
+// the stream used to expire under the waiting reader, which then got a 404
+// and the stream's data was deleted.
+func TestLiveReaderKeepsTTL(t *testing.T) {
+	l, closeLog := openTest(t, t.TempDir())
+	defer closeLog()
+	ctx := context.Background()
+	res, err := l.Create(ctx, CreateRequest{Name: "t", ContentType: "text/plain", TTL: 1, Body: []byte("kept")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.Wait(ctx, ReadRequest{Name: "t", From: res.Info.Tail}, 2*time.Second)
+	if err != nil {
+		t.Fatalf("long-poll on a stream with a live reader: %v", err)
+	}
+	if r.Records != 0 || r.Next != res.Info.Tail {
+		t.Fatalf("long-poll timed out with %d records, next %s; want 0 and %s", r.Records, r.Next, res.Info.Tail)
+	}
+	// The reader just left: the stream lives on for another TTL.
+	got, err := l.Read(ctx, ReadRequest{Name: "t", From: Start})
+	if err != nil || string(got.Data) != "kept" {
+		t.Fatalf("read after the long-poll: %q, %v; want \"kept\"", got.Data, err)
+	}
+	// Expiry still works once nobody reads.
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := l.Head("t"); KindOf(err) != NotFound {
+		t.Fatalf("head after the TTL with no reader: %v, want not found", err)
 	}
 }

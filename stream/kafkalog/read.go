@@ -163,7 +163,15 @@ func (l *Log) Wait(ctx context.Context, req ReadRequest, timeout time.Duration) 
 	if err != nil {
 		return ReadResult{}, err
 	}
+	// The TTL resets when a live read begins and does not run out while
+	// it waits; it restarts from when the reader leaves, so a client that
+	// polls again at once finds the stream still there (§5.1).
 	s.touch()
+	s.liveReaders.Add(1)
+	defer func() {
+		s.touch()
+		s.liveReaders.Add(-1)
+	}()
 	v := s.snapshot()
 	if req.FromTail {
 		req.From, req.FromTail = Offset{s.meta.part, v.tail}, false

@@ -65,7 +65,8 @@ type stream struct {
 	meta meta
 	w    wstate
 
-	lastAccess atomic.Int64 // unix nanoseconds of the last read or write, for Stream-TTL
+	lastAccess  atomic.Int64 // unix nanoseconds of the last read or write, for Stream-TTL
+	liveReaders atomic.Int32 // long-polls and SSE waits in progress: the TTL does not run out under them
 
 	mu         sync.RWMutex // guards the fields below, which readers see
 	entries    []entry
@@ -94,14 +95,17 @@ func (s *stream) changedLocked() {
 	s.notify = make(chan struct{})
 }
 
-// expired reports whether the stream's TTL or expiry has passed at now.
+// expired reports whether the stream's TTL or expiry has passed at now. A
+// live reader keeps the TTL from running out (protocol §5.1: "a stream with
+// active live readers will not expire"); Stream-Expires-At is a hard
+// deadline that nothing extends.
 func (s *stream) expired(now time.Time) bool {
 	if !s.meta.expiresAt.IsZero() && !now.Before(s.meta.expiresAt) {
 		return true
 	}
 	// A TTL beyond what time.Duration holds (~292 years) would overflow
 	// to a negative window; such a stream cannot have been idle that long.
-	if s.meta.ttl >= 0 && s.meta.ttl <= maxTTLSeconds {
+	if s.meta.ttl >= 0 && s.meta.ttl <= maxTTLSeconds && s.liveReaders.Load() == 0 {
 		last := time.Unix(0, s.lastAccess.Load())
 		if now.Sub(last) >= time.Duration(s.meta.ttl)*time.Second {
 			return true
