@@ -114,6 +114,11 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 		from = start
 	}
 	n, empty := 0, 0
+	// A resync runs while readers read: it applies only the last copy of
+	// each record (see lastCopies), after reading everything up to the high
+	// watermark. The initial rebuild has no readers yet and applies as it
+	// reads, moving an entry to each later copy it meets.
+	var resync []decoded
 	for from < hwm {
 		recs, _, _, err := p.l.fetchBatch(ctx, p.id, from, 8<<20)
 		if errors.Is(err, errRetention) {
@@ -143,11 +148,25 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 			r, ok, err := decodeRecord(f.key, f.value, f.headers, f.time)
 			if err != nil {
 				p.l.cfg.Logf("kafkalog: skipping record %s/%d@%d: %v", p.l.cfg.Topic, p.id, f.koff, err)
-			} else if ok {
+			} else if ok && initial {
 				p.l.apply(p.id, &r, f.koff)
 				n++
+			} else if ok {
+				resync = append(resync, decoded{r, f.koff})
 			}
 			from = f.koff + 1
+		}
+	}
+	last := lastCopies(resync)
+	for i := range resync {
+		d := &resync[i]
+		if last[copyKey{d.r.stream, d.r.gen, d.r.rec}] != d.koff {
+			continue
+		}
+		p.l.apply(p.id, &d.r, d.koff)
+		n++
+		if testHookResyncApplied != nil {
+			testHookResyncApplied()
 		}
 	}
 	p.next = from
@@ -155,6 +174,31 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 		p.l.cfg.Logf("kafkalog: partition %s/%d rebuilt: %d records from offset %d to %d", p.l.cfg.Topic, p.id, n, start, hwm)
 	}
 	return nil
+}
+
+// decoded is a record read back from Kafka and where it is.
+type decoded struct {
+	r    record
+	koff int64
+}
+
+// copyKey identifies a record whatever copy of it: a Writer retry writes the
+// same stream, generation and record number again.
+type copyKey struct {
+	stream   string
+	gen, rec int64
+}
+
+// lastCopies maps every record in recs to the Kafka offset of its last copy,
+// the one the Writer reported (or would have). Applying only those keeps an
+// earlier copy from ever being visible: a reader that read it and went on
+// from the offset after it would meet the record again at the later copy.
+func lastCopies(recs []decoded) map[copyKey]int64 {
+	last := make(map[copyKey]int64, len(recs))
+	for _, d := range recs {
+		last[copyKey{d.r.stream, d.r.gen, d.r.rec}] = d.koff
+	}
+	return last
 }
 
 // apply folds one record read back from Kafka into the state. It is the
@@ -224,3 +268,7 @@ func (l *Log) adoptTrimmed(part int32, r *record) *stream {
 	l.mu.Unlock()
 	return s
 }
+
+// testHookResyncApplied, when set by a test, runs on the partition goroutine
+// after each record a resync applies.
+var testHookResyncApplied func()
