@@ -70,8 +70,16 @@ func (l *Log) Append(ctx context.Context, req AppendRequest) (AppendResult, erro
 	if len(req.Body) == 0 {
 		r.op = opClose
 	}
+	// A JSON stream's appends must be valid JSON and not [] (§9.1.3,
+	// §9.1.4). Checked here, off the partition goroutine, but refused in
+	// decideAppend, after the closed and content-type checks that take
+	// precedence (§5.2 Error Precedence).
+	var badJSON error
+	if len(req.Body) > 0 && s.meta.json && SameContentType(req.ContentType, s.meta.contentType) {
+		badJSON = ValidateJSONAppend(req.Body)
+	}
 	err = l.parts[s.meta.part].submit(ctx, &op{size: len(req.Body) + 512, decide: func(t *tx) *pending {
-		p, e := l.decideAppend(t, s, req, r, &res)
+		p, e := l.decideAppend(t, s, req, badJSON, r, &res)
 		rerr = e
 		return p
 	}})
@@ -81,8 +89,9 @@ func (l *Log) Append(ctx context.Context, req AppendRequest) (AppendResult, erro
 	return res, rerr
 }
 
-// decideAppend runs on the partition goroutine.
-func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, r *record, out *AppendResult) (*pending, error) {
+// decideAppend runs on the partition goroutine. badJSON is the verdict of
+// ValidateJSONAppend on a JSON stream's body, nil otherwise.
+func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r *record, out *AppendResult) (*pending, error) {
 	v := s.snapshot()
 	*out = AppendResult{Tail: Offset{s.meta.part, v.tail}, Closed: s.w.closed}
 	res := out
@@ -109,6 +118,9 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, r *record, out *
 	}
 	if len(req.Body) > 0 && !SameContentType(req.ContentType, s.meta.contentType) {
 		return nil, errf(Conflict, "content type %q does not match the stream's %q", req.ContentType, s.meta.contentType)
+	}
+	if badJSON != nil {
+		return nil, badJSON
 	}
 	if req.HasProducer {
 		d := fence.Decide(s.w.producers[req.ProducerID], fence.Request{Epoch: req.Epoch, Seq: req.Seq})

@@ -31,12 +31,6 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, name string) {
 			fail(w, http.StatusBadRequest, "missing Content-Type: it must match the stream's")
 			return
 		}
-		if kafkalog.SameContentType(ct, "application/json") {
-			if err := kafkalog.ValidateJSONAppend(body); err != nil {
-				s.failErr(w, err)
-				return
-			}
-		}
 	}
 	req := kafkalog.AppendRequest{
 		Name: name, ContentType: ct, Body: body, Close: closing, StreamSeq: h.Get(hSeq),

@@ -39,6 +39,7 @@ func TestBadInput(t *testing.T) {
 	do(t, "PUT", base+"bad", map[string]string{"Content-Type": "text/plain"}, "")
 	do(t, "POST", base+"bad", map[string]string{"Content-Type": "text/plain", "Stream-Seq": "0005"}, "seed")
 	do(t, "PUT", base+"badjson", map[string]string{"Content-Type": "application/json"}, "[1]")
+	do(t, "PUT", base+"closedjson", map[string]string{"Content-Type": "application/json", "Stream-Closed": "true"}, "[1]")
 	head := do(t, "HEAD", base+"bad", nil, "")
 	hw := highWatermark(t, svc)
 
