@@ -102,11 +102,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, write bool) b
 	if s.cfg.Tokens == nil {
 		return true
 	}
-	a := r.Header.Get("Authorization")
-	presented, ok := strings.CutPrefix(a, "Bearer ")
-	if !ok {
-		presented, ok = strings.CutPrefix(a, "bearer ")
-	}
+	// The scheme name is case-insensitive (RFC 7235 §2.1).
+	scheme, presented, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	ok = ok && strings.EqualFold(scheme, "Bearer")
 	scope := Scope(0)
 	if ok {
 		scope = s.cfg.Tokens.scopeOf(strings.TrimSpace(presented))

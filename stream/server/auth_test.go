@@ -47,6 +47,8 @@ func TestAuth(t *testing.T) {
 		{"create with read-write token", "PUT", bearer(rwToken, tp), "hello", 201},
 		{"read without token", "GET", nil, "", 401},
 		{"read with read token", "GET", bearer(readToken, nil), "", 200},
+		{"the scheme is case-insensitive (RFC 7235)", "GET", map[string]string{"Authorization": "BEARER " + readToken}, "", 200},
+		{"another scheme", "GET", map[string]string{"Authorization": "Basic " + readToken}, "", 401},
 		{"append with read token", "POST", bearer(readToken, tp), " world", 403},
 		{"close with read token", "POST", bearer(readToken, map[string]string{"Stream-Closed": "true"}), "", 403},
 		{"delete with read token", "DELETE", bearer(readToken, nil), "", 403},

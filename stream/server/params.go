@@ -124,6 +124,11 @@ func parseProducer(h http.Header) (producer, error) {
 	if !hasID || !hasEpoch || !hasSeq {
 		return producer{}, errors.New("Producer-Id, Producer-Epoch and Producer-Seq must be sent together")
 	}
+	for _, name := range []string{hProducerID, hProducerEpoch, hProducerSeq} {
+		if len(h.Values(name)) > 1 {
+			return producer{}, fmt.Errorf("%s is repeated; send it once", name)
+		}
+	}
 	p := producer{present: true, id: h.Get(hProducerID)}
 	if p.id == "" {
 		return producer{}, errors.New("Producer-Id is empty")
