@@ -28,10 +28,16 @@ CREATE OR REPLACE MACRO wilson_lo(x, n) AS
 CREATE OR REPLACE MACRO wilson_hi(x, n) AS
     CASE WHEN n = 0 THEN 1.0 ELSE least(1.0, wilson_center(x, n) + wilson_half(x, n)) END;
 
+-- The tail sum keeps the terms within 20 standard deviations (plus 50) of
+-- min(b, c): each term further down is below e^-800 of the largest, so the
+-- sum is exact to double precision while it costs O(sqrt(b + c)), not
+-- O(b + c). A value within 1e-12 of 1 is 1.
+CREATE OR REPLACE MACRO mcnemar_tail(b, c) AS
+    2 * list_sum(list_transform(
+        range(greatest(0, least(b, c) - CAST(ceil(20 * sqrt(b + c)) AS BIGINT) - 50), least(b, c) + 1),
+        k -> exp(lgamma(b + c + 1) - lgamma(k + 1) - lgamma(b + c - k + 1) - (b + c) * ln(2))));
 CREATE OR REPLACE MACRO mcnemar_p(b, c) AS
-    CASE WHEN b + c = 0 THEN 1.0 ELSE least(1.0, 2 * list_sum(list_transform(
-        range(0, least(b, c) + 1),
-        k -> exp(lgamma(b + c + 1) - lgamma(k + 1) - lgamma(b + c - k + 1) - (b + c) * ln(2))))) END;
+    CASE WHEN b + c = 0 OR mcnemar_tail(b, c) > 1 - 1e-12 THEN 1.0 ELSE mcnemar_tail(b, c) END;
 
 -- φ, the correlation of the two paired proportions, with AD − BC shrunk by
 -- n/2 towards 0 (0 inside [0, n/2]); 0 when a margin is empty.

@@ -16,8 +16,11 @@ import (
 )
 
 // forklabBin is the forklab binary built once for the tests that run it as
-// a separate process.
-var forklabBin string
+// a separate process, with buildTags.
+var (
+	forklabBin string
+	buildTags  []string
+)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "forklab-cli-test-")
@@ -26,7 +29,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	forklabBin = filepath.Join(dir, "forklab")
-	build := exec.Command("go", "build", "-o", forklabBin, ".")
+	args := []string{"build", "-o", forklabBin}
+	if len(buildTags) > 0 {
+		args = append(args, "-tags="+strings.Join(buildTags, ","))
+	}
+	build := exec.Command("go", append(args, ".")...)
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build forklab:", err)

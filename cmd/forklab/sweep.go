@@ -81,6 +81,11 @@ Flags override a --spec file (JSON or YAML with the keys of manifest.json's
 			if err := spec.Validate(); err != nil {
 				return asInput(err)
 			}
+			release, err := sweep.Lock(out)
+			if err != nil {
+				return asInput(err)
+			}
+			defer release()
 			if err := sweep.Prepare(out, overwrite); err != nil {
 				return asInput(err)
 			}

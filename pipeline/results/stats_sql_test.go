@@ -71,6 +71,18 @@ func TestStatsMacros(t *testing.T) {
 		}
 		n++
 	}
+	// The tail sum is cut to the terms that matter: the same p for the
+	// discordant pairs of a million seeds, and 1 (not 0.9999999999999991)
+	// where the two counts are as close as they can be.
+	for _, bc := range [][2]int64{{249746, 250019}, {4, 3}, {100000, 101000}, {3, 20000}} {
+		got := one("SELECT mcnemar_p(%d::BIGINT, %d::BIGINT), 0", bc[0], bc[1])[0]
+		if want := stats.McNemarExact(bc[0], bc[1]); !near(got, want) {
+			t.Errorf("mcnemar_p(%d, %d) = %.17g, Go %.17g", bc[0], bc[1], got, want)
+		}
+	}
+	if got := one("SELECT mcnemar_p(4::BIGINT, 3::BIGINT), 0")[0]; got != 1 {
+		t.Errorf("mcnemar_p(4, 3) = %.17g, want exactly 1", got)
+	}
 	// Large counts stay finite: no BIGINT overflow in the products.
 	got := one("SELECT newcombe_lo(2500000::BIGINT, 2500000::BIGINT, 2500000::BIGINT, 2500000::BIGINT), newcombe_hi(2500000::BIGINT, 2500000::BIGINT, 2500000::BIGINT, 2500000::BIGINT)")
 	iv := stats.NewcombePaired(2500000, 2500000, 2500000, 2500000, stats.Z95)

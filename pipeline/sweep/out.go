@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/forklab/forklab/schemas"
@@ -36,11 +38,15 @@ var ErrFinished = errors.New("holds a finished sweep")
 // directory.
 var ErrNotResults = errors.New("not a finished results directory")
 
-// Prepare makes dir ready to receive a sweep: it refuses a directory holding
-// a finished sweep unless overwrite is set (then it first removes the
-// manifest, so that an interrupted overwrite never looks finished), creates
-// the table folders, removes what an earlier run left (table files,
-// results.duckdb, exported events), and checks that dir is writable. Errors name the directory and what to do.
+// Prepare makes dir ready to receive a sweep. A directory that holds a
+// finished sweep (a manifest), exported events, a results.duckdb or files
+// forklab did not write is refused unless overwrite is set, so that a wrong
+// --out never loses anyone's files; an empty directory or one an interrupted
+// sweep left is used as it is. With overwrite it first removes the manifest
+// (so an interrupted overwrite never looks finished), then forklab's folders
+// and files — the tables, events/, results.duckdb — and keeps anything else.
+// It creates the table folders and checks that dir is writable. Errors name
+// the directory and what to do.
 func Prepare(dir string, overwrite bool) error {
 	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
 		return fmt.Errorf("output %s exists and is not a directory", dir)
@@ -54,6 +60,13 @@ func Prepare(dir string, overwrite bool) error {
 			return fmt.Errorf("output %s: remove old manifest: %w", dir, err)
 		}
 	}
+	if !overwrite {
+		if foreign, err := foreignEntry(dir); err != nil {
+			return fmt.Errorf("output %s: %w", dir, err)
+		} else if foreign != "" {
+			return fmt.Errorf("output %s is not empty and is not an unfinished forklab sweep (it holds %s); choose an empty or new --out, or pass --overwrite to replace forklab's folders in it", dir, foreign)
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("output %s cannot be created: %w", dir, unwrapPath(err))
 	}
@@ -63,9 +76,9 @@ func Prepare(dir string, overwrite bool) error {
 	}
 	probe.Close()
 	os.Remove(probe.Name())
-	// The table folders belong to forklab: clear them of an earlier or
-	// interrupted run, with what was derived from that run: its DuckDB
-	// database and the session events exported beside it.
+	// Clear forklab's own folders of an earlier or interrupted run, with
+	// what was derived from that run: its DuckDB database and the session
+	// events exported beside it.
 	for _, t := range append([]string{schemas.ConfigsTable, "events"}, schemas.Tables...) {
 		td := filepath.Join(dir, t)
 		if err := os.RemoveAll(td); err != nil {
@@ -82,6 +95,60 @@ func Prepare(dir string, overwrite bool) error {
 		return fmt.Errorf("output %s: remove old results.duckdb: %w", dir, err)
 	}
 	return nil
+}
+
+// partFile matches the files a sweep writes into its table folders, and
+// hiveDir the partition folders.
+var (
+	partFile = regexp.MustCompile(`^(\.?part-\d+\.parquet(\.tmp.*)?|\.?configs\.parquet(\.tmp.*)?)$`)
+	hiveDir  = regexp.MustCompile(`^(config_id|fork_step)=\d+$`)
+)
+
+// foreignEntry returns the first entry of dir that an interrupted sweep
+// would not have left ("" if none, or if dir does not exist).
+func foreignEntry(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	tables := map[string]bool{schemas.ConfigsTable: true}
+	for _, t := range schemas.Tables {
+		tables[t] = true
+	}
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case name == LockName || strings.HasPrefix(name, ".forklab-write-test-"):
+		case tables[name] && e.IsDir():
+			var found string
+			err := filepath.WalkDir(filepath.Join(dir, name), func(p string, d fs.DirEntry, err error) error {
+				if err != nil || found != "" {
+					return err
+				}
+				rel, _ := filepath.Rel(dir, p)
+				switch {
+				case p == filepath.Join(dir, name):
+				case d.IsDir() && hiveDir.MatchString(d.Name()):
+				case !d.IsDir() && partFile.MatchString(d.Name()):
+				default:
+					found = rel
+				}
+				return nil
+			})
+			if err != nil {
+				return "", err
+			}
+			if found != "" {
+				return found, nil
+			}
+		default:
+			return name, nil
+		}
+	}
+	return "", nil
 }
 
 func unwrapPath(err error) error {

@@ -165,3 +165,57 @@ func TestParseSteps(t *testing.T) {
 		}
 	}
 }
+
+// A directory with files forklab did not write is refused without
+// --overwrite, and with it only forklab's folders go.
+func TestPrepareKeepsOthersFiles(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "pairs"), 0o755)
+	os.WriteFile(filepath.Join(dir, "pairs", "mine.csv"), []byte("precious"), 0o644)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644)
+	err := Prepare(dir, false)
+	if err == nil || !strings.Contains(err.Error(), "is not an unfinished forklab sweep (it holds notes.txt)") {
+		t.Fatalf("got %v", err)
+	}
+	os.Remove(filepath.Join(dir, "notes.txt"))
+	if err := Prepare(dir, false); err == nil || !strings.Contains(err.Error(), "pairs/mine.csv") {
+		t.Fatalf("a user's file in a table folder: got %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644)
+	if err := Prepare(dir, true); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "notes.txt")); string(b) != "mine" {
+		t.Fatal("--overwrite removed a file forklab did not write")
+	}
+	// An interrupted sweep's leftovers are taken over without --overwrite.
+	spec := DefaultSpec()
+	spec.Seeds = Range{0, 10}
+	fresh := t.TempDir()
+	Prepare(fresh, false)
+	os.MkdirAll(filepath.Join(fresh, "pairs", "config_id=0", "fork_step=3"), 0o755)
+	os.WriteFile(filepath.Join(fresh, "pairs", "config_id=0", "fork_step=3", ".part-000000.parquet.tmp"), nil, 0o644)
+	if err := Prepare(fresh, false); err != nil {
+		t.Fatalf("an interrupted sweep's directory: %v", err)
+	}
+}
+
+func TestLockRefusesASecondSweep(t *testing.T) {
+	dir := t.TempDir()
+	release, err := Lock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lock(dir); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("(pid %d)", os.Getpid())) {
+		t.Fatalf("second lock: %v", err)
+	}
+	release()
+	again, err := Lock(dir)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	again()
+	if err := Prepare(dir, false); err != nil {
+		t.Fatalf("the lock file is forklab's own: %v", err)
+	}
+}

@@ -10,6 +10,7 @@ package broker
 
 import (
 	"fmt"
+	"github.com/forklab/forklab/pipeline/dirlock"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,9 +33,15 @@ type Config struct {
 
 // Broker is a running embedded broker.
 type Broker struct {
-	c   *kfake.Cluster
-	dir string
+	c      *kfake.Cluster
+	dir    string
+	unlock func()
 }
+
+// LockName is the lock file the broker holds in its data directory: two
+// brokers writing one directory would each number records from the same
+// offsets (pipeline/dirlock).
+const LockName = ".forklab-broker.lock"
 
 // Start starts the broker, reloading whatever DataDir holds.
 func Start(cfg Config) (*Broker, error) {
@@ -47,6 +54,10 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("embedded broker: %w", err)
+	}
+	unlock, err := dirlock.Lock(cfg.DataDir, LockName)
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker: data directory %w; stop the other forklab log serve or use another --data-dir", err)
 	}
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = 16 << 20
@@ -65,9 +76,10 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("embedded broker in %s: %w", dir, err)
 	}
-	return &Broker{c: c, dir: dir}, nil
+	return &Broker{c: c, dir: dir, unlock: unlock}, nil
 }
 
 // Addrs are the broker's listen addresses, host:port.
@@ -80,5 +92,9 @@ func (b *Broker) Dir() string { return b.dir }
 // (Cluster.Fault) and for retention (Cluster.DeleteRecords).
 func (b *Broker) Cluster() *kfake.Cluster { return b.c }
 
-// Close shuts the broker down, syncing its files.
-func (b *Broker) Close() { b.c.Close() }
+// Close shuts the broker down, syncing its files, and releases the data
+// directory.
+func (b *Broker) Close() {
+	b.c.Close()
+	b.unlock()
+}

@@ -1,0 +1,11 @@
+//go:build !unix
+
+package dirlock
+
+import "os"
+
+// flock is a no-op where flock(2) does not exist: concurrent sweeps into
+// one directory are then not detected.
+func flock(*os.File) error { return nil }
+
+func funlock(*os.File) {}
