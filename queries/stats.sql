@@ -4,6 +4,7 @@
 -- Inputs:   counts. Outputs: DOUBLE.
 --   z95()                          Φ⁻¹(0.975), the two-sided 95% normal quantile
 --   wilson_lo(x, n), wilson_hi     Wilson score interval for x successes in n
+--                                  (wilson_bounds(x, n): its center and half-width)
 --                                  (Wilson, JASA 1927); [0, 1] when n = 0
 --   mcnemar_p(b, c)                McNemar's exact two-sided p-value on the
 --                                  discordant pairs: min(1, 2·P(X ≤ min(b, c))),
@@ -13,25 +14,22 @@
 --                                  b = treatment only (rescued), c = control only
 --                                  (harmed), d = neither: Newcombe's method 10
 --                                  (Stat Med 1998) with the φ correction of
---                                  Newcombe & Altman (2000)
+--                                  Newcombe & Altman (2000); newcombe_parts
+--                                  (a, b, c, d) holds the proportions, their
+--                                  Wilson bounds and phi
 -- pipeline/stats computes the same values in Go; the tests hold both to
 -- testdata/stats/golden.json within 1e-9.
 CREATE OR REPLACE MACRO z95() AS 1.959963984540054;
 
-CREATE OR REPLACE MACRO wilson_center(x, n) AS
-    (x / n + z95() * z95() / (2 * n)) / (1 + z95() * z95() / n);
-CREATE OR REPLACE MACRO wilson_half(x, n) AS
-    z95() / (1 + z95() * z95() / n)
-        * sqrt((x / n) * (1 - x / n) / n + z95() * z95() / (4.0 * n * n));
+CREATE OR REPLACE MACRO wilson_bounds(x, n) AS
+    list_transform([{'p': x / n, 'n': n, 'z2': z95() * z95()}],
+        w -> {'center': (w.p + w.z2 / (2 * w.n)) / (1 + w.z2 / w.n),
+              'half': sqrt(w.z2) / (1 + w.z2 / w.n) * sqrt(w.p * (1 - w.p) / w.n + w.z2 / (4.0 * w.n * w.n))})[1];
 CREATE OR REPLACE MACRO wilson_lo(x, n) AS
-    CASE WHEN n = 0 THEN 0.0 ELSE greatest(0.0, wilson_center(x, n) - wilson_half(x, n)) END;
+    CASE WHEN n = 0 THEN 0.0 ELSE greatest(0.0, list_transform([wilson_bounds(x, n)], w -> w.center - w.half)[1]) END;
 CREATE OR REPLACE MACRO wilson_hi(x, n) AS
-    CASE WHEN n = 0 THEN 1.0 ELSE least(1.0, wilson_center(x, n) + wilson_half(x, n)) END;
+    CASE WHEN n = 0 THEN 1.0 ELSE least(1.0, list_transform([wilson_bounds(x, n)], w -> w.center + w.half)[1]) END;
 
--- The tail sum keeps the terms within 20 standard deviations (plus 50) of
--- min(b, c): each term further down is below e^-800 of the largest, so the
--- sum is exact to double precision while it costs O(sqrt(b + c)), not
--- O(b + c). A value within 1e-12 of 1 is 1.
 CREATE OR REPLACE MACRO mcnemar_tail(b, c) AS
     2 * list_sum(list_transform(
         range(greatest(0, least(b, c) - CAST(ceil(20 * sqrt(b + c)) AS BIGINT) - 50), least(b, c) + 1),
@@ -47,19 +45,19 @@ CREATE OR REPLACE MACRO newcombe_phi(a, b, c, d) AS
               THEN ((a::DOUBLE * d - b::DOUBLE * c) - (a + b + c + d) / 2) / sqrt((a + b)::DOUBLE * (c + d) * (a + c) * (b + d))
          WHEN (a::DOUBLE * d - b::DOUBLE * c) >= 0 THEN 0.0
          ELSE ((a::DOUBLE * d - b::DOUBLE * c)) / sqrt((a + b)::DOUBLE * (c + d) * (a + c) * (b + d)) END;
+-- The intervals bind their parts once (a one-element list and a lambda, as
+-- macros expand textually: nesting the Wilson macros directly would repeat
+-- them, and binding would take a tenth of a second).
+CREATE OR REPLACE MACRO newcombe_parts(a, b, c, d) AS
+    list_transform([{'n': a + b + c + d, 'x1': a + b, 'x2': a + c, 'phi': newcombe_phi(a, b, c, d)}],
+        s -> {'p1': s.x1 / s.n, 'p2': s.x2 / s.n, 'phi': s.phi,
+              'l1': wilson_lo(s.x1, s.n), 'u1': wilson_hi(s.x1, s.n),
+              'l2': wilson_lo(s.x2, s.n), 'u2': wilson_hi(s.x2, s.n)})[1];
 CREATE OR REPLACE MACRO newcombe_lo(a, b, c, d) AS
-    CASE WHEN a + b + c + d = 0 THEN -1.0 ELSE greatest(-1.0,
-        (b - c) / (a + b + c + d) - sqrt(greatest(0.0,
-            power((a + b) / (a + b + c + d) - wilson_lo(a + b, a + b + c + d), 2)
-          - 2 * newcombe_phi(a, b, c, d)
-              * ((a + b) / (a + b + c + d) - wilson_lo(a + b, a + b + c + d))
-              * (wilson_hi(a + c, a + b + c + d) - (a + c) / (a + b + c + d))
-          + power(wilson_hi(a + c, a + b + c + d) - (a + c) / (a + b + c + d), 2)))) END;
+    CASE WHEN a + b + c + d = 0 THEN -1.0 ELSE list_transform([newcombe_parts(a, b, c, d)],
+        t -> greatest(-1.0, (t.p1 - t.p2) - sqrt(greatest(0.0,
+            power(t.p1 - t.l1, 2) - 2 * t.phi * (t.p1 - t.l1) * (t.u2 - t.p2) + power(t.u2 - t.p2, 2)))))[1] END;
 CREATE OR REPLACE MACRO newcombe_hi(a, b, c, d) AS
-    CASE WHEN a + b + c + d = 0 THEN 1.0 ELSE least(1.0,
-        (b - c) / (a + b + c + d) + sqrt(greatest(0.0,
-            power(wilson_hi(a + b, a + b + c + d) - (a + b) / (a + b + c + d), 2)
-          - 2 * newcombe_phi(a, b, c, d)
-              * (wilson_hi(a + b, a + b + c + d) - (a + b) / (a + b + c + d))
-              * ((a + c) / (a + b + c + d) - wilson_lo(a + c, a + b + c + d))
-          + power((a + c) / (a + b + c + d) - wilson_lo(a + c, a + b + c + d), 2)))) END;
+    CASE WHEN a + b + c + d = 0 THEN 1.0 ELSE list_transform([newcombe_parts(a, b, c, d)],
+        t -> least(1.0, (t.p1 - t.p2) + sqrt(greatest(0.0,
+            power(t.u1 - t.p1, 2) - 2 * t.phi * (t.u1 - t.p1) * (t.p2 - t.l2) + power(t.p2 - t.l2, 2)))))[1] END;

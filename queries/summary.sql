@@ -18,16 +18,24 @@
 --   harm_rate, harm_lo, harm_hi         harmed / pairs, Wilson 95%,
 --   flip_rate, flip_lo, flip_hi         (rescued + harmed) / pairs, Wilson
 --                 95%: for arm aa, the noise floor any rescue count must beat.
-WITH counted AS (
-    SELECT config_id, fork_step, arm,
-           count(*)                                        AS pairs,
-           count(*) FILTER (WHERE label = 'rescued')       AS rescued,
-           count(*) FILTER (WHERE label = 'harmed')        AS harmed,
-           count(*) FILTER (WHERE label = 'unchanged')     AS unchanged,
-           count(*) FILTER (WHERE quadrant = 'sure_thing') AS sure_thing,
-           count(*) FILTER (WHERE quadrant = 'lost_cause') AS lost_cause
+WITH quadrants AS (
+    -- One pass over the pairs: the quadrant says the label too.
+    SELECT config_id, fork_step, arm, quadrant, count(*) AS n
     FROM pairs
+    GROUP BY ALL
+),
+counted AS (
+    SELECT config_id, fork_step, arm,
+           CAST(sum(n) AS BIGINT)                                                  AS pairs,
+           CAST(coalesce(sum(n) FILTER (WHERE quadrant = 'persuadable'), 0) AS BIGINT)  AS rescued,
+           CAST(coalesce(sum(n) FILTER (WHERE quadrant = 'sleeping_dog'), 0) AS BIGINT) AS harmed,
+           CAST(coalesce(sum(n) FILTER (WHERE quadrant = 'sure_thing'), 0) AS BIGINT)   AS sure_thing,
+           CAST(coalesce(sum(n) FILTER (WHERE quadrant = 'lost_cause'), 0) AS BIGINT)   AS lost_cause
+    FROM quadrants
     GROUP BY config_id, fork_step, arm
+),
+labelled AS (
+    SELECT *, sure_thing + lost_cause AS unchanged FROM counted
 )
 SELECT config_id, fork_step, arm, pairs, rescued, harmed, unchanged,
        sure_thing, lost_cause,
@@ -45,5 +53,5 @@ SELECT config_id, fork_step, arm, pairs, rescued, harmed, unchanged,
        (rescued + harmed) / pairs                              AS flip_rate,
        wilson_lo(rescued + harmed, pairs)                      AS flip_lo,
        wilson_hi(rescued + harmed, pairs)                      AS flip_hi
-FROM counted
+FROM labelled
 ORDER BY config_id, fork_step, arm;
