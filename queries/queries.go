@@ -15,6 +15,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -53,3 +54,26 @@ func Names() []string {
 	slices.Sort(names)
 	return names
 }
+
+// ReportViews lists the query files results.duckdb (forklab db) and forklab sql expose as views, named as
+// the files: every file of queries/ that is one query (not views.sql or
+// stats.sql, which define objects), in name order; those that read the
+// events view (session_events) only when the directory has events. The
+// views are computed when queried: policy_search and qini read the
+// variables of DefaultVars then (SET VARIABLE holdout = 0.2 changes them).
+func ReportViews(events bool) []string {
+	var names []string
+	for _, name := range Names() {
+		text := MustGet(name)
+		if len(Split(text)) != 1 || (ReadsEvents(text) && !events) {
+			continue
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+var readsEvents = regexp.MustCompile(`(?i)\b(FROM|JOIN)\s+events\b`)
+
+// ReadsEvents reports whether SQL text reads the events view.
+func ReadsEvents(text string) bool { return readsEvents.MatchString(text) }

@@ -236,3 +236,17 @@ func TestForkSingleCheckpointFile(t *testing.T) {
 		t.Errorf("got %q, want %q", stdout, want)
 	}
 }
+
+// forklab sql sees the report's questions as views, as results.duckdb does.
+func TestSQLSeesReportViews(t *testing.T) {
+	dir := t.TempDir()
+	mustRun(t, "sweep", "--out", dir, "-q", "--overwrite")
+	got := mustRun(t, "sql", dir, "SELECT arm, rescued, harmed, net FROM summary", "--format", "csv")
+	if got != "arm,rescued,harmed,net\non,75,83,-8\n" {
+		t.Fatalf("summary view: %q", got)
+	}
+	got = mustRun(t, "sql", dir, "SELECT trigger FROM policy_search WHERE chosen", "--format", "csv")
+	if got != "trigger\nsame_obs = true\n" {
+		t.Fatalf("policy_search view: %q", got)
+	}
+}

@@ -83,6 +83,9 @@ existing file needs --overwrite.`,
 				return err
 			}
 			defer db.Close()
+			if err := db.AddReportViews(cmd.Context()); err != nil {
+				return err
+			}
 			err = export.Query(cmd.Context(), db, text, opt)
 			if export.BadInput(err) {
 				return asInput(err)

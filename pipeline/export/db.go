@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/forklab/forklab/pipeline/results"
@@ -21,26 +20,6 @@ const DBName = "results.duckdb"
 // EventsDir is the folder of session-event Parquet files (written by
 // forklab log export) that WriteDB exposes as the view events.
 const EventsDir = "events"
-
-// ReportViews lists the query files WriteDB exposes as views, named as
-// the files: every file of queries/ that is one query (not views.sql or
-// stats.sql, which define objects), in name order; those that read the
-// events view (session_events) only when the directory has events. The
-// views are computed when queried: policy_search and qini read the
-// variables of DefaultVars then (SET VARIABLE holdout = 0.2 changes them).
-func ReportViews(events bool) []string {
-	var names []string
-	for _, name := range queries.Names() {
-		text := queries.MustGet(name)
-		if len(SplitStatements(text)) != 1 || (readsEvents.MatchString(text) && !events) {
-			continue
-		}
-		names = append(names, name)
-	}
-	return names
-}
-
-var readsEvents = regexp.MustCompile(`(?i)\b(FROM|JOIN)\s+events\b`)
 
 // tableComments describe the views of queries/views.sql (columns:
 // schemas/README.md).
@@ -121,11 +100,11 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	add := func(s string) { stmts = append(stmts, s) }
 	add("SET file_search_path = " + quote(abs))
 	add("BEGIN TRANSACTION")
-	for _, s := range SplitStatements(queries.MustGet("views")) {
+	for _, s := range queries.Split(queries.MustGet("views")) {
 		add(s)
 		info.Views = append(info.Views, createdName(s))
 	}
-	for _, s := range SplitStatements(queries.MustGet("stats")) {
+	for _, s := range queries.Split(queries.MustGet("stats")) {
 		add(s)
 		info.Macros = append(info.Macros, createdName(s))
 	}
@@ -137,15 +116,15 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 		info.Events = true
 	} else {
 		for _, name := range queries.Names() {
-			if text := queries.MustGet(name); len(SplitStatements(text)) == 1 && readsEvents.MatchString(text) {
+			if text := queries.MustGet(name); len(queries.Split(text)) == 1 && queries.ReadsEvents(text) {
 				add("DROP VIEW IF EXISTS " + name)
 			}
 		}
 		add("DROP VIEW IF EXISTS events")
 	}
-	for _, name := range ReportViews(events) {
+	for _, name := range queries.ReportViews(events) {
 		text := queries.MustGet(name)
-		add("CREATE OR REPLACE VIEW " + name + " AS\n" + SplitStatements(text)[0])
+		add("CREATE OR REPLACE VIEW " + name + " AS\n" + queries.Split(text)[0])
 		info.Views = append(info.Views, name)
 	}
 	comments := map[string]string{
@@ -155,7 +134,7 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	for name, c := range tableComments {
 		comments[name] = c
 	}
-	for _, name := range ReportViews(events) {
+	for _, name := range queries.ReportViews(events) {
 		comments[name] = Question(queries.MustGet(name)) + " (queries/" + name + ".sql)"
 	}
 	for _, v := range info.Views {

@@ -105,7 +105,7 @@ func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 	}
 	wantViews := []string{"configs", "tasks", "checkpoints", "branches", "pairs", "manifest", "events"}
 	for _, name := range queries.Names() {
-		if len(SplitStatements(queries.MustGet(name))) == 1 {
+		if len(queries.Split(queries.MustGet(name))) == 1 {
 			wantViews = append(wantViews, name)
 		}
 	}
@@ -141,7 +141,7 @@ func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 	var defs []string
 	for _, name := range queries.Names() {
 		text := queries.MustGet(name)
-		if len(SplitStatements(text)) > 1 {
+		if len(queries.Split(text)) > 1 {
 			defs = append(defs, name)
 			continue
 		}
@@ -176,7 +176,7 @@ func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 		if _, err := att.Exec("USE memory; " + text); err != nil {
 			t.Fatalf("queries/%s.sql beside the read-only results.duckdb: %v", name, err)
 		}
-		for _, s := range SplitStatements(text) {
+		for _, s := range queries.Split(text) {
 			obj := createdName(s)
 			if strings.Contains(s, " VIEW ") {
 				a := scalar(t, att, "SELECT count(*) FROM results."+obj)

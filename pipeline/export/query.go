@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/forklab/forklab/queries"
 	"io"
 	"os"
 	"path/filepath"
@@ -109,7 +110,7 @@ func Query(ctx context.Context, db *results.DB, text string, o Options) error {
 	if o.Format == "" {
 		o.Format = Table
 	}
-	if blank(text) {
+	if queries.Blank(text) || len(queries.Split(text)) == 0 {
 		return inputErr{errors.New("the query is empty")}
 	}
 	if (o.Format == Arrow || o.Format == ArrowStream) && !ArrowAvailable {

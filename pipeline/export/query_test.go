@@ -243,6 +243,13 @@ func TestQueryBadInput(t *testing.T) {
 	if _, err := query(t, db, "SELEC 1", Options{Format: CSV}); err == nil || !strings.Contains(err.Error(), "syntax error at or near \"SELEC\"\n\nLINE 1: SELEC 1\n        ^") {
 		t.Errorf("syntax error: %v", err)
 	}
+	for _, empty := range []string{"  ;  ", ";", " ; ; "} {
+		for _, f := range []Format{Table, CSV} {
+			if _, err := query(t, db, empty, Options{Format: f}); err == nil || !BadInput(err) || err.Error() != "the query is empty" {
+				t.Errorf("%q as %s: %v", empty, f, err)
+			}
+		}
+	}
 	if _, err := query(t, db, "-- nothing\n", Options{}); err == nil || !BadInput(err) || err.Error() != "the query is empty" {
 		t.Errorf("empty query: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"github.com/forklab/forklab/queries"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,7 @@ const spillSlice = 122880
 // runAllButLast runs every statement of text but the last and returns the
 // last.
 func runAllButLast(ctx context.Context, conn *sql.Conn, text string) (string, error) {
-	stmts := SplitStatements(text)
+	stmts := queries.Split(text)
 	for _, s := range stmts[:len(stmts)-1] {
 		if _, err := conn.ExecContext(ctx, s); err != nil {
 			return "", &QueryFailed{results.QueryError(err)}

@@ -33,12 +33,13 @@ type DB struct {
 	Dir      string
 	Manifest sweep.Manifest
 	db       *sql.DB
+	events   bool // the directory has exported session events
 }
 
 // Open checks that dir is a finished results directory (it has a manifest;
 // the error wraps sweep.ErrNotResults if not) and opens it, with the views of
-// queries/views.sql, the macros of queries/stats.sql and, when session events
-// were exported into it, the view events (EventsView).
+// queries/views.sql, the macros of queries/stats.sql and, when session
+// events were exported into it, the view events (EventsView).
 func Open(ctx context.Context, dir string) (*DB, error) {
 	m, err := sweep.ReadManifest(dir)
 	if err != nil {
@@ -65,13 +66,28 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 			return nil, fmt.Errorf("%s: queries/%s.sql: %w", dir, setup, QueryError(err))
 		}
 	}
-	if ev, _ := filepath.Glob(filepath.Join(abs, "events", "*.parquet")); len(ev) > 0 {
+	ev, _ := filepath.Glob(filepath.Join(abs, "events", "*.parquet"))
+	if len(ev) > 0 {
 		if _, err := db.ExecContext(ctx, EventsView); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("%s: events view: %w", dir, QueryError(err))
 		}
 	}
+	r.events = len(ev) > 0
 	return r, nil
+}
+
+// AddReportViews defines every report query as a view named as its file
+// (queries.ReportViews), as results.duckdb has them, for ad hoc SQL (forklab
+// sql). Binding them takes a few tens of milliseconds, so Open leaves it out.
+func (r *DB) AddReportViews(ctx context.Context) error {
+	for _, name := range queries.ReportViews(r.events) {
+		text := queries.Split(queries.MustGet(name))[0]
+		if _, err := r.db.ExecContext(ctx, "CREATE OR REPLACE VIEW "+name+" AS\n"+text); err != nil {
+			return fmt.Errorf("%s: queries/%s.sql: %w", r.Dir, name, QueryError(err))
+		}
+	}
+	return nil
 }
 
 // Close releases the database.

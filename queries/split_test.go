@@ -1,11 +1,9 @@
-package export
+package queries
 
 import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/forklab/forklab/queries"
 )
 
 func TestSplitStatements(t *testing.T) {
@@ -27,8 +25,8 @@ func TestSplitStatements(t *testing.T) {
 		{"identifier ending in e", "SELECT name'x'; SELECT 2", []string{"SELECT name'x'", " SELECT 2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := SplitStatements(tc.in); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("SplitStatements(%q) = %q, want %q", tc.in, got, tc.want)
+			if got := Split(tc.in); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Split(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
 	}
@@ -38,10 +36,10 @@ func TestSplitStatements(t *testing.T) {
 // report queries are one statement each; views.sql and stats.sql hold one
 // CREATE per object.
 func TestSplitQueryFiles(t *testing.T) {
-	for _, name := range queries.Names() {
-		text := queries.MustGet(name)
+	for _, name := range Names() {
+		text := MustGet(name)
 		n := max(1, strings.Count(text, "\nCREATE OR REPLACE "))
-		if got := len(SplitStatements(text)); got != n {
+		if got := len(Split(text)); got != n {
 			t.Errorf("queries/%s.sql: %d statements, want %d", name, got, n)
 		}
 	}

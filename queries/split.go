@@ -1,8 +1,8 @@
-package export
+package queries
 
 import "strings"
 
-// SplitStatements splits SQL text into its statements at the semicolons
+// Split splits SQL text into its statements at the semicolons
 // that end them, the way DuckDB's parser does: semicolons inside string
 // literals ('…', E'…' with backslash escapes), quoted identifiers ("…"),
 // dollar-quoted strings ($$…$$, $tag$…$tag$), line comments (-- …) and
@@ -11,11 +11,11 @@ import "strings"
 // semicolon; statements that hold only white space and comments are
 // dropped. Unterminated quotes or comments run to the end of the text
 // (DuckDB reports the syntax error when the statement runs).
-func SplitStatements(text string) []string {
+func Split(text string) []string {
 	var out []string
 	start := 0
 	emit := func(end int) {
-		if s := text[start:end]; !blank(s) {
+		if s := text[start:end]; !Blank(s) {
 			out = append(out, s)
 		}
 	}
@@ -107,7 +107,7 @@ func isIdent(c byte) bool {
 }
 
 // blank reports text that holds only white space and comments.
-func blank(s string) bool {
+func Blank(s string) bool {
 	for i := 0; i < len(s); {
 		switch {
 		case s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r' || s[i] == '\f':
