@@ -38,7 +38,8 @@ func (f *logFlags) client() *client.Client {
 }
 
 // workerExit maps a worker's error to the command's: nil for a finished
-// session, status 3 for a fenced worker, 2 for a stream it must not touch.
+// session, status 3 for a fenced worker, 2 for a stream it must not touch or
+// a request the log refused as bad (4xx), 1 otherwise (the log unreachable).
 func workerExit(err error) error {
 	switch {
 	case err == nil, errors.Is(err, agent.ErrFinished):
@@ -46,6 +47,11 @@ func workerExit(err error) error {
 	case errors.Is(err, agent.ErrFenced), errors.Is(err, agent.ErrClosed):
 		return exitError{3, err}
 	case errors.Is(err, agent.ErrForeign), errors.Is(err, session.ErrFold):
+		return asInput(err)
+	}
+	// The log refused the request itself (a bad name or offset, a missing
+	// stream, a missing or read-only token): retrying will not help.
+	if code := client.StatusCode(err); code >= 400 && code < 500 {
 		return asInput(err)
 	}
 	return err
@@ -81,6 +87,9 @@ Exit status: 0 finished (now or before), 1 the log stayed unreachable,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
 				return usageErr("--session is required")
+			}
+			if until < 0 || delay < 0 || retryFor < 0 {
+				return usageErr("--until, --delay and --retry-for must not be negative")
 			}
 			if seed > sweep.MaxSeed {
 				return usageErr("--seed must be below 2^63")

@@ -54,5 +54,6 @@ func init() {
 	f.Uint64Var(&seed, "seed", 0, "task seed")
 	f.IntVar(&forkAt, "fork-at", 3, "fork step")
 	wf = addWorldFlags(f)
+	cmd.MarkFlagRequired("seed")
 	rootCmd.AddCommand(cmd)
 }

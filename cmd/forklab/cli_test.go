@@ -97,6 +97,9 @@ func TestBadInputExitsTwoAndWritesNothingComplete(t *testing.T) {
 		{"truncated checkpoint", []string{"fork", "--checkpoint", cp + "truncated.json", "--arm", "on"}, "JSON ends early", "", false},
 		{"malformed checkpoint", []string{"fork", "--checkpoint", cp + "malformed.json", "--arm", "on"}, "malformed JSON at byte", "", false},
 		{"unknown checkpoint field", []string{"fork", "--checkpoint", cp + "unknown-field.json", "--arm", "on"}, `unknown field "wrld"`, "", false},
+		{"edited checkpoint state", []string{"fork", "--checkpoint", cp + "edited-value.json", "--arm", "on"}, "its state is not the one seed 0 reaches at fork step 3", "", false},
+		{"edited checkpoint steps", []string{"fork", "--checkpoint", cp + "edited-steps.json", "--arm", "on"}, "its state is not the one seed 0 reaches", "", false},
+		{"edited checkpoint history", []string{"fork", "--checkpoint", cp + "edited-history.json", "--arm", "on"}, "its history has 2 turns, seed 0 takes 3", "", false},
 		{"missing checkpoint", []string{"fork", "--checkpoint", cp + "nope.json", "--arm", "on"}, "no such file", "", false},
 		{"unknown arm", []string{"fork", "--checkpoint", cp + "seed0-fork3.json", "--arm", "maybe"}, `--arm "maybe" is unknown`, "", false},
 		{"report without manifest", []string{"report", unfinished}, "has no manifest.json", "", false},
@@ -137,6 +140,16 @@ func TestBadInputExitsTwoAndWritesNothingComplete(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A Parquet file copied into a finished sweep would double its numbers:
+	// report refuses the directory.
+	doctored := t.TempDir()
+	mustRun(t, "sweep", "--seeds", "0:10", "--out", doctored, "-q", "--overwrite")
+	part := filepath.Join(doctored, "pairs", "config_id=0", "fork_step=3", "part-000000.parquet")
+	b, _ := os.ReadFile(part)
+	os.WriteFile(strings.Replace(part, "000000", "000001", 1), b, 0o644)
+	if _, errs, code := run(t, "report", doctored); code != 2 || !strings.Contains(errs, "pairs holds 2 Parquet files but manifest.json lists 1") {
+		t.Errorf("report of a doctored directory: exit %d, %q", code, errs)
 	}
 	// The refused sweep left the finished one intact.
 	if !strings.Contains(mustRun(t, "report", finished), "10 pairs") {

@@ -113,6 +113,10 @@ the branch's events go to the child stream.`,
 				if err == nil {
 					err = c.Params.Validate()
 				}
+				if err == nil {
+					lab := fork.Lab[counter.State]{World: counter.World{P: c.Params}, Model: c.Model}
+					err = fork.Verify(lab, c, func(s counter.State) uint64 { return s.Seed })
+				}
 				if err != nil {
 					return asInput(fmt.Errorf("read checkpoint %s line %d: %w", file, line, err))
 				}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/forklab/forklab/pipeline/agent"
 	"github.com/forklab/forklab/pipeline/session"
@@ -62,6 +63,12 @@ exported too, with a warning, so a corrupt session can be inspected.`,
 				}
 				name = regexp.MustCompile(`[^A-Za-z0-9._-]+`).ReplaceAllString(sel, "_") + ".parquet"
 			}
+			if name != filepath.Base(name) || name == "." || name == ".." || strings.HasPrefix(name, ".") {
+				return usageErr("--name %q must be a plain file name (it goes under %s)", name, filepath.Join(out, "events"))
+			}
+			if filepath.Ext(name) != ".parquet" {
+				name += ".parquet"
+			}
 			path := filepath.Join(out, "events", name)
 			if _, err := os.Stat(path); err == nil && !overwrite {
 				return usageErr("%s exists; pass --overwrite to replace it", path)
@@ -82,7 +89,7 @@ exported too, with a warning, so a corrupt session can be inspected.`,
 			if err := agent.WriteEvents(path, rows); err != nil {
 				return fmt.Errorf("write %s: %w", path, err)
 			}
-			fmt.Fprintf(os.Stderr, "wrote %s: %d events from %d streams\n", path, len(rows), len(streams))
+			fmt.Fprintf(os.Stderr, "wrote %s: %d events from %d %s\n", path, len(rows), len(streams), plural(len(streams), "stream", "streams"))
 			return nil
 		},
 	}
@@ -94,4 +101,12 @@ exported too, with a warning, so a corrupt session can be inspected.`,
 	f.BoolVar(&overwrite, "overwrite", false, "replace an existing file of the same name")
 	lf = addLogFlags(cmd)
 	logCmd.AddCommand(cmd)
+}
+
+// plural picks the singular or plural form for n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -62,10 +62,14 @@ exactly the missing tail.`,
 				out.Flush()
 			}
 			next := r.Offset()
-			fmt.Fprintf(os.Stderr, "next_offset=%s\n", next)
-			if offsetFile != "" {
-				if werr := atomicfile.WriteFile(offsetFile, []byte(next+"\n")); werr != nil {
-					return fmt.Errorf("write --offset-file: %w", werr)
+			// After a refusal the offset is not one the log confirmed:
+			// leave a saved offset as it was.
+			if err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil {
+				fmt.Fprintf(os.Stderr, "next_offset=%s\n", next)
+				if offsetFile != "" {
+					if werr := atomicfile.WriteFile(offsetFile, []byte(next+"\n")); werr != nil {
+						return fmt.Errorf("write --offset-file: %w", werr)
+					}
 				}
 			}
 			switch {

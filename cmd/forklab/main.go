@@ -99,7 +99,7 @@ func suffixIf(cond bool, s string) string {
 // wrong argument counts, which are usage errors.
 func isCobraUsage(err error) bool {
 	msg := err.Error()
-	for _, p := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "unknown flag", "unknown shorthand"} {
+	for _, p := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "unknown flag", "unknown shorthand", "required flag", "invalid argument"} {
 		if strings.Contains(msg, p) {
 			return true
 		}

@@ -42,6 +42,12 @@ Flags override a --spec file (JSON or YAML with the keys of manifest.json's
   forklab sweep --seeds 0:10000 --fork-at 1-4 --arms off,on,placebo,aa --temperature 0.1 --replicas 5 --out noisy`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if workers < 0 {
+				return usageErr("--workers must be 0 (one per CPU) or more, got %d", workers)
+			}
+			if logParallel < 1 {
+				return usageErr("--log-parallel must be at least 1, got %d", logParallel)
+			}
 			spec := sweep.DefaultSpec()
 			var err error
 			if specFile != "" {
@@ -129,7 +135,7 @@ Flags override a --spec file (JSON or YAML with the keys of manifest.json's
 			}
 			if err != nil {
 				if ctx.Err() != nil {
-					return fmt.Errorf("sweep interrupted; %s holds no finished sweep", out)
+					return exitError{130, fmt.Errorf("sweep interrupted; %s holds no finished sweep", out)}
 				}
 				return err
 			}
@@ -147,9 +153,9 @@ Flags override a --spec file (JSON or YAML with the keys of manifest.json's
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&seeds, "seeds", "0:300", "seed range START:END (END exclusive)")
+	f.StringVar(&seeds, "seeds", "0:300", "seed range START:END (END exclusive, as Python's range); N alone means 0:N")
 	f.StringVar(&forkAt, "fork-at", "3", "fork steps: 3, 1,2,3 or 1-4")
-	f.StringVar(&arms, "arms", "off,on", "arms, control off first: off,on,placebo,aa,policy")
+	f.StringVar(&arms, "arms", "off,on", "arms, the control off among them: off,on,placebo,aa,policy")
 	f.IntVar(&replicas, "replicas", 1, "forks per checkpoint and arm, labelled by majority vote")
 	f.StringVar(&out, "out", "out", "results directory")
 	f.BoolVar(&overwrite, "overwrite", false, "replace a finished sweep in --out")

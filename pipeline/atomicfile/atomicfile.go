@@ -21,6 +21,13 @@ func Create(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	// CreateTemp makes the file private (0600); the result is an ordinary
+	// file like the tables beside it.
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
 	return &File{File: f, path: path}, nil
 }
 

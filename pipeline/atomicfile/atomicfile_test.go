@@ -16,6 +16,9 @@ func TestWriteFileReplacesWholeAndLeavesNoTemp(t *testing.T) {
 		if got, _ := os.ReadFile(p); string(got) != want {
 			t.Fatalf("read %q, want %q", got, want)
 		}
+		if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o644 {
+			t.Fatalf("mode %v, want 0644", fi.Mode().Perm())
+		}
 	}
 	f, err := Create(p)
 	if err != nil {

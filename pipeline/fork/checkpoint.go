@@ -85,3 +85,26 @@ func describeJSONError(err error, b []byte) string {
 	}
 	return err.Error()
 }
+
+// Verify checks that c is what lab produces for its seed: the run replayed
+// from the task seed to c.ForkStep (with the prefix's noise stream) has c's
+// state and history. A checkpoint that fails was edited, or written by
+// another version of the world; the error wraps ErrCheckpoint. seed reads
+// the task seed from a state.
+func Verify[S comparable, P any](lab Lab[S], c Checkpoint[S, P], seed func(S) uint64) error {
+	sd := seed(c.State)
+	var hist []Turn
+	want := lab.Advance(lab.World.Start(sd), PrefixKey(sd), c.ForkStep, &hist)
+	if want != c.State {
+		return fmt.Errorf("%w: its state is not the one seed %d reaches at fork step %d (edited, or from another forklab)", ErrCheckpoint, sd, c.ForkStep)
+	}
+	if len(hist) != len(c.History) {
+		return fmt.Errorf("%w: its history has %d turns, seed %d takes %d to fork step %d", ErrCheckpoint, len(c.History), sd, len(hist), c.ForkStep)
+	}
+	for i := range hist {
+		if hist[i] != c.History[i] {
+			return fmt.Errorf("%w: turn %d of its history differs from seed %d's run", ErrCheckpoint, i+1, sd)
+		}
+	}
+	return nil
+}

@@ -364,7 +364,7 @@ func policyOf(r *search.Result) (*policyView, error) {
 			{Text: signed(c.Search.Net()), Num: true, Class: netClass(c.Search.Net())},
 			num(c.Holdout.Fires), num(c.Holdout.Rescued), num(c.Holdout.Harmed), num(c.Holdout.HarmedClean),
 			{Text: signed(c.Holdout.Net()), Num: true, Class: netClass(c.Holdout.Net())},
-			{Text: pct(c.Holdout.HarmUpper()), Num: true}})
+			{Text: report.PctUp(c.Holdout.HarmUpper()), Num: true}})
 	}
 	var err error
 	if v.Search, err = frontierChart(r, false); err != nil {

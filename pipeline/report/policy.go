@@ -34,7 +34,7 @@ func WritePolicy(w io.Writer, r *search.Result) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%+d\t%d\t%d\t%d\t%d\t%+d\t%s\n", name, capOK,
 			c.Search.Fires, c.Search.Rescued, c.Search.Harmed, c.Search.HarmedClean, c.Search.Net(),
 			c.Holdout.Fires, c.Holdout.Rescued, c.Holdout.Harmed, c.Holdout.HarmedClean, c.Holdout.Net(),
-			Pct(c.Holdout.HarmUpper()))
+			PctUp(c.Holdout.HarmUpper()))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

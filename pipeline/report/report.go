@@ -188,6 +188,15 @@ func Pct(x float64) string {
 	return s
 }
 
+// PctUp formats an upper confidence bound like Pct but rounded up, so that
+// the printed "at most" is never below the bound: 0.0002496 is "0.03%".
+func PctUp(x float64) string {
+	if x != 0 && math.Abs(x) < 0.01 {
+		return fmt.Sprintf("%.2f%%", math.Ceil(x*1e4-1e-9)/100)
+	}
+	return fmt.Sprintf("%.1f%%", math.Ceil(x*1e3-1e-9)/10)
+}
+
 // PValue formats a p-value: "1" near one, three decimals down to 0.001,
 // two significant digits below (5.3e-23).
 func PValue(p float64) string {

@@ -94,7 +94,7 @@ func overall(r results.Row, s *Sections) string {
 	p += fmt.Sprintf(" rescues %d of %d runs and harms %d: net %+d (net rate %s, 95%% CI %s to %s; McNemar exact p = %s), %s.",
 		r.Int("rescued"), r.Int("pairs"), r.Int("harmed"), net, Pct(r.Float("net_rate")), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")),
 		PValue(r.Float("mcnemar_p")), verdict)
-	if flips := r.Int("rescued") + r.Int("harmed"); flips > 0 && float64(abs(net)) < 0.5*float64(flips) {
+	if flips := r.Int("rescued") + r.Int("harmed"); flips > 0 && float64(abs(net)) < 0.5*float64(flips) && r.Float("mcnemar_p") >= 0.05 {
 		p += fmt.Sprintf(" The small net hides %d runs that flip one way or the other.", flips)
 	}
 	return p
@@ -148,7 +148,7 @@ func where(r results.Row, s *Sections) string {
 }
 
 func placebo(r, on results.Row) string {
-	p := fmt.Sprintf("The placebo, a step burned with nothing new read, rescues %d and harms %d (net %+d, 95%% CI %s to %s)",
+	p := fmt.Sprintf("The placebo, a step burned with nothing new read, rescues %d and harms %d (net %+d; net rate 95%% CI %s to %s)",
 		r.Int("rescued"), r.Int("harmed"), r.Int("net"), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")))
 	if on == nil {
 		return p + "."
@@ -178,18 +178,19 @@ func guard(s *Sections) string {
 	if r.Options.Scope == "all" {
 		scope = "in all"
 	}
-	p := fmt.Sprintf("The guard chosen on %d search pairs, recover only when %s, keeps %d rescues with %d harms %s there (cap %d).",
-		c.Search.Pairs, c.Rule.String(), c.Search.Rescued, pick(r.Options.Scope == "all", c.Search.Harmed, c.Search.HarmedClean), scope, r.Options.MaxHarm)
+	kept := pick(r.Options.Scope == "all", c.Search.Harmed, c.Search.HarmedClean)
+	p := fmt.Sprintf("The guard chosen on %d search pairs, recover only when %s, keeps %s with %s %s there (cap %d).",
+		c.Search.Pairs, c.Rule.String(), count(c.Search.Rescued, "rescue"), count(kept, "harm"), scope, r.Options.MaxHarm)
 	if c.Trigger == "never" {
 		p = fmt.Sprintf("No trigger over the recorded features keeps any rescue with at most %d harms %s on the search pairs, so the guard is never to recover.",
 			r.Options.MaxHarm, scope)
 	}
-	p += fmt.Sprintf(" On the %d held-out pairs it keeps %d rescues and lets through %d harms (net %+d)", c.Holdout.Pairs,
-		c.Holdout.Rescued, c.Holdout.Harmed, c.Holdout.Net())
+	p += fmt.Sprintf(" On the %d held-out pairs it keeps %s and lets through %s (net %+d)", c.Holdout.Pairs,
+		count(c.Holdout.Rescued, "rescue"), count(c.Holdout.Harmed, "harm"), c.Holdout.Net())
 	if always != nil {
 		p += fmt.Sprintf(", where always-on rescues %d and harms %d", always.rescued, always.harmed)
 	}
-	p += fmt.Sprintf("; with 95%% confidence its held-out harm rate is at most %s (exact Clopper–Pearson bound).", Pct(c.Holdout.HarmUpper()))
+	p += fmt.Sprintf("; with 95%% confidence its held-out harm rate is at most %s (exact Clopper–Pearson bound).", PctUp(c.Holdout.HarmUpper()))
 	if c.Conditions == 2 {
 		p += " A single feature was not enough here: the rule needs two conditions."
 	}
@@ -207,3 +208,11 @@ func pick(all bool, a, b int64) int64 {
 }
 
 func abs(x int64) int64 { return int64(math.Abs(float64(x))) }
+
+// count writes n with its noun, "1 harm", "2 harms".
+func count(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/big"
 	"path/filepath"
@@ -49,6 +50,9 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkFiles(abs, m); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open("duckdb", "")
 	if err != nil {
 		return nil, fmt.Errorf("open duckdb: %w", err)
@@ -85,6 +89,28 @@ func (r *DB) AddReportViews(ctx context.Context) error {
 		text := queries.Split(queries.MustGet(name))[0]
 		if _, err := r.db.ExecContext(ctx, "CREATE OR REPLACE VIEW "+name+" AS\n"+text); err != nil {
 			return fmt.Errorf("%s: queries/%s.sql: %w", r.Dir, name, QueryError(err))
+		}
+	}
+	return nil
+}
+
+// checkFiles compares each table's Parquet files with the manifest's count:
+// a file added or removed since the sweep would change every number.
+func checkFiles(dir string, m sweep.Manifest) error {
+	for table, want := range m.Files {
+		got := 0
+		err := filepath.WalkDir(filepath.Join(dir, table), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && filepath.Ext(p) == ".parquet" {
+				got++
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+		if got != want {
+			return fmt.Errorf("%s/%s holds %d Parquet files but %s lists %d: files were added or removed since the sweep, so its numbers would be wrong; rerun the sweep: %w",
+				dir, table, got, sweep.ManifestName, want, sweep.ErrNotResults)
 		}
 	}
 	return nil

@@ -163,6 +163,9 @@ func unwrapPath(err error) error {
 // none.
 func ReadManifest(dir string) (Manifest, error) {
 	var m Manifest
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return m, fmt.Errorf("%s is a file, not a results directory: %w", dir, ErrNotResults)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, ManifestName))
 	if errors.Is(err, fs.ErrNotExist) {
 		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {
