@@ -116,7 +116,7 @@ func TestBadInputExitsTwoAndWritesNothingComplete(t *testing.T) {
 		{"replicas 0", []string{"sweep", "--replicas", "0", "--out", unfinished + "/j"}, "replicas: must be between 1 and 1000, got 0", unfinished + "/j", false},
 		{"probability", []string{"sweep", "--p-stall", "1.5", "--out", unfinished + "/k"}, "p_stall must be a probability in [0, 1], got 1.5", unfinished + "/k", false},
 		{"temperature", []string{"sweep", "--temperature", "-0.1", "--out", unfinished + "/l"}, "temperature must be in [0, 1], got -0.1", unfinished + "/l", false},
-		{"spec unknown key", []string{"sweep", "--spec", "../../testdata/specs/unknown-key.yaml", "--out", unfinished + "/m"}, `unknown field "temprature"`, unfinished + "/m", false},
+		{"spec unknown key", []string{"sweep", "--spec", "../../testdata/specs/unknown-key.yaml", "--out", unfinished + "/m"}, `unknown key "temprature"`, unfinished + "/m", false},
 		{"bad sql", []string{"sql", finished, "SELEC 1"}, "syntax error at or near \"SELEC\"\n\nLINE 1: SELEC 1\n        ^", "", true},
 		{"unknown table", []string{"sql", finished, "SELECT * FROM pears"}, "Table with name pears does not exist", "", true},
 	} {

@@ -33,7 +33,7 @@ exposes them as the events view, and queries/session_events.sql joins a
 sweep played with --from-log to its pairs. Events a stream's fold refuses are
 exported too, with a warning, so a corrupt session can be inspected.`,
 		Example: `  forklab log export --stream demo --out out
-  forklab log export --prefix sweep-1700000000 --out out`,
+  forklab log export --prefix sweep-1795944505350429617/ --out out   # the prefix forklab sweep --from-log printed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (len(streams) == 0) == (prefix == "") {

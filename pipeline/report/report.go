@@ -11,8 +11,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/forklab/forklab/pipeline/sweep"
 	"io"
 	"math"
+	"sort"
 	"strings"
 
 	"github.com/forklab/forklab/pipeline/results"
@@ -94,7 +96,7 @@ func WriteSections(w io.Writer, db *results.DB, s *Sections) error {
 	}
 	fmt.Fprintln(w)
 	for _, r := range s.Summary.Records() {
-		writeHeadline(w, r, len(m.Configs) > 1)
+		writeHeadline(w, r, ConfigLabel(m, r.Int("config_id")))
 	}
 	fmt.Fprintln(w, "SLICES (pre-decision features; net rate with Newcombe 95% CI; McNemar exact p)")
 	if err := writeSlices(w, s.Slices); err != nil {
@@ -127,10 +129,32 @@ func WriteSections(w io.Writer, db *results.DB, s *Sections) error {
 	return nil
 }
 
-func writeHeadline(w io.Writer, r results.Row, configs bool) {
+// ConfigLabel names configuration id of a grid sweep by its grid values,
+// "config 1 (p_stall 0.2, temperature 0)"; "" for a sweep without a grid.
+func ConfigLabel(m sweep.Manifest, id int64) string {
+	if len(m.Configs) <= 1 || id < 0 || int(id) >= len(m.Configs) {
+		return ""
+	}
+	keys := make([]string, 0, len(m.Spec.Grid))
+	for k := range m.Spec.Grid {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	c := m.Configs[id]
+	vals := map[string]float64{"target": float64(c.Params.Target), "base_budget": float64(c.Params.BaseBudget),
+		"p_stall": c.Params.PStall, "p_obs_noise": c.Params.PObsNoise, "p_refresh_fail": c.Params.PRefreshFail,
+		"temperature": c.Model.Temperature, "no_tool": c.Model.NoTool}
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %g", k, vals[k])
+	}
+	return fmt.Sprintf("config %d (%s)", id, strings.Join(parts, ", "))
+}
+
+func writeHeadline(w io.Writer, r results.Row, config string) {
 	suffix := ""
-	if configs {
-		suffix = fmt.Sprintf(" · config %d", r.Int("config_id"))
+	if config != "" {
+		suffix = " · " + config
 	}
 	fmt.Fprintf(w, "%s vs off · fork step %d%s · %d pairs\n", r.Str("arm"), r.Int("fork_step"), suffix, r.Int("pairs"))
 	fmt.Fprintf(w, "  rescued %d   harmed %d   unchanged %d   net %+d\n", r.Int("rescued"), r.Int("harmed"), r.Int("unchanged"), r.Int("net"))

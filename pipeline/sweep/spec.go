@@ -262,27 +262,71 @@ func ReadSpecFile(path string, base Spec) (Spec, error) {
 	if err != nil {
 		return base, fmt.Errorf("read spec: %w", err)
 	}
+	var v any
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".yaml", ".yml":
-		var v any
 		if err := yaml.Unmarshal(b, &v); err != nil {
 			return base, fmt.Errorf("spec %s: %w", path, err)
 		}
-		if b, err = json.Marshal(normalizeYAML(v)); err != nil {
-			return base, fmt.Errorf("spec %s: %w", path, err)
-		}
+		v = normalizeYAML(v)
 	case ".json":
+		if err := json.Unmarshal(b, &v); err != nil {
+			return base, fmt.Errorf("spec %s: %v", path, strings.TrimPrefix(err.Error(), "json: "))
+		}
 	default:
 		return base, fmt.Errorf("spec %s: want a .json, .yaml or .yml file", path)
+	}
+	top, ok := v.(map[string]any)
+	if !ok {
+		return base, fmt.Errorf("spec %s: want a mapping of keys (world, seeds, fork_at, arms, …) at the top", path)
+	}
+	// fork_at may be written as the flag is: 3, "1,2,3" or "1-4".
+	switch f := top["fork_at"].(type) {
+	case float64, int:
+		top["fork_at"] = []any{f}
+	case string:
+		steps, err := ParseSteps(f)
+		if err != nil {
+			return base, fmt.Errorf("spec %s: fork_at: %w", path, err)
+		}
+		top["fork_at"] = steps
+	}
+	if b, err = json.Marshal(top); err != nil {
+		return base, fmt.Errorf("spec %s: %w", path, err)
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	s := base
 	if err := d.Decode(&s); err != nil {
-		return base, fmt.Errorf("spec %s: %w", path, err)
+		return base, fmt.Errorf("spec %s: %s", path, specError(err))
 	}
 	slices.Sort(s.ForkAt)
 	return s, nil
+}
+
+// specError words a decoding error in the spec's own terms: its keys, not
+// Go's types.
+func specError(err error) string {
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		return fmt.Sprintf("key %s: a %s cannot be read as %s", typ.Field, typ.Value, kindOf(typ.Type.Kind().String()))
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	return strings.Replace(msg, "unknown field", "unknown key", 1)
+}
+
+func kindOf(k string) string {
+	switch k {
+	case "slice":
+		return "a list"
+	case "struct", "map":
+		return "a mapping"
+	case "string":
+		return "text"
+	case "bool":
+		return "true or false"
+	}
+	return "a number"
 }
 
 // normalizeYAML turns the map[string]any trees yaml decodes into values

@@ -219,3 +219,31 @@ func TestLockRefusesASecondSweep(t *testing.T) {
 		t.Fatalf("the lock file is forklab's own: %v", err)
 	}
 }
+
+// A spec file writes fork_at as the flag does, and its errors name keys.
+func TestReadSpecFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, text, want, err string }{
+		{"a.yaml", "fork_at: 3\nseeds: \"0:50\"\n", "[3] 0:50", ""},
+		{"b.yaml", "fork_at: \"1-3\"\n", "[1 2 3] 0:300", ""},
+		{"c.json", `{"fork_at": [4, 2]}`, "[2 4] 0:300", ""},
+		{"d.yaml", "params:\n  p_stal: 0.1\n", "", `unknown key "p_stal"`},
+		{"e.yaml", "replicas: five\n", "", "key replicas: a string cannot be read as a number"},
+		{"f.json", `{"fork_at": [3],}`, "", "invalid character"},
+		{"g.yaml", "- 1\n- 2\n", "", "want a mapping of keys"},
+		{"h.toml", "", "", "want a .json, .yaml or .yml file"},
+	} {
+		p := filepath.Join(dir, tc.name)
+		os.WriteFile(p, []byte(tc.text), 0o644)
+		s, err := ReadSpecFile(p, DefaultSpec())
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: got %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(s.ForkAt, " ", s.Seeds) != tc.want {
+			t.Errorf("%s: %v %v, want %s", tc.name, s.ForkAt, err, tc.want)
+		}
+	}
+}
