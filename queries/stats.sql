@@ -4,7 +4,7 @@
 -- Inputs:   counts. Outputs: DOUBLE.
 --   z95()                          Φ⁻¹(0.975), the two-sided 95% normal quantile
 --   wilson_lo(x, n), wilson_hi     Wilson score interval for x successes in n
---                                  (wilson_bounds(x, n): its center and half-width)
+--                                  (wilson_center and wilson_half are its parts)
 --                                  (Wilson, JASA 1927); [0, 1] when n = 0
 --   mcnemar_p(b, c)                McNemar's exact two-sided p-value on the
 --                                  discordant pairs: min(1, 2·P(X ≤ min(b, c))),
@@ -21,14 +21,15 @@
 -- testdata/stats/golden.json within 1e-9.
 CREATE OR REPLACE MACRO z95() AS 1.959963984540054;
 
-CREATE OR REPLACE MACRO wilson_bounds(x, n) AS
-    list_transform([{'p': x / n, 'n': n, 'z2': z95() * z95()}],
-        w -> {'center': (w.p + w.z2 / (2 * w.n)) / (1 + w.z2 / w.n),
-              'half': sqrt(w.z2) / (1 + w.z2 / w.n) * sqrt(w.p * (1 - w.p) / w.n + w.z2 / (4.0 * w.n * w.n))})[1];
+CREATE OR REPLACE MACRO wilson_center(x, n) AS
+    (x / n + z95() * z95() / (2 * n)) / (1 + z95() * z95() / n);
+CREATE OR REPLACE MACRO wilson_half(x, n) AS
+    z95() / (1 + z95() * z95() / n)
+        * sqrt((x / n) * (1 - x / n) / n + z95() * z95() / (4.0 * n * n));
 CREATE OR REPLACE MACRO wilson_lo(x, n) AS
-    CASE WHEN n = 0 THEN 0.0 ELSE greatest(0.0, list_transform([wilson_bounds(x, n)], w -> w.center - w.half)[1]) END;
+    CASE WHEN n = 0 THEN 0.0 ELSE greatest(0.0, wilson_center(x, n) - wilson_half(x, n)) END;
 CREATE OR REPLACE MACRO wilson_hi(x, n) AS
-    CASE WHEN n = 0 THEN 1.0 ELSE least(1.0, list_transform([wilson_bounds(x, n)], w -> w.center + w.half)[1]) END;
+    CASE WHEN n = 0 THEN 1.0 ELSE least(1.0, wilson_center(x, n) + wilson_half(x, n)) END;
 
 CREATE OR REPLACE MACRO mcnemar_tail(b, c) AS
     2 * list_sum(list_transform(
