@@ -225,6 +225,10 @@ func PctUp(x float64) string {
 // two significant digits below (5.3e-23).
 func PValue(p float64) string {
 	switch {
+	case p <= 0:
+		return "< 1e-300" // the exact tail underflows a float64
+	}
+	switch {
 	case p >= 0.9995:
 		return "1"
 	case p >= 0.001:

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/forklab/forklab/pipeline/fork"
+	"github.com/forklab/forklab/schemas"
 )
 
 func runSweep(t *testing.T, spec Spec, workers int) string {
@@ -245,5 +246,28 @@ func TestReadSpecFile(t *testing.T) {
 		if err != nil || fmt.Sprint(s.ForkAt, " ", s.Seeds) != tc.want {
 			t.Errorf("%s: %v %v, want %s", tc.name, s.ForkAt, err, tc.want)
 		}
+	}
+}
+
+// With a greedy model the A/A arm is off again, replica for replica: its
+// flip rate, the noise floor, is exactly zero — also in an imperfect world,
+// whose randomness belongs to the task, not to the arm.
+func TestAAWithGreedyModelNeverFlips(t *testing.T) {
+	spec := DefaultSpec()
+	spec.Seeds = Range{0, 2000}
+	spec.ForkAt = []int{2, 3}
+	spec.Arms = []fork.Arm{fork.Off, fork.AA}
+	spec.Replicas = 3
+	spec.Params.PStall, spec.Params.PObsNoise, spec.Params.PRefreshFail = 0.2, 0.1, 0.3
+	out := runSweep(t, spec, 2)
+	pairs := readRows[schemas.Pair](t, filepath.Join(out, "pairs", "*", "*", "*.parquet"))
+	n, flips := len(pairs), 0
+	for _, p := range pairs {
+		if p.Label != "unchanged" || p.ControlWins != p.TreatmentWins {
+			flips++
+		}
+	}
+	if n != 4000 || flips != 0 {
+		t.Fatalf("%d aa pairs, %d flips; want 4000 and 0", n, flips)
 	}
 }
