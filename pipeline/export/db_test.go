@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/forklab/forklab/pipeline/results/resultstest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,39 +13,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/forklab/forklab/pipeline/fork"
 	"github.com/forklab/forklab/pipeline/results"
 	"github.com/forklab/forklab/pipeline/sweep"
 	"github.com/forklab/forklab/queries"
 	"github.com/forklab/forklab/schemas"
 	"github.com/parquet-go/parquet-go"
 )
-
-// noisySpec is a small noisy sweep: two fork steps, every arm but policy,
-// three replicas, so every report query has rows to return.
-func noisySpec() sweep.Spec {
-	s := sweep.DefaultSpec()
-	s.Seeds = sweep.Range{Start: 0, End: 400}
-	s.ForkAt = []int{2, 3}
-	s.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo, fork.AA}
-	s.Replicas = 3
-	s.Params.PStall, s.Params.PObsNoise, s.Params.PRefreshFail = 0.15, 0.05, 0.2
-	s.Model.Temperature = 0.1
-	return s
-}
-
-// sweepDir runs spec into a new directory.
-func sweepDir(t *testing.T, spec sweep.Spec) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "out")
-	if err := sweep.Prepare(out, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sweep.Run(context.Background(), spec, sweep.Options{Out: out, Version: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 func openDB(t *testing.T, dsn string) *sql.DB {
 	t.Helper()
@@ -97,7 +71,7 @@ func scalar(t *testing.T, db *sql.DB, text string) any {
 // views of forklab report do.
 func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 	ctx := context.Background()
-	dir := sweepDir(t, noisySpec())
+	dir := resultstest.Dir(t, resultstest.NoisySpec())
 	writeEvents(t, filepath.Join(dir, EventsDir, "part-0.parquet"), 2)
 	info, err := WriteDB(ctx, dir)
 	if err != nil {
@@ -275,7 +249,7 @@ func writeEvents(t *testing.T, path string, forkStep int32) {
 // BI tool passes as a connection setting; ATTACH works the same way.
 func TestResultsDBFromElsewhere(t *testing.T) {
 	ctx := context.Background()
-	dir := sweepDir(t, sweep.DefaultSpec())
+	dir := resultstest.Dir(t, sweep.DefaultSpec())
 	if _, err := WriteDB(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +283,7 @@ func TestResultsDBFromElsewhere(t *testing.T) {
 // drops the events view when the files are gone.
 func TestWriteDBRerunEvents(t *testing.T) {
 	ctx := context.Background()
-	dir := sweepDir(t, sweep.DefaultSpec())
+	dir := resultstest.Dir(t, sweep.DefaultSpec())
 	if _, err := WriteDB(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +353,7 @@ func TestWriteDBNotResults(t *testing.T) {
 		t.Error("WriteDB of an empty directory created results.duckdb")
 	}
 	// A file that is not a DuckDB database says what to do.
-	res := sweepDir(t, sweep.DefaultSpec())
+	res := resultstest.Dir(t, sweep.DefaultSpec())
 	os.WriteFile(filepath.Join(res, DBName), []byte("not a database, just text that is long enough to have a header"), 0o644)
 	_, err = WriteDB(context.Background(), res)
 	if err == nil || !strings.Contains(err.Error(), "remove it and rerun") {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/forklab/forklab/pipeline/results/resultstest"
 	"html"
 	"image"
 	"image/png"
@@ -108,7 +109,7 @@ const measureScript = `<script>
 // that shows the headline's colours.
 func TestBrowserReadableAt1280x800(t *testing.T) {
 	bin := chromium(t)
-	db := sweepAndOpen(t, noisySpec())
+	db := resultstest.Open(t, resultstest.NoisySpec())
 	page, _ := render(t, db)
 	dir := t.TempDir()
 	report := filepath.Join(dir, "report.html")

@@ -164,8 +164,8 @@ type convGroup struct {
 func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 	p := &page{CSS: template.CSS(styleCSS), Title: "forklab report · " + filepath.Base(filepath.Clean(dir)), Dir: dir, Result: s.Result, SearchNote: s.SearchNote}
 	configs := len(m.Configs) > 1
-	p.Facts = []string{"world " + m.Spec.World, "seeds " + m.Spec.Seeds.String(), "fork at " + joinInts(m.Spec.ForkAt),
-		"arms " + joinArms(m.Spec.Arms), fmt.Sprintf("replicas %d", m.Spec.Replicas)}
+	p.Facts = []string{"world " + m.Spec.World, "seeds " + m.Spec.Seeds.String(), "fork at " + report.List(m.Spec.ForkAt),
+		"arms " + report.List(m.Spec.Arms), fmt.Sprintf("replicas %d", m.Spec.Replicas)}
 	if configs {
 		p.Facts = append(p.Facts, fmt.Sprintf("%d configurations", len(m.Configs)))
 	}
@@ -434,9 +434,9 @@ func parameters(m sweep.Manifest) ([]kv, table, table, string) {
 	s := m.Spec
 	kvs := []kv{
 		{"world", s.World}, {"seeds", s.Seeds.String() + fmt.Sprintf(" (%d seeds)", s.Seeds.Len())},
-		{"fork at", joinInts(s.ForkAt)}, {"arms", joinArms(s.Arms)}, {"replicas", fmt.Sprint(s.Replicas)},
+		{"fork at", report.List(s.ForkAt)}, {"arms", report.List(s.Arms)}, {"replicas", fmt.Sprint(s.Replicas)},
 		{"target", fmt.Sprint(s.Params.Target)}, {"base budget", fmt.Sprint(s.Params.BaseBudget)},
-		{"slack values", joinInts(s.Params.Slack)}, {"freeze values", joinInts(s.Params.FreezeAt)},
+		{"slack values", report.List(s.Params.Slack)}, {"freeze values", report.List(s.Params.FreezeAt)},
 		{"p_stall", fmt.Sprint(s.Params.PStall)}, {"p_obs_noise", fmt.Sprint(s.Params.PObsNoise)},
 		{"p_refresh_fail", fmt.Sprint(s.Params.PRefreshFail)},
 		{"temperature", fmt.Sprint(s.Model.Temperature)}, {"no_tool", fmt.Sprint(s.Model.NoTool)},
@@ -455,7 +455,7 @@ func parameters(m sweep.Manifest) ([]kv, table, table, string) {
 	configs := table{Columns: []string{"config_id", "target", "base_budget", "slack", "freeze_at", "p_stall", "p_obs_noise", "p_refresh_fail", "temperature", "no_tool"}}
 	for _, c := range m.Configs {
 		configs.Rows = append(configs.Rows, []cell{num(int64(c.ID)), num(int64(c.Params.Target)), num(int64(c.Params.BaseBudget)),
-			{Text: "[" + joinInts(c.Params.Slack) + "]"}, {Text: "[" + joinInts(c.Params.FreezeAt) + "]"},
+			{Text: "[" + report.List(c.Params.Slack) + "]"}, {Text: "[" + report.List(c.Params.FreezeAt) + "]"},
 			{Text: fmt.Sprint(c.Params.PStall), Num: true}, {Text: fmt.Sprint(c.Params.PObsNoise), Num: true},
 			{Text: fmt.Sprint(c.Params.PRefreshFail), Num: true}, {Text: fmt.Sprint(c.Model.Temperature), Num: true},
 			{Text: fmt.Sprint(c.Model.NoTool), Num: true}})
@@ -468,20 +468,4 @@ func parameters(m sweep.Manifest) ([]kv, table, table, string) {
 	}
 	spec, _ := json.MarshalIndent(s, "", "  ")
 	return kvs, configs, outputs, string(spec)
-}
-
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ",")
-}
-
-func joinArms[T ~string](xs []T) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = string(x)
-	}
-	return strings.Join(s, ",")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"flag"
+	"github.com/forklab/forklab/pipeline/results/resultstest"
 	"html"
 	"io"
 	"os"
@@ -22,24 +23,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/html golden files")
 
-// sweepAndOpen runs spec into a temporary directory and opens it.
-func sweepAndOpen(t testing.TB, spec sweep.Spec) *results.DB {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "out")
-	if err := sweep.Prepare(out, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sweep.Run(context.Background(), spec, sweep.Options{Out: out, Version: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	db, err := results.Open(context.Background(), out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 // render collects and renders the report of db, with the directory shown
 // as "out" so the page does not depend on the temporary path.
 func render(t testing.TB, db *results.DB) (string, *report.Sections) {
@@ -53,17 +36,6 @@ func render(t testing.TB, db *results.DB) (string, *report.Sections) {
 		t.Fatal(err)
 	}
 	return buf.String(), s
-}
-
-func noisySpec() sweep.Spec {
-	s := sweep.DefaultSpec()
-	s.Seeds = sweep.Range{Start: 0, End: 400}
-	s.ForkAt = []int{2, 3}
-	s.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo, fork.AA}
-	s.Replicas = 3
-	s.Params.PStall, s.Params.PObsNoise, s.Params.PRefreshFail = 0.15, 0.05, 0.2
-	s.Model.Temperature = 0.1
-	return s
 }
 
 var svgRe = regexp.MustCompile(`(?s)<svg\b.*?</svg>`)
@@ -154,7 +126,7 @@ func golden(t *testing.T, name, got string) {
 // The seed's sweep: the page holds the text report's numbers, eight
 // charts, and nothing that reaches outside the file.
 func TestSeedReport(t *testing.T) {
-	db := sweepAndOpen(t, sweep.DefaultSpec())
+	db := resultstest.Open(t, sweep.DefaultSpec())
 	page, s := render(t, db)
 	checkSelfContained(t, page)
 	text := visibleText(page)
@@ -191,7 +163,7 @@ func TestSeedReport(t *testing.T) {
 // figures, for every arm and fork step of a noisy sweep; the page adds
 // the replicas-and-seeds charts.
 func TestNoisyReportMatchesText(t *testing.T) {
-	db := sweepAndOpen(t, noisySpec())
+	db := resultstest.Open(t, resultstest.NoisySpec())
 	page, s := render(t, db)
 	checkSelfContained(t, page)
 	visible := visibleText(page)
@@ -245,7 +217,7 @@ func TestNoisyReportMatchesText(t *testing.T) {
 func TestReportWithoutSearch(t *testing.T) {
 	spec := sweep.DefaultSpec()
 	spec.Arms = []fork.Arm{fork.Off, fork.Placebo}
-	db := sweepAndOpen(t, spec)
+	db := resultstest.Open(t, spec)
 	page, s := render(t, db)
 	checkSelfContained(t, page)
 	if s.Search != nil || !strings.Contains(page, "<p class=\"lede\">Skipped: "+html.EscapeString(s.SearchNote)+"</p>") {
@@ -263,7 +235,7 @@ func TestReportWithoutSearch(t *testing.T) {
 func TestReportGrid(t *testing.T) {
 	spec := sweep.DefaultSpec()
 	spec.Grid = map[string][]float64{"p_stall": {0, 0.2}}
-	db := sweepAndOpen(t, spec)
+	db := resultstest.Open(t, spec)
 	page, _ := render(t, db)
 	checkSelfContained(t, page)
 	for _, want := range []string{"<h3>on vs off · fork step 3 · config 0 · 300 pairs</h3>", "<h3>on vs off · fork step 3 · config 1 · 300 pairs</h3>",
@@ -275,7 +247,7 @@ func TestReportGrid(t *testing.T) {
 }
 
 func TestWriteCollects(t *testing.T) {
-	db := sweepAndOpen(t, sweep.DefaultSpec())
+	db := resultstest.Open(t, sweep.DefaultSpec())
 	var buf bytes.Buffer
 	if err := Write(context.Background(), &buf, db); err != nil {
 		t.Fatal(err)

@@ -85,7 +85,7 @@ func Write(ctx context.Context, w io.Writer, db *results.DB) error {
 func WriteSections(w io.Writer, db *results.DB, s *Sections) error {
 	m := db.Manifest
 	fmt.Fprintf(w, "forklab report · %s · world %s · seeds %s · fork at %s · arms %s · replicas %d",
-		db.Dir, m.Spec.World, m.Spec.Seeds, joinInts(m.Spec.ForkAt), joinArms(m.Spec.Arms), m.Spec.Replicas)
+		db.Dir, m.Spec.World, m.Spec.Seeds, List(m.Spec.ForkAt), List(m.Spec.Arms), m.Spec.Replicas)
 	if len(m.Configs) > 1 {
 		fmt.Fprintf(w, " · %d configurations", len(m.Configs))
 	}
@@ -237,18 +237,12 @@ func PValue(p float64) string {
 	return fmt.Sprintf("%.2g", p)
 }
 
-func joinInts(xs []int) string {
+// List joins values with commas as the report prints lists of fork steps
+// and arms: "1,2,3", "off,on".
+func List[T any](xs []T) string {
 	s := make([]string, len(xs))
 	for i, x := range xs {
 		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ",")
-}
-
-func joinArms[T ~string](xs []T) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = string(x)
 	}
 	return strings.Join(s, ",")
 }

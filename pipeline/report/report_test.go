@@ -5,34 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/forklab/forklab/pipeline/results/resultstest"
 	"os"
 	"strings"
 	"testing"
 
-	"github.com/forklab/forklab/pipeline/results"
 	"github.com/forklab/forklab/pipeline/sweep"
 )
 
-func sweepAndOpen(t *testing.T, spec sweep.Spec) *results.DB {
-	t.Helper()
-	out := t.TempDir()
-	if err := sweep.Prepare(out, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sweep.Run(context.Background(), spec, sweep.Options{Out: out, Version: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	db, err := results.Open(context.Background(), out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 // The seed's table, from Parquet through DuckDB, exactly.
 func TestSeedTableThroughDuckDB(t *testing.T) {
-	db := sweepAndOpen(t, sweep.DefaultSpec())
+	db := resultstest.Open(t, sweep.DefaultSpec())
 	var buf bytes.Buffer
 	if err := Write(context.Background(), &buf, db); err != nil {
 		t.Fatal(err)
@@ -88,7 +71,7 @@ func TestReferenceTablesThroughDuckDB(t *testing.T) {
 		spec := sweep.DefaultSpec()
 		spec.Seeds = sweep.Range{Start: uint64(tc.Start), End: uint64(tc.Start + tc.Seeds)}
 		spec.ForkAt = []int{tc.ForkAt}
-		db := sweepAndOpen(t, spec)
+		db := resultstest.Open(t, spec)
 		tab, err := db.Run(context.Background(), "summary")
 		if err != nil {
 			t.Fatal(err)

@@ -3,38 +3,21 @@ package search
 import (
 	"context"
 	"errors"
+	"github.com/forklab/forklab/pipeline/results/resultstest"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/forklab/forklab/pipeline/fork"
 	"github.com/forklab/forklab/pipeline/policy"
-	"github.com/forklab/forklab/pipeline/results"
 	"github.com/forklab/forklab/pipeline/sweep"
 	"github.com/forklab/forklab/queries"
 )
 
-func sweepDB(t *testing.T, spec sweep.Spec) *results.DB {
-	t.Helper()
-	out := t.TempDir()
-	if err := sweep.Prepare(out, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sweep.Run(context.Background(), spec, sweep.Options{Out: out}); err != nil {
-		t.Fatal(err)
-	}
-	db, err := results.Open(context.Background(), out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 // On the seed's world the search finds same_obs = true, and rerunning under
 // it gives rescued 75, harmed 0, net +75 against always-on's 75, 83, -8.
 func TestSeedWorldFindsSameObsAndRerunDropsHarms(t *testing.T) {
-	db := sweepDB(t, sweep.DefaultSpec())
+	db := resultstest.Open(t, sweep.DefaultSpec())
 	r, err := Run(context.Background(), db, Defaults())
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +56,7 @@ func TestSeedWorldFindsSameObsAndRerunDropsHarms(t *testing.T) {
 	spec := sweep.DefaultSpec()
 	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.Policy}
 	spec.Policy = &rule
-	rerun := sweepDB(t, spec)
+	rerun := resultstest.Open(t, spec)
 	tab, err := rerun.Query(context.Background(), "SELECT arm, rescued, harmed, net FROM ("+
 		strings.TrimSuffix(strings.TrimSpace(queries.MustGet("summary")), ";")+") ORDER BY arm")
 	if err != nil {
@@ -95,7 +78,7 @@ func TestImperfectWorldNeedsAnotherTrigger(t *testing.T) {
 	spec := sweep.DefaultSpec()
 	spec.Seeds = sweep.Range{Start: 0, End: 4000}
 	spec.Params.PStall = 0.2
-	db := sweepDB(t, spec)
+	db := resultstest.Open(t, spec)
 	r, err := Run(context.Background(), db, Defaults())
 	if err != nil {
 		t.Fatal(err)
@@ -124,13 +107,13 @@ func TestBadOptionsAndTooFewPairs(t *testing.T) {
 	}
 	spec := sweep.DefaultSpec()
 	spec.Seeds = sweep.Range{Start: 0, End: 12}
-	db := sweepDB(t, spec)
+	db := resultstest.Open(t, spec)
 	if _, err := Run(context.Background(), db, Defaults()); !errors.Is(err, ErrInput) {
 		t.Errorf("12 seeds: got %v, want too few pairs", err)
 	}
 	spec = sweep.DefaultSpec()
 	spec.Arms = []fork.Arm{fork.Off, fork.Placebo}
-	if _, err := Run(context.Background(), sweepDB(t, spec), Defaults()); !errors.Is(err, ErrInput) {
+	if _, err := Run(context.Background(), resultstest.Open(t, spec), Defaults()); !errors.Is(err, ErrInput) {
 		t.Errorf("no arm on: got %v, want ErrInput", err)
 	}
 }
