@@ -101,7 +101,7 @@ func (r *Report) Write(w io.Writer) {
 		{"  zombie appends refused, session closed (409)", fmt.Sprint(r.Closed409)},
 		{"  zombies frozen before claiming, who took over", fmt.Sprint(r.ZombieWon)},
 		{"  zombies that woke to a finished session, wrote nothing", fmt.Sprint(r.ZombieIdle)},
-		{"log service restarts (SIGKILL)", fmt.Sprintf("%d (down %s in all)", r.Restarts, r.ServiceDown.Round(time.Millisecond))},
+		{"log service restarts (SIGKILL)", fmt.Sprintf("%s (down %s in all)", asked(r.Restarts, c.Restarts), r.ServiceDown.Round(time.Millisecond))},
 		{"duplicates seen by readers", fmt.Sprint(r.Duplicates)},
 		{"gaps seen by readers", fmt.Sprint(r.Gaps)},
 		{"reads with non-increasing offsets", fmt.Sprint(r.Unordered)},
@@ -212,11 +212,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Processes++
 		now := time.Now()
 		left := cfg.Sessions - rep.Completed
+		// Plan the fault inside what is left of the session: about 22
+		// events of Delay each, less those already acknowledged.
+		s.mu.Lock()
+		done := len(s.acked)
+		s.mu.Unlock()
+		window := max(60*time.Millisecond, time.Duration(22-min(done, 20))*cfg.Delay)
+		at := func() time.Time { return now.Add(30*time.Millisecond + time.Duration(rng.Int64N(int64(window)))) }
 		if kills := cfg.Kills - rep.Kills - pendingKills; kills > 0 && rng.Float64() < min(0.9, float64(kills)/float64(max(1, left))) {
-			p.killAt = now.Add(time.Duration(30+rng.IntN(700)) * time.Millisecond)
+			p.killAt = at()
 			pendingKills++
 		} else if zombies > 0 && rng.Float64() < min(0.9, float64(zombies)/float64(max(1, left))) {
-			p.freezeAt = now.Add(time.Duration(30+rng.IntN(400)) * time.Millisecond)
+			p.freezeAt = at()
 			zombies--
 		}
 		s.live = p
