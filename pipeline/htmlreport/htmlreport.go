@@ -260,57 +260,43 @@ func headlineOf(r results.Row, configs, primary bool) headline {
 	return h
 }
 
+// runs splits rows into runs of consecutive rows with the same key.
+func runs(rs []results.Row, key func(results.Row) string) [][]results.Row {
+	var out [][]results.Row
+	for _, r := range rs {
+		if n := len(out); n > 0 && key(out[n-1][0]) == key(r) {
+			out[n-1] = append(out[n-1], r)
+			continue
+		}
+		out = append(out, []results.Row{r})
+	}
+	return out
+}
+
+// armKey groups rows by configuration, fork step and arm.
+func armKey(r results.Row) string {
+	return fmt.Sprint(r.Int("config_id"), "/", r.Int("fork_step"), "/", r.Str("arm"))
+}
+
 func sliceGroups(rs []results.Row, configs bool, primary string) ([]sliceGroup, error) {
 	var groups []sliceGroup
-	var cur []results.Row
-	flush := func() error {
-		if len(cur) == 0 {
-			return nil
-		}
+	for _, cur := range runs(rs, armKey) {
 		g := sliceGroup{Title: groupTitle(cur[0], configs), Open: cur[0].Str("arm") == primary,
 			Table: table{Columns: []string{"feature", "value", "pairs", "rescued", "harmed", "unchanged", "net", "net rate [95% CI]", "McNemar p"}}}
-		var feat []results.Row
-		emit := func() error {
-			if len(feat) == 0 {
-				return nil
-			}
+		for _, feat := range runs(cur, func(r results.Row) string { return r.Str("feature") }) {
 			svg, err := sliceChart(feat[0].Str("feature"), feat)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			g.Charts = append(g.Charts, chart{Title: feat[0].Str("feature"), SVG: svg})
-			feat = nil
-			return nil
 		}
 		for _, r := range cur {
-			if len(feat) > 0 && feat[0].Str("feature") != r.Str("feature") {
-				if err := emit(); err != nil {
-					return err
-				}
-			}
-			feat = append(feat, r)
 			g.Table.Rows = append(g.Table.Rows, []cell{{Text: r.Str("feature")}, {Text: r.Str("value")}, num(r.Int("pairs")),
 				num(r.Int("rescued")), num(r.Int("harmed")), num(r.Int("unchanged")), {Text: signed(r.Int("net")), Num: true, Class: netClass(r.Int("net"))},
 				{Text: fmt.Sprintf("%s [%s, %s]", pct(r.Float("net_rate")), pct(r.Float("net_lo")), pct(r.Float("net_hi"))), Num: true},
 				{Text: pval(r.Float("mcnemar_p")), Num: true}})
 		}
-		if err := emit(); err != nil {
-			return err
-		}
 		groups = append(groups, g)
-		cur = nil
-		return nil
-	}
-	for _, r := range rs {
-		if len(cur) > 0 && (cur[0].Int("config_id") != r.Int("config_id") || cur[0].Int("fork_step") != r.Int("fork_step") || cur[0].Str("arm") != r.Str("arm")) {
-			if err := flush(); err != nil {
-				return nil, err
-			}
-		}
-		cur = append(cur, r)
-	}
-	if err := flush(); err != nil {
-		return nil, err
 	}
 	if len(groups) <= 2 {
 		for i := range groups {
@@ -396,14 +382,10 @@ func qiniOf(t *results.Table) (*qiniView, error) {
 
 func convGroups(rs []results.Row, configs bool, primary string) ([]convGroup, error) {
 	var groups []convGroup
-	var cur []results.Row
-	flush := func() error {
-		if len(cur) == 0 {
-			return nil
-		}
+	for _, cur := range runs(rs, armKey) {
 		netRate, width, legend, err := convergenceCharts(cur)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		g := convGroup{Title: groupTitle(cur[0], configs), Open: cur[0].Str("arm") == primary, NetRate: netRate, Width: width, Legend: legend,
 			Table: table{Columns: []string{"replicas voted", "seeds", "rescued", "harmed", "net", "net rate [95% CI]", "CI width", "McNemar p"}}}
@@ -414,18 +396,8 @@ func convGroups(rs []results.Row, configs bool, primary string) ([]convGroup, er
 				{Text: pct(r.Float("ci_width")), Num: true}, {Text: pval(r.Float("mcnemar_p")), Num: true}})
 		}
 		groups = append(groups, g)
-		cur = nil
-		return nil
 	}
-	for _, r := range rs {
-		if len(cur) > 0 && (cur[0].Int("config_id") != r.Int("config_id") || cur[0].Int("fork_step") != r.Int("fork_step") || cur[0].Str("arm") != r.Str("arm")) {
-			if err := flush(); err != nil {
-				return nil, err
-			}
-		}
-		cur = append(cur, r)
-	}
-	return groups, flush()
+	return groups, nil
 }
 
 // parameters lists the manifest: the spec, the configurations, the tables
