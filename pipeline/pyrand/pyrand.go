@@ -14,10 +14,9 @@
 // init_genrand(19650218) that init_by_array starts from does not depend on the
 // seed and is computed once. And outputs are produced lazily, twisting
 // one state word at a time instead of all 624 words: a task needs a handful
-// of outputs. SeedBatch runs several seeds' chains in lockstep so the
-// processor overlaps their multiply latencies.
+// of outputs.
 //
-// Batch goes further for sweeps over many seeds: it seeds BatchLanes
+// Batch is for sweeps over many seeds: it seeds BatchLanes
 // generators at once with their states interleaved word by word, so that one
 // vector instruction advances the chains of 16 (AVX-512) or 8 (AVX2) seeds,
 // and computes each lane's first outputs in the same pass. The kernel is
@@ -46,7 +45,7 @@ var base = func() (mt [n]uint32) {
 }()
 
 // Gen is a CPython-compatible MT19937 generator. The zero value is not
-// usable; build one with New or SeedBatch. A Gen is about 2.5 KiB and is
+// usable; build one with New. A Gen is about 2.5 KiB and is
 // meant to be reused through Reseed.
 type Gen struct {
 	mt  [n]uint32

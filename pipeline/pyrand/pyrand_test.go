@@ -82,25 +82,6 @@ func TestChoiceMatchesCPython(t *testing.T) {
 	}
 }
 
-func TestSeedBatchEqualsReseed(t *testing.T) {
-	seeds := [][Lanes]uint32{
-		{0, 1, 2, 3, 4, 5, 6, 7},
-		{1 << 31, 1<<32 - 1, 99, 12345, 7, 7, 0, 65535},
-	}
-	var batch [Lanes]Gen
-	for _, ss := range seeds {
-		SeedBatch(&batch, &ss)
-		for l, s := range ss {
-			want := New(uint64(s))
-			for i := 0; i < 700; i++ {
-				if got, w := batch[l].Uint32(), want.Uint32(); got != w {
-					t.Fatalf("seed %d output %d: batch %d, single %d", s, i, got, w)
-				}
-			}
-		}
-	}
-}
-
 func TestBelowPanicsOutsideRange(t *testing.T) {
 	above := int64(1<<31 + 1) // not an int on 32-bit platforms
 	for _, m := range []int{0, -1, int(above)} {
@@ -123,17 +104,4 @@ func BenchmarkReseed(b *testing.B) {
 		g.Reseed(uint64(i))
 		sink += g.Uint32()
 	}
-}
-
-func BenchmarkSeedBatch(b *testing.B) {
-	var gs [Lanes]Gen
-	var ss [Lanes]uint32
-	for i := 0; b.Loop(); i++ {
-		for l := range ss {
-			ss[l] = uint32(i*Lanes + l)
-		}
-		SeedBatch(&gs, &ss)
-		sink += gs[0].Uint32()
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*Lanes), "ns/seed")
 }

@@ -30,7 +30,7 @@ const (
 
 // seedGo is the portable kernel. It seeds eight lanes at a time, keeping
 // their eight chains in registers so that the processor overlaps their
-// multiplies, as SeedBatch does for Gen.
+// multiplies.
 func seedGo(b *Batch) {
 	for c := 0; c < BatchLanes; c += 8 {
 		seedGo8(&b.st, c, (*[8]uint32)(b.keys[0][c:]), (*[8]uint32)(b.keys[1][c:]))
