@@ -42,7 +42,7 @@ vet:
 	$(GO) vet ./...
 
 fmt-check:
-	@files=$$(gofmt -l cmd pipeline schemas queries stream 2>/dev/null); \
+	@files=$$(gofmt -l cmd internal pipeline schemas queries stream 2>/dev/null); \
 	if [ -n "$$files" ]; then echo "gofmt needed:"; echo "$$files"; exit 1; fi
 
 test-go:

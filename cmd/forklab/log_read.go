@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/forklab/forklab/pipeline/atomicfile"
+	"github.com/forklab/forklab/internal/atomicfile"
 	"io"
 	"net/http"
 	"os"

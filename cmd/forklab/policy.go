@@ -3,7 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/forklab/forklab/pipeline/atomicfile"
+	"github.com/forklab/forklab/internal/atomicfile"
 	"os"
 
 	"github.com/forklab/forklab/pipeline/report"

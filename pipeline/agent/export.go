@@ -3,7 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
-	"github.com/forklab/forklab/pipeline/atomicfile"
+	"github.com/forklab/forklab/internal/atomicfile"
 	"os"
 	"path/filepath"
 

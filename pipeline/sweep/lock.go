@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/forklab/forklab/pipeline/dirlock"
+	"github.com/forklab/forklab/internal/dirlock"
 )
 
 // LockName is the lock file a sweep holds in its output directory while it

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/forklab/forklab/pipeline/atomicfile"
+	"github.com/forklab/forklab/internal/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"

@@ -10,7 +10,7 @@ package broker
 
 import (
 	"fmt"
-	"github.com/forklab/forklab/pipeline/dirlock"
+	"github.com/forklab/forklab/internal/dirlock"
 	"os"
 	"path/filepath"
 	"strconv"

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/forklab/forklab/pipeline/dirlock"
+	"github.com/forklab/forklab/internal/dirlock"
 )
 
 // A second broker on the same data directory is refused: both would number
