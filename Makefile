@@ -53,7 +53,7 @@ test-go:
 # memory of a 10,000,000-seed sweep. BENCH_SEEDS and BENCH_MEM_SEEDS change
 # the sizes.
 bench:
-	$(GO) test -run '^$$' -bench 'SweepEndToEnd|SweepPeakMemory' -benchtime 3x -timeout 60m ./pipeline/report
+	$(GO) test -run '^$$' -bench 'SweepEndToEnd|SweepPeakMemory' -benchtime 3x -timeout 60m ./pipeline/analysis/report
 
 clean:
 	rm -rf bin $(OUT)

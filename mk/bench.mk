@@ -1,6 +1,6 @@
 # mk/bench.mk — the sweep's speed and memory, piece by piece. Included by the
 # top Makefile, whose `make bench` runs the end-to-end and peak-memory
-# benchmarks together (pipeline/report/bench_test.go).
+# benchmarks together (pipeline/analysis/report/bench_test.go).
 #
 #   bench-sweep     the whole sweep (simulation, Parquet, DuckDB summary) over
 #                   BENCH_SEEDS seeds (default 1,000,000), beside the seed's
@@ -30,14 +30,14 @@ BENCH_COUNT ?= 3
 .PHONY: bench-sweep bench-mem bench-stages bench-cpu bench-profile
 
 bench-sweep:
-	$(BENCH_GO) test -run '^$$' -bench 'SweepEndToEnd' -benchtime 3x -count $(BENCH_COUNT) -timeout 60m ./pipeline/report
+	$(BENCH_GO) test -run '^$$' -bench 'SweepEndToEnd' -benchtime 3x -count $(BENCH_COUNT) -timeout 60m ./pipeline/analysis/report
 
 bench-mem:
-	$(BENCH_GO) test -run '^$$' -bench 'SweepPeakMemory' -benchtime 1x -timeout 60m ./pipeline/report
+	$(BENCH_GO) test -run '^$$' -bench 'SweepPeakMemory' -benchtime 1x -timeout 60m ./pipeline/analysis/report
 
 bench-stages:
-	$(BENCH_GO) test -run '^$$' -bench 'Stages' -benchtime 5x -count $(BENCH_COUNT) ./pipeline/sweep
-	$(BENCH_GO) test -run '^$$' -bench 'Lab' -count $(BENCH_COUNT) ./pipeline/counter
+	$(BENCH_GO) test -run '^$$' -bench 'Stages' -benchtime 5x -count $(BENCH_COUNT) ./pipeline/lab/sweep
+	$(BENCH_GO) test -run '^$$' -bench 'Lab' -count $(BENCH_COUNT) ./pipeline/worlds/counter
 
 bench-cpu:
 	$(BENCH_GO) build -o $(BENCH_BIN) ./cmd/forklab
@@ -49,7 +49,7 @@ bench-cpu:
 
 bench-profile:
 	@mkdir -p $(BENCH_OUT)
-	$(BENCH_GO) test -c -o $(BENCH_OUT)/report.test ./pipeline/report
-	cd pipeline/report && $(BENCH_OUT)/report.test -test.run '^$$' -test.bench 'SweepEndToEnd' \
+	$(BENCH_GO) test -c -o $(BENCH_OUT)/report.test ./pipeline/analysis/report
+	cd pipeline/analysis/report && $(BENCH_OUT)/report.test -test.run '^$$' -test.bench 'SweepEndToEnd' \
 		-test.benchtime 3x -test.cpuprofile $(BENCH_OUT)/cpu.prof
 	$(BENCH_GO) tool pprof -top -nodecount 40 $(BENCH_OUT)/report.test $(BENCH_OUT)/cpu.prof

@@ -26,7 +26,7 @@ chromium:
 # The report rendered by headless Chromium at 1280×800: fails, rather than
 # skips, when Chromium is missing.
 test-browser: chromium
-	FORKLAB_REQUIRE_CHROMIUM=1 $(GO) test -count=1 -run Browser ./pipeline/htmlreport
+	FORKLAB_REQUIRE_CHROMIUM=1 $(GO) test -count=1 -run Browser ./pipeline/analysis/htmlreport
 
 # Regenerate the README's picture of the report (docs/report.png): the
 # seed's sweep, its first screen at 1280×800 in headless Chromium.
@@ -44,4 +44,4 @@ docs-screenshot: chromium build
 # (FORKLAB_BENCH_ROWS changes it), each format in its own process, with its
 # ratio to DuckDB's COPY to CSV.
 bench-export:
-	$(GO) test -run '^$$' -bench QueryPeakMemory -benchtime 1x -timeout 30m ./pipeline/export
+	$(GO) test -run '^$$' -bench QueryPeakMemory -benchtime 1x -timeout 30m ./pipeline/analysis/export

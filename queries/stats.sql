@@ -17,7 +17,7 @@
 --                                  Newcombe & Altman (2000); newcombe_parts
 --                                  (a, b, c, d) holds the proportions, their
 --                                  Wilson bounds and phi
--- pipeline/stats computes the same values in Go; the tests hold both to
+-- pipeline/analysis/stats computes the same values in Go; the tests hold both to
 -- testdata/stats/golden.json within 1e-9.
 CREATE OR REPLACE MACRO z95() AS 1.959963984540054;
 

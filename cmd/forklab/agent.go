@@ -6,10 +6,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/forklab/forklab/pipeline/agent"
-	"github.com/forklab/forklab/pipeline/counter"
-	"github.com/forklab/forklab/pipeline/session"
-	"github.com/forklab/forklab/pipeline/sweep"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/sessions/agent"
+	"github.com/forklab/forklab/pipeline/sessions/session"
+	"github.com/forklab/forklab/pipeline/worlds/counter"
 	"github.com/forklab/forklab/stream/client"
 	"github.com/spf13/cobra"
 )

@@ -7,8 +7,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/forklab/forklab/pipeline/chaos"
-	"github.com/forklab/forklab/pipeline/sweep"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/sessions/chaos"
 	"github.com/spf13/cobra"
 )
 

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/forklab/forklab/pipeline/counter"
-	"github.com/forklab/forklab/pipeline/fork"
-	"github.com/forklab/forklab/pipeline/sweep"
+	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/worlds/counter"
 	"github.com/spf13/cobra"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/forklab/forklab/pipeline/results"
+	"github.com/forklab/forklab/pipeline/analysis/results"
 )
 
 // forklabBin is the forklab binary built once for the tests that run it as

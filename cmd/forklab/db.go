@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/forklab/forklab/pipeline/export"
-	"github.com/forklab/forklab/pipeline/sweep"
+	"github.com/forklab/forklab/pipeline/analysis/export"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
 )
 

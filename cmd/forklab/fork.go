@@ -9,10 +9,10 @@ import (
 	"io"
 	"os"
 
-	"github.com/forklab/forklab/pipeline/agent"
-	"github.com/forklab/forklab/pipeline/counter"
-	"github.com/forklab/forklab/pipeline/fork"
-	"github.com/forklab/forklab/pipeline/policy"
+	"github.com/forklab/forklab/pipeline/analysis/policy"
+	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/sessions/agent"
+	"github.com/forklab/forklab/pipeline/worlds/counter"
 	"github.com/spf13/cobra"
 )
 

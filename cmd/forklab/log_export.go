@@ -8,8 +8,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/forklab/forklab/pipeline/agent"
-	"github.com/forklab/forklab/pipeline/session"
+	"github.com/forklab/forklab/pipeline/sessions/agent"
+	"github.com/forklab/forklab/pipeline/sessions/session"
 	"github.com/forklab/forklab/schemas"
 	"github.com/forklab/forklab/stream/client"
 	"github.com/spf13/cobra"

@@ -6,8 +6,8 @@ import (
 	"github.com/forklab/forklab/internal/atomicfile"
 	"os"
 
-	"github.com/forklab/forklab/pipeline/report"
-	"github.com/forklab/forklab/pipeline/search"
+	"github.com/forklab/forklab/pipeline/analysis/report"
+	"github.com/forklab/forklab/pipeline/analysis/search"
 	"github.com/spf13/cobra"
 )
 

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/forklab/forklab/pipeline/export"
-	"github.com/forklab/forklab/pipeline/htmlreport"
-	"github.com/forklab/forklab/pipeline/report"
-	"github.com/forklab/forklab/pipeline/results"
-	"github.com/forklab/forklab/pipeline/sweep"
+	"github.com/forklab/forklab/pipeline/analysis/export"
+	"github.com/forklab/forklab/pipeline/analysis/htmlreport"
+	"github.com/forklab/forklab/pipeline/analysis/report"
+	"github.com/forklab/forklab/pipeline/analysis/results"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
 )
 

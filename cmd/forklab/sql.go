@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/forklab/forklab/pipeline/export"
+	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/spf13/cobra"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/forklab/forklab/pipeline/export"
+	"github.com/forklab/forklab/pipeline/analysis/export"
 )
 
 // forklab sql, db and report --html as a user runs them: formats, query

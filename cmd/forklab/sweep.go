@@ -7,11 +7,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/forklab/forklab/pipeline/agent"
-	"github.com/forklab/forklab/pipeline/export"
-	"github.com/forklab/forklab/pipeline/fork"
-	"github.com/forklab/forklab/pipeline/policy"
-	"github.com/forklab/forklab/pipeline/sweep"
+	"github.com/forklab/forklab/pipeline/analysis/export"
+	"github.com/forklab/forklab/pipeline/analysis/policy"
+	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/sessions/agent"
 	"github.com/forklab/forklab/stream/client"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
@@ -140,7 +140,7 @@ Flags override a --spec file (JSON or YAML with the keys of manifest.json's
 				return err
 			}
 			// The DuckDB database for BI tools: views over the tables just
-			// written (pipeline/export; docs/bi.md).
+			// written (pipeline/analysis/export; docs/bi.md).
 			if _, err := export.WriteDB(ctx, out); err != nil {
 				return fmt.Errorf("write %s/results.duckdb: %w", out, err)
 			}

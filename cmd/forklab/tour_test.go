@@ -42,7 +42,7 @@ func startLogServe(t *testing.T) string {
 func TestSessionTour(t *testing.T) {
 	url := startLogServe(t)
 	// A worker stopped after 3 steps stands in for one killed midway
-	// (pipeline/agent and pipeline/chaos kill real ones).
+	// (pipeline/sessions/agent and pipeline/sessions/chaos kill real ones).
 	out := mustRun(t, "agent", "run", "--log", url, "--session", "demo", "--seed", "5", "--until", "3")
 	if !strings.HasPrefix(out, "session demo paused at step 3 after 7 events (epoch 0)") {
 		t.Fatalf("paused run: %q", out)

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/forklab/forklab/pipeline/sweep"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/pflag"
 )
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes golden.json: outputs of CPython's random.Random(seed) that
-pipeline/pyrand must reproduce. Run: python3 testdata/pyrand/gen.py"""
+pipeline/worlds/pyrand must reproduce. Run: python3 testdata/pyrand/gen.py"""
 import json, random, os
 
 out = {"first8": {}, "long": {}, "choice4": {}}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes golden.json: reference values for pipeline/stats and
+"""Writes golden.json: reference values for pipeline/analysis/stats and
 queries/stats.sql, computed independently of forklab with Python's standard
 library: McNemar's exact p and the Clopper-Pearson bound from exact rational
 binomial sums, Wilson and Newcombe from their published formulas with

@@ -1,0 +1,230 @@
+package export
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+
+	"github.com/forklab/forklab/pipeline/analysis/results"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/queries"
+)
+
+// DBName is the DuckDB database WriteDB writes into a results directory.
+const DBName = "results.duckdb"
+
+// EventsDir is the folder of session-event Parquet files (written by
+// forklab log export) that WriteDB exposes as the view events.
+const EventsDir = "events"
+
+// tableComments describe the views of queries/views.sql (columns:
+// schemas/README.md).
+var tableComments = map[string]string{
+	"configs":     "one row per configuration of the sweep's parameter grid",
+	"tasks":       "one row per (configuration, seed): the task the seed draws, with its configuration's parameters",
+	"checkpoints": "one row per (configuration, seed, fork step): the run stopped at the fork, its features and hidden truth, the checkpoint JSON",
+	"branches":    "one row per (configuration, seed, fork step, arm, replica): one finished branch",
+	"pairs":       "one row per (configuration, seed, fork step, treatment arm): the arm against off, labelled rescued, harmed or unchanged, with its configuration's parameters",
+}
+
+// DBInfo says what WriteDB wrote.
+type DBInfo struct {
+	// Path is the database file.
+	Path string
+	// Views are the views forklab defines in it, in creation order.
+	Views []string
+	// Macros are the statistics macros of queries/stats.sql.
+	Macros []string
+	// Events reports whether the events view exists (DIR/events/ holds
+	// Parquet files).
+	Events bool
+}
+
+// WriteDB creates DIR/results.duckdb, or refreshes the one there, so that
+// BI tools and the duckdb CLI can query the results directory DIR:
+//
+//   - views configs, tasks, checkpoints, branches, pairs over the Parquet
+//     folders (queries/views.sql: Hive-partitioned by config_id and
+//     fork_step, union_by_name across schema versions);
+//   - view manifest over manifest.json (one row: the spec, configurations,
+//     row counts);
+//   - the report tables as views (ReportViews), computed when queried;
+//     session_events joins pairs with their events;
+//   - the statistics macros of queries/stats.sql (wilson_lo, mcnemar_p,
+//     newcombe_lo, …);
+//   - view events over events/**/*.parquet (Hive-partitioned,
+//     union_by_name) when DIR/events holds any Parquet file; a rerun adds
+//     it once it does, and drops it if the files are gone.
+//
+// The database holds no data, only definitions, with paths relative to
+// DIR: DuckDB resolves them against its working directory or its
+// file_search_path setting, so `cd DIR && duckdb results.duckdb` works
+// wherever DIR has been moved (see docs/bi.md).
+//
+// A rerun replaces forklab's own views and macros in one transaction and
+// keeps whatever else a user stored in the file. Errors: DIR not a
+// finished results directory (wraps sweep.ErrNotResults); the file held
+// open by another program (DuckDB's lock error, with what to do); a file
+// that is not a DuckDB database.
+func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
+	if _, err := sweep.ReadManifest(dir); err != nil {
+		return DBInfo{}, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return DBInfo{}, err
+	}
+	info := DBInfo{Path: filepath.Join(dir, DBName)}
+	db, err := sql.Open("duckdb", filepath.Join(abs, DBName))
+	if err == nil {
+		err = db.PingContext(ctx)
+	}
+	if err != nil {
+		if db != nil {
+			db.Close()
+		}
+		return DBInfo{}, openError(info.Path, err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+
+	events, err := hasParquet(filepath.Join(dir, EventsDir))
+	if err != nil {
+		return DBInfo{}, err
+	}
+	var stmts []string
+	add := func(s string) { stmts = append(stmts, s) }
+	add("SET file_search_path = " + quote(abs))
+	add("BEGIN TRANSACTION")
+	for _, s := range queries.Split(queries.MustGet("views")) {
+		add(s)
+		info.Views = append(info.Views, createdName(s))
+	}
+	for _, s := range queries.Split(queries.MustGet("stats")) {
+		add(s)
+		info.Macros = append(info.Macros, createdName(s))
+	}
+	add(`CREATE OR REPLACE VIEW manifest AS SELECT * FROM read_json('manifest.json')`)
+	info.Views = append(info.Views, "manifest")
+	if events {
+		add(results.EventsView)
+		info.Views = append(info.Views, "events")
+		info.Events = true
+	} else {
+		for _, name := range queries.Names() {
+			if text := queries.MustGet(name); len(queries.Split(text)) == 1 && queries.ReadsEvents(text) {
+				add("DROP VIEW IF EXISTS " + name)
+			}
+		}
+		add("DROP VIEW IF EXISTS events")
+	}
+	for _, name := range queries.ReportViews(events) {
+		text := queries.MustGet(name)
+		add("CREATE OR REPLACE VIEW " + name + " AS\n" + queries.Split(text)[0])
+		info.Views = append(info.Views, name)
+	}
+	comments := map[string]string{
+		"manifest": "the sweep's manifest.json: spec, configurations, row counts, version (one row)",
+		"events":   "session events exported by forklab log export, one row per event",
+	}
+	for name, c := range tableComments {
+		comments[name] = c
+	}
+	for _, name := range queries.ReportViews(events) {
+		comments[name] = Question(queries.MustGet(name)) + " (queries/" + name + ".sql)"
+	}
+	for _, v := range info.Views {
+		add("COMMENT ON VIEW " + v + " IS " + quote(comments[v]+". Paths are relative to the results directory: run duckdb from it, or SET file_search_path to it."))
+	}
+	add("COMMIT")
+	add("CHECKPOINT")
+	for _, s := range stmts {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			db.ExecContext(ctx, "ROLLBACK")
+			return DBInfo{}, fmt.Errorf("write %s: %s: %w", info.Path, firstLine(s), results.QueryError(err))
+		}
+	}
+	return info, nil
+}
+
+// Question returns the question a query file's header comment asks: its
+// first comment paragraph, joined into one line.
+func Question(text string) string {
+	var words []string
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "--") {
+			break
+		}
+		line = strings.TrimSpace(strings.TrimPrefix(line, "--"))
+		if line == "" {
+			break
+		}
+		words = append(words, line)
+	}
+	return strings.TrimSuffix(strings.Join(words, " "), ".")
+}
+
+// createdName is the object a CREATE [OR REPLACE] VIEW|MACRO statement
+// creates.
+func createdName(stmt string) string {
+	f := strings.Fields(stmt[strings.Index(stmt, "CREATE "):])
+	for i, w := range f {
+		if (w == "VIEW" || w == "MACRO") && i+1 < len(f) {
+			name, _, _ := strings.Cut(f[i+1], "(")
+			return name
+		}
+	}
+	return ""
+}
+
+// hasParquet reports whether dir holds a .parquet file at any depth; a
+// missing dir holds none.
+func hasParquet(dir string) (bool, error) {
+	found := false
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && path == dir {
+				return filepath.SkipAll
+			}
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(d.Name(), ".parquet") {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("look for session events: %w", err)
+	}
+	return found, nil
+}
+
+func openError(path string, err error) error {
+	err = results.QueryError(err)
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "lock"):
+		return fmt.Errorf("open %s: %w; another program has it open: close it (or its connection) and rerun", path, err)
+	case strings.Contains(msg, "not a valid DuckDB database"), strings.Contains(msg, "version"):
+		return fmt.Errorf("open %s: %w; forklab rebuilds this file from the results directory: remove it and rerun", path, err)
+	}
+	return fmt.Errorf("open %s: %w", path, err)
+}
+
+func firstLine(s string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "--") {
+			if len(line) > 60 {
+				line = line[:60] + "…"
+			}
+			return line
+		}
+	}
+	return ""
+}

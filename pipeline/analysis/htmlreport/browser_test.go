@@ -1,0 +1,207 @@
+package htmlreport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"github.com/forklab/forklab/pipeline/analysis/results/resultstest"
+	"html"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// chromium finds Debian's chromium (or $FORKLAB_CHROMIUM). Without one the
+// test is skipped, unless FORKLAB_REQUIRE_CHROMIUM is set (CI sets it):
+// then it fails.
+func chromium(t *testing.T) string {
+	t.Helper()
+	names := []string{"chromium", "chromium-browser", "google-chrome"}
+	if p := os.Getenv("FORKLAB_CHROMIUM"); p != "" {
+		names = []string{p}
+	}
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("FORKLAB_REQUIRE_CHROMIUM") != "" {
+		t.Fatalf("no chromium on PATH and FORKLAB_REQUIRE_CHROMIUM is set: install Debian's (make chromium, or apt-get install chromium)")
+	}
+	t.Skip("no chromium on PATH: the browser check of the HTML report is skipped (make chromium installs Debian's; FORKLAB_REQUIRE_CHROMIUM=1 makes this a failure)")
+	return ""
+}
+
+// headless runs chromium headless on a 1280×800 window, offline: every
+// host name resolves to nothing, and the background services that call
+// home are off (without that the browser stalls trying to reach them).
+func headless(t *testing.T, bin string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-default-apps", "--disable-extensions", "--hide-scrollbars", "--mute-audio",
+		"--host-resolver-rules=MAP * ~NOTFOUND", "--user-data-dir=" + t.TempDir(), "--window-size=1280,800"}
+	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %v: %v\n%s", args, err, errb.String())
+	}
+	return out.Bytes()
+}
+
+// measure is what the test's script reads from the laid-out page.
+type measure struct {
+	ViewportWidth, ScrollWidth  int
+	BodyFontPx, SmallestFontPx  float64
+	Charts, ChartsShown         int
+	NarrowestChart, WidestChart float64
+	ShortestChart               float64
+	CountsOverflow              int
+	Headline                    string
+}
+
+// measureScript lays the page out in the browser and writes what a reader
+// would notice into <body data-measure>: the report itself has no script;
+// the test adds this one to a copy.
+const measureScript = `<script>
+(function () {
+  var m = {ViewportWidth: window.innerWidth, ScrollWidth: document.documentElement.scrollWidth,
+    BodyFontPx: parseFloat(getComputedStyle(document.body).fontSize), SmallestFontPx: 1e9,
+    Charts: 0, ChartsShown: 0, NarrowestChart: 1e9, WidestChart: 0, ShortestChart: 1e9, CountsOverflow: 0,
+    Headline: (document.querySelector('#headline .card') || {}).innerText || ''};
+  document.querySelectorAll('p, td, th, dt, dd, figcaption, summary, h1, h2, h3, nav a').forEach(function (e) {
+    if (e.getClientRects().length && e.innerText.trim()) {
+      m.SmallestFontPx = Math.min(m.SmallestFontPx, parseFloat(getComputedStyle(e).fontSize));
+    }
+  });
+  document.querySelectorAll('svg.chart').forEach(function (s) {
+    m.Charts++;
+    var r = s.getBoundingClientRect();
+    if (!r.width) { return; }
+    m.ChartsShown++;
+    m.NarrowestChart = Math.min(m.NarrowestChart, r.width);
+    m.WidestChart = Math.max(m.WidestChart, r.width);
+    m.ShortestChart = Math.min(m.ShortestChart, r.height);
+  });
+  document.querySelectorAll('.card').forEach(function (c) {
+    var cr = c.getBoundingClientRect();
+    c.querySelectorAll('dd').forEach(function (d) {
+      if (d.getBoundingClientRect().right > cr.right + 0.5) { m.CountsOverflow++; }
+    });
+  });
+  document.body.setAttribute('data-measure', JSON.stringify(m));
+})();
+</script>
+</body>`
+
+// The report of a noisy sweep, rendered by headless Chromium at 1280×800:
+// no sideways scrolling, text of readable size, charts drawn at a
+// readable width, headline numbers inside their cards, and a screenshot
+// that shows the headline's colours.
+func TestBrowserReadableAt1280x800(t *testing.T) {
+	bin := chromium(t)
+	db := resultstest.Open(t, resultstest.NoisySpec())
+	page, _ := render(t, db)
+	dir := t.TempDir()
+	report := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(report, []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probe := filepath.Join(dir, "probe.html")
+	if err := os.WriteFile(probe, []byte(strings.Replace(page, "</body>", measureScript, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	dom := headless(t, bin, "--dump-dom", "file://"+probe)
+	mm := regexp.MustCompile(`data-measure="([^"]*)"`).FindSubmatch(dom)
+	if mm == nil {
+		t.Fatalf("the page was not laid out (no measurement in the DOM):\n%.500s", dom)
+	}
+	var m measure
+	if err := json.Unmarshal([]byte(html.UnescapeString(string(mm[1]))), &m); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", m)
+	if m.ViewportWidth != 1280 || m.ScrollWidth > m.ViewportWidth {
+		t.Errorf("page is %d px wide in a %d px window: it scrolls sideways", m.ScrollWidth, m.ViewportWidth)
+	}
+	if m.BodyFontPx < 14 || m.SmallestFontPx < 12 {
+		t.Errorf("text too small: body %.1f px, smallest %.1f px", m.BodyFontPx, m.SmallestFontPx)
+	}
+	if m.Charts != 45 || m.ChartsShown < 25 {
+		t.Errorf("%d charts, %d laid out; want 45, at least the arm-on groups' 25", m.Charts, m.ChartsShown)
+	}
+	if m.NarrowestChart < 340 || m.WidestChart > 660 || m.ShortestChart < 200 {
+		t.Errorf("charts drawn %.0f to %.0f px wide, at least %.0f px high: want 340–660 wide, 200 high", m.NarrowestChart, m.WidestChart, m.ShortestChart)
+	}
+	if m.CountsOverflow != 0 {
+		t.Errorf("%d headline numbers stick out of their card", m.CountsOverflow)
+	}
+	if !strings.Contains(m.Headline, "aa vs off · fork step 2 · 400 pairs") || !strings.Contains(m.Headline, "McNemar exact p") {
+		t.Errorf("first card reads %q", m.Headline)
+	}
+
+	shot := filepath.Join(dir, "shot.png")
+	headless(t, bin, "--screenshot="+shot, "file://"+report)
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() != 1280 || b.Dy() != 800 {
+		t.Fatalf("screenshot is %v, want 1280×800", b)
+	}
+	inked, blue, vermillion := pixels(img)
+	total := 1280 * 800
+	t.Logf("screenshot: %.1f%% inked, %d rescue-blue and %d harm-vermillion pixels", 100*float64(inked)/float64(total), blue, vermillion)
+	if inked < total/50 {
+		t.Errorf("screenshot is nearly blank: %d of %d pixels not white", inked, total)
+	}
+	if blue < 500 || vermillion < 500 {
+		t.Errorf("the headline's rescued and harmed colours are missing: %d blue, %d vermillion pixels", blue, vermillion)
+	}
+}
+
+// pixels counts the non-white pixels and those of the rescued blue
+// (#0072B2) and harmed vermillion (#D55E00), within a small tolerance.
+func pixels(img image.Image) (inked, blue, vermillion int) {
+	near := func(r, g, b uint32, R, G, B int) bool {
+		d := func(x uint32, y int) int {
+			v := int(x>>8) - y
+			if v < 0 {
+				return -v
+			}
+			return v
+		}
+		return d(r, R) < 12 && d(g, G) < 12 && d(b, B) < 12
+	}
+	bd := img.Bounds()
+	for y := bd.Min.Y; y < bd.Max.Y; y++ {
+		for x := bd.Min.X; x < bd.Max.X; x++ {
+			r, g, b, _ := img.At(x, y).RGBA()
+			if r>>8 < 245 || g>>8 < 245 || b>>8 < 245 {
+				inked++
+			}
+			if near(r, g, b, 0x00, 0x72, 0xB2) {
+				blue++
+			}
+			if near(r, g, b, 0xD5, 0x5E, 0x00) {
+				vermillion++
+			}
+		}
+	}
+	return
+}

@@ -1,0 +1,443 @@
+// Package htmlreport renders a results directory's report as one
+// self-contained HTML page that opens offline in any browser: no scripts,
+// no fonts or styles fetched, no URL of any kind; the charts are gonum/plot
+// drawings inlined as SVG and the styles sit in the page.
+//
+// The page shows what forklab report prints, from the same numbers
+// (report.Collect): per treatment arm the headline (rescued, harmed,
+// unchanged, net, with the Newcombe interval and McNemar's p); per-slice
+// bars of rescued against harmed for every pre-decision feature, so
+// rescues and harms that cancel in the net stand out; the policy
+// frontier, every candidate trigger as a point (harms against rescues) on
+// the search seeds beside the held-out seeds, the chosen one marked; the
+// uplift (Qini) curve; for noisy sweeps how the counts and interval widths
+// change with the number of replicas voted and of seeds; the Result
+// paragraphs; and the sweep's parameters from its manifest.
+package htmlreport
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/forklab/forklab/pipeline/analysis/report"
+	"github.com/forklab/forklab/pipeline/analysis/results"
+	"github.com/forklab/forklab/pipeline/analysis/search"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+)
+
+//go:embed page.html
+var pageHTML string
+
+//go:embed style.css
+var styleCSS string
+
+var pageTmpl = template.Must(template.New("page").Parse(pageHTML))
+
+// Write collects the report of the results in db (report.Collect) and
+// writes it to w as an HTML page.
+func Write(ctx context.Context, w io.Writer, db *results.DB) error {
+	s, err := report.Collect(ctx, db)
+	if err != nil {
+		return err
+	}
+	return Render(w, s, db.Manifest, db.Dir)
+}
+
+// Render writes the HTML page of the report sections s of the results
+// directory dir, whose manifest is m. It fails only if a chart cannot be
+// drawn or w fails.
+func Render(w io.Writer, s *report.Sections, m sweep.Manifest, dir string) error {
+	p, err := build(s, m, dir)
+	if err != nil {
+		return err
+	}
+	return pageTmpl.Execute(w, p)
+}
+
+// page is what the template shows.
+type page struct {
+	CSS         template.CSS
+	Title       string
+	Dir         string
+	Facts       []string
+	Noise       string
+	Headlines   []headline
+	SliceGroups []sliceGroup
+	Policy      *policyView
+	SearchNote  string
+	Qini        *qiniView
+	Convergence []convGroup
+	Result      []string
+	Params      []kv
+	Configs     table
+	Outputs     table
+	SpecJSON    string
+}
+
+type kv struct{ Key, Value string }
+
+type table struct {
+	Groups  []group // an optional header results.Row above Columns
+	Columns []string
+	Rows    [][]cell
+}
+
+type group struct {
+	Text string
+	Span int
+}
+
+type cell struct {
+	Text  string
+	Num   bool
+	Class string
+}
+
+// Classes is the cell's class attribute: num for right-aligned numbers,
+// then its own class.
+func (c cell) Classes() string {
+	return strings.TrimSpace(map[bool]string{true: "num"}[c.Num] + " " + c.Class)
+}
+
+type headline struct {
+	Title                               string
+	Rescued, Harmed, Unchanged, Net     int64
+	NetText, NetClass                   string
+	SureThing, LostCause, Discordant    int64
+	NetRate, NetLo, NetHi, P            string
+	RescueRate, RescueLo, RescueHi      string
+	HarmRate, HarmLo, HarmHi            string
+	FlipRate, FlipLo, FlipHi            string
+	Bar                                 []segment
+	Arm                                 string
+	Primary                             bool
+	RescuedPct, HarmedPct, UnchangedPct string
+}
+
+type segment struct {
+	Class, Label string
+	Pct          float64
+}
+
+type chart struct {
+	Title string
+	SVG   template.HTML
+}
+
+type sliceGroup struct {
+	Title  string
+	Open   bool
+	Charts []chart
+	Table  table
+}
+
+type policyView struct {
+	Header     string
+	Chosen     string
+	Search     template.HTML
+	Holdout    template.HTML
+	Table      table
+	Candidates int
+}
+
+type qiniView struct {
+	SVG         template.HTML
+	Coefficient string
+	Table       table
+}
+
+type convGroup struct {
+	Title          string
+	Open           bool
+	NetRate, Width template.HTML
+	Legend         []legendItem
+	Table          table
+}
+
+func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
+	p := &page{CSS: template.CSS(styleCSS), Title: "forklab report · " + filepath.Base(filepath.Clean(dir)), Dir: dir, Result: s.Result, SearchNote: s.SearchNote}
+	configs := len(m.Configs) > 1
+	p.Facts = []string{"world " + m.Spec.World, "seeds " + m.Spec.Seeds.String(), "fork at " + report.List(m.Spec.ForkAt),
+		"arms " + report.List(m.Spec.Arms), fmt.Sprintf("replicas %d", m.Spec.Replicas)}
+	if configs {
+		p.Facts = append(p.Facts, fmt.Sprintf("%d configurations", len(m.Configs)))
+	}
+	if len(m.Configs) == 1 {
+		if c := m.Configs[0]; c.Model.Temperature > 0 || c.Params.PStall > 0 || c.Params.PObsNoise > 0 || c.Params.PRefreshFail > 0 {
+			p.Noise = fmt.Sprintf("temperature %g · p_stall %g · p_obs_noise %g · p_refresh_fail %g",
+				c.Model.Temperature, c.Params.PStall, c.Params.PObsNoise, c.Params.PRefreshFail)
+		}
+	}
+	summary := s.Summary.Records()
+	primary := primaryArm(summary)
+	for _, r := range summary {
+		p.Headlines = append(p.Headlines, headlineOf(r, configs, r.Str("arm") == primary))
+	}
+	var err error
+	if p.SliceGroups, err = sliceGroups(s.Slices.Records(), configs, primary); err != nil {
+		return nil, err
+	}
+	if s.Search != nil {
+		if p.Policy, err = policyOf(s.Search); err != nil {
+			return nil, err
+		}
+		if s.Qini != nil {
+			if p.Qini, err = qiniOf(s.Qini); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if s.Convergence != nil {
+		if p.Convergence, err = convGroups(s.Convergence.Records(), configs, primary); err != nil {
+			return nil, err
+		}
+	}
+	p.Params, p.Configs, p.Outputs, p.SpecJSON = parameters(m)
+	return p, nil
+}
+
+// primaryArm is the arm shown open: on when the sweep has it.
+func primaryArm(summary []results.Row) string {
+	for _, r := range summary {
+		if r.Str("arm") == "on" {
+			return "on"
+		}
+	}
+	if len(summary) > 0 {
+		return summary[0].Str("arm")
+	}
+	return ""
+}
+
+func groupTitle(r results.Row, configs bool) string {
+	t := fmt.Sprintf("%s vs off · fork step %d", r.Str("arm"), r.Int("fork_step"))
+	if configs {
+		t += fmt.Sprintf(" · config %d", r.Int("config_id"))
+	}
+	return t
+}
+
+func netClass(n int64) string {
+	switch {
+	case n > 0:
+		return "pos"
+	case n < 0:
+		return "neg"
+	}
+	return ""
+}
+
+func headlineOf(r results.Row, configs, primary bool) headline {
+	pairs := float64(max(r.Int("pairs"), 1))
+	h := headline{
+		Title:   groupTitle(r, configs) + fmt.Sprintf(" · %d pairs", r.Int("pairs")),
+		Rescued: r.Int("rescued"), Harmed: r.Int("harmed"), Unchanged: r.Int("unchanged"), Net: r.Int("net"),
+		NetText: signed(r.Int("net")), NetClass: netClass(r.Int("net")),
+		SureThing: r.Int("sure_thing"), LostCause: r.Int("lost_cause"), Discordant: r.Int("rescued") + r.Int("harmed"),
+		NetRate: pct(r.Float("net_rate")), NetLo: pct(r.Float("net_lo")), NetHi: pct(r.Float("net_hi")), P: pval(r.Float("mcnemar_p")),
+		RescueRate: pct(r.Float("rescue_rate")), RescueLo: pct(r.Float("rescue_lo")), RescueHi: pct(r.Float("rescue_hi")),
+		HarmRate: pct(r.Float("harm_rate")), HarmLo: pct(r.Float("harm_lo")), HarmHi: pct(r.Float("harm_hi")),
+		FlipRate: pct(r.Float("flip_rate")), FlipLo: pct(r.Float("flip_lo")), FlipHi: pct(r.Float("flip_hi")),
+		Arm: r.Str("arm"), Primary: primary,
+	}
+	for _, seg := range []struct {
+		class, name string
+		n           int64
+	}{{"rescued", "rescued", h.Rescued}, {"harmed", "harmed", h.Harmed},
+		{"sure", "sure things", h.SureThing}, {"lost", "lost causes", h.LostCause}} {
+		if seg.n > 0 {
+			h.Bar = append(h.Bar, segment{Class: seg.class, Pct: 100 * float64(seg.n) / pairs,
+				Label: fmt.Sprintf("%s %d (%s)", seg.name, seg.n, pct(float64(seg.n)/pairs))})
+		}
+	}
+	return h
+}
+
+// runs splits rows into runs of consecutive rows with the same key.
+func runs(rs []results.Row, key func(results.Row) string) [][]results.Row {
+	var out [][]results.Row
+	for _, r := range rs {
+		if n := len(out); n > 0 && key(out[n-1][0]) == key(r) {
+			out[n-1] = append(out[n-1], r)
+			continue
+		}
+		out = append(out, []results.Row{r})
+	}
+	return out
+}
+
+// armKey groups rows by configuration, fork step and arm.
+func armKey(r results.Row) string {
+	return fmt.Sprint(r.Int("config_id"), "/", r.Int("fork_step"), "/", r.Str("arm"))
+}
+
+func sliceGroups(rs []results.Row, configs bool, primary string) ([]sliceGroup, error) {
+	var groups []sliceGroup
+	for _, cur := range runs(rs, armKey) {
+		g := sliceGroup{Title: groupTitle(cur[0], configs), Open: cur[0].Str("arm") == primary,
+			Table: table{Columns: []string{"feature", "value", "pairs", "rescued", "harmed", "unchanged", "net", "net rate [95% CI]", "McNemar p"}}}
+		for _, feat := range runs(cur, func(r results.Row) string { return r.Str("feature") }) {
+			svg, err := sliceChart(feat[0].Str("feature"), feat)
+			if err != nil {
+				return nil, err
+			}
+			g.Charts = append(g.Charts, chart{Title: feat[0].Str("feature"), SVG: svg})
+		}
+		for _, r := range cur {
+			g.Table.Rows = append(g.Table.Rows, []cell{{Text: r.Str("feature")}, {Text: r.Str("value")}, num(r.Int("pairs")),
+				num(r.Int("rescued")), num(r.Int("harmed")), num(r.Int("unchanged")), {Text: signed(r.Int("net")), Num: true, Class: netClass(r.Int("net"))},
+				{Text: fmt.Sprintf("%s [%s, %s]", pct(r.Float("net_rate")), pct(r.Float("net_lo")), pct(r.Float("net_hi"))), Num: true},
+				{Text: pval(r.Float("mcnemar_p")), Num: true}})
+		}
+		groups = append(groups, g)
+	}
+	if len(groups) <= 2 {
+		for i := range groups {
+			groups[i].Open = true
+		}
+	}
+	return groups, nil
+}
+
+// oneDecimal formats x with one decimal, never "-0.0".
+func oneDecimal(x float64) string {
+	if s := fmt.Sprintf("%.1f", x); s != "-0.0" {
+		return s
+	}
+	return "0.0"
+}
+
+func num(n int64) cell { return cell{Text: fmt.Sprint(n), Num: true} }
+
+func policyOf(r *search.Result) (*policyView, error) {
+	o := r.Options
+	scope := "clean runs"
+	if o.Scope == "all" {
+		scope = "all runs"
+	}
+	v := &policyView{
+		Header: fmt.Sprintf("arm on · config %d · cap: at most %d harms on %s · %d search / %d held-out pairs (%.0f%% of seeds held out)",
+			o.ConfigID, o.MaxHarm, scope, r.Chosen.Search.Pairs, r.Chosen.Holdout.Pairs, 100*o.Holdout),
+		Chosen: r.Chosen.Trigger, Candidates: len(r.Candidates),
+		Table: table{Groups: []group{{"", 2}, {"search seeds", 5}, {"held-out seeds", 6}},
+			Columns: []string{"trigger", "cap", "fires", "rescued", "harmed", "harmed clean", "net",
+				"fires", "rescued", "harmed", "harmed clean", "net", "harm rate ≤ (95%)"}},
+	}
+	rows := []search.Candidate{r.Chosen}
+	for _, b := range r.Baselines {
+		if b.Trigger != r.Chosen.Trigger {
+			rows = append(rows, b)
+		}
+	}
+	for i, c := range rows {
+		name, class := c.Trigger, ""
+		if i == 0 {
+			name, class = "▶ "+name+" (chosen)", "chosen"
+		}
+		capOK := "ok"
+		if !c.WithinCap {
+			capOK = "over"
+		}
+		v.Table.Rows = append(v.Table.Rows, []cell{{Text: name, Class: class}, {Text: capOK},
+			num(c.Search.Fires), num(c.Search.Rescued), num(c.Search.Harmed), num(c.Search.HarmedClean),
+			{Text: signed(c.Search.Net()), Num: true, Class: netClass(c.Search.Net())},
+			num(c.Holdout.Fires), num(c.Holdout.Rescued), num(c.Holdout.Harmed), num(c.Holdout.HarmedClean),
+			{Text: signed(c.Holdout.Net()), Num: true, Class: netClass(c.Holdout.Net())},
+			{Text: report.PctUp(c.Holdout.HarmUpper()), Num: true}})
+	}
+	var err error
+	if v.Search, err = frontierChart(r, false); err != nil {
+		return nil, err
+	}
+	if v.Holdout, err = frontierChart(r, true); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func qiniOf(t *results.Table) (*qiniView, error) {
+	rs := t.Records()
+	svg, err := qiniChart(rs)
+	if err != nil {
+		return nil, err
+	}
+	v := &qiniView{SVG: svg, Table: table{Columns: []string{"fired", "pairs fired", "rescued", "harmed", "net", "random net"}}}
+	if len(rs) > 0 {
+		v.Coefficient = report.Format(rs[0]["qini"])
+	}
+	for _, r := range rs {
+		v.Table.Rows = append(v.Table.Rows, []cell{{Text: fmt.Sprintf("%.0f%%", 100*r.Float("fire_rate")), Num: true}, num(r.Int("fired")),
+			num(r.Int("rescued")), num(r.Int("harmed")), {Text: signed(r.Int("net")), Num: true, Class: netClass(r.Int("net"))},
+			{Text: oneDecimal(r.Float("random_net")), Num: true}})
+	}
+	return v, nil
+}
+
+func convGroups(rs []results.Row, configs bool, primary string) ([]convGroup, error) {
+	var groups []convGroup
+	for _, cur := range runs(rs, armKey) {
+		netRate, width, legend, err := convergenceCharts(cur)
+		if err != nil {
+			return nil, err
+		}
+		g := convGroup{Title: groupTitle(cur[0], configs), Open: cur[0].Str("arm") == primary, NetRate: netRate, Width: width, Legend: legend,
+			Table: table{Columns: []string{"replicas voted", "seeds", "rescued", "harmed", "net", "net rate [95% CI]", "CI width", "McNemar p"}}}
+		for _, r := range cur {
+			g.Table.Rows = append(g.Table.Rows, []cell{num(r.Int("replicas_voted")), num(r.Int("seeds")), num(r.Int("rescued")), num(r.Int("harmed")),
+				{Text: signed(r.Int("net")), Num: true, Class: netClass(r.Int("net"))},
+				{Text: fmt.Sprintf("%s [%s, %s]", pct(r.Float("net_rate")), pct(r.Float("net_lo")), pct(r.Float("net_hi"))), Num: true},
+				{Text: pct(r.Float("ci_width")), Num: true}, {Text: pval(r.Float("mcnemar_p")), Num: true}})
+		}
+		groups = append(groups, g)
+	}
+	return groups, nil
+}
+
+// parameters lists the manifest: the spec, the configurations, the tables
+// written, and the spec as JSON (forklab sweep --spec accepts it).
+func parameters(m sweep.Manifest) ([]kv, table, table, string) {
+	s := m.Spec
+	kvs := []kv{
+		{"world", s.World}, {"seeds", s.Seeds.String() + fmt.Sprintf(" (%d seeds)", s.Seeds.Len())},
+		{"fork at", report.List(s.ForkAt)}, {"arms", report.List(s.Arms)}, {"replicas", fmt.Sprint(s.Replicas)},
+		{"target", fmt.Sprint(s.Params.Target)}, {"base budget", fmt.Sprint(s.Params.BaseBudget)},
+		{"slack values", report.List(s.Params.Slack)}, {"freeze values", report.List(s.Params.FreezeAt)},
+		{"p_stall", fmt.Sprint(s.Params.PStall)}, {"p_obs_noise", fmt.Sprint(s.Params.PObsNoise)},
+		{"p_refresh_fail", fmt.Sprint(s.Params.PRefreshFail)},
+		{"temperature", fmt.Sprint(s.Model.Temperature)}, {"no_tool", fmt.Sprint(s.Model.NoTool)},
+	}
+	if len(s.Grid) > 0 {
+		b, _ := json.Marshal(s.Grid)
+		kvs = append(kvs, kv{"grid", string(b)})
+	}
+	if s.Policy != nil {
+		kvs = append(kvs, kv{"policy arm's rule", s.Policy.String()})
+	}
+	kvs = append(kvs, kv{"forklab version", m.ForklabVersion}, kv{"schema version", fmt.Sprint(m.SchemaVersion)},
+		kv{"started", m.StartedAt.UTC().Format(time.RFC3339)},
+		kv{"finished", m.FinishedAt.UTC().Format(time.RFC3339) + fmt.Sprintf(" (%s)", m.FinishedAt.Sub(m.StartedAt).Round(time.Millisecond))})
+
+	configs := table{Columns: []string{"config_id", "target", "base_budget", "slack", "freeze_at", "p_stall", "p_obs_noise", "p_refresh_fail", "temperature", "no_tool"}}
+	for _, c := range m.Configs {
+		configs.Rows = append(configs.Rows, []cell{num(int64(c.ID)), num(int64(c.Params.Target)), num(int64(c.Params.BaseBudget)),
+			{Text: "[" + report.List(c.Params.Slack) + "]"}, {Text: "[" + report.List(c.Params.FreezeAt) + "]"},
+			{Text: fmt.Sprint(c.Params.PStall), Num: true}, {Text: fmt.Sprint(c.Params.PObsNoise), Num: true},
+			{Text: fmt.Sprint(c.Params.PRefreshFail), Num: true}, {Text: fmt.Sprint(c.Model.Temperature), Num: true},
+			{Text: fmt.Sprint(c.Model.NoTool), Num: true}})
+	}
+	outputs := table{Columns: []string{"table", "rows", "files"}}
+	for _, t := range []string{"configs", "tasks", "checkpoints", "branches", "pairs"} {
+		if n, ok := m.Rows[t]; ok {
+			outputs.Rows = append(outputs.Rows, []cell{{Text: t}, num(n), num(int64(m.Files[t]))})
+		}
+	}
+	spec, _ := json.MarshalIndent(s, "", "  ")
+	return kvs, configs, outputs, string(spec)
+}

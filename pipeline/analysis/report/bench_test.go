@@ -1,0 +1,145 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/forklab/forklab/pipeline/analysis/results"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+)
+
+// benchSeeds reads a seed count from the environment, or returns def.
+func benchSeeds(b *testing.B, env string, def uint64) uint64 {
+	if v := os.Getenv(env); v != "" {
+		n, err := strconv.ParseUint(v, 10, 63)
+		if err != nil || n == 0 {
+			b.Fatalf("%s=%q: want a positive integer", env, v)
+		}
+		return n
+	}
+	return def
+}
+
+var (
+	referenceOnce sync.Once
+	referenceRate float64 // pairs per second of the Python reference core
+	referenceErr  error
+)
+
+// referencePairsPerSecond times the seed's reference core
+// (testdata/seed/seed_reference.py, a copy of
+// ../shared/reference/seed_reference.py) over seeds [0, n) at fork step 3.
+func referencePairsPerSecond(n uint64) (float64, error) {
+	referenceOnce.Do(func() {
+		py, err := exec.LookPath("python3")
+		if err != nil {
+			referenceErr = err
+			return
+		}
+		cmd := exec.Command(py, "../../../testdata/seed/seed_reference.py", "--seeds", fmt.Sprint(n), "--fork-at", "3", "--json")
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			referenceErr = fmt.Errorf("reference core: %v: %s", err, out)
+			return
+		}
+		referenceRate = float64(n) / time.Since(start).Seconds()
+	})
+	return referenceRate, referenceErr
+}
+
+// BenchmarkSweepEndToEnd runs the seed's experiment over BENCH_SEEDS seeds
+// (default 1,000,000) with one worker per CPU: simulation, Parquet writing,
+// and the DuckDB summary read back from the files. It reports pairs per
+// second, the reference core's pairs per second on the same seeds, and the
+// ratio (target: 30); beside them the seconds per run of the sweep and of
+// the summary (open included), and the process's CPU seconds per run (on a
+// busy machine, CPU time says more than wall time).
+func BenchmarkSweepEndToEnd(b *testing.B) {
+	n := benchSeeds(b, "BENCH_SEEDS", 1_000_000)
+	spec := sweep.DefaultSpec()
+	spec.Seeds = sweep.Range{Start: 0, End: n}
+	ctx := context.Background()
+	var sweepTime, summaryTime time.Duration
+	cpu0 := cpuSeconds()
+	for b.Loop() {
+		out := b.TempDir()
+		if err := sweep.Prepare(out, false); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := sweep.Run(ctx, spec, sweep.Options{Out: out}); err != nil {
+			b.Fatal(err)
+		}
+		swept := time.Now()
+		db, err := results.Open(ctx, out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t, err := db.Run(ctx, "summary")
+		db.Close()
+		if err != nil || len(t.Rows) != 1 {
+			b.Fatalf("summary: %v, %d rows", err, len(t.Rows))
+		}
+		if pairs := fmt.Sprint(t.Rows[0][3]); pairs != fmt.Sprint(n) {
+			b.Fatalf("summary counts %s pairs, want %d", pairs, n)
+		}
+		sweepTime += swept.Sub(start)
+		summaryTime += time.Since(swept)
+	}
+	cpu := cpuSeconds() - cpu0
+	rate := float64(n) * float64(b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(rate, "pairs/s")
+	b.ReportMetric(sweepTime.Seconds()/float64(b.N), "sweep_s/op")
+	b.ReportMetric(summaryTime.Seconds()/float64(b.N), "summary_s/op")
+	b.ReportMetric(cpu/float64(b.N), "cpu_s/op")
+	b.ReportMetric(0, "ns/op")
+	b.StopTimer()
+	ref, err := referencePairsPerSecond(n)
+	if err != nil {
+		b.Logf("no reference figure: %v", err)
+		return
+	}
+	b.ReportMetric(ref, "reference_pairs/s")
+	b.ReportMetric(rate/ref, "x_reference")
+}
+
+// cpuSeconds returns the CPU time, user and system, this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// BenchmarkSweepPeakMemory runs `forklab sweep` over BENCH_MEM_SEEDS seeds
+// (default 10,000,000) in a child process and reports its peak resident
+// memory (target: under 1 GiB) and its pairs per second.
+func BenchmarkSweepPeakMemory(b *testing.B) {
+	n := benchSeeds(b, "BENCH_MEM_SEEDS", 10_000_000)
+	bin := filepath.Join(b.TempDir(), "forklab")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/forklab").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v: %s", err, out)
+	}
+	var peak int64
+	b.ResetTimer()
+	for b.Loop() {
+		out := b.TempDir()
+		cmd := exec.Command(bin, "sweep", "--seeds", fmt.Sprintf("0:%d", n), "--out", out, "-q")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("sweep: %v: %s", err, msg)
+		}
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			peak = max(peak, ru.Maxrss*1024) // Linux reports KiB
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+	b.ReportMetric(float64(peak)/(1<<20), "peak_MiB")
+	b.ReportMetric(0, "ns/op")
+}

@@ -1,0 +1,92 @@
+package counter
+
+import (
+	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/world"
+)
+
+// Lab is fork.Lab[State] written out for the counter world: the same
+// Advance, Finish and Branch, move for move, with direct calls and states
+// updated in place.
+//
+// Why it exists: fork.Lab plays any world through the world.World
+// interface, so each turn costs four dynamic calls (Observe, Script, Tools,
+// Step) and several copies of the state, none of them inlined; a sweep of
+// millions of seeds spent most of its simulation time there. fork.Lab stays
+// the reference, and the one other worlds and the single-branch paths
+// (forklab fork, forklab checkpoint, the session fold) use; the sweep uses
+// Lab. TestLabMatchesForkLab holds the two equal on thousands of seeds,
+// every fork step, arm and several replicas, for greedy, noisy and
+// imperfect configurations, comparing states, outcomes and histories.
+//
+// A Lab is read-only once made; it may be shared by goroutines.
+type Lab struct {
+	World World
+	Model fork.Model
+}
+
+// over is World.Observe(s).Over.
+func over(s *State) bool { return s.Declared || s.Steps >= s.Budget }
+
+// choose is the model's action in s: fork.Model.Choose applied to the
+// script's greedy choice, as fork.Lab's turn does. It is small enough to
+// be inlined; the noisy path is a call.
+func (l *Lab) choose(s *State, key uint64) world.Action {
+	if l.Model.Temperature != 0 { // Choose's own first test
+		return l.noisy(s, key)
+	}
+	if s.Obs >= s.Target { // Script
+		return world.Declare
+	}
+	return world.Increment
+}
+
+//go:noinline
+func (l *Lab) noisy(s *State, key uint64) world.Action {
+	greedy := world.Increment
+	if s.Obs >= s.Target { // Script
+		greedy = world.Declare
+	}
+	return l.Model.Choose(greedy, tools, key, int(s.Steps))
+}
+
+// Advance is fork.Lab.Advance, in place: it plays *s until the run has
+// used forkAt steps or is over, appending each turn to hist if hist is not
+// nil.
+func (l *Lab) Advance(s *State, key uint64, forkAt int, hist *[]fork.Turn) {
+	for !over(s) && int(s.Steps) < forkAt {
+		a := l.choose(s, key)
+		l.World.step(s, a)
+		if hist != nil {
+			*hist = append(*hist, fork.Turn{Step: int(s.Steps), Action: a, Obs: int(s.Obs)})
+		}
+	}
+}
+
+// Finish is fork.Lab.Finish, in place: it plays *s to the end with noise
+// stream key and reports whether the run succeeded.
+func (l *Lab) Finish(s *State, key uint64) bool {
+	for !over(s) {
+		l.World.step(s, l.choose(s, key))
+	}
+	return s.Declared && s.V == s.Target
+}
+
+// Branch is fork.Lab.Branch, into *final: it copies s there, applies arm's
+// intervention unconditionally and plays the rest of the run with the
+// branch's noise stream. (State is passed by pointer here and not by value
+// as in fork.Lab: copies of it were a good part of a sweep's time.)
+func (l *Lab) Branch(final, s *State, seed uint64, forkStep int, arm fork.Arm, replica int, fires bool) (success, intervened bool) {
+	*final = *s
+	if a, ok := fork.Intervention(arm, fires); ok {
+		l.World.step(final, a)
+		intervened = true
+	}
+	// A greedy model never reads its noise stream, so its key is not
+	// worth computing.
+	var key uint64
+	if l.Model.Temperature != 0 {
+		key = fork.Key(seed, forkStep, arm, replica)
+	}
+	return l.Finish(final, key), intervened
+}
