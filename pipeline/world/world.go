@@ -1,142 +1,102 @@
-// Package world defines what the fork lab needs from an agent environment:
-// a deterministic, pure transition function from (state, action) to state,
-// with no files, clocks or shared randomness behind it, in the way etcd's raft
-// library keeps its algorithm a state machine and leaves I/O to the caller.
+// Package world defines what the fork lab needs from an agent environment,
+// and how a world declares itself to everything downstream.
 //
-// A world owns its state type S (plain data that round-trips through JSON),
-// the scripted fake model that plays it greedily, the features an observer
-// can see before deciding whether to recover, and the hidden truth that the
-// harness records beside them but never uses as a feature.
+// A world is two things. Its Declaration (declare.go) says what it is to
+// the rest of forklab: its name and version, its parameters, what a seed
+// draws, the pre-decision features an observer can see at a checkpoint,
+// the hidden truth recorded beside them (and which hidden flag means the
+// run had a fault), the interventions its treatment arms apply, and its
+// cost model. The sweep, the Parquet schema, the SQL views, the policy
+// search and the report read the declaration and nothing else, so no layer
+// names a world's features.
+//
+// Its World implementation is the state machine: a deterministic, pure
+// transition function from (state, action) to state, with no files, clocks
+// or shared randomness behind it, in the way etcd's raft library keeps its
+// algorithm a state machine and leaves I/O to the caller. A world owns its
+// state type S (plain data that round-trips through JSON), the scripted
+// fake model that plays it greedily, and the functions that read features,
+// hidden truth, task draws and cost off a state.
 //
 // Randomness inside a world (a flaky step, a noisy sensor) is not a stream:
 // each draw is a pure function of the task seed and what is being drawn (see
 // Draw), so a copied state continues exactly as the original would.
+//
+// An agent outside forklab (docs/agent-protocol.md) gives the same
+// Declaration in reply to initialize; only built-in worlds implement World.
 package world
 
 import "fmt"
 
-// Action is what happens in one turn. Agents choose Increment, Declare or
-// NoTool; the harness applies Refresh (the recovery) and Nop (the placebo
-// recovery) at the fork.
+// Action is what happens in one turn: an index into the declaration's
+// Actions. NoTool is every world's action 0; the rest are the world's own.
+// The harness applies the declared interventions at the fork.
 type Action uint8
 
-// The actions. Every action, including a turn without a tool call, consumes
-// one step of the run's budget.
-const (
-	// NoTool is a model turn that called no tool. With forced tool choice
-	// gone on the newest models (see the seed), a loop must accept such a
-	// turn as a normal, budget-consuming turn.
-	NoTool Action = iota
-	// Increment is the counter world's one work tool.
-	Increment
-	// Declare ends the run claiming the goal is reached.
-	Declare
-	// Refresh is the recovery: re-read the world, un-sticking a stuck sensor.
-	Refresh
-	// Nop is the content-free recovery (the placebo arm): a tool call that
-	// burns an action and returns nothing new.
-	Nop
-)
+// NoTool is a model turn that called no tool. With forced tool choice gone
+// on the newest models (see the seed), a loop must accept such a turn as a
+// normal, budget-consuming turn.
+const NoTool Action = 0
 
-var actionNames = [...]string{NoTool: "no_tool", Increment: "increment", Declare: "declare", Refresh: "refresh", Nop: "nop"}
-
-// String returns the action's snake_case name, as written to checkpoints and
-// session events.
-func (a Action) String() string {
-	if int(a) < len(actionNames) {
-		return actionNames[a]
+// Name returns the action's name in the declaration d.
+func (a Action) Name(d *Declaration) string {
+	if int(a) < len(d.Actions) {
+		return d.Actions[a]
 	}
 	return fmt.Sprintf("action(%d)", a)
 }
 
-// ParseAction is the inverse of Action.String; it fails on unknown names.
-func ParseAction(s string) (Action, error) {
-	for i, n := range actionNames {
-		if n == s {
-			return Action(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown action %q (want one of no_tool, increment, declare, refresh, nop)", s)
+// Cost is what a run has cost so far, or what a branch cost from its fork
+// to its end: the fields of CostFields. A world fills the fields its
+// CostModel reports; the others stay zero and are written as NULL.
+type Cost struct {
+	Steps   int64   // turns taken, interventions included
+	Tokens  int64   // model tokens
+	USD     float64 // money, US dollars
+	Seconds float64 // wall time
 }
 
-// MarshalText implements encoding.TextMarshaler.
-func (a Action) MarshalText() ([]byte, error) {
-	if int(a) >= len(actionNames) {
-		return nil, fmt.Errorf("unknown action %d", a)
-	}
-	return []byte(a.String()), nil
+// Sub returns c - o, field by field: the cost of a branch is its final
+// cost minus the cost at its fork.
+func (c Cost) Sub(o Cost) Cost {
+	return Cost{Steps: c.Steps - o.Steps, Tokens: c.Tokens - o.Tokens, USD: c.USD - o.USD, Seconds: c.Seconds - o.Seconds}
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (a *Action) UnmarshalText(b []byte) error {
-	v, err := ParseAction(string(b))
-	*a = v
-	return err
-}
-
-// Observation is what the agent sees at the start of a turn.
-type Observation struct {
-	Value  int // the sensor reading
-	Target int // the value the task asks for
-	Steps  int // steps used so far
-	Budget int // the step budget
-	// Over: the run has ended (declared, or out of budget) and takes no
-	// more turns. It is the harness's signal, not the agent's.
-	Over bool
-}
-
-// Features are the pre-decision signals recorded at a checkpoint: anything an
-// observer of the run could compute before choosing whether to recover.
-// They are the columns slices and policy triggers are built from.
-type Features struct {
-	// SameObs: did the last action leave the observation unchanged? The
-	// seed's feature ("obs repeated").
-	SameObs bool
-	// RepeatRun is the number of consecutive actions, ending with the
-	// last, that left the observation unchanged (0 when SameObs is false).
-	RepeatRun int
-	// ObsValue is the current observation.
-	ObsValue int
-	// StepsUsed is the number of steps taken so far.
-	StepsUsed int
-	// BudgetLeft is budget minus steps used (never below 0).
-	BudgetLeft int
-}
-
-// Truth is the hidden ground truth at a checkpoint: what the harness knows
-// and the agent does not. It is stored for evaluation (for instance the
-// "zero harms on clean runs" cap) and is never a feature.
-type Truth struct {
-	// Stuck: the sensor was stuck at the checkpoint.
-	Stuck bool
-	// Fault: the task has a sensor fault at all, stuck yet or not.
-	Fault bool
-	// Value is the true value behind the observation.
-	Value int
-}
-
-// World is a deterministic environment over state type S. All methods are
-// pure: they neither mutate their argument nor touch anything outside it.
+// World is a deterministic environment over state type S. Every method is
+// a pure function of its arguments: Step changes only the state it is
+// given, the others change nothing. A World value holds the configuration's
+// parameters and is read-only: it may be shared by goroutines.
 type World[S any] interface {
-	// Name is the world's identifier in checkpoints and tables.
-	Name() string
-	// Start returns the initial state of the task drawn for seed.
+	// Declaration describes the world (the same for every parameter
+	// setting).
+	Declaration() Declaration
+	// Start returns the initial state of the task seed draws.
 	Start(seed uint64) S
-	// Observe returns what the agent sees in s, and whether the run is
-	// over.
-	Observe(s S) Observation
-	// Script is the scripted fake model's greedy choice for an
-	// observation; Tools lists the actions the model may call.
-	Script(o Observation) Action
+	// Seed returns the task seed of a state: a checkpoint is verified by
+	// replaying its seed's run.
+	Seed(s *S) uint64
+	// Over reports whether the run has ended (succeeded, given up, or out
+	// of budget) and takes no more turns.
+	Over(s *S) bool
+	// Steps is the number of turns taken so far, interventions included:
+	// a run is forked once it has taken the fork step's number of turns.
+	Steps(s *S) int
+	// Script is the scripted fake model's greedy choice in s; Tools lists
+	// the actions the model may call, which a noisy model picks among
+	// (fork.Model). Tools' slice is shared and must not be modified.
+	Script(s *S) Action
 	Tools() []Action
-	// Step applies one action and returns the next state. The caller
-	// asks only while the run is not over, except for the recovery
-	// applied at a fork, which the harness applies unconditionally as the
-	// seed does.
-	Step(s S, a Action) S
+	// Step applies one action to *s. The lab asks only while the run is
+	// not over, except for an intervention at a fork, which it applies
+	// unconditionally, as the seed's reference core applies refresh.
+	Step(s *S, a Action)
 	// Success reports whether a finished run met its goal.
-	Success(s S) bool
-	// Features and Truth describe s at a checkpoint.
-	Features(s S) Features
-	Truth(s S) Truth
+	Success(s *S) bool
+	// Task, Features and Hidden append the declared task draws, features
+	// and hidden truths of s to dst, in declaration order, and return it.
+	Task(s *S, dst []Value) []Value
+	Features(s *S, dst []Value) []Value
+	Hidden(s *S, dst []Value) []Value
+	// Cost returns what the run in s has cost since its start.
+	Cost(s *S) Cost
 }
