@@ -2,6 +2,7 @@ package fork
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 
 	"github.com/forklab/forklab/pipeline/world"
@@ -18,71 +19,59 @@ type JSONAppender interface {
 // written from precomputed pieces, and the state is appended by the
 // function given to StateJSON, by its JSONAppender method, or by
 // json.Marshal, in that order of preference. The bytes equal
-// Checkpoint.Encode's; TestEncoderMatchesEncode and TestFastEncoderMatchesEncode
-// hold it to that.
-type Encoder[S, P any] struct {
-	head  []byte                     // `{"checkpoint_version":1,...,"fork_step":`
-	turn  [][]byte                   // per action: `,"action":"NAME","obs":`
-	state func(s S, b []byte) []byte // nil: JSONAppender or json.Marshal
+// Checkpoint.Encode's; TestEncoderMatchesEncode holds it to that.
+type Encoder[S any] struct {
+	head  []byte                      // `{"checkpoint_version":2,...,"fork_step":`
+	turn  [][]byte                    // per action: `,"action":"NAME"}`
+	state func(s *S, b []byte) []byte // nil: JSONAppender or json.Marshal
 }
 
-// NewEncoder prepares an Encoder for checkpoints of world with params and
-// model.
-func NewEncoder[S, P any](world string, params P, model Model) (*Encoder[S, P], error) {
+// NewEncoder prepares an Encoder for checkpoints of the world d declares,
+// with params and model.
+func NewEncoder[S any](d world.Declaration, params world.Params, model Model) (*Encoder[S], error) {
 	b, err := json.Marshal(struct {
-		Version int    `json:"checkpoint_version"`
-		World   string `json:"world"`
-		Params  P      `json:"params"`
-		Model   Model  `json:"model"`
-	}{CheckpointVersion, world, params, model})
+		Version      int          `json:"checkpoint_version"`
+		World        string       `json:"world"`
+		WorldVersion string       `json:"world_version"`
+		Params       world.Params `json:"params"`
+		Model        Model        `json:"model"`
+	}{CheckpointVersion, d.Name, d.Version, params, model})
 	if err != nil {
 		return nil, err
 	}
 	head := append(b[:len(b)-1], `,"fork_step":`...)
-	return &Encoder[S, P]{head: head, turn: turnPieces()}, nil
-}
-
-// turnPieces returns the middle of a history entry for every action with a
-// name, indexed by action: what json.Marshal writes between the step and
-// the observation.
-func turnPieces() [][]byte {
-	var pieces [][]byte
-	for a := world.Action(0); ; a++ {
-		name, err := a.MarshalText()
-		if err != nil {
-			return pieces
-		}
-		q, _ := json.Marshal(string(name))
-		pieces = append(pieces, append(append([]byte(`,"action":`), q...), `,"obs":`...))
+	e := &Encoder[S]{head: head}
+	for _, name := range d.Actions {
+		q, _ := json.Marshal(name)
+		e.turn = append(e.turn, append(append([]byte(`,"action":`), q...), '}'))
 	}
+	return e, nil
 }
 
 // StateJSON makes e append states with f, which must write exactly what
-// json.Marshal writes for s (counter.State.AppendJSON does). Unlike the
+// json.Marshal writes for s ((*counter.State).AppendJSON does). Unlike the
 // JSONAppender check it costs no interface conversion, and so no
 // allocation, per checkpoint. It returns e.
-func (e *Encoder[S, P]) StateJSON(f func(s S, b []byte) []byte) *Encoder[S, P] {
+func (e *Encoder[S]) StateJSON(f func(s *S, b []byte) []byte) *Encoder[S] {
 	e.state = f
 	return e
 }
 
-// Append appends the checkpoint at forkStep with history hist and state s
-// to b.
-func (e *Encoder[S, P]) Append(b []byte, forkStep int, hist []Turn, s S) ([]byte, error) {
+// Append appends the checkpoint at forkStep with history hist (action i
+// took step i+1) and state s to b.
+func (e *Encoder[S]) Append(b []byte, forkStep int, hist []world.Action, s *S) ([]byte, error) {
 	b = append(b, e.head...)
 	b = appendInt(b, forkStep)
 	b = append(b, `,"history":[`...)
-	for i, t := range hist {
+	for i, a := range hist {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if int(t.Action) >= len(e.turn) { // no name: json.Marshal's error
-			_, err := json.Marshal(t.Action)
-			return b, err
+		if int(a) >= len(e.turn) {
+			return b, fmt.Errorf("action %d has no name in the declaration", a)
 		}
-		b = appendInt(append(b, `{"step":`...), t.Step)
-		b = appendInt(append(b, e.turn[t.Action]...), t.Obs)
-		b = append(b, '}')
+		b = appendInt(append(b, `{"step":`...), i+1)
+		b = append(b, e.turn[a]...)
 	}
 	b = append(b, `],"state":`...)
 	switch {

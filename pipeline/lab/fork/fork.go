@@ -176,12 +176,11 @@ func (m Model) Choose(greedy world.Action, tools []world.Action, key uint64, tur
 	return world.NoTool
 }
 
-// Turn is one entry of a run's history: the step it used, the action taken
-// and the observation after it.
+// Turn is one entry of a checkpoint's history: the step count after the
+// turn and the action's name.
 type Turn struct {
-	Step   int          `json:"step"`
-	Action world.Action `json:"action"`
-	Obs    int          `json:"obs"`
+	Step   int    `json:"step"`
+	Action string `json:"action"`
 }
 
 // Key returns the noise stream of one branch: the task seed, fork step, arm

@@ -28,6 +28,106 @@ import (
 // Name is the world's identifier in checkpoints, specs and tables.
 const Name = "counter"
 
+// Version is the world's version (world.Declaration.Version): it changes
+// when a rule changes an outcome. Version 2 is the seed's world under
+// schema version 2, outcome for outcome the same as version 1.
+const Version = "2"
+
+// The counter world's actions, indexes into its declaration's Actions.
+// Every action, including a turn without a tool call, consumes one step of
+// the run's budget.
+const (
+	// Increment is the counter world's one work tool.
+	Increment world.Action = iota + 1
+	// Declare ends the run claiming the goal is reached.
+	Declare
+	// Refresh is the recovery: re-read the world, un-sticking a stuck
+	// sensor.
+	Refresh
+	// Nop is the content-free recovery (the placebo arm): a tool call that
+	// burns an action and returns nothing new.
+	Nop
+)
+
+// Declaration returns the counter world's declaration.
+func Declaration() world.Declaration { return declaration }
+
+var declaration = world.Declaration{
+	Name:    Name,
+	Version: Version,
+	Description: "The seed's toy: a counter that must be declared done at a target within a step budget, " +
+		"read through a sensor that may stick so that the greedy agent overshoots; refresh un-sticks it.",
+	Params: []world.Param{
+		{Name: "target", Kind: world.ParamInt, Default: int64(6), Min: world.Bound(1), Max: world.Bound(1 << 20),
+			Description: "the value the agent must declare at (seed: 6)"},
+		{Name: "base_budget", Kind: world.ParamInt, Default: int64(7), Min: world.Bound(1), Max: world.Bound(1 << 20),
+			Description: "the step budget before slack (seed: 7)"},
+		{Name: "slack", Kind: world.ParamIntList, Default: []int64{0, 0, 1, 2}, Min: world.Bound(0), Max: world.Bound(1 << 20),
+			Description: "extra budget steps a task draws from, uniformly by position, as random.choice does (seed: 0,0,1,2)"},
+		{Name: "freeze_at", Kind: world.ParamIntList, Default: []int64{0, 0, 1, 2}, Min: world.Bound(0), Max: world.Bound(1 << 20),
+			Description: "values at which the sensor sticks, drawn after slack; 0 (or none) means never (seed: none,none,1,2)"},
+		{Name: "p_stall", Kind: world.ParamFloat, Default: 0.0, Min: world.Bound(0), Max: world.Bound(1),
+			Description: "probability an increment stalls: the true value and the observation stay put though the sensor is fine"},
+		{Name: "p_obs_noise", Kind: world.ParamFloat, Default: 0.0, Min: world.Bound(0), Max: world.Bound(1),
+			Description: "probability a sensor read is off by one, up or down with equal probability, never below 0"},
+		{Name: "p_refresh_fail", Kind: world.ParamFloat, Default: 0.0, Min: world.Bound(0), Max: world.Bound(1),
+			Description: "probability a refresh burns its step but neither un-sticks the sensor nor re-reads"},
+	},
+	Task: []world.Field{
+		{Name: "budget", Kind: world.Int, Unit: "steps", Description: "the task's step budget: base_budget plus slack"},
+		{Name: "slack", Kind: world.Int, Unit: "steps", Description: "the slack the task drew"},
+		{Name: "freeze_at", Kind: world.Int, Nullable: true, Description: "the true value at which the sensor sticks; null when it never does"},
+	},
+	Features: []world.Field{
+		{Name: "same_obs", Kind: world.Bool, Description: "the last action left the observation unchanged (the seed's feature, \"obs repeated\")"},
+		{Name: "repeat_run", Kind: world.Int, Unit: "actions", Description: "consecutive actions, ending with the last, that left the observation unchanged (0 when same_obs is false)"},
+		{Name: "obs_value", Kind: world.Int, Description: "the current observation"},
+		{Name: "steps_used", Kind: world.Int, Unit: "steps", Description: "steps taken so far"},
+		{Name: "budget_left", Kind: world.Int, Unit: "steps", Description: "budget minus steps used, never below 0"},
+	},
+	Hidden: []world.Field{
+		{Name: "stuck", Kind: world.Bool, Description: "the sensor is stuck at the checkpoint"},
+		{Name: "fault", Kind: world.Bool, Description: "the task has a sensor fault at all, stuck yet or not"},
+		{Name: "value", Kind: world.Int, Description: "the true value behind the observation"},
+	},
+	FaultFlag: "fault",
+	Actions:   []string{"no_tool", "increment", "declare", "refresh", "nop"},
+	Interventions: []world.Intervention{
+		{Arm: "on", Action: "refresh", Description: "refresh: costs one step, un-sticks the sensor and re-reads the true value"},
+		{Arm: "placebo", Action: "nop", Description: "a tool call that burns one step and returns nothing new"},
+	},
+	Cost: world.CostModel{Fields: []string{world.CostSteps}, Description: "every action, a turn without a tool call included, costs one step of the budget"},
+}
+
+// ParamsOf converts resolved world parameters (world.Declaration.Resolve
+// of the counter's declaration) to Params.
+func ParamsOf(p world.Params) Params {
+	ints := func(xs []int64) []int {
+		out := make([]int, len(xs))
+		for i, x := range xs {
+			out[i] = int(x)
+		}
+		return out
+	}
+	return Params{Target: int(p.Int("target")), BaseBudget: int(p.Int("base_budget")),
+		Slack: ints(p.Ints("slack")), FreezeAt: ints(p.Ints("freeze_at")),
+		PStall: p.Float("p_stall"), PObsNoise: p.Float("p_obs_noise"), PRefreshFail: p.Float("p_refresh_fail")}
+}
+
+// WorldParams is the inverse of ParamsOf.
+func (p Params) WorldParams() world.Params {
+	ints := func(xs []int) []int64 {
+		out := make([]int64, len(xs))
+		for i, x := range xs {
+			out[i] = int64(x)
+		}
+		return out
+	}
+	return world.Params{"target": int64(p.Target), "base_budget": int64(p.BaseBudget),
+		"slack": ints(p.Slack), "freeze_at": ints(p.FreezeAt),
+		"p_stall": p.PStall, "p_obs_noise": p.PObsNoise, "p_refresh_fail": p.PRefreshFail}
+}
+
 // Params are the counter world's parameters. The zero value is not valid;
 // start from Default.
 type Params struct {
@@ -134,8 +234,8 @@ func New(p Params) (World, error) {
 
 var _ world.World[State] = World{}
 
-// Name returns "counter".
-func (World) Name() string { return Name }
+// Declaration returns the counter world's declaration.
+func (World) Declaration() world.Declaration { return declaration }
 
 // Start draws the task for seed exactly as the reference core's new_run:
 // budget = base + random.choice(slack), then freeze_at = random.choice(freeze).
@@ -150,26 +250,33 @@ func (w World) StartWith(seed uint64, g pyrand.Source) State {
 	return State{Seed: seed, Target: int32(w.P.Target), Budget: int32(budget), FreezeAt: int32(freeze)}
 }
 
-// Observe returns the sensor reading and the run's budget position. The run
-// is over once declared or once its budget is spent; the reference core marks
-// the latter lazily, on the next step call, but no action happens in either
-// case, so the outcome is the same.
-func (World) Observe(s State) world.Observation {
-	return world.Observation{Value: int(s.Obs), Target: int(s.Target), Steps: int(s.Steps), Budget: int(s.Budget),
-		Over: s.Declared || s.Steps >= s.Budget}
-}
+// Seed returns the task seed.
+func (World) Seed(s *State) uint64 { return s.Seed }
+
+// Over reports whether the run has ended: declared, or its budget spent.
+// The reference core marks the latter lazily, on the next step call, but no
+// action happens in either case, so the outcome is the same.
+func (World) Over(s *State) bool { return over(s) }
+
+// over is Over, small enough to inline into the Lab's loops.
+func over(s *State) bool { return s.Declared || s.Steps >= s.Budget }
+
+// Steps returns the steps taken.
+func (World) Steps(s *State) int { return int(s.Steps) }
 
 // Script is the reference core's agent: declare once the observation has
 // reached the target, increment otherwise.
-func (World) Script(o world.Observation) world.Action {
-	if o.Value >= o.Target {
-		return world.Declare
+func (World) Script(s *State) world.Action { return script(s) }
+
+func script(s *State) world.Action {
+	if s.Obs >= s.Target {
+		return Declare
 	}
-	return world.Increment
+	return Increment
 }
 
 // tools are the actions the counter world's agent may call.
-var tools = []world.Action{world.Increment, world.Declare}
+var tools = []world.Action{Increment, Declare}
 
 // Tools returns the actions the agent may call: increment and declare. The
 // slice is shared; callers must not modify it.
@@ -177,41 +284,47 @@ func (World) Tools() []world.Action { return tools }
 
 // Success is the reference core's outcome: declared, with the true value at
 // the target.
-func (World) Success(s State) bool { return s.Declared && s.V == s.Target }
+func (World) Success(s *State) bool { return s.Declared && s.V == s.Target }
 
-// Features returns the pre-decision features of s.
-func (World) Features(s State) world.Features {
-	return world.Features{
-		SameObs:    s.SameObs,
-		RepeatRun:  int(s.RepeatRun),
-		ObsValue:   int(s.Obs),
-		StepsUsed:  int(s.Steps),
-		BudgetLeft: int(max(0, s.Budget-s.Steps)),
+// Task returns the task's budget, slack and freeze_at (null when the
+// sensor never sticks).
+func (w World) Task(s *State, dst []world.Value) []world.Value {
+	freeze := world.IntValue(int64(s.FreezeAt))
+	if s.FreezeAt == 0 {
+		freeze = world.NullValue()
 	}
+	return append(dst, world.IntValue(int64(s.Budget)), world.IntValue(int64(s.Budget)-int64(w.P.BaseBudget)), freeze)
 }
 
-// Truth returns whether the sensor is stuck, whether the task has a fault,
-// and the true value.
-func (World) Truth(s State) world.Truth {
-	return world.Truth{Stuck: s.Frozen, Fault: s.FreezeAt != 0, Value: int(s.V)}
+// Features returns same_obs, repeat_run, obs_value, steps_used and
+// budget_left.
+func (World) Features(s *State, dst []world.Value) []world.Value {
+	return append(dst, world.BoolValue(s.SameObs), world.IntValue(int64(s.RepeatRun)), world.IntValue(int64(s.Obs)),
+		world.IntValue(int64(s.Steps)), world.IntValue(int64(max(0, s.Budget-s.Steps))))
 }
 
-// Step applies a to s. Increment and Declare follow the reference core's
-// step (after its budget check, which Done covers); Refresh follows its
-// refresh; Nop and NoTool only burn the step.
-func (w World) Step(s State, a world.Action) State {
-	w.step(&s, a)
-	return s
+// Hidden returns whether the sensor is stuck, whether the task has a
+// fault, and the true value.
+func (World) Hidden(s *State, dst []world.Value) []world.Value {
+	return append(dst, world.BoolValue(s.Frozen), world.BoolValue(s.FreezeAt != 0), world.IntValue(int64(s.V)))
 }
 
-// step is Step in place; Step and the fast Lab share it, so there is one
-// copy of the transition rules.
+// Cost returns the steps taken.
+func (World) Cost(s *State) world.Cost { return world.Cost{Steps: int64(s.Steps)} }
+
+// Step applies a to *s. Increment and Declare follow the reference core's
+// step (after its budget check, which Over covers); Refresh follows its
+// refresh; Nop and a turn without a tool call only burn the step.
+func (w World) Step(s *State, a world.Action) { w.step(s, a) }
+
+// step is Step; Step and the fast Lab share it, so there is one copy of the
+// transition rules.
 func (w *World) step(s *State, a world.Action) {
 	s.Steps++
 	switch a {
-	case world.Declare:
+	case Declare:
 		s.Declared = true
-	case world.Increment:
+	case Increment:
 		s.Attempts++
 		moved := !(w.P.PStall > 0 && world.Draw(s.Seed, world.PurposeStall, int(s.Attempts)) < w.P.PStall)
 		if moved {
@@ -230,14 +343,13 @@ func (w *World) step(s *State, a world.Action) {
 		} else {
 			s.RepeatRun = 0
 		}
-	case world.Refresh:
+	case Refresh:
 		s.Refreshes++
 		if w.P.PRefreshFail > 0 && world.Draw(s.Seed, world.PurposeRefreshFail, int(s.Refreshes)) < w.P.PRefreshFail {
 			break
 		}
 		s.Frozen = false
 		s.Obs = w.read(s)
-	case world.Nop, world.NoTool:
 	}
 }
 
@@ -258,7 +370,7 @@ func (w *World) read(s *State) int32 {
 // produces, without reflection. The sweep encodes a checkpoint per fork
 // with it (fork.Encoder.StateJSON); TestAppendJSONMatchesMarshal holds it
 // to json.Marshal.
-func (s State) AppendJSON(b []byte) []byte {
+func (s *State) AppendJSON(b []byte) []byte {
 	b = append(b, `{"seed":`...)
 	b = strconv.AppendUint(b, s.Seed, 10)
 	b = appendInt(append(b, `,"target":`...), s.Target)

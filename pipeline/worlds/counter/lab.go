@@ -25,9 +25,6 @@ type Lab struct {
 	Model fork.Model
 }
 
-// over is World.Observe(s).Over.
-func over(s *State) bool { return s.Declared || s.Steps >= s.Budget }
-
 // choose is the model's action in s: fork.Model.Choose applied to the
 // script's greedy choice, as fork.Lab's turn does. It is small enough to
 // be inlined; the noisy path is a call.
@@ -35,30 +32,23 @@ func (l *Lab) choose(s *State, key uint64) world.Action {
 	if l.Model.Temperature != 0 { // Choose's own first test
 		return l.noisy(s, key)
 	}
-	if s.Obs >= s.Target { // Script
-		return world.Declare
-	}
-	return world.Increment
+	return script(s)
 }
 
 //go:noinline
 func (l *Lab) noisy(s *State, key uint64) world.Action {
-	greedy := world.Increment
-	if s.Obs >= s.Target { // Script
-		greedy = world.Declare
-	}
-	return l.Model.Choose(greedy, tools, key, int(s.Steps))
+	return l.Model.Choose(script(s), tools, key, int(s.Steps))
 }
 
 // Advance is fork.Lab.Advance, in place: it plays *s until the run has
 // used forkAt steps or is over, appending each turn to hist if hist is not
 // nil.
-func (l *Lab) Advance(s *State, key uint64, forkAt int, hist *[]fork.Turn) {
+func (l *Lab) Advance(s *State, key uint64, forkAt int, hist *[]world.Action) {
 	for !over(s) && int(s.Steps) < forkAt {
 		a := l.choose(s, key)
 		l.World.step(s, a)
 		if hist != nil {
-			*hist = append(*hist, fork.Turn{Step: int(s.Steps), Action: a, Obs: int(s.Obs)})
+			*hist = append(*hist, a)
 		}
 	}
 }
@@ -78,7 +68,7 @@ func (l *Lab) Finish(s *State, key uint64) bool {
 // as in fork.Lab: copies of it were a good part of a sweep's time.)
 func (l *Lab) Branch(final, s *State, seed uint64, forkStep int, arm fork.Arm, replica int, fires bool) (success, intervened bool) {
 	*final = *s
-	if a, ok := fork.Intervention(arm, fires); ok {
+	if a, ok := intervention(arm, fires); ok {
 		l.World.step(final, a)
 		intervened = true
 	}
@@ -89,4 +79,18 @@ func (l *Lab) Branch(final, s *State, seed uint64, forkStep int, arm fork.Arm, r
 		key = fork.Key(seed, forkStep, arm, replica)
 	}
 	return l.Finish(final, key), intervened
+}
+
+// intervention is fork.Lab.Intervention for the counter world: refresh for
+// on (and policy where its rule fires), nop for placebo.
+func intervention(arm fork.Arm, fires bool) (world.Action, bool) {
+	switch arm {
+	case fork.On:
+		return Refresh, true
+	case fork.Placebo:
+		return Nop, true
+	case fork.Policy:
+		return Refresh, fires
+	}
+	return 0, false
 }
