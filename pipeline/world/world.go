@@ -99,4 +99,8 @@ type World[S any] interface {
 	Hidden(s *S, dst []Value) []Value
 	// Cost returns what the run in s has cost since its start.
 	Cost(s *S) Cost
+	// Observe returns what the agent sees in s, as a JSON-ready value
+	// (a small struct or map): session events record it after every
+	// turn, so a reader of the log sees the run as the agent did.
+	Observe(s *S) any
 }

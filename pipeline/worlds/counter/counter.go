@@ -309,6 +309,15 @@ func (World) Hidden(s *State, dst []world.Value) []world.Value {
 	return append(dst, world.BoolValue(s.Frozen), world.BoolValue(s.FreezeAt != 0), world.IntValue(int64(s.V)))
 }
 
+// Observation is what the counter world's agent sees after a turn.
+type Observation struct {
+	Obs   int32 `json:"obs"`   // the sensor reading
+	Steps int32 `json:"steps"` // steps taken
+}
+
+// Observe returns the sensor reading and the steps taken.
+func (World) Observe(s *State) any { return Observation{Obs: s.Obs, Steps: s.Steps} }
+
 // Cost returns the steps taken.
 func (World) Cost(s *State) world.Cost { return world.Cost{Steps: int64(s.Steps)} }
 
