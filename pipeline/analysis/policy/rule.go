@@ -6,7 +6,9 @@
 // value. The empty conjunction fires always; Never fires never. In a file:
 //
 //	{
-//	  "policy_version": 1,
+//	  "policy_version": 2,
+//	  "world": "counter",
+//	  "world_version": "2",
 //	  "all": [{"feature": "same_obs", "op": "=", "value": true}]
 //	}
 package policy
@@ -23,25 +25,16 @@ import (
 	"github.com/forklab/forklab/pipeline/world"
 )
 
-// Version is the rule file layout version.
-const Version = 1
+// Version is the rule file layout version. Version 2 names the world (and
+// its version) the rule was searched on, and compares any declared feature.
+const Version = 2
 
-// Features maps each feature name to whether it is boolean (true) or
-// numeric (false). The names are the feature columns of the checkpoints and
-// pairs tables (schemas.FeatureNames).
-var Features = map[string]bool{
-	"same_obs":    true,
-	"repeat_run":  false,
-	"obs_value":   false,
-	"steps_used":  false,
-	"budget_left": false,
-}
-
-// Ops lists the comparison operators. Boolean features allow = and != only.
+// Ops lists the comparison operators. Boolean and enum features allow = and
+// != only.
 var Ops = []string{"=", "!=", "<", "<=", ">", ">="}
 
-// Condition compares one feature with a value: a JSON boolean for boolean
-// features, a number for numeric ones.
+// Condition compares one feature with a value: a JSON boolean for a bool
+// feature, a number for an int or float one, a string for an enum.
 type Condition struct {
 	Feature string `json:"feature"`
 	Op      string `json:"op"`
@@ -50,93 +43,140 @@ type Condition struct {
 
 // Rule fires when every condition in All holds, or never if Never is set.
 type Rule struct {
-	Version int         `json:"policy_version"`
-	Never   bool        `json:"never,omitempty"`
-	All     []Condition `json:"all"`
+	Version int `json:"policy_version"`
+	// World and WorldVersion name the world whose features the rule reads;
+	// a sweep of another world (or version) refuses the rule.
+	World        string `json:"world"`
+	WorldVersion string `json:"world_version"`
+	// ConfigID and ForkStep say which configuration and fork step of the
+	// sweep the rule was searched on (informational; nil when not from a
+	// search).
+	ConfigID *int        `json:"config_id,omitempty"`
+	ForkStep *int        `json:"fork_step,omitempty"`
+	Never    bool        `json:"never,omitempty"`
+	All      []Condition `json:"all"`
 	// Note is free text for people: where the rule came from.
 	Note string `json:"note,omitempty"`
 }
 
-// Validate reports an unknown feature or operator, a value of the wrong
-// type, or a wrong version.
+// Validate checks the rule's own shape: its version, never without
+// conditions, known operators. Check checks it against a world.
 func (r Rule) Validate() error {
 	if r.Version != Version {
 		return fmt.Errorf("policy_version is %d, this forklab reads %d", r.Version, Version)
+	}
+	if r.World == "" {
+		return fmt.Errorf("the rule names no world (key \"world\")")
 	}
 	if r.Never && len(r.All) > 0 {
 		return fmt.Errorf("a rule with never set cannot also list conditions")
 	}
 	for i, c := range r.All {
-		isBool, ok := Features[c.Feature]
-		if !ok {
-			return fmt.Errorf("condition %d: unknown feature %q (known: %s)", i+1, c.Feature, strings.Join(featureNames(), ", "))
-		}
 		if !slices.Contains(Ops, c.Op) {
 			return fmt.Errorf("condition %d: unknown operator %q (known: %s)", i+1, c.Op, strings.Join(Ops, " "))
-		}
-		switch v := c.Value.(type) {
-		case bool:
-			if !isBool {
-				return fmt.Errorf("condition %d: %s is numeric, compare it with a number, not %v", i+1, c.Feature, v)
-			}
-			if c.Op != "=" && c.Op != "!=" {
-				return fmt.Errorf("condition %d: %s is boolean, use = or !=, not %s", i+1, c.Feature, c.Op)
-			}
-		case float64:
-			if isBool {
-				return fmt.Errorf("condition %d: %s is boolean, compare it with true or false, not %v", i+1, c.Feature, v)
-			}
-		default:
-			return fmt.Errorf("condition %d: value %v of %s must be a boolean or a number", i+1, c.Value, c.Feature)
 		}
 	}
 	return nil
 }
 
-func featureNames() []string {
-	names := make([]string, 0, len(Features))
-	for k := range Features {
-		names = append(names, k)
+// Check reports a rule that cannot run on world d: another world or world
+// version, an unknown feature (naming the known ones), a value of the wrong
+// type, an operator the feature's type does not allow.
+func (r Rule) Check(d world.Declaration) error {
+	if err := r.Validate(); err != nil {
+		return err
 	}
-	slices.Sort(names)
-	return names
-}
-
-// Fires evaluates the rule on a checkpoint's features: should_recover.
-// The rule must be valid.
-func (r Rule) Fires(f world.Features) bool {
-	if r.Never {
-		return false
+	if r.World != d.Name {
+		return fmt.Errorf("the rule is for world %s, not %s", r.World, d.Name)
 	}
-	for _, c := range r.All {
-		if !c.holds(f) {
-			return false
+	if r.WorldVersion != d.Version {
+		return fmt.Errorf("the rule is for world %s version %s, this sweep plays version %s: search it again", r.World, r.WorldVersion, d.Version)
+	}
+	for i, c := range r.All {
+		f, _, ok := d.Feature(c.Feature)
+		if !ok {
+			return fmt.Errorf("condition %d: unknown feature %q (world %s's features: %s)", i+1, c.Feature, d.Name, strings.Join(d.FeatureNames(), ", "))
+		}
+		if (f.Kind == world.Bool || f.Kind == world.Enum) && c.Op != "=" && c.Op != "!=" {
+			return fmt.Errorf("condition %d: %s is %s, use = or !=, not %s", i+1, c.Feature, f.Kind, c.Op)
+		}
+		if _, err := value(f, c.Value); err != nil {
+			return fmt.Errorf("condition %d: %w", i+1, err)
 		}
 	}
-	return true
+	return nil
 }
 
-func (c Condition) holds(f world.Features) bool {
-	var x, v float64
-	switch c.Feature {
-	case "same_obs":
-		x = b2f(f.SameObs)
-	case "repeat_run":
-		x = float64(f.RepeatRun)
-	case "obs_value":
-		x = float64(f.ObsValue)
-	case "steps_used":
-		x = float64(f.StepsUsed)
-	case "budget_left":
-		x = float64(f.BudgetLeft)
+// value reads a condition's value as feature f's type.
+func value(f world.Field, x any) (world.Value, error) {
+	switch f.Kind {
+	case world.Bool:
+		if b, ok := x.(bool); ok {
+			return world.BoolValue(b), nil
+		}
+		return world.Value{}, fmt.Errorf("%s is bool: compare it with true or false, not %v", f.Name, x)
+	case world.Enum:
+		if s, ok := x.(string); ok && slices.Contains(f.Values, s) {
+			return world.EnumValue(s), nil
+		}
+		return world.Value{}, fmt.Errorf("%s is an enum: compare it with one of %s, not %v", f.Name, strings.Join(f.Values, ", "), x)
 	}
-	switch t := c.Value.(type) {
-	case bool:
-		v = b2f(t)
-	case float64:
-		v = t
+	n, ok := x.(float64)
+	if !ok {
+		return world.Value{}, fmt.Errorf("%s is a number: compare it with a number, not %v", f.Name, x)
 	}
-	switch c.Op {
+	return world.FloatValue(n), nil
+}
+
+// Compile returns the rule's should_recover for world d: a function of a
+// checkpoint's features, in declaration order, that reports whether the
+// rule fires. It fails as Check does.
+func (r Rule) Compile(d world.Declaration) (func(features []world.Value) bool, error) {
+	if err := r.Check(d); err != nil {
+		return nil, err
+	}
+	if r.Never {
+		return func([]world.Value) bool { return false }, nil
+	}
+	type cond struct {
+		i    int
+		kind world.Kind
+		op   string
+		v    world.Value
+		num  float64
+	}
+	conds := make([]cond, len(r.All))
+	for k, c := range r.All {
+		f, i, _ := d.Feature(c.Feature)
+		v, _ := value(f, c.Value)
+		num := v.F
+		if f.Kind == world.Bool {
+			num = float64(v.I)
+		}
+		conds[k] = cond{i: i, kind: f.Kind, op: c.Op, v: v, num: num}
+	}
+	return func(fs []world.Value) bool {
+		for _, c := range conds {
+			x := fs[c.i]
+			if x.Null {
+				return false
+			}
+			if c.kind == world.Enum {
+				if (x.S == c.v.S) != (c.op == "=") {
+					return false
+				}
+				continue
+			}
+			if !compare(x.Number(c.kind), c.op, c.num) {
+				return false
+			}
+		}
+		return true
+	}, nil
+}
+
+func compare(x float64, op string, v float64) bool {
+	switch op {
 	case "=":
 		return x == v
 	case "!=":
@@ -151,13 +191,6 @@ func (c Condition) holds(f world.Features) bool {
 		return x >= v
 	}
 	return false
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // String renders the rule for people: "same_obs = true AND repeat_run >= 2",
