@@ -58,9 +58,16 @@ const (
 
 // Column is one column of a table.
 type Column struct {
-	Name     string
-	Type     Type
+	Name string
+	Type Type
+	// Nullable: the column may hold NULL (on error rows at least).
 	Nullable bool
+	// Optional: NULL is an ordinary value of the column (a declared
+	// nullable field), not only an error row's.
+	Optional bool
+	// Omittable: a file in which the column is all NULL leaves it out;
+	// readers see NULL (the views read with union_by_name).
+	Omittable bool
 	// Dict: a VARCHAR with few distinct values, dictionary-encoded.
 	Dict bool
 	// Declared: the column comes from the world's declaration.
@@ -80,7 +87,7 @@ const HiddenPrefix = "hidden_"
 func declared(fs []world.Field, prefix string, nullable bool) []Column {
 	cols := make([]Column, len(fs))
 	for i, f := range fs {
-		cols[i] = Column{Name: prefix + f.Name, Type: TypeOf(f.Kind), Nullable: nullable || f.Nullable,
+		cols[i] = Column{Name: prefix + f.Name, Type: TypeOf(f.Kind), Nullable: nullable || f.Nullable, Optional: f.Nullable,
 			Dict: f.Kind == world.Enum, Declared: true, Description: f.Description}
 	}
 	return cols
@@ -101,14 +108,14 @@ func TypeOf(k world.Kind) Type {
 
 var status = []Column{
 	{Name: "status", Type: Varchar, Dict: true, Description: "'ok', or 'error' when the run, branch or pair failed (errors are rows, never labels)"},
-	{Name: "error", Type: Varchar, Nullable: true, Description: "what failed, when status is 'error'"},
+	{Name: "error", Type: Varchar, Nullable: true, Omittable: true, Description: "what failed, when status is 'error'"},
 }
 
 // costColumns returns the cost columns with prefix ("cost_", "extra_").
 func costColumns(prefix string, typ func(string) Type, what string) []Column {
 	cols := make([]Column, len(world.CostFields))
 	for i, f := range world.CostFields {
-		cols[i] = Column{Name: prefix + f, Type: typ(f), Nullable: true, Description: what + " in " + f + " (NULL when the world does not report " + f + ")"}
+		cols[i] = Column{Name: prefix + f, Type: typ(f), Nullable: true, Omittable: true, Description: what + " in " + f + " (NULL when the world does not report " + f + ")"}
 	}
 	return cols
 }
@@ -140,7 +147,7 @@ func Params() []Column {
 		{Name: "config_id", Type: Integer, Description: "the configuration"},
 		{Name: "param", Type: Varchar, Dict: true, Description: "the parameter's name"},
 		{Name: "type", Type: Varchar, Dict: true, Description: "its type: bool, int, float, enum, int_list, float_list"},
-		{Name: "value_num", Type: Double, Nullable: true, Description: "its value as a number (bool 0/1); NULL for enums and lists"},
+		{Name: "value_num", Type: Double, Nullable: true, Optional: true, Description: "its value as a number (bool 0/1); NULL for enums and lists"},
 		{Name: "value_text", Type: Varchar, Description: "its canonical text: true, 6, 0.2, fast, [0,0,1,2]"},
 	}
 }
@@ -180,7 +187,7 @@ func Branches(d world.Declaration) []Column {
 		Column{Name: "intervened", Type: Boolean, Nullable: true, Description: "the arm's intervention was applied at the fork"},
 		Column{Name: "success", Type: Boolean, Nullable: true, Description: "the branch met the task's goal"})
 	cols = append(cols, costColumns("cost_", costType, "what the branch cost from the fork to its end, the intervention included,")...)
-	return append(cols, Column{Name: "details", Type: Varchar, Nullable: true, Description: "outcome details an agent reports, JSON (NULL for built-in worlds)"})
+	return append(cols, Column{Name: "details", Type: Varchar, Nullable: true, Omittable: true, Description: "outcome details an agent reports, JSON (NULL for built-in worlds)"})
 }
 
 // Pairs is the pairs table of world d: one row per (config, seed, fork

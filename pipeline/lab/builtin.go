@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/forklab/forklab/pipeline/lab/fork"
@@ -56,7 +57,7 @@ func (b Builtin[S]) OpenLab(params world.Params, model fork.Model) (*BuiltinInst
 	if b.StateJSON != nil {
 		enc.StateJSON(b.StateJSON)
 	}
-	inst := &BuiltinInstance[S]{Lab: l, Params: params, Encoder: enc}
+	inst := &BuiltinInstance[S]{Lab: l, Params: params, Encoder: enc, new: b.New}
 	if b.MaxSteps != nil {
 		inst.maxSteps = b.MaxSteps(params)
 	}
@@ -65,10 +66,11 @@ func (b Builtin[S]) OpenLab(params world.Params, model fork.Model) (*BuiltinInst
 
 // BuiltinInstance is a Go world opened with one configuration.
 type BuiltinInstance[S any] struct {
-	Lab     fork.Lab[S]
-	Params  world.Params
-	Encoder *fork.Encoder[S]
+	Lab      fork.Lab[S]
+	Params   world.Params
+	Encoder  *fork.Encoder[S]
 	maxSteps int
+	new      func(world.Params) (world.World[S], error)
 }
 
 // MaxSteps is the most steps a run can take, or 0 when unknown.
@@ -106,21 +108,46 @@ func (i *BuiltinInstance[S]) fork(forkStep int, s *S, hist []world.Action, f *Fo
 }
 
 // Branch decodes, verifies and forks a checkpoint.
-func (i *BuiltinInstance[S]) Branch(checkpoint []byte, arm fork.Arm, replica int, fires bool) (BranchResult, error) {
+func (i *BuiltinInstance[S]) Branch(checkpoint []byte, arm fork.Arm, replica int, rule func([]world.Value) bool) (Outcome, error) {
 	c, err := fork.DecodeCheckpoint[S](checkpoint, i.Lab.Decl)
 	if err != nil {
-		return BranchResult{}, err
+		return Outcome{}, err
 	}
-	if err := fork.Verify(i.Lab, c); err != nil {
-		return BranchResult{}, err
+	lab := i.Lab
+	if !sameParams(c.Params, i.Params) || c.Model != lab.Model {
+		// The checkpoint's own configuration decides its branches.
+		other, err := (Builtin[S]{Decl: lab.Decl, New: i.new}).OpenLab(c.Params, c.Model)
+		if err != nil {
+			return Outcome{}, fmt.Errorf("%w: %v", fork.ErrCheckpoint, err)
+		}
+		lab = other.Lab
 	}
-	if err := i.Lab.Supports(arm); err != nil {
-		return BranchResult{}, err
+	if err := fork.Verify(lab, c); err != nil {
+		return Outcome{}, err
 	}
-	seed := i.Lab.World.Seed(&c.State)
+	if err := lab.Supports(arm); err != nil {
+		return Outcome{}, err
+	}
+	w := lab.World
+	fires := false
+	if rule != nil {
+		fires = rule(w.Features(&c.State, nil))
+	}
+	seed := w.Seed(&c.State)
 	var final S
-	ok, iv := i.Lab.Branch(&final, &c.State, seed, c.ForkStep, arm, replica, fires)
-	return BranchResult{Success: ok, Intervened: iv, Cost: i.Lab.World.Cost(&final).Sub(i.Lab.World.Cost(&c.State))}, nil
+	ok, iv := lab.Branch(&final, &c.State, seed, c.ForkStep, arm, replica, fires)
+	obs, err := json.Marshal(w.Observe(&final))
+	if err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Seed: seed, ForkStep: c.ForkStep, Final: obs,
+		BranchResult: BranchResult{Success: ok, Intervened: iv, Cost: w.Cost(&final).Sub(w.Cost(&c.State))}}, nil
+}
+
+func sameParams(a, b world.Params) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
 }
 
 // Runner returns the in-process runner of plan.
@@ -181,4 +208,43 @@ func (r *builtinRunner[S]) Run(ctx context.Context, lo, hi uint64, emit func(*Se
 		}
 	}
 	return nil
+}
+
+// Start begins seed's run.
+func (i *BuiltinInstance[S]) Start(seed uint64) Play {
+	return &builtinPlay[S]{inst: i, s: i.Lab.World.Start(seed)}
+}
+
+// Intervention returns the action arm applies at a fork.
+func (i *BuiltinInstance[S]) Intervention(arm fork.Arm, fires bool) (world.Action, bool) {
+	return i.Lab.Intervention(arm, fires)
+}
+
+// builtinPlay is a Play over a Go world's state.
+type builtinPlay[S any] struct {
+	inst *BuiltinInstance[S]
+	s    S
+}
+
+func (p *builtinPlay[S]) Seed() uint64 { return p.inst.Lab.World.Seed(&p.s) }
+func (p *builtinPlay[S]) Over() bool   { return p.inst.Lab.World.Over(&p.s) }
+func (p *builtinPlay[S]) Steps() int   { return p.inst.Lab.World.Steps(&p.s) }
+func (p *builtinPlay[S]) Choose(key uint64) world.Action {
+	w := p.inst.Lab.World
+	greedy := w.Script(&p.s)
+	if p.inst.Lab.Model.Temperature == 0 {
+		return greedy
+	}
+	return p.inst.Lab.Model.Choose(greedy, w.Tools(), key, w.Steps(&p.s))
+}
+func (p *builtinPlay[S]) Step(a world.Action) { p.inst.Lab.World.Step(&p.s, a) }
+func (p *builtinPlay[S]) Success() bool       { return p.inst.Lab.World.Success(&p.s) }
+func (p *builtinPlay[S]) Observe() any        { return p.inst.Lab.World.Observe(&p.s) }
+func (p *builtinPlay[S]) Features(dst []world.Value) []world.Value {
+	return p.inst.Lab.World.Features(&p.s, dst)
+}
+func (p *builtinPlay[S]) Cost() world.Cost { return p.inst.Lab.World.Cost(&p.s) }
+func (p *builtinPlay[S]) Clone() Play      { c := *p; return &c }
+func (p *builtinPlay[S]) Checkpoint(forkStep int, hist []world.Action) ([]byte, error) {
+	return p.inst.Encoder.Append(nil, forkStep, hist, &p.s)
 }

@@ -17,6 +17,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -82,15 +83,25 @@ type ForkResult struct {
 type BranchResult struct {
 	// Err is set when the branch failed; the other fields are then
 	// meaningless.
-	Err        string
-	Intervened bool
-	Success    bool
+	Err        string `json:"error,omitempty"`
+	Intervened bool   `json:"intervened"`
+	Success    bool   `json:"success"`
 	// Cost is what the branch cost from the fork to its end, the
 	// intervention included.
-	Cost world.Cost
+	Cost world.Cost `json:"cost"`
 	// Details is optional outcome JSON an agent reports (nil for built-in
 	// worlds).
-	Details []byte
+	Details json.RawMessage `json:"details,omitempty"`
+}
+
+// Outcome is one branch finished from a checkpoint (forklab fork).
+type Outcome struct {
+	Seed     uint64 `json:"seed"`
+	ForkStep int    `json:"fork_step"`
+	BranchResult
+	// Final is what the agent sees at the branch's end (the world's
+	// Observe), as JSON.
+	Final json.RawMessage `json:"final,omitempty"`
 }
 
 // Runner plays the seeds of one configuration under one plan.
@@ -115,14 +126,47 @@ type Instance interface {
 	// JSON (forklab checkpoint).
 	Checkpoint(seed uint64, forkStep int) (ForkResult, error)
 	// Branch decodes a checkpoint of this world, verifies it by replaying
-	// its seed, and finishes one branch of it (forklab fork). fires is the
-	// policy verdict for arm policy.
-	Branch(checkpoint []byte, arm fork.Arm, replica int, fires bool) (BranchResult, error)
+	// its seed, and finishes one branch of it (forklab fork). rule is the
+	// policy arm's guard rule (nil for other arms). The error wraps
+	// fork.ErrCheckpoint for a checkpoint that is malformed, of another
+	// world or version, or edited.
+	Branch(checkpoint []byte, arm fork.Arm, replica int, rule func([]world.Value) bool) (Outcome, error)
+	// Start begins seed's run, to be played turn by turn (sessions on
+	// the log fold their events through it).
+	Start(seed uint64) Play
+	// Intervention returns the action arm applies at a fork, and false
+	// when it applies none; fires is the guard rule's verdict, read only by
+	// the policy arm.
+	Intervention(arm fork.Arm, fires bool) (world.Action, bool)
 	// MaxSteps is the most steps any run of this configuration can take
 	// (a fork step beyond it is never reached), or 0 when unknown.
 	MaxSteps() int
 	// Close releases what the instance holds (agent processes).
 	Close() error
+}
+
+// Play is one run of a world played turn by turn: what a session on the
+// log replays and continues. Its methods follow world.World's on the run's
+// own state.
+type Play interface {
+	Seed() uint64
+	Over() bool
+	Steps() int
+	// Choose is the model's action for the next turn, with noise stream
+	// key (fork.PrefixKey before a fork, fork.Key in a branch).
+	Choose(key uint64) world.Action
+	// Step applies one action.
+	Step(a world.Action)
+	Success() bool
+	// Observe is what the agent sees now, as a JSON-ready value.
+	Observe() any
+	Features(dst []world.Value) []world.Value
+	Cost() world.Cost
+	// Clone returns an independent copy (a fork).
+	Clone() Play
+	// Checkpoint encodes the run as a checkpoint at forkStep, with the
+	// actions taken so far.
+	Checkpoint(forkStep int, hist []world.Action) ([]byte, error)
 }
 
 // Definition is a world as the registry holds it.

@@ -40,6 +40,9 @@ type Manifest struct {
 	Files      []FileInfo `json:"files"`
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt time.Time  `json:"finished_at"`
+	// Checksum is the CRC-32C of the manifest's JSON with this field
+	// empty: a hand-edited manifest no longer matches (Verify).
+	Checksum string `json:"checksum"`
 }
 
 // FileInfo describes a finished table file: its path relative to the
@@ -172,7 +175,12 @@ func (s *Staging) Release() { s.lock() }
 // content of the output directory in one atomic step, then removes the old
 // content. Files in the old output directory that forklab did not write or
 // derive (foreignEntries) are moved into the new one first.
-func (s *Staging) Publish(m Manifest) error {
+func (s *Staging) Publish(m *Manifest) error {
+	sum, err := checksumOf(*m)
+	if err != nil {
+		return err
+	}
+	m.Checksum = sum
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err

@@ -42,6 +42,9 @@ type Options struct {
 	// Units, if set, limits the sweep to the units it accepts (a share of
 	// a static split); Run then writes no manifest and publishes nothing.
 	Units func(Unit) bool
+	// Buffered writes every unit buffered (as agents' sweeps are), for
+	// tests that hold both ways of writing to the same bytes.
+	Buffered bool
 }
 
 // Unit is one block of a sweep's work: a shard of seeds of one
@@ -245,7 +248,7 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 		return res, fmt.Errorf("sync %s: %w", st.Dir, err)
 	}
 	m.FinishedAt = time.Now().UTC()
-	if err := st.Publish(m); err != nil {
+	if err := st.Publish(&m); err != nil {
 		return res, err
 	}
 	res.Manifest = m
@@ -350,7 +353,7 @@ type layouts struct {
 	tasks, checkpoints, branches, pairs *layout
 }
 
-func layoutOf(table string, cols []schemas.Column) (*layout, error) {
+func layoutOf(table string, cols []schemas.Column, reported func(string) bool) (*layout, error) {
 	specs := make([]colSpec, len(cols))
 	for i, c := range cols {
 		var t colType
@@ -369,7 +372,13 @@ func layoutOf(table string, cols []schemas.Column) (*layout, error) {
 				t = colDict
 			}
 		}
-		specs[i] = colSpec{name: c.Name, typ: t, nullable: c.Nullable}
+		specs[i] = colSpec{name: c.Name, typ: t, nullable: c.Optional, omittable: c.Omittable}
+		if cost, ok := strings.CutPrefix(c.Name, "cost_"); ok && reported != nil && reported(cost) {
+			specs[i].expected = true
+		}
+		if cost, ok := strings.CutPrefix(c.Name, "extra_"); ok && reported != nil && reported(cost) {
+			specs[i].expected = true
+		}
 	}
 	return newLayout(table, specs)
 }
@@ -380,7 +389,7 @@ func newLayouts(d world.Declaration) (*layouts, error) {
 		name string
 		dst  **layout
 	}{{"tasks", &ls.tasks}, {"checkpoints", &ls.checkpoints}, {"branches", &ls.branches}, {"pairs", &ls.pairs}} {
-		l, err := layoutOf(t.name, schemas.TableColumns(t.name, d))
+		l, err := layoutOf(t.name, schemas.TableColumns(t.name, d), d.Cost.Reports)
 		if err != nil {
 			return nil, err
 		}
@@ -402,12 +411,12 @@ func writeConfigTables(dir string, r Resolved, s *syncer) ([]FileInfo, error) {
 		files = append(files, f)
 		mu.Unlock()
 	}
-	cl, err := layoutOf(schemas.ConfigsTable, schemas.Configs())
+	cl, err := layoutOf(schemas.ConfigsTable, schemas.Configs(), nil)
 	if err != nil {
 		return nil, err
 	}
 	t := newTableFile(cl, 0)
-	if err := t.open(filepath.Join(dir, schemas.ConfigsTable), "configs.parquet"); err != nil {
+	if err := t.open(filepath.Join(dir, schemas.ConfigsTable), "configs.parquet", true); err != nil {
 		return nil, fmt.Errorf("write configs: %w", err)
 	}
 	for _, c := range r.Configs {
@@ -431,12 +440,12 @@ func writeConfigTables(dir string, r Resolved, s *syncer) ([]FileInfo, error) {
 		t.abort()
 		return nil, fmt.Errorf("write configs: %w", err)
 	}
-	pl, err := layoutOf(schemas.ParamsTable, schemas.Params())
+	pl, err := layoutOf(schemas.ParamsTable, schemas.Params(), nil)
 	if err != nil {
 		return nil, err
 	}
 	pt := newTableFile(pl, 0)
-	if err := pt.open(filepath.Join(dir, schemas.ParamsTable), "params.parquet"); err != nil {
+	if err := pt.open(filepath.Join(dir, schemas.ParamsTable), "params.parquet", true); err != nil {
 		return nil, fmt.Errorf("write params: %w", err)
 	}
 	for _, c := range r.Configs {
@@ -515,6 +524,9 @@ type unitWriter struct {
 	cost   world.Cost
 	// done receives each unit's ledger entry once its files are in place.
 	done func(ledgerEntry, error)
+	// seeds written in this pass over the unit; reported to Progress in
+	// any pass.
+	seeds, reported int
 }
 
 func newUnitWriter(r Resolved, ls *layouts, dir string, opt Options, s *syncer, done func(ledgerEntry, error)) *unitWriter {
@@ -613,25 +625,32 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 	if err != nil {
 		return e, err
 	}
-	if err = w.tasks.open(filepath.Join(w.dir, "tasks", cdir), name); err != nil {
-		return e, fmt.Errorf("%s: %w", where, err)
+	buffered := w.opt.Buffered
+	if c, ok := rn.(interface{ Costly() bool }); ok && c.Costly() {
+		buffered = true
 	}
-	for i, f := range w.r.Spec.ForkAt {
-		fdir := fmt.Sprintf("fork_step=%d", f)
-		ft := &w.forks[i]
-		ft.arena, ft.errs = ft.arena[:0], ft.errs[:0]
-		for _, o := range []struct {
-			table string
-			t     *tableFile
-		}{{"checkpoints", ft.checkpoints}, {"branches", ft.branches}, {"pairs", ft.pairs}} {
-			if err = o.t.open(filepath.Join(w.dir, o.table, cdir, fdir), name); err != nil {
-				return e, fmt.Errorf("%s: %w", where, err)
-			}
+	w.reported, w.seeds = 0, 0
+	for {
+		if err = w.open(u, buffered); err != nil {
+			return e, fmt.Errorf("%s: %w", where, err)
 		}
-	}
-	w.errors, w.cost = 0, world.Cost{}
-	if err = rn.Run(ctx, u.Seeds.Start, u.Seeds.End, w.seed); err != nil {
-		return e, fmt.Errorf("%s: %w", where, err)
+		err = rn.Run(ctx, u.Seeds.Start, u.Seeds.End, w.seed)
+		if errors.Is(err, errRedo) && !buffered {
+			if debugLayout {
+				fmt.Fprintf(os.Stderr, "forklab: %s written again, buffered\n", where)
+			}
+			// A row did not fit the layout of files without errors:
+			// write the unit again, buffered, to pick the layout from
+			// its content.
+			w.each(func(t *tableFile) error { t.abort(); return nil })
+			buffered = true
+			w.seeds = 0
+			continue
+		}
+		if err != nil {
+			return e, fmt.Errorf("%s: %w", where, err)
+		}
+		break
 	}
 	w.progress(0, 0, true)
 	// Commit the files; the syncer writes the ledger entry once the last
@@ -676,6 +695,30 @@ func (uf *unitFiles) add(fi FileInfo) {
 		err = fmt.Errorf("unit %s: ledger: %w", e.Unit.ID(), err)
 	}
 	uf.done(e, err)
+}
+
+// open starts the unit's files.
+func (w *unitWriter) open(u Unit, buffered bool) error {
+	name := fmt.Sprintf("part-%06d.parquet", u.Index)
+	cdir := fmt.Sprintf("config_id=%d", u.Config)
+	if err := w.tasks.open(filepath.Join(w.dir, "tasks", cdir), name, buffered); err != nil {
+		return err
+	}
+	for i, f := range w.r.Spec.ForkAt {
+		fdir := fmt.Sprintf("fork_step=%d", f)
+		ft := &w.forks[i]
+		ft.arena, ft.errs = ft.arena[:0], ft.errs[:0]
+		for _, o := range []struct {
+			table string
+			t     *tableFile
+		}{{"checkpoints", ft.checkpoints}, {"branches", ft.branches}, {"pairs", ft.pairs}} {
+			if err := o.t.open(filepath.Join(w.dir, o.table, cdir, fdir), name, buffered); err != nil {
+				return err
+			}
+		}
+	}
+	w.errors, w.cost = 0, world.Cost{}
+	return nil
 }
 
 // putCost writes the cost columns from column i on: the reported fields of
@@ -894,7 +937,11 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		}
 	}
 	w.errors += int64(seedErrs)
-	w.progress(1, seedErrs, false)
+	// A redone unit reports only the seeds it had not reported yet.
+	if w.seeds++; w.seeds > w.reported {
+		w.reported++
+		w.progress(1, seedErrs, false)
+	}
 	return nil
 }
 
