@@ -485,4 +485,3 @@ func TestUnitsStream(t *testing.T) {
 		t.Fatalf("units %v", units)
 	}
 }
-
