@@ -38,11 +38,33 @@ type Manifest struct {
 	// by path; forklab verify checks them, and report, sql, db and policy
 	// refuse a directory whose files differ.
 	Files      []FileInfo `json:"files"`
-	StartedAt  time.Time  `json:"started_at"`
+	// Errors summarises the error rows: a sweep above its max_error_rate
+	// is incomplete, and forklab report says so.
+	Errors ErrorSummary `json:"errors"`
+	// Cost is the sum of the checkpoints' and branches' cost columns, by
+	// the cost fields the world reports.
+	Cost       map[string]float64 `json:"cost"`
+	StartedAt  time.Time          `json:"started_at"`
 	FinishedAt time.Time  `json:"finished_at"`
 	// Checksum is the CRC-32C of the manifest's JSON with this field
 	// empty: a hand-edited manifest no longer matches (Verify).
 	Checksum string `json:"checksum"`
+}
+
+// ErrorSummary counts a sweep's error pairs (status 'error': a run or
+// branch failed, so the pair has no label) against all its pairs.
+type ErrorSummary struct {
+	// Pairs is the number of error pairs; Of the number of pairs.
+	Pairs int64 `json:"pairs"`
+	Of    int64 `json:"of"`
+	// Rate is Pairs / Of (0 without pairs).
+	Rate float64 `json:"rate"`
+	// MaxRate is the spec's max_error_rate.
+	MaxRate float64 `json:"max_rate"`
+	// Incomplete: Rate is above MaxRate, so the labels count too few
+	// pairs to be trusted as the sweep's numbers. forklab sweep exits 5,
+	// and --resume plays the failed units again.
+	Incomplete bool `json:"incomplete"`
 }
 
 // FileInfo describes a finished table file: its path relative to the
@@ -98,15 +120,26 @@ const ledgerDir = ".forklab-units"
 // write stay in the directory through the swap. A refusal leaves no trace.
 // With resume, the staging directory of an interrupted sweep is kept (its
 // finished units are checked and reused by Run); without, it is emptied.
-// Errors name the directory and what to do.
+// A finished sweep with error rows keeps its ledger, and resume stages it
+// again (its files linked, not copied) so that Run plays only the units
+// with errors again. Errors name the directory and what to do.
 func Stage(out string, overwrite, resume bool) (*Staging, error) {
 	if fi, err := os.Stat(out); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("output %s exists and is not a directory", out)
 	}
-	if _, err := os.Stat(filepath.Join(out, ManifestName)); err == nil && !overwrite {
+	_, merr := os.Stat(filepath.Join(out, ManifestName))
+	finished := merr == nil
+	retry := false // a finished sweep with error rows, to play again
+	if finished && resume {
+		if _, err := os.Stat(filepath.Join(out, ledgerDir)); err != nil {
+			return nil, fmt.Errorf("output %s holds a finished sweep without error rows: there is nothing to resume", out)
+		}
+		retry = true
+	}
+	if finished && !overwrite && !retry {
 		return nil, fmt.Errorf("output %s %w (%s); pass --overwrite to replace it or choose another --out", out, ErrFinished, ManifestName)
 	}
-	if !overwrite {
+	if !overwrite && !retry {
 		if foreign, err := foreignEntries(out); err != nil {
 			return nil, fmt.Errorf("output %s: %w", out, err)
 		} else if len(foreign) > 0 {
@@ -136,11 +169,55 @@ func Stage(out string, overwrite, resume bool) (*Staging, error) {
 			return nil, err
 		}
 	}
+	if retry {
+		if _, err := os.Stat(filepath.Join(dir, ledgerDir)); err != nil {
+			// Not an interrupted retry: stage the finished sweep.
+			if err := s.clear(); err == nil {
+				err = stageFrom(out, dir)
+			}
+			if err != nil {
+				s.Abandon()
+				return nil, fmt.Errorf("output %s: stage the sweep to resume: %w", out, err)
+			}
+		}
+		return s, nil
+	}
 	if !existed && resume {
 		s.Abandon()
 		return nil, fmt.Errorf("output %s has no interrupted sweep to resume (no %s); run without --resume", out, dir)
 	}
 	return s, nil
+}
+
+// stageFrom fills staging directory dir with the finished sweep in out:
+// its table files hard-linked (a unit written again replaces its files by
+// rename, so out's stay as they are), its ledger copied.
+func stageFrom(out, dir string) error {
+	for _, top := range append([]string{ledgerDir, schemas.ConfigsTable, schemas.ParamsTable}, schemas.Tables...) {
+		src := filepath.Join(out, top)
+		err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(out, p)
+			dst := filepath.Join(dir, rel)
+			if d.IsDir() {
+				return os.MkdirAll(dst, 0o755)
+			}
+			if top != ledgerDir && os.Link(p, dst) == nil {
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(dst, b, 0o644)
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // clear empties the staging directory but for its lock.
@@ -185,8 +262,12 @@ func (s *Staging) Publish(m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	if err := os.RemoveAll(filepath.Join(s.Dir, ledgerDir)); err != nil {
-		return fmt.Errorf("staging %s: remove the unit ledger: %w", s.Dir, err)
+	// A sweep with error rows keeps its ledger (and an agent's journal),
+	// so that --resume can play the failed units again and keep the rest.
+	if m.Errors.Pairs == 0 {
+		if err := os.RemoveAll(filepath.Join(s.Dir, ledgerDir)); err != nil {
+			return fmt.Errorf("staging %s: remove the unit ledger: %w", s.Dir, err)
+		}
 	}
 	if err := atomicfile.WriteFile(filepath.Join(s.Dir, ManifestName), append(b, '\n')); err != nil {
 		return fmt.Errorf("write manifest: %w", err)

@@ -45,6 +45,9 @@ type Options struct {
 	// Buffered writes every unit buffered (as agents' sweeps are), for
 	// tests that hold both ways of writing to the same bytes.
 	Buffered bool
+	// KeptCost, if set, is called with the recorded cost of every unit
+	// kept from an interrupted sweep (cost so far, for --max-cost).
+	KeptCost func(world.Cost)
 }
 
 // Unit is one block of a sweep's work: a shard of seeds of one
@@ -63,10 +66,14 @@ func (u Unit) ID() string { return fmt.Sprintf("c%d-s%06d", u.Config, u.Index) }
 // rows in a table file.
 const rowsPerShard = 1 << 18
 
-// ShardSeeds returns the number of seeds per shard for a spec: as many as
-// keep a shard's branch rows near rowsPerShard, a multiple of 64, at least
-// 1024. It depends only on the spec.
+// ShardSeeds returns the number of seeds per shard for a spec: UnitSeeds
+// when it is set, otherwise as many as keep a shard's branch rows near
+// rowsPerShard, a multiple of 64, at least 1024. It depends only on the
+// spec.
 func (s Spec) ShardSeeds() uint64 {
+	if s.UnitSeeds > 0 {
+		return uint64(s.UnitSeeds)
+	}
 	perSeed := uint64(len(s.ForkAt) * len(s.Arms) * s.Replicas)
 	n := max(uint64(1024), rowsPerShard/perSeed)
 	return n - n%64
@@ -97,6 +104,10 @@ func (r Resolved) UnitCount() uint64 {
 	return n * uint64(len(r.Configs))
 }
 
+// JournalDir is where a costly runner (an external agent) keeps the seeds
+// it finished, inside the unit ledger: it lives and goes with the ledger.
+func (s *Staging) JournalDir() string { return filepath.Join(s.Dir, ledgerDir, "journal") }
+
 // ledgerEntry records a finished unit: its files (paths relative to the
 // staging directory) with their sizes, rows and checksums.
 type ledgerEntry struct {
@@ -126,13 +137,13 @@ type Result struct {
 func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, error) {
 	spec := r.Spec
 	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, SweepID: newSweepID(),
-		Spec: spec, Declaration: r.Decl, Configs: r.Configs, Rows: map[string]int64{}, StartedAt: time.Now().UTC()}
+		Spec: spec.redacted(), Declaration: r.Decl, Configs: r.Configs, Rows: map[string]int64{}, StartedAt: time.Now().UTC()}
 	var res Result
 	layouts, err := newLayouts(r.Decl)
 	if err != nil {
 		return res, err
 	}
-	if err := checkLedgerSpec(st.Dir, spec); err != nil {
+	if err := checkLedgerSpec(st.Dir, spec.Identity(), r.Decl); err != nil {
 		return res, err
 	}
 	done, err := readLedger(st.Dir)
@@ -196,13 +207,18 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 		if opt.Units != nil && !opt.Units(u) {
 			return true
 		}
-		if e, ok := done[u.ID()]; ok && e.Unit == u && verifyFiles(st.Dir, e.Files) == nil {
+		// A unit with error rows is played again: a resumed sweep retries
+		// what failed (an agent's finished seeds come from its journal).
+		if e, ok := done[u.ID()]; ok && e.Unit == u && e.Errors == 0 && verifyFiles(st.Dir, e.Files) == nil {
 			mu.Lock()
 			entries = append(entries, e)
 			res.Resumed++
 			mu.Unlock()
 			if opt.Progress != nil {
 				opt.Progress(int(u.Seeds.Len()), int(e.Errors))
+			}
+			if opt.KeptCost != nil {
+				opt.KeptCost(e.Cost)
 			}
 			return true
 		}
@@ -244,6 +260,12 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 		m.Rows[t] += 0
 	}
 	m.Files = files
+	m.Errors = ErrorSummary{Pairs: res.Errors, Of: m.Rows["pairs"], MaxRate: spec.ErrorRateLimit()}
+	if m.Errors.Of > 0 {
+		m.Errors.Rate = float64(m.Errors.Pairs) / float64(m.Errors.Of)
+	}
+	m.Errors.Incomplete = m.Errors.Rate > m.Errors.MaxRate
+	m.Cost = costMap(r.Decl, res.Cost)
 	if err := syncTree(st.Dir); err != nil {
 		return res, fmt.Errorf("sync %s: %w", st.Dir, err)
 	}
@@ -253,6 +275,17 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	}
 	res.Manifest = m
 	return res, nil
+}
+
+// costMap is a cost as the manifest records it: the fields the world
+// reports, by name.
+func costMap(d world.Declaration, c world.Cost) map[string]float64 {
+	out := map[string]float64{}
+	vals := map[string]float64{world.CostSteps: float64(c.Steps), world.CostTokens: float64(c.Tokens), world.CostUSD: c.USD, world.CostSeconds: c.Seconds}
+	for _, f := range d.Cost.Fields {
+		out[f] = vals[f]
+	}
+	return out
 }
 
 func addCost(a, b world.Cost) world.Cost {
@@ -269,10 +302,15 @@ func newSweepID() string {
 // belong to: --resume refuses a ledger of another spec.
 const specName = "spec.json"
 
-// checkLedgerSpec records spec in the ledger folder of staging dir, or,
-// when one is recorded, checks it is the same.
-func checkLedgerSpec(dir string, spec Spec) error {
-	b, err := json.Marshal(spec)
+// checkLedgerSpec records spec (its Identity) and the world's declaration
+// in the ledger folder of staging dir, or, when they are recorded, checks
+// they are the same: units of another spec, or of a world that declares
+// itself otherwise (an agent changed meanwhile), are never reused.
+func checkLedgerSpec(dir string, spec Spec, decl world.Declaration) error {
+	b, err := json.Marshal(struct {
+		Spec        Spec              `json:"spec"`
+		Declaration world.Declaration `json:"declaration"`
+	}{spec, decl})
 	if err != nil {
 		return err
 	}
@@ -280,7 +318,7 @@ func checkLedgerSpec(dir string, spec Spec) error {
 	old, err := os.ReadFile(path)
 	if err == nil {
 		if string(old) != string(b) {
-			return fmt.Errorf("the interrupted sweep in %s was of another spec; rerun without --resume to start over", dir)
+			return fmt.Errorf("the interrupted sweep in %s was of another spec or world declaration; rerun without --resume to start over", dir)
 		}
 		return nil
 	}
