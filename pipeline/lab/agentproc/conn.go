@@ -28,14 +28,14 @@ var ErrAgent = errors.New("agent failed")
 // conn is one agent process and the pipes to it. Requests are sent one
 // line at a time: a conn is used by one goroutine at a time.
 type conn struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan lineOrErr
-	exited chan struct{} // closed once the process has been waited for
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	lines   chan lineOrErr
+	exited  chan struct{} // closed once the process has been waited for
 	waitErr error
-	nextID int64
-	name   string // "agent process 2 (pid 1234)", for errors
-	log    string // where its stderr goes, for errors ("" when inherited)
+	nextID  int64
+	name    string // "agent process 2 (pid 1234)", for errors
+	log     string // where its stderr goes, for errors ("" when inherited)
 	// stderrTail keeps the last lines the process wrote to stderr when it
 	// goes to a file, for error messages.
 	tail *tailFile

@@ -30,10 +30,10 @@ import (
 
 // journalSeed is one journal line.
 type journalSeed struct {
-	Seed  uint64         `json:"seed"`
-	Task  []world.Value  `json:"task"`
-	Forks []journalFork  `json:"forks"`
-	Spent world.Cost     `json:"spent"`
+	Seed  uint64        `json:"seed"`
+	Task  []world.Value `json:"task"`
+	Forks []journalFork `json:"forks"`
+	Spent world.Cost    `json:"spent"`
 }
 
 type journalFork struct {

@@ -37,7 +37,7 @@ type Manifest struct {
 	// Files lists every table file with its size, rows and CRC-32C, sorted
 	// by path; forklab verify checks them, and report, sql, db and policy
 	// refuse a directory whose files differ.
-	Files      []FileInfo `json:"files"`
+	Files []FileInfo `json:"files"`
 	// Errors summarises the error rows: a sweep above its max_error_rate
 	// is incomplete, and forklab report says so.
 	Errors ErrorSummary `json:"errors"`
@@ -45,7 +45,7 @@ type Manifest struct {
 	// the cost fields the world reports.
 	Cost       map[string]float64 `json:"cost"`
 	StartedAt  time.Time          `json:"started_at"`
-	FinishedAt time.Time  `json:"finished_at"`
+	FinishedAt time.Time          `json:"finished_at"`
 	// Checksum is the CRC-32C of the manifest's JSON with this field
 	// empty: a hand-edited manifest no longer matches (Verify).
 	Checksum string `json:"checksum"`
