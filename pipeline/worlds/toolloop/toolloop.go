@@ -341,5 +341,5 @@ func NewWith(p Params) (World, error) {
 	if err := p.Validate(); err != nil {
 		return World{}, fmt.Errorf("world %s: %w", Name, err)
 	}
-	return World{P: p}, nil
+	return World{P: &p}, nil
 }
