@@ -17,6 +17,7 @@ func (s *State) AppendJSON(b []byte) []byte {
 	b = appendInt(append(b, `,"stale_len":`...), int64(s.StaleLen))
 	b = appendInt(append(b, `,"steps":`...), int64(s.Steps))
 	b = appendInt(append(b, `,"tokens":`...), s.Tokens)
+	b = appendInt(append(b, `,"context":`...), s.Context)
 	b = appendInt(append(b, `,"model_turns":`...), int64(s.ModelTurns))
 	b = appendInt(append(b, `,"searches":`...), int64(s.Searches))
 	b = appendInt(append(b, `,"facts":`...), int64(s.Facts))

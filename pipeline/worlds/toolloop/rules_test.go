@@ -11,21 +11,24 @@ import (
 // each case below turns on the one probability it exercises, at 1.
 func ruleParams() toolloop.Params {
 	p := toolloop.Default()
-	p.TokenTurn, p.TokenGrowth, p.TokenVerify = 100, 10, 50
+	p.TokenTurn, p.TokenResult, p.TokenError, p.TokenText, p.TokenVerify = 100, 20, 5, 7, 50
 	p.PFault, p.PError, p.PDuplicate, p.PFooled, p.PNoTool, p.PPremature = 0, 0, 0, 0, 0, 0
 	return p
 }
 
-// mid is a run two turns in: one fresh fact of three, 210 tokens spent.
-var mid = toolloop.State{Seed: 7, K: 3, Budget: 10000, Steps: 2, Tokens: 210, ModelTurns: 2, Searches: 2,
+// mid is a run two turns in: a loud error (100 tokens, 5 into the
+// history), then one fresh fact of three (100 + 5 tokens, 20 into the
+// history).
+var mid = toolloop.State{Seed: 7, K: 3, Budget: 10000, Steps: 2, Tokens: 205, Context: 25, ModelTurns: 2, Searches: 2,
 	Facts: 1, True: 1, SinceNew: 1, Errors: 1, HasResult: true, Last: toolloop.Fresh, Served: toolloop.ServedFresh}
 
 // stale is mid on a task whose cache is stale during turns 2 to 4.
 var stale = func() toolloop.State { s := mid; s.Onset, s.StaleLen = 2, 3; return s }()
 
 // Each rule of Step, on a hand-made state: the whole state after the turn
-// is pinned. A turn at step 2 costs 100 + 10*2 = 120 tokens, verify and
-// ping 170.
+// is pinned. A turn from mid costs 100 + 25 = 125 tokens, verify and ping
+// 175; a result then adds 20 tokens to the history, an error 5, a turn
+// without a tool call 7.
 func TestStepRules(t *testing.T) {
 	with := func(s toolloop.State, f func(*toolloop.State)) toolloop.State { f(&s); return s }
 	for _, tc := range []struct {
@@ -36,22 +39,27 @@ func TestStepRules(t *testing.T) {
 		want   func(*toolloop.State)
 	}{
 		{"search: the fact asked for", nil, mid, toolloop.Search, func(s *toolloop.State) {
+			s.Context = 45
 			s.Steps, s.Tokens, s.ModelTurns, s.Searches, s.Facts, s.True, s.SinceNew = 3, 330, 3, 3, 2, 2, 0
 		}},
 		{"search: a loud error", func(p *toolloop.Params) { p.PError = 1 }, mid, toolloop.Search, func(s *toolloop.State) {
+			s.Context = 30
 			s.Steps, s.Tokens, s.ModelTurns, s.Searches, s.Errors, s.SinceNew = 3, 330, 3, 3, 2, 2
 			s.Last, s.Served = toolloop.Error, toolloop.ServedError
 		}},
 		{"search: a loud error breaks a run of repeats", func(p *toolloop.Params) { p.PError = 1 },
 			with(stale, func(s *toolloop.State) { s.RepeatRun = 2 }), toolloop.Search, func(s *toolloop.State) {
+				s.Context = 30
 				s.Steps, s.Tokens, s.ModelTurns, s.Searches, s.Errors, s.SinceNew, s.RepeatRun = 3, 330, 3, 3, 2, 2, 0
 				s.Last, s.Served = toolloop.Error, toolloop.ServedError
 			}},
 		{"search: stale cache repeats the previous result", nil, stale, toolloop.Search, func(s *toolloop.State) {
+			s.Context = 45
 			s.Steps, s.Tokens, s.ModelTurns, s.Searches, s.RepeatRun, s.SinceNew = 3, 330, 3, 3, 1, 2
 			s.Last, s.Served = toolloop.Repeated, toolloop.ServedStale
 		}},
 		{"search: a stale repeat the model counts", func(p *toolloop.Params) { p.PFooled = 1 }, stale, toolloop.Search, func(s *toolloop.State) {
+			s.Context = 45
 			s.Steps, s.Tokens, s.ModelTurns, s.Searches, s.RepeatRun, s.SinceNew, s.Facts = 3, 330, 3, 3, 1, 2, 2
 			s.Last, s.Served = toolloop.Repeated, toolloop.ServedStale
 		}},
@@ -60,95 +68,117 @@ func TestStepRules(t *testing.T) {
 				s.HasResult, s.Facts, s.True, s.Last, s.Served = false, 0, 0, toolloop.Error, toolloop.ServedError
 			}),
 			toolloop.Search, func(s *toolloop.State) {
+				s.Context = 45
 				s.Steps, s.Tokens, s.ModelTurns, s.Searches, s.Facts, s.SinceNew, s.HasResult = 3, 330, 3, 3, 1, 0, true
 				s.Last, s.Served = toolloop.Fresh, toolloop.ServedStale
 			}},
 		{"search: the stale stretch is over after onset+stale_len-1", nil,
 			with(stale, func(s *toolloop.State) { s.StaleLen = 1 }), toolloop.Search, func(s *toolloop.State) {
+				s.Context = 45
 				s.Steps, s.Tokens, s.ModelTurns, s.Searches, s.Facts, s.True, s.SinceNew = 3, 330, 3, 3, 2, 2, 0
 			}},
 		{"search: the stale stretch has not begun", nil,
 			with(stale, func(s *toolloop.State) { s.Onset = 4 }), toolloop.Search, func(s *toolloop.State) {
+				s.Context = 45
 				s.Steps, s.Tokens, s.ModelTurns, s.Searches, s.Facts, s.True, s.SinceNew = 3, 330, 3, 3, 2, 2, 0
 			}},
 		{"search: a purged cache is not stale", nil,
 			with(stale, func(s *toolloop.State) { s.Purged = true }), toolloop.Search, func(s *toolloop.State) {
+				s.Context = 45
 				s.Steps, s.Tokens, s.ModelTurns, s.Searches, s.Facts, s.True, s.SinceNew = 3, 330, 3, 3, 2, 2, 0
 			}},
 		{"search: a loud error comes before the stale cache", func(p *toolloop.Params) { p.PError = 1 }, stale, toolloop.Search, func(s *toolloop.State) {
+			s.Context = 30
 			s.Steps, s.Tokens, s.ModelTurns, s.Searches, s.Errors, s.SinceNew = 3, 330, 3, 3, 2, 2
 			s.Last, s.Served = toolloop.Error, toolloop.ServedError
 		}},
 		{"search: an honest duplicate", func(p *toolloop.Params) { p.PDuplicate = 1 }, mid, toolloop.Search, func(s *toolloop.State) {
+			s.Context = 45
 			s.Steps, s.Tokens, s.ModelTurns, s.Searches, s.RepeatRun, s.SinceNew = 3, 330, 3, 3, 1, 2
 			s.Last, s.Served = toolloop.Repeated, toolloop.ServedDuplicate
 		}},
 		{"search: an honest duplicate the model counts", func(p *toolloop.Params) { p.PDuplicate, p.PFooled = 1, 1 }, mid, toolloop.Search, func(s *toolloop.State) {
+			s.Context = 45
 			s.Steps, s.Tokens, s.ModelTurns, s.Searches, s.RepeatRun, s.SinceNew, s.Facts = 3, 330, 3, 3, 1, 2, 2
 			s.Last, s.Served = toolloop.Repeated, toolloop.ServedDuplicate
 		}},
 		{"search: no duplicate before any result", func(p *toolloop.Params) { p.PDuplicate = 1 },
 			with(mid, func(s *toolloop.State) { s.HasResult, s.Facts, s.True = false, 0, 0 }), toolloop.Search, func(s *toolloop.State) {
+				s.Context = 45
 				s.Steps, s.Tokens, s.ModelTurns, s.Searches, s.Facts, s.True, s.SinceNew, s.HasResult = 3, 330, 3, 3, 1, 1, 0, true
 			}},
 		{"no_tool: a wasted turn keeps the run of repeats", nil,
 			with(mid, func(s *toolloop.State) { s.RepeatRun, s.Last = 2, toolloop.Repeated }), world.NoTool, func(s *toolloop.State) {
+				s.Context = 32
 				s.Steps, s.Tokens, s.ModelTurns, s.NoTools, s.SinceNew, s.Last = 3, 330, 3, 1, 2, toolloop.None
 			}},
 		{"answer: k true facts", nil, with(mid, func(s *toolloop.State) { s.Facts, s.True = 3, 3 }), toolloop.Answer, func(s *toolloop.State) {
+			s.Context = 32
 			s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered, s.Correct = 3, 330, 3, 2, toolloop.None, true, true
 		}},
 		{"answer: one fact counted by mistake", nil, with(mid, func(s *toolloop.State) { s.Facts, s.True = 3, 2 }), toolloop.Answer, func(s *toolloop.State) {
+			s.Context = 32
 			s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered = 3, 330, 3, 2, toolloop.None, true
 		}},
 		{"answer: premature", nil, mid, toolloop.Answer, func(s *toolloop.State) {
+			s.Context = 32
 			s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered = 3, 330, 3, 2, toolloop.None, true
 		}},
 		{"answer: the answer's turn overruns the budget", nil,
 			with(mid, func(s *toolloop.State) { s.Facts, s.True, s.Budget = 3, 3, 329 }), toolloop.Answer, func(s *toolloop.State) {
+				s.Context = 32
 				s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered = 3, 330, 3, 2, toolloop.None, true
 			}},
 		{"answer: exactly the budget is within it", nil,
 			with(mid, func(s *toolloop.State) { s.Facts, s.True, s.Budget = 3, 3, 330 }), toolloop.Answer, func(s *toolloop.State) {
+				s.Context = 32
 				s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered, s.Correct = 3, 330, 3, 2, toolloop.None, true, true
 			}},
 		{"verify: after a stale repeat counted by mistake", nil,
 			with(stale, func(s *toolloop.State) {
 				s.Facts, s.RepeatRun, s.Last, s.Served, s.SinceNew = 2, 1, toolloop.Repeated, toolloop.ServedStale, 1
 			}), toolloop.Verify, func(s *toolloop.State) {
+				s.Context = 45
 				s.Steps, s.Tokens, s.Facts, s.True, s.RepeatRun, s.SinceNew, s.Purged = 3, 380, 2, 2, 0, 0, true
 				s.Last, s.Served = toolloop.Verified, toolloop.ServedFresh
 			}},
 		{"verify: after a loud error, fetches the fact", nil,
 			with(mid, func(s *toolloop.State) { s.Last, s.Served = toolloop.Error, toolloop.ServedError }), toolloop.Verify, func(s *toolloop.State) {
+				s.Context = 45
 				s.Steps, s.Tokens, s.Facts, s.True, s.SinceNew = 3, 380, 2, 2, 0
 				s.Last, s.Served = toolloop.Verified, toolloop.ServedFresh
 			}},
 		{"verify: after a fresh result, only checks", nil, mid, toolloop.Verify, func(s *toolloop.State) {
+			s.Context = 45
 			s.Steps, s.Tokens, s.SinceNew, s.Last = 3, 380, 2, toolloop.Verified
 		}},
 		{"verify: after an honest duplicate, drops the miscount, fetches nothing", nil,
 			with(mid, func(s *toolloop.State) {
 				s.Facts, s.RepeatRun, s.Last, s.Served = 2, 1, toolloop.Repeated, toolloop.ServedDuplicate
 			}), toolloop.Verify, func(s *toolloop.State) {
+				s.Context = 45
 				s.Steps, s.Tokens, s.Facts, s.SinceNew, s.RepeatRun, s.Last = 3, 380, 1, 2, 0, toolloop.Verified
 			}},
 		{"verify: a cache stale from its own turn on is purged", nil,
 			with(stale, func(s *toolloop.State) { s.Onset = 3 }), toolloop.Verify, func(s *toolloop.State) {
+				s.Context = 45
 				s.Steps, s.Tokens, s.SinceNew, s.Last, s.Purged = 3, 380, 2, toolloop.Verified, true
 			}},
 		{"verify: a stale stretch not yet begun is not purged", nil,
 			with(stale, func(s *toolloop.State) { s.Onset = 4 }), toolloop.Verify, func(s *toolloop.State) {
+				s.Context = 45
 				s.Steps, s.Tokens, s.SinceNew, s.Last = 3, 380, 2, toolloop.Verified
 			}},
 		{"verify: nothing to fetch once k facts are true", nil,
 			with(mid, func(s *toolloop.State) { s.Facts, s.True, s.Served = 3, 3, toolloop.ServedError }), toolloop.Verify, func(s *toolloop.State) {
+				s.Context = 45
 				s.Steps, s.Tokens, s.SinceNew, s.Last = 3, 380, 2, toolloop.Verified
 			}},
 		{"ping: an empty result breaks the run of repeats", nil,
 			with(stale, func(s *toolloop.State) {
 				s.Facts, s.RepeatRun, s.Last, s.Served = 2, 2, toolloop.Repeated, toolloop.ServedStale
 			}), toolloop.Ping, func(s *toolloop.State) {
+				s.Context = 45
 				s.Steps, s.Tokens, s.RepeatRun, s.SinceNew, s.Last = 3, 380, 0, 2, toolloop.Empty
 			}},
 	} {
@@ -300,7 +330,7 @@ func TestReadings(t *testing.T) {
 		{text(d.Task, w.Task(&s, nil)), "k=3 budget=10000 stale_onset=2 stale_len=3 "},
 		{text(d.Task, w.Task(&mid, nil)), "k=3 budget=10000 stale_onset= stale_len= "},
 		{text(d.Features, w.Features(&s, nil)), "last_outcome=repeated last_repeated=true repeat_run=1 turns_since_new=1 tool_errors=1 " +
-			"no_tool_turns=1 tokens_used=210 tokens_left=9790 budget_used=0.021 facts_seen=2 facts_left=1 "},
+			"no_tool_turns=1 tokens_used=205 tokens_left=9795 budget_used=0.0205 facts_seen=2 facts_left=1 "},
 		{text(d.Hidden, w.Hidden(&s, nil)), "stale=true fault=true facts_true=1 facts_wrong=1 "},
 		{text(d.Hidden, w.Hidden(&mid, nil)), "stale=false fault=false facts_true=1 facts_wrong=0 "},
 	} {

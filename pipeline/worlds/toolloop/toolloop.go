@@ -5,8 +5,9 @@
 //
 // The task is to gather k facts with a search tool and then give a final
 // answer, inside a token budget. Every turn is a model call whose prompt
-// holds the history, so a turn costs token_turn plus token_growth per
-// earlier turn. The model is scripted: it searches for the next fact while
+// holds the history, so a turn costs token_turn plus the tokens the
+// history has grown to: each search result adds token_result to it, each
+// loud error token_error, each turn without a tool call token_text. The model is scripted: it searches for the next fact while
 // it believes it has fewer than k, and answers once it has k. It is not
 // perfect: some turns call no tool (a wasted turn), some are a premature
 // final answer, and after patience identical results in a row it gives up
@@ -24,10 +25,10 @@
 // cache bypassed and checks every fact held against the source. It drops
 // the facts counted by mistake, fetches the right answer when the last
 // search was served stale or failed, and purges a stale cache, ending the
-// fault. It costs a turn and token_verify tokens more than a turn, and the
-// extra turn makes every later prompt longer. The placebo is ping, a
-// content-free tool call of the same cost whose empty result carries no
-// information; it only interrupts: it breaks a run of identical results,
+// fault. It costs a turn and token_verify tokens more than a turn, and its
+// result makes every later prompt longer. The placebo is ping, a
+// content-free tool call of the same cost whose result, as long as
+// verify's, carries no information; it only interrupts: it breaks a run of identical results,
 // and the stale stretch, a span of time, runs on during its turn.
 //
 // No pre-decision signal separates the runs verify rescues from those it
@@ -170,8 +171,12 @@ var declaration = world.Declaration{
 			Description: "turns after which the loop stops the run, interventions included (an agent framework's turn cap)"},
 		{Name: "token_turn", Kind: world.ParamInt, Default: int64(150), Min: world.Bound(1), Max: world.Bound(1e6),
 			Description: "tokens every turn costs with an empty history (system prompt, task, completion), in tokens"},
-		{Name: "token_growth", Kind: world.ParamInt, Default: int64(50), Min: world.Bound(0), Max: world.Bound(1e6),
-			Description: "tokens a turn costs per earlier turn in the history, in tokens"},
+		{Name: "token_result", Kind: world.ParamInt, Default: int64(60), Min: world.Bound(0), Max: world.Bound(1e6),
+			Description: "tokens a search result (fresh or repeated) adds to the history every later turn pays for; verify's and ping's results too, in tokens"},
+		{Name: "token_error", Kind: world.ParamInt, Default: int64(15), Min: world.Bound(0), Max: world.Bound(1e6),
+			Description: "tokens a loud error adds to the history, in tokens"},
+		{Name: "token_text", Kind: world.ParamInt, Default: int64(30), Min: world.Bound(0), Max: world.Bound(1e6),
+			Description: "tokens a turn without a tool call adds to the history, in tokens"},
 		{Name: "token_verify", Kind: world.ParamInt, Default: int64(500), Min: world.Bound(0), Max: world.Bound(1e6),
 			Description: "tokens verify (and ping, the placebo) costs on top of a turn's cost, in tokens"},
 		{Name: "p_fault", Kind: world.ParamFloat, Default: 0.4, Min: world.Bound(0), Max: world.Bound(1),
@@ -233,28 +238,31 @@ var declaration = world.Declaration{
 			"an empty result that only breaks a run of identical results"},
 	},
 	Cost: world.CostModel{Fields: []string{world.CostSteps, world.CostTokens},
-		Description: "every turn costs token_turn + token_growth × (earlier turns) tokens; verify and ping cost token_verify more; " +
-			"every turn, interventions included, is one step"},
+		Description: "every turn costs token_turn plus the history's size in tokens (token_result per search result, token_error per error, " +
+			"token_text per turn without a tool call); verify and ping cost token_verify more; every turn, interventions included, is one step"},
 }
 
 // Params are the toolloop world's parameters, as the declaration lists
 // them (see there for meanings and ranges). Make them with Default or
 // ParamsOf; New validates them.
 type Params struct {
-	KMin, KMax             int     // facts a task needs, drawn uniformly from [KMin, KMax]
-	BudgetMin, BudgetMax   int64   // token budget, drawn uniformly from [BudgetMin, BudgetMax]
-	MaxTurns               int     // turn cap, interventions included
-	TokenTurn, TokenGrowth int64   // a turn costs TokenTurn + TokenGrowth × earlier turns
-	TokenVerify            int64   // verify's and ping's extra tokens
-	PFault                 float64 // probability a task has a stale-cache fault
-	OnsetMin, OnsetMax     int     // turn the cache goes stale at
-	StaleMin, StaleMax     int     // turns a stale stretch lasts
-	PError                 float64 // probability a search fails loudly
-	PDuplicate             float64 // probability an honest search returns a fact already held
-	PFooled                float64 // probability the model counts a repeat as new
-	PNoTool                float64 // probability a searching turn calls no tool
-	PPremature             float64 // probability a searching turn answers prematurely
-	Patience               int     // identical results in a row before the model gives up
+	KMin, KMax           int     // facts a task needs, drawn uniformly from [KMin, KMax]
+	BudgetMin, BudgetMax int64   // token budget, drawn uniformly from [BudgetMin, BudgetMax]
+	MaxTurns             int     // turn cap, interventions included
+	TokenTurn            int64   // a turn costs TokenTurn plus the history's size
+	TokenResult          int64   // history tokens a search result adds
+	TokenError           int64   // history tokens a loud error adds
+	TokenText            int64   // history tokens a turn without a tool call adds
+	TokenVerify          int64   // verify's and ping's extra tokens
+	PFault               float64 // probability a task has a stale-cache fault
+	OnsetMin, OnsetMax   int     // turn the cache goes stale at
+	StaleMin, StaleMax   int     // turns a stale stretch lasts
+	PError               float64 // probability a search fails loudly
+	PDuplicate           float64 // probability an honest search returns a fact already held
+	PFooled              float64 // probability the model counts a repeat as new
+	PNoTool              float64 // probability a searching turn calls no tool
+	PPremature           float64 // probability a searching turn answers prematurely
+	Patience             int     // identical results in a row before the model gives up
 }
 
 // Default returns the declared defaults.
@@ -274,7 +282,8 @@ func ParamsOf(p world.Params) Params {
 		KMin: int(p.Int("k_min")), KMax: int(p.Int("k_max")),
 		BudgetMin: p.Int("budget_min"), BudgetMax: p.Int("budget_max"),
 		MaxTurns:  int(p.Int("max_turns")),
-		TokenTurn: p.Int("token_turn"), TokenGrowth: p.Int("token_growth"), TokenVerify: p.Int("token_verify"),
+		TokenTurn: p.Int("token_turn"), TokenResult: p.Int("token_result"), TokenError: p.Int("token_error"),
+		TokenText: p.Int("token_text"), TokenVerify: p.Int("token_verify"),
 		PFault:   p.Float("p_fault"),
 		OnsetMin: int(p.Int("onset_min")), OnsetMax: int(p.Int("onset_max")),
 		StaleMin: int(p.Int("stale_min")), StaleMax: int(p.Int("stale_max")),
@@ -290,7 +299,8 @@ func (p Params) WorldParams() world.Params {
 		"k_min": int64(p.KMin), "k_max": int64(p.KMax),
 		"budget_min": p.BudgetMin, "budget_max": p.BudgetMax,
 		"max_turns":  int64(p.MaxTurns),
-		"token_turn": p.TokenTurn, "token_growth": p.TokenGrowth, "token_verify": p.TokenVerify,
+		"token_turn": p.TokenTurn, "token_result": p.TokenResult, "token_error": p.TokenError,
+		"token_text": p.TokenText, "token_verify": p.TokenVerify,
 		"p_fault":   p.PFault,
 		"onset_min": int64(p.OnsetMin), "onset_max": int64(p.OnsetMax),
 		"stale_min": int64(p.StaleMin), "stale_max": int64(p.StaleMax),

@@ -105,7 +105,7 @@ func TestParams(t *testing.T) {
 	if toolloop.ParamsOf(resolved) != def {
 		t.Fatalf("ParamsOf(defaults) = %+v, Default() = %+v", toolloop.ParamsOf(resolved), def)
 	}
-	want := toolloop.Params{KMin: 2, KMax: 5, BudgetMin: 1500, BudgetMax: 4500, MaxTurns: 40, TokenTurn: 150, TokenGrowth: 50,
+	want := toolloop.Params{KMin: 2, KMax: 5, BudgetMin: 1500, BudgetMax: 4500, MaxTurns: 40, TokenTurn: 150, TokenResult: 60, TokenError: 15, TokenText: 30,
 		TokenVerify: 500, PFault: 0.4, OnsetMin: 1, OnsetMax: 4, StaleMin: 3, StaleMax: 10, PError: 0.1, PDuplicate: 0.15,
 		PFooled: 0.25, PNoTool: 0.08, PPremature: 0.01, Patience: 3}
 	if def != want {

@@ -20,6 +20,7 @@ type State struct {
 
 	Steps      int32 `json:"steps"`       // turns taken, interventions included
 	Tokens     int64 `json:"tokens"`      // tokens spent
+	Context    int64 `json:"context"`     // the history's size in tokens: what the next turn's prompt carries
 	ModelTurns int32 `json:"model_turns"` // model turns taken: index of the model's draws
 	Searches   int32 `json:"searches"`    // search calls made: index of the tool's draws
 
@@ -179,9 +180,11 @@ func staleAt(s *State, n int32) bool {
 	return s.Onset > 0 && !s.Purged && n >= s.Onset && n < s.Onset+s.StaleLen
 }
 
-// Step applies a to *s. Every action costs a turn: token_turn +
-// token_growth × (turns before it) tokens, plus token_verify for verify
-// and ping. Then:
+// Step applies a to *s. Every action costs a turn: token_turn plus the
+// history's size in tokens, plus token_verify for verify and ping; its
+// output then joins the history (token_result for a search result,
+// verify's and ping's included, token_error for a loud error, token_text
+// for a turn without a tool call). Then:
 //
 //   - no_tool: a wasted text turn.
 //   - search: the next search call (see search).
@@ -191,13 +194,13 @@ func staleAt(s *State, n int32) bool {
 //     served stale or failed, fetch its right answer (one more true fact);
 //     if the cache is stale now, purge it, ending the fault. Its result is
 //     fresh: the run of identical results is broken.
-//   - ping: an empty result: the run of identical results is broken,
-//     nothing else changes.
+//   - ping: a content-free result: the run of identical results is
+//     broken, nothing else changes.
 //
 // no_tool, search and answer are model turns (they advance the model's
 // draw index); verify and ping are not.
 func (w World) Step(s *State, a world.Action) {
-	cost := w.P.TokenTurn + w.P.TokenGrowth*int64(s.Steps)
+	cost := w.P.TokenTurn + s.Context
 	if a == Verify || a == Ping {
 		cost += w.P.TokenVerify
 	}
@@ -207,13 +210,20 @@ func (w World) Step(s *State, a world.Action) {
 	case Search:
 		s.ModelTurns++
 		w.search(s)
+		if s.Last == Error {
+			s.Context += w.P.TokenError
+		} else {
+			s.Context += w.P.TokenResult
+		}
 	case Answer:
 		s.ModelTurns++
 		s.Answered = true
 		s.Correct = s.Facts == s.True && s.True >= s.K && s.Tokens <= s.Budget
 		s.Last = None
 		s.SinceNew++
+		s.Context += w.P.TokenText
 	case Verify:
+		s.Context += w.P.TokenResult
 		s.Facts = s.True
 		gained := (s.Served == ServedStale || s.Served == ServedError) && s.True < s.K
 		if gained {
@@ -231,12 +241,14 @@ func (w World) Step(s *State, a world.Action) {
 		s.Last = Verified
 		s.RepeatRun = 0
 	case Ping:
+		s.Context += w.P.TokenResult
 		s.Last = Empty
 		s.RepeatRun = 0
 		s.SinceNew++
 	default: // world.NoTool
 		s.ModelTurns++
 		s.NoTools++
+		s.Context += w.P.TokenText
 		s.Last = None
 		s.SinceNew++
 	}
