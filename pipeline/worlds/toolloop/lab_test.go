@@ -387,3 +387,40 @@ func TestNoAllocationPerSeed(t *testing.T) {
 		}
 	}
 }
+
+// Under a noisy model the world behaves as a sloppier agent would: more
+// turns without a tool call, more tokens spent, fewer successes, the more
+// so the higher the temperature; and a replica plays the same every time
+// (that replicas differ from each other is TestEveryArmAndReplica's).
+func TestNoise(t *testing.T) {
+	type stats struct {
+		success        int
+		tokens, noTool int64
+	}
+	var prev *stats
+	for _, temp := range []float64{0, 0.05, 0.2, 0.5} {
+		lab := newLab(t, toolloop.Default(), fork.Model{Temperature: temp, NoTool: 0.5})
+		st := &stats{}
+		var final toolloop.State
+		for seed := range uint64(4000) {
+			s := lab.World.Start(seed)
+			lab.Advance(&s, fork.PrefixKey(seed), 2, nil)
+			ok, _ := lab.Branch(&final, &s, seed, 2, fork.Off, 0, false)
+			if ok {
+				st.success++
+			}
+			st.tokens += final.Tokens
+			st.noTool += int64(final.NoTools)
+			again := final
+			if ok2, _ := lab.Branch(&final, &s, seed, 2, fork.Off, 0, false); ok2 != ok || final != again {
+				t.Fatalf("temperature %v seed %d: the same replica played twice differs", temp, seed)
+			}
+		}
+		t.Logf("temperature %v: %d of 4,000 succeed, %.0f tokens and %.2f turns without a tool call a run",
+			temp, st.success, float64(st.tokens)/4000, float64(st.noTool)/4000)
+		if prev != nil && !(st.success < prev.success && st.tokens > prev.tokens && st.noTool > prev.noTool) {
+			t.Errorf("temperature %v: %+v, no worse than the lower temperature's %+v", temp, *st, *prev)
+		}
+		prev = st
+	}
+}
