@@ -5,46 +5,46 @@
 //
 // The task is to gather k facts with a search tool and then give a final
 // answer, inside a token budget. Every turn is a model call whose prompt
-// holds the history, so a turn costs token_turn plus the tokens the
-// history has grown to: each search result adds token_result to it, each
-// loud error token_error, each turn without a tool call token_text. The model is scripted: it searches for the next fact while
-// it believes it has fewer than k, and answers once it has k. It is not
-// perfect: some turns call no tool (a wasted turn), some are a premature
-// final answer, and after patience identical results in a row it gives up
-// and answers with what it has.
+// holds the history, so a turn costs token_turn plus the tokens the history
+// has grown to: each search result adds token_result to it, each loud error
+// token_error, each turn without a tool call token_text. The model is
+// scripted: it searches for the next fact while it believes it has fewer
+// than k, and answers once it has k. It is not perfect: some turns call no
+// tool (a wasted turn), some are a premature final answer, and after
+// patience identical results in a row it gives up and answers with what it
+// has.
 //
-// The search tool is not perfect either. It sometimes fails loudly (an
-// error the model sees), sometimes honestly returns a fact the model
-// already has (a duplicate), and on tasks with a fault its cache goes stale
-// for a stretch of turns: a search then gets the previous result again,
-// dressed as a fresh one. The model cannot tell a stale result from an honest
+// The search tool is not perfect either. It sometimes fails loudly (an error
+// the model sees), sometimes honestly returns the previous result again (a
+// duplicate), and on tasks with a fault its cache goes stale for a
+// stretch of turns: a search then gets the previous result again, dressed as
+// a fresh one. The model cannot tell a stale result from an honest
 // duplicate, and now and then counts a repeated result as the fact it asked
 // for, which makes its final answer wrong.
 //
 // The recovery (arm on) is verify: it re-issues the last search with the
-// cache bypassed and checks every fact held against the source. It drops
-// the facts counted by mistake, fetches the right answer when the last
-// search was served stale or failed, and purges a stale cache, ending the
-// fault. It costs a turn and token_verify tokens more than a turn, and its
-// result makes every later prompt longer. The placebo is ping, a
-// content-free tool call of the same cost whose result, as long as
-// verify's, carries no information; it only interrupts: it breaks a run of identical results,
-// and the stale stretch, a span of time, runs on during its turn.
+// cache bypassed and checks every fact held against the source. It drops the
+// facts counted by mistake, fetches the right answer when the last search
+// was served stale or failed, and purges a stale cache, ending the fault. It
+// costs a turn and token_verify tokens more than a turn, and its result
+// makes every later prompt longer. The placebo is ping, a content-free tool
+// call of the same cost whose result, as long as verify's, carries no
+// information; it only interrupts: it breaks a run of identical results, and
+// the stale stretch, a span of time, runs on during its turn.
 //
 // No pre-decision signal separates the runs verify rescues from those it
-// harms: repeats come from stale caches and from honest duplicates alike,
-// a cache can be stale before it has served anything visibly wrong, and
+// harms: repeats come from stale caches and from honest duplicates alike, a
+// cache can be stale before it has served anything visibly wrong, and
 // whether the extra cost breaks the budget depends on how the rest of the
 // run goes. docs/worlds.md states every rule with its numbers;
 // TestNoSingleFeatureSeparates measures how far single features and
 // conjunctions get.
 //
 // Every random event is a world.Draw of the task seed, a purpose of this
-// package and an index kept in the state (the model's turns for the
-// model's quirks, the search calls for the tool's), so a copied or decoded
-// state continues exactly as the original, and an intervention, which is
-// neither a model turn nor a search, does not re-roll the dice of the turns
-// after it.
+// package and an index kept in the state (the model's turns for the model's
+// quirks, the search calls for the tool's), so a copied or decoded state
+// continues exactly as the original, and an intervention, which is neither a
+// model turn nor a search, does not re-roll the dice of the turns after it.
 package toolloop
 
 import (

@@ -198,7 +198,8 @@ func staleAt(s *State, n int32) bool {
 //     broken, nothing else changes.
 //
 // no_tool, search and answer are model turns (they advance the model's
-// draw index); verify and ping are not.
+// draw index); verify and ping are not. An action the declaration does not
+// list is played as no_tool.
 func (w World) Step(s *State, a world.Action) {
 	cost := w.P.TokenTurn + s.Context
 	if a == Verify || a == Ping {
