@@ -110,8 +110,8 @@ func uniform(u float64, lo, hi int64) int64 {
 // Start draws the task for seed: k from [k_min, k_max], the budget from
 // [budget_min, budget_max], and with probability p_fault a stale-cache
 // fault beginning at a turn from [onset_min, onset_max] and lasting a
-// number of turns from [stale_min, stale_max]. Each is one
-// world.Draw of the seed with its own purpose, at index 0.
+// number of turns from [stale_min, stale_max]. Each is one world.Draw of
+// the seed with its own purpose, at index 0.
 func (w World) Start(seed uint64) State {
 	p := w.P
 	s := State{
@@ -256,12 +256,13 @@ func (w World) Step(s *State, a world.Action) {
 }
 
 // search is search call n = Searches+1: with probability p_error it fails
-// loudly; otherwise, if the cache is stale during this turn, it serves the previous
-// result again (or, when there is none yet, an outdated answer that looks
-// fresh and is counted, wrongly); otherwise, with probability p_duplicate
-// (when there is a previous result), it honestly returns the previous
-// result again; otherwise it returns the fact asked for. A repeated result
-// is counted as the fact asked for with probability p_fooled.
+// loudly; otherwise, if the cache is stale during this turn, it serves the
+// previous result again (or, when there is none yet, an outdated answer
+// that looks fresh and is counted, wrongly); otherwise, with probability
+// p_duplicate (when there is a previous result), it honestly returns the
+// previous result again; otherwise it returns the fact asked for. A
+// repeated result is counted as the fact asked for with probability
+// p_fooled.
 func (w World) search(s *State) {
 	s.Searches++
 	n := s.Searches
