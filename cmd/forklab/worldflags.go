@@ -12,6 +12,7 @@ import (
 
 	// The built-in worlds register themselves with the lab.
 	_ "github.com/forklab/forklab/pipeline/worlds/counter"
+	_ "github.com/forklab/forklab/pipeline/worlds/toolloop"
 )
 
 // worldFlags are the flags that choose a spec's world and set its

@@ -14,6 +14,7 @@ import (
 
 	// Tests sweep the built-in worlds.
 	_ "github.com/forklab/forklab/pipeline/worlds/counter"
+	_ "github.com/forklab/forklab/pipeline/worlds/toolloop"
 )
 
 // Dir runs spec into a new temporary results directory and returns it.
