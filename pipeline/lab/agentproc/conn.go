@@ -35,9 +35,10 @@ type conn struct {
 	waitErr error
 	nextID  int64
 	name    string // "agent process 2 (pid 1234)", for errors
-	log     string // where its stderr goes, for errors ("" when inherited)
-	// stderrTail keeps the last lines the process wrote to stderr when it
-	// goes to a file, for error messages.
+	log     string // where its stderr goes ("" when inherited)
+	shown   string // how errors name the log file (agent-logs/agent-2.log)
+	// tail reads the last line the process wrote to stderr when it goes to
+	// a file, for error messages.
 	tail *tailFile
 	buf  bytes.Buffer
 }
@@ -87,7 +88,7 @@ func start(c Command, name string, stderr *os.File, logPath string) (*conn, erro
 		return nil, fmt.Errorf("start %q: %w", c.Line, err)
 	}
 	k := &conn{cmd: cmd, stdin: in, lines: make(chan lineOrErr, 1), exited: make(chan struct{}),
-		name: fmt.Sprintf("%s (pid %d)", name, cmd.Process.Pid), log: logPath}
+		name: fmt.Sprintf("%s (pid %d)", name, cmd.Process.Pid), log: logPath, shown: logPath}
 	if logPath != "" {
 		k.tail = &tailFile{path: logPath}
 		k.tail.mark()
@@ -202,9 +203,9 @@ func (k *conn) logHint() string {
 	}
 	last := k.tail.last()
 	if last != "" {
-		return fmt.Sprintf("; its stderr ends %q (%s)", last, k.log)
+		return fmt.Sprintf("; its stderr ends %q (%s)", last, k.shown)
 	}
-	return fmt.Sprintf("; stderr: %s", k.log)
+	return fmt.Sprintf("; stderr: %s", k.shown)
 }
 
 // kill ends the process (its whole process group) and waits for it.

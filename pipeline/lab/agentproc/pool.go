@@ -23,8 +23,9 @@ type Config struct {
 	// Parallel is the number of agent processes (default 1).
 	Parallel int
 	// Timeout bounds each request: a reply must come within Timeout per
-	// run or branch the request asks for (default 60s). An agent that
-	// misses it is killed and restarted.
+	// run or branch the request asks for (default 60s); a batch line
+	// within the deadline of its largest request. An agent that misses it
+	// is killed and restarted.
 	Timeout time.Duration
 	// Retries is how many times a failed request is sent again, to a
 	// restarted process if it was the process that failed, before its
@@ -46,6 +47,10 @@ const (
 	DefaultTimeout = 60 * time.Second
 	DefaultRetries = 2
 )
+
+// StartupTimeout is the least time a new process has to answer initialize
+// (its Timeout if longer): interpreters and models take a while to load.
+const StartupTimeout = 30 * time.Second
 
 func (c *Config) fill() {
 	if c.Parallel <= 0 {
@@ -167,7 +172,7 @@ type call struct {
 	method string
 	params any
 	// units is the work the request asks for (runs or branches): the
-	// reply's deadline is Timeout × units.
+	// reply's deadline is Timeout × units (of the largest in a batch).
 	units int
 	// decode checks and keeps a result; its error names the offending
 	// field and makes the attempt fail.
@@ -281,7 +286,9 @@ func (p *Pool) exchange(ctx context.Context, s *slot, group []*call, asBatch boo
 	for i, c := range group {
 		c.id = s.c.id()
 		reqs[i] = request{JSONRPC: "2.0", ID: c.id, Method: c.method, Params: c.params}
-		units += max(1, c.units)
+		// A batch line gets the deadline of its largest request: an agent
+		// that takes batches says its requests are quick.
+		units = max(units, c.units, 1)
 		p.count(c.method, 1)
 	}
 	var line []byte
@@ -305,9 +312,7 @@ func (p *Pool) exchange(ctx context.Context, s *slot, group []*call, asBatch boo
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		for _, c := range group {
-			c.err = err
-		}
+		p.failGroup(group, err, asBatch)
 		return nil
 	}
 	if err := p.match(s, group, reply, asBatch); err != nil {
@@ -315,13 +320,24 @@ func (p *Pool) exchange(ctx context.Context, s *slot, group []*call, asBatch boo
 		// be trusted with the next request.
 		s.c.kill()
 		s.c = nil
-		for _, c := range group {
-			if c.err == nil {
-				c.err = err
-			}
-		}
+		p.failGroup(group, err, asBatch)
 	}
 	return nil
+}
+
+// failGroup records the failure of a whole line. A batch of several
+// requests cannot tell which of them broke the process: its requests are
+// sent again one by one without the attempt counting against them.
+func (p *Pool) failGroup(group []*call, err error, asBatch bool) {
+	for _, c := range group {
+		if c.err != nil {
+			continue
+		}
+		c.err = err
+		if asBatch && len(group) > 1 {
+			c.attempts--
+		}
+	}
 }
 
 // match pairs a reply line with the calls of the request line and decodes
@@ -351,12 +367,11 @@ func (p *Pool) match(s *slot, group []*call, reply []byte, asBatch bool) error {
 		byID[c.id] = c
 	}
 	if len(elems) == 1 && len(group) > 1 {
-		// A batch refused as a whole (the agent could not read it).
+		// A batch refused as a whole (the agent could not read it): its
+		// requests go again one by one.
 		var r response
 		if json.Unmarshal(elems[0], &r) == nil && r.Error != nil && string(r.ID) == "null" {
-			for _, c := range group {
-				c.err = agentError(who, c.method, r.Error)
-			}
+			p.failGroup(group, fmt.Errorf("%w: %s refused a batch of %d %s requests: %s", ErrAgent, who, len(group), group[0].method, r.Error.Error()), true)
 			return nil
 		}
 	}
@@ -492,7 +507,12 @@ func (p *Pool) spawn(name, logDir, logName string) (*conn, error) {
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "--- forklab: %s started %s: %s\n", name, time.Now().UTC().Format(time.RFC3339), p.cfg.Command.Line)
-	return start(p.cfg.Command, name, f, path)
+	c, err := start(p.cfg.Command, name, f, path)
+	if err == nil {
+		// Errors name the log as it is found in the results directory.
+		c.shown = filepath.Join(filepath.Base(logDir), logName)
+	}
+	return c, err
 }
 
 // initialize performs the handshake on a new process and checks the
@@ -503,7 +523,7 @@ func initialize(ctx context.Context, c *conn, cfg Config) (*InitializeResult, er
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.call(ctx, line, cfg.Timeout, MethodInitialize)
+	reply, err := c.call(ctx, line, max(cfg.Timeout, StartupTimeout), MethodInitialize)
 	if err != nil {
 		return nil, err
 	}

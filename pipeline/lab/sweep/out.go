@@ -172,7 +172,8 @@ func Stage(out string, overwrite, resume bool) (*Staging, error) {
 	if retry {
 		if _, err := os.Stat(filepath.Join(dir, ledgerDir)); err != nil {
 			// Not an interrupted retry: stage the finished sweep.
-			if err := s.clear(); err == nil {
+			err := s.clear()
+			if err == nil {
 				err = stageFrom(out, dir)
 			}
 			if err != nil {
@@ -191,9 +192,10 @@ func Stage(out string, overwrite, resume bool) (*Staging, error) {
 
 // stageFrom fills staging directory dir with the finished sweep in out:
 // its table files hard-linked (a unit written again replaces its files by
-// rename, so out's stay as they are), its ledger copied.
+// rename, so out's stay as they are), its ledger and agent logs copied
+// (they are appended to).
 func stageFrom(out, dir string) error {
-	for _, top := range append([]string{ledgerDir, schemas.ConfigsTable, schemas.ParamsTable}, schemas.Tables...) {
+	for _, top := range append([]string{ledgerDir, AgentLogs, schemas.ConfigsTable, schemas.ParamsTable}, schemas.Tables...) {
 		src := filepath.Join(out, top)
 		err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -204,7 +206,7 @@ func stageFrom(out, dir string) error {
 			if d.IsDir() {
 				return os.MkdirAll(dst, 0o755)
 			}
-			if top != ledgerDir && os.Link(p, dst) == nil {
+			if top != ledgerDir && top != AgentLogs && os.Link(p, dst) == nil {
 				return nil
 			}
 			b, err := os.ReadFile(p)
@@ -356,7 +358,11 @@ func derivedNames(dir string) []string {
 // forklabEntries are the top-level names a sweep, or a command deriving
 // from it, writes into a results directory.
 var forklabEntries = []string{ManifestName, DerivedName, stagingLock, schemas.ConfigsTable, schemas.ParamsTable,
-	"tasks", "checkpoints", "branches", "pairs", "events", "results.duckdb", "results.duckdb.wal"}
+	"tasks", "checkpoints", "branches", "pairs", "events", "results.duckdb", "results.duckdb.wal", AgentLogs}
+
+// AgentLogs is the folder of a results directory holding an external
+// agent's standard error, one file per process slot (agent-N.log).
+const AgentLogs = "agent-logs"
 
 // foreignEntries lists the top-level entries of dir that neither a sweep
 // nor a command deriving from it wrote (none if dir does not exist).

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -117,7 +118,24 @@ type ledgerEntry struct {
 	Errors int64 `json:"errors"`
 	// Cost is what the unit's runs cost, as the world reports it.
 	Cost world.Cost `json:"cost"`
+	// Labels counts the unit's pairs by label.
+	Labels []LabelCount `json:"labels,omitempty"`
 }
+
+// LabelCount counts the pairs of one configuration, fork step and
+// treatment arm by label; error pairs have no label and count apart.
+type LabelCount struct {
+	Config    int      `json:"config_id"`
+	ForkStep  int      `json:"fork_step"`
+	Arm       fork.Arm `json:"arm"`
+	Rescued   int64    `json:"rescued"`
+	Harmed    int64    `json:"harmed"`
+	Unchanged int64    `json:"unchanged"`
+	Errors    int64    `json:"errors"`
+}
+
+// Net is rescued minus harmed.
+func (c LabelCount) Net() int64 { return c.Rescued - c.Harmed }
 
 // Result is what Run did: the manifest it published (zero for a partial
 // run), and how many units it took from an earlier, interrupted run.
@@ -126,6 +144,9 @@ type Result struct {
 	Resumed  int
 	Errors   int64
 	Cost     world.Cost
+	// Labels counts the pairs by label, per configuration, fork step and
+	// treatment arm, in that order.
+	Labels []LabelCount
 }
 
 // Run runs the resolved sweep in st and, once every unit is in, publishes
@@ -240,10 +261,33 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	if firstErr != nil {
 		return res, firstErr
 	}
+	labels := map[[3]any]*LabelCount{}
 	for _, e := range entries {
 		res.Errors += e.Errors
 		res.Cost = addCost(res.Cost, e.Cost)
+		for _, l := range e.Labels {
+			k := [3]any{l.Config, l.ForkStep, l.Arm}
+			if c, ok := labels[k]; ok {
+				c.Rescued, c.Harmed, c.Unchanged, c.Errors = c.Rescued+l.Rescued, c.Harmed+l.Harmed, c.Unchanged+l.Unchanged, c.Errors+l.Errors
+			} else {
+				l := l
+				labels[k] = &l
+			}
+		}
 	}
+	for _, c := range labels {
+		res.Labels = append(res.Labels, *c)
+	}
+	sort.Slice(res.Labels, func(i, j int) bool {
+		a, b := res.Labels[i], res.Labels[j]
+		if a.Config != b.Config {
+			return a.Config < b.Config
+		}
+		if a.ForkStep != b.ForkStep {
+			return a.ForkStep < b.ForkStep
+		}
+		return slices.Index(r.Spec.Arms, a.Arm) < slices.Index(r.Spec.Arms, b.Arm)
+	})
 	if opt.Units != nil {
 		return res, nil
 	}
@@ -556,9 +600,11 @@ type unitWriter struct {
 	faultIdx                  int
 	costReported              [4]bool
 	unreported, unreportedErr int
+	progressBatch             int
 
 	// per unit
 	errors int64
+	labels []LabelCount // by fork step, then treatment arm
 	cost   world.Cost
 	// done receives each unit's ledger entry once its files are in place.
 	done func(ledgerEntry, error)
@@ -620,15 +666,16 @@ func (w *unitWriter) runner(c Config) (lab.Runner, error) {
 	return rn, nil
 }
 
-// progress reports finished seeds in batches of at least 4096, or all
-// outstanding ones when flush is set.
+// progress reports finished seeds in batches of at least progressBatch
+// (4096, or 1 for a costly runner's slow seeds), or all outstanding ones
+// when flush is set.
 func (w *unitWriter) progress(seeds, errs int, flush bool) {
 	if w.opt.Progress == nil {
 		return
 	}
 	w.unreported += seeds
 	w.unreportedErr += errs
-	if w.unreported >= 4096 || flush && w.unreported > 0 {
+	if w.unreported >= w.progressBatch || flush && w.unreported > 0 {
 		w.opt.Progress(w.unreported, w.unreportedErr)
 		w.unreported, w.unreportedErr = 0, 0
 	}
@@ -664,8 +711,10 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 		return e, err
 	}
 	buffered := w.opt.Buffered
+	w.progressBatch = 4096
 	if c, ok := rn.(interface{ Costly() bool }); ok && c.Costly() {
 		buffered = true
+		w.progressBatch = 1
 	}
 	w.reported, w.seeds = 0, 0
 	for {
@@ -695,7 +744,7 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 	// of them is in place, while this worker goes on with the next unit.
 	n := 0
 	w.each(func(*tableFile) error { n++; return nil })
-	uf := &unitFiles{entry: ledgerEntry{Unit: u, Errors: w.errors, Cost: w.cost}, left: n, dir: w.dir, done: w.done}
+	uf := &unitFiles{entry: ledgerEntry{Unit: u, Errors: w.errors, Cost: w.cost, Labels: slices.Clone(w.labels)}, left: n, dir: w.dir, done: w.done}
 	if err = w.each(func(t *tableFile) error { return t.commit(w.sync, uf.add) }); err != nil {
 		return e, fmt.Errorf("%s: %w", where, err)
 	}
@@ -756,6 +805,12 @@ func (w *unitWriter) open(u Unit, buffered bool) error {
 		}
 	}
 	w.errors, w.cost = 0, world.Cost{}
+	w.labels = w.labels[:0]
+	for _, f := range w.r.Spec.ForkAt {
+		for _, a := range w.plan.Arms[1:] {
+			w.labels = append(w.labels, LabelCount{Config: u.Config, ForkStep: f, Arm: a})
+		}
+	}
 	return nil
 }
 
@@ -931,8 +986,10 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 			pr.putString(1, string(arm))
 			pr.putInt32(2, int32(K))
 			putStatus2(pr, 3, pErr, &ft.errs)
+			lc := &w.labels[i*(len(w.plan.Arms)-1)+ai-1]
 			if pErr != "" {
 				seedErrs++
+				lc.Errors++
 				for c := 5; c < w.pairFeat; c++ {
 					pr.putNull(c)
 				}
@@ -949,6 +1006,14 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 			} else {
 				control, treatment := fork.Majority(offWins, K), fork.Majority(wins, K)
 				label, quad := fork.Classify(control, treatment)
+				switch label {
+				case fork.Rescued:
+					lc.Rescued++
+				case fork.Harmed:
+					lc.Harmed++
+				default:
+					lc.Unchanged++
+				}
 				pr.putInt32(5, int32(offWins))
 				pr.putInt32(6, int32(wins))
 				pr.putBool(7, control)

@@ -12,25 +12,25 @@ import (
 )
 
 type v1Pair struct {
-	Seed             int64  `parquet:"seed,delta"`
-	Arm              string `parquet:"arm,dict"`
-	Replicas         int32  `parquet:"replicas,delta"`
-	Status           string `parquet:"status,dict"`
-	ControlWins      int32  `parquet:"control_wins,delta"`
-	TreatmentWins    int32  `parquet:"treatment_wins,delta"`
-	ControlSuccess   bool   `parquet:"control_success"`
-	TreatmentSuccess bool   `parquet:"treatment_success"`
-	Label            string `parquet:"label,dict"`
-	Quadrant         string `parquet:"quadrant,dict"`
-	Fault            bool   `parquet:"fault"`
-	SameObs          bool   `parquet:"same_obs"`
-	RepeatRun        int64  `parquet:"repeat_run,delta"`
-	ObsValue         int64  `parquet:"obs_value,delta"`
-	StepsUsed        int64  `parquet:"steps_used,delta"`
-	BudgetLeft       int64  `parquet:"budget_left,delta"`
-	HS               bool   `parquet:"hidden_stuck"`
-	HF               bool   `parquet:"hidden_fault"`
-	HV               int64  `parquet:"hidden_value,delta"`
+	Seed             int64   `parquet:"seed,delta"`
+	Arm              string  `parquet:"arm,dict"`
+	Replicas         int32   `parquet:"replicas,delta"`
+	Status           string  `parquet:"status,dict"`
+	ControlWins      int32   `parquet:"control_wins,delta"`
+	TreatmentWins    int32   `parquet:"treatment_wins,delta"`
+	ControlSuccess   bool    `parquet:"control_success"`
+	TreatmentSuccess bool    `parquet:"treatment_success"`
+	Label            string  `parquet:"label,dict"`
+	Quadrant         string  `parquet:"quadrant,dict"`
+	Fault            bool    `parquet:"fault"`
+	SameObs          bool    `parquet:"same_obs"`
+	RepeatRun        int64   `parquet:"repeat_run,delta"`
+	ObsValue         int64   `parquet:"obs_value,delta"`
+	StepsUsed        int64   `parquet:"steps_used,delta"`
+	BudgetLeft       int64   `parquet:"budget_left,delta"`
+	HS               bool    `parquet:"hidden_stuck"`
+	HF               bool    `parquet:"hidden_fault"`
+	HV               int64   `parquet:"hidden_value,delta"`
 	Extra            float64 `parquet:"extra_steps"`
 }
 
@@ -58,7 +58,7 @@ func BenchmarkCmpStruct(b *testing.B) {
 func BenchmarkCmpColumns(b *testing.B) {
 	d := world.Declaration{Name: "x", Version: "1", Features: []world.Field{{Name: "same_obs", Kind: world.Bool}, {Name: "repeat_run", Kind: world.Int},
 		{Name: "obs_value", Kind: world.Int}, {Name: "steps_used", Kind: world.Int}, {Name: "budget_left", Kind: world.Int}},
-		Hidden: []world.Field{{Name: "stuck", Kind: world.Bool}, {Name: "fault", Kind: world.Bool}, {Name: "value", Kind: world.Int}},
+		Hidden:    []world.Field{{Name: "stuck", Kind: world.Bool}, {Name: "fault", Kind: world.Bool}, {Name: "value", Kind: world.Int}},
 		FaultFlag: "fault", Cost: world.CostModel{Fields: []string{"steps"}}}
 	l, err := layoutOf("pairs", schemas.Pairs(d), d.Cost.Reports)
 	if err != nil {
