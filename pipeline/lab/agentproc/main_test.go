@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,22 +46,52 @@ func TestMain(m *testing.M) {
 	os.Exit(0)
 }
 
-// faulty wraps the agent's input: a start or branch request of a seed the
-// faults name (crash=7,hang=13,garbage=21,refuse=5 — each a seed modulo
-// 50) crashes the process, hangs it, makes it print a line that is not
-// JSON, or answers with an error that is not worth retrying. count=FILE
-// appends the method and seed of every request to FILE.
+// faulty wraps the agent's input and output: a start request of a seed
+// the faults name (crash=7, garbage=21 — each a seed modulo 50) crashes
+// the process or makes it print a line that is not JSON; a branch request
+// of a seed named by hang=13 hangs it. count=FILE appends the method and seed of every request to FILE;
+// coin=1 makes every branch's success a coin flip; drop=NAME leaves a
+// feature out of start replies; retype=NAME sends a feature as a string.
 func faulty(spec string, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 	faults := map[uint64]string{}
 	var countFile string
+	var edits []func(map[string]any)
 	for _, kv := range strings.Split(spec, ",") {
 		k, v, _ := strings.Cut(kv, "=")
-		if k == "count" {
+		switch k {
+		case "count":
 			countFile = v
+			continue
+		case "coin":
+			edits = append(edits, func(r map[string]any) {
+				if bs, ok := r["branches"].([]any); ok {
+					for _, b := range bs {
+						b.(map[string]any)["success"] = rand.IntN(2) == 0
+					}
+				}
+			})
+			continue
+		case "drop", "retype":
+			name, retype := v, k == "retype"
+			edits = append(edits, func(r map[string]any) {
+				if fs, ok := r["forks"].([]any); ok {
+					for _, f := range fs {
+						feats := f.(map[string]any)["features"].(map[string]any)
+						if retype {
+							feats[name] = fmt.Sprint(feats[name])
+						} else {
+							delete(feats, name)
+						}
+					}
+				}
+			})
 			continue
 		}
 		n, _ := strconv.ParseUint(v, 10, 64)
 		faults[n] = k
+	}
+	if len(edits) > 0 {
+		out = &editor{w: out, edits: edits}
 	}
 	pr, pw := io.Pipe()
 	go func() {
@@ -99,7 +130,11 @@ func faulty(spec string, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 				if r.Method != "start" && r.Method != "branch" {
 					continue
 				}
-				switch faults[r.Params.Seed%50] {
+				fault := faults[r.Params.Seed%50]
+				if (fault == "hang") != (r.Method == "branch") {
+					fault = "" // crash and garbage on start, hang on branch
+				}
+				switch fault {
 				case "crash":
 					fmt.Fprintf(os.Stderr, "fault: crashing on seed %d\n", r.Params.Seed)
 					os.Exit(3)
@@ -115,6 +150,47 @@ func faulty(spec string, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 		pw.Close()
 	}()
 	return pr, out
+}
+
+// editor rewrites the results of the response lines written through it.
+type editor struct {
+	w     io.Writer
+	edits []func(map[string]any)
+	buf   []byte
+}
+
+func (e *editor) Write(b []byte) (int, error) {
+	e.buf = append(e.buf, b...)
+	for {
+		i := bytes.IndexByte(e.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := e.buf[:i]
+		var one map[string]any
+		var many []map[string]any
+		if json.Unmarshal(line, &many) == nil {
+			for _, r := range many {
+				e.edit(r)
+			}
+			line, _ = json.Marshal(many)
+		} else if json.Unmarshal(line, &one) == nil {
+			e.edit(one)
+			line, _ = json.Marshal(one)
+		}
+		if _, err := e.w.Write(append(line, '\n')); err != nil {
+			return 0, err
+		}
+		e.buf = e.buf[i+1:]
+	}
+}
+
+func (e *editor) edit(resp map[string]any) {
+	if r, ok := resp["result"].(map[string]any); ok {
+		for _, f := range e.edits {
+			f(r)
+		}
+	}
 }
 
 // agent is the command that runs the test binary as an agent serving
