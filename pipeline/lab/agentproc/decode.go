@@ -14,18 +14,39 @@ import (
 	"github.com/forklab/forklab/pipeline/world"
 )
 
-// decodeResult checks a result against the named schema, then decodes it
-// into v with numbers kept exact.
-func decodeResult(schema string, raw json.RawMessage, v any) error {
-	if err := ValidateJSON(schema, "result", raw); err != nil {
-		return err
+// result is a reply's result type: check reports a required field that
+// is missing (decoding strictly finds the rest).
+type result interface{ check(where string) error }
+
+// decodeResult decodes a result into v strictly — unknown keys and values
+// of the wrong type refused, numbers kept exact, required fields present —
+// which accepts nothing the named schema (schemas/agent-protocol) refuses
+// (TestStrictDecodingIsTheSchema). Only a refused reply is held against
+// the schema, whose verdict names the field: validating every reply with
+// it would cost more than the agent's work.
+func decodeResult(schema string, raw json.RawMessage, v result) error {
+	err := decodeStrict(raw, v)
+	if err == nil {
+		return nil
 	}
+	if serr := ValidateJSON(schema, "result", raw); serr != nil {
+		return serr
+	}
+	if strings.HasPrefix(err.Error(), "json: ") {
+		return fmt.Errorf("result: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return err
+}
+
+// decodeStrict is decodeResult without the schema's wording.
+func decodeStrict(raw json.RawMessage, v result) error {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
+	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
-		return fmt.Errorf("result: %v", err)
+		return err
 	}
-	return nil
+	return v.check("result")
 }
 
 // parseValues reads the declared fields of one group (task, features,
@@ -62,7 +83,7 @@ func parseValues(where string, fields []world.Field, vals Values, dst []world.Va
 
 // parseCost reads a cost: exactly the declared cost fields, integers for
 // steps and tokens, finite non-negative numbers for usd and seconds.
-func parseCost(where string, model world.CostModel, c Cost) (world.Cost, error) {
+func parseCost(where string, model world.CostModel, c *Cost) (world.Cost, error) {
 	var out world.Cost
 	fields := []struct {
 		name string
@@ -116,7 +137,7 @@ func compactJSON(dst, b []byte) ([]byte, error) {
 // parseFork reads one fork of a start or fold result into dst.
 func parseFork(where string, d *world.Declaration, wf *WireFork, dst *lab.ForkResult) error {
 	var err error
-	dst.Over = wf.Over
+	dst.Over = *wf.Over
 	if dst.Checkpoint, err = compactJSON(dst.Checkpoint[:0], wf.Checkpoint); err != nil {
 		return fmt.Errorf("%s.checkpoint: %v", where, err)
 	}
@@ -144,8 +165,8 @@ func ValuesOf(fields []world.Field, vals []world.Value) Values {
 }
 
 // CostOf turns a cost into the protocol's form: the fields model lists.
-func CostOf(model world.CostModel, c world.Cost) Cost {
-	var out Cost
+func CostOf(model world.CostModel, c world.Cost) *Cost {
+	out := &Cost{}
 	num := func(s string) *json.Number { n := json.Number(s); return &n }
 	if model.Reports(world.CostSteps) {
 		out.Steps = num(strconv.FormatInt(c.Steps, 10))

@@ -251,8 +251,8 @@ func (i *Instance) startCall(seed uint64, forkSteps []int, res *lab.SeedResult) 
 			}
 			for k := range r.Forks {
 				where := fmt.Sprintf("result.forks[%d]", k)
-				if r.Forks[k].ForkStep != forkSteps[k] {
-					return fmt.Errorf("%s.fork_step is %d, but fork step %d was asked there", where, r.Forks[k].ForkStep, forkSteps[k])
+				if *r.Forks[k].ForkStep != forkSteps[k] {
+					return fmt.Errorf("%s.fork_step is %d, but fork step %d was asked there", where, *r.Forks[k].ForkStep, forkSteps[k])
 				}
 				if err := parseFork(where, d, &r.Forks[k], &res.Forks[k]); err != nil {
 					return err
@@ -295,7 +295,7 @@ func (i *Instance) branchCall(seed uint64, forkStep int, checkpoint []byte, arms
 					b.Err = fmt.Sprintf("the agent reported the branch failed: %s", wb.Error.Error())
 					continue
 				}
-				cost, err := parseCost(fmt.Sprintf("result.branches[%d].cost", k), d.Cost, *wb.Cost)
+				cost, err := parseCost(fmt.Sprintf("result.branches[%d].cost", k), d.Cost, wb.Cost)
 				if err != nil {
 					return err
 				}

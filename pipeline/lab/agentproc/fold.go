@@ -32,16 +32,7 @@ func (d *Definition) Fold(ctx context.Context, stream, offset string, events []j
 		events = []json.RawMessage{}
 	}
 	var out Folded
-	decl := &d.init.World
-	c := &call{method: MethodFold, units: 1, params: FoldParams{Stream: stream, Offset: offset, Events: events},
-		decode: func(raw json.RawMessage) error {
-			var r FoldResult
-			if err := decodeResult("fold.result", raw, &r); err != nil {
-				return err
-			}
-			out.Seed, out.ForkStep = r.Seed, r.ForkStep
-			return parseFork("result", decl, &r.WireFork, &out.ForkResult)
-		}}
+	c := foldCall(&d.init.World, FoldParams{Stream: stream, Offset: offset, Events: events}, &out)
 	if err := d.pool.do(ctx, []*call{c}); err != nil {
 		return Folded{}, err
 	}
@@ -49,6 +40,19 @@ func (d *Definition) Fold(ctx context.Context, stream, offset string, events []j
 		return Folded{}, c.err
 	}
 	return out, nil
+}
+
+// foldCall is the fold request of params, decoding into out.
+func foldCall(decl *world.Declaration, params FoldParams, out *Folded) *call {
+	return &call{method: MethodFold, units: 1, params: params,
+		decode: func(raw json.RawMessage) error {
+			var r FoldResult
+			if err := decodeResult("fold.result", raw, &r); err != nil {
+				return err
+			}
+			out.Seed, out.ForkStep = *r.Seed, *r.ForkStep
+			return parseFork("result", decl, &r.WireFork, &out.ForkResult)
+		}}
 }
 
 // ReadEvents returns the events of session stream before offset. It uses

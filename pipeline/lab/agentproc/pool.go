@@ -428,7 +428,7 @@ func decodeResponse(b []byte) (response, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&r); err != nil {
-		if verr := ValidateJSON("response", "", b); verr != nil {
+		if verr := ValidateJSON("response", "the line", b); verr != nil {
 			return r, verr
 		}
 		return r, fmt.Errorf("%v: %s", err, clip(b))

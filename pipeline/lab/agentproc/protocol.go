@@ -1,7 +1,9 @@
 package agentproc
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/forklab/forklab/pipeline/lab/fork"
@@ -107,14 +109,48 @@ type Cost struct {
 	Seconds *json.Number `json:"seconds,omitempty"`
 }
 
-// WireFork is one checkpoint of start's result, or fold's result.
+// WireFork is one checkpoint of start's result, or fold's result. Its
+// fields are pointers so that a reply missing one is told from a zero.
 type WireFork struct {
-	ForkStep   int             `json:"fork_step"`
-	Over       bool            `json:"over"`
+	ForkStep   *int            `json:"fork_step"`
+	Over       *bool           `json:"over"`
 	Checkpoint json.RawMessage `json:"checkpoint"`
 	Features   Values          `json:"features"`
 	Hidden     Values          `json:"hidden"`
-	Cost       Cost            `json:"cost"`
+	Cost       *Cost           `json:"cost"`
+}
+
+// check reports a required field missing or out of range; the rest of the
+// reply's shape is checked by decoding it strictly.
+func (f *WireFork) check(where string) error {
+	switch {
+	case f.ForkStep == nil:
+		return missing(where, "fork_step")
+	case f.Over == nil:
+		return missing(where, "over")
+	case f.Checkpoint == nil:
+		return missing(where, "checkpoint")
+	case string(bytes.TrimSpace(f.Checkpoint)) == "null":
+		return fmt.Errorf("%s.checkpoint: must not be null (a checkpoint is any other JSON value)", where)
+	case f.Features == nil:
+		return missing(where, "features")
+	case f.Hidden == nil:
+		return missing(where, "hidden")
+	case f.Cost == nil:
+		return missing(where, "cost")
+	}
+	return f.Cost.check(where + ".cost")
+}
+
+func (c *Cost) check(where string) error {
+	if c.Steps == nil {
+		return missing(where, "steps")
+	}
+	return nil
+}
+
+func missing(where, field string) error {
+	return fmt.Errorf("%s: missing property '%s'", where, field)
 }
 
 // StartResult is start's result: the task draws and one fork per
@@ -122,6 +158,21 @@ type WireFork struct {
 type StartResult struct {
 	Task  Values     `json:"task"`
 	Forks []WireFork `json:"forks"`
+}
+
+func (r *StartResult) check(where string) error {
+	if r.Task == nil {
+		return missing(where, "task")
+	}
+	if len(r.Forks) == 0 {
+		return missing(where, "forks")
+	}
+	for i := range r.Forks {
+		if err := r.Forks[i].check(fmt.Sprintf("%s.forks[%d]", where, i)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // BranchSpec is one branch asked of a checkpoint.
@@ -161,6 +212,30 @@ type BranchResult struct {
 	Branches []WireBranch `json:"branches"`
 }
 
+func (r *BranchResult) check(where string) error {
+	if len(r.Branches) == 0 {
+		return missing(where, "branches")
+	}
+	for i, b := range r.Branches {
+		w := fmt.Sprintf("%s.branches[%d]", where, i)
+		switch {
+		case b.Error != nil:
+			if b.Success != nil || b.Cost != nil || b.Details != nil {
+				return fmt.Errorf("%s: an entry holds an error or an outcome, not both", w)
+			}
+		case b.Success == nil:
+			return missing(w, "success")
+		case b.Cost == nil:
+			return missing(w, "cost")
+		default:
+			if err := b.Cost.check(w + ".cost"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // FoldParams are fold's params: the events of a session read from the
 // session log, oldest first, up to the offset forked at.
 type FoldParams struct {
@@ -172,9 +247,21 @@ type FoldParams struct {
 // FoldResult is fold's result: the run the events describe, as a
 // checkpoint at its current step.
 type FoldResult struct {
-	Seed   uint64 `json:"seed"`
-	Params Values `json:"params,omitempty"`
+	Seed *uint64 `json:"seed"`
 	WireFork
+}
+
+func (r *FoldResult) check(where string) error {
+	if r.Seed == nil {
+		return missing(where, "seed")
+	}
+	if err := r.WireFork.check(where); err != nil {
+		return err
+	}
+	if *r.ForkStep < 0 {
+		return fmt.Errorf("%s.fork_step must be 0 or more, got %d", where, *r.ForkStep)
+	}
+	return nil
 }
 
 // WireError is a JSON-RPC 2.0 error object.
@@ -182,6 +269,26 @@ type WireError struct {
 	Code    int             `json:"code"`
 	Message string          `json:"message"`
 	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// UnmarshalJSON reads an error object strictly: code and message are
+// required, nothing else but data is allowed.
+func (e *WireError) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Code    *int            `json:"code"`
+		Message *string         `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&w); err != nil {
+		return fmt.Errorf("error object: %v", err)
+	}
+	if w.Code == nil || w.Message == nil {
+		return errors.New("an error object needs code and message")
+	}
+	e.Code, e.Message, e.Data = *w.Code, *w.Message, w.Data
+	return nil
 }
 
 // Error renders the error as "message (code N)".

@@ -286,7 +286,8 @@ func (s *server) start(raw json.RawMessage) (any, *rpcError) {
 			if f.Err != "" {
 				return errors.New(f.Err)
 			}
-			out.Forks = append(out.Forks, WireFork{ForkStep: f.ForkStep, Over: f.Over, Checkpoint: append(json.RawMessage{}, f.Checkpoint...),
+			step, over := f.ForkStep, f.Over
+			out.Forks = append(out.Forks, WireFork{ForkStep: &step, Over: &over, Checkpoint: append(json.RawMessage{}, f.Checkpoint...),
 				Features: ValuesOf(s.decl.Features, f.Features), Hidden: ValuesOf(s.decl.Hidden, f.Hidden), Cost: CostOf(s.decl.Cost, f.Cost)})
 		}
 		return nil
@@ -334,8 +335,7 @@ func (s *server) branch(raw json.RawMessage) (any, *rpcError) {
 			return nil, errorf(CodeRunFailed, "%s: %v", where, err)
 		}
 		success := o.Success
-		cost := CostOf(s.decl.Cost, o.Cost)
-		out.Branches[i] = WireBranch{Success: &success, Cost: &cost}
+		out.Branches[i] = WireBranch{Success: &success, Cost: CostOf(s.decl.Cost, o.Cost)}
 	}
 	return out, nil
 }

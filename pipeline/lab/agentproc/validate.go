@@ -11,6 +11,7 @@ import (
 
 	"github.com/forklab/forklab/schemas"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -105,7 +106,11 @@ var printer = message.NewPrinter(language.English)
 // deepest cause: the place closest to the mistake.
 func describeValidation(ve *jsonschema.ValidationError, prefix string) string {
 	leaf := deepest(ve)
-	return where(prefix, leaf.InstanceLocation) + ": " + leaf.ErrorKind.LocalizedString(printer)
+	msg := leaf.ErrorKind.LocalizedString(printer)
+	if _, ok := leaf.ErrorKind.(*kind.Not); ok {
+		msg = "must not be null (a checkpoint is any other JSON value)"
+	}
+	return where(prefix, leaf.InstanceLocation) + ": " + msg
 }
 
 func deepest(ve *jsonschema.ValidationError) *jsonschema.ValidationError {
@@ -123,6 +128,9 @@ func deepest(ve *jsonschema.ValidationError) *jsonschema.ValidationError {
 func where(prefix string, loc []string) string {
 	var b strings.Builder
 	b.WriteString(prefix)
+	if prefix == "the line" && len(loc) > 0 {
+		b.Reset()
+	}
 	for _, p := range loc {
 		if _, err := strconv.Atoi(p); err == nil {
 			b.WriteString("[" + p + "]")
