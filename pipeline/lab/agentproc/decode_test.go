@@ -12,10 +12,10 @@ import (
 
 var testDecl = world.Declaration{
 	Name: "t", Version: "1",
-	Task:     []world.Field{{Name: "budget", Kind: world.Int}},
-	Features: []world.Field{{Name: "same_obs", Kind: world.Bool}, {Name: "mood", Kind: world.Enum, Values: []string{"calm", "wild"}}, {Name: "tokens_left", Kind: world.Float, Nullable: true}},
-	Hidden:   []world.Field{{Name: "stuck", Kind: world.Bool}},
-	Actions:  []string{"no_tool", "refresh"},
+	Task:          []world.Field{{Name: "budget", Kind: world.Int}},
+	Features:      []world.Field{{Name: "same_obs", Kind: world.Bool}, {Name: "mood", Kind: world.Enum, Values: []string{"calm", "wild"}}, {Name: "tokens_left", Kind: world.Float, Nullable: true}},
+	Hidden:        []world.Field{{Name: "stuck", Kind: world.Bool}},
+	Actions:       []string{"no_tool", "refresh"},
 	Interventions: []world.Intervention{{Arm: "on", Action: "refresh"}},
 	Cost:          world.CostModel{Fields: []string{"steps", "usd"}},
 }

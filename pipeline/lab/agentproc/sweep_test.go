@@ -98,7 +98,6 @@ func requests(t testing.TB, path string) map[string]int {
 	return out
 }
 
-
 // An agent that crashes on some seeds, hangs on others and prints garbage
 // on a third set gives a finished sweep: each failure is an error row
 // naming it, the labels count only the good pairs, and the manifest says
