@@ -1,12 +1,15 @@
 // Package schemas is the single definition of every table forklab writes:
-// one Go struct per table whose parquet tags name the columns. The README
-// beside this file names every column, its type, unit and meaning; BI tools
-// and ad hoc SQL rely on both, so a change here that renames, retypes or
-// removes a column bumps SchemaVersion.
+// each table's fixed columns (Configs, Params, Tasks, Checkpoints,
+// Branches, Pairs), and the rule that adds the columns a world's
+// declaration names (its task fields, features and hidden truth, typed by
+// their declared kind). The README beside this file names every column, its
+// type, unit and meaning; BI tools and ad hoc SQL rely on both, so a change
+// here that renames, retypes or removes a column bumps SchemaVersion.
 //
 // The tables of a sweep, one folder each under the results directory:
 //
-//	configs/      one row per configuration: world and model parameters
+//	configs/      one row per configuration: world, parameters, model
+//	params/       one row per configuration and world parameter
 //	tasks/        one row per (config, seed): the task drawn for the seed
 //	checkpoints/  one row per (config, seed, fork step): the run at the fork
 //	branches/     one row per (config, seed, fork step, arm, replica)
@@ -16,8 +19,8 @@
 // The folders are Hive-partitioned: tasks/config_id=0/part-000000.parquet,
 // pairs/config_id=0/fork_step=3/part-000000.parquet. The partition columns
 // config_id and fork_step live in the path, not in the files, so engines
-// prune files by them; the views of queries/views.sql put them back as
-// columns and join the configuration's parameters onto tasks and pairs.
+// prune files by them; the views (package queries) put them back as columns
+// and join the configuration's parameters onto pairs.
 //
 // Columns prefixed hidden_ hold ground truth the agent cannot see. They are
 // recorded for evaluation and are never features.
