@@ -60,7 +60,7 @@ func TestSessionTour(t *testing.T) {
 		t.Fatalf("read %d lines, next offset %q", len(lines), next)
 	}
 	out = mustRun(t, "agent", "run", "--log", url, "--session", "demo", "--seed", "5")
-	if !strings.HasPrefix(out, "session demo: failure (declared false, value 8, 8 steps) · 18 events, epoch 1") {
+	if !strings.HasPrefix(out, `session demo: failure (8 steps; final {"obs":0,"steps":8}) · 18 events, epoch 1`) {
 		t.Fatalf("resumed run: %q", out)
 	}
 	// Reading from the saved offset gives exactly the missing tail.
@@ -82,7 +82,7 @@ func TestSessionTour(t *testing.T) {
 	// Fork the session where the paused run stopped: the seed's pair.
 	on := mustRun(t, "fork", "--log", url, "--stream", "demo", "--offset", next, "--arm", "on")
 	off := mustRun(t, "fork", "--log", url, "--stream", "demo", "--offset", next, "--arm", "off")
-	if !strings.Contains(on, ": success (declared true, value 6, 8 steps)") || !strings.Contains(off, ": failure (declared false, value 8, 8 steps)") {
+	if !strings.Contains(on, `: success (8 steps; final {"obs":6,"steps":8})`) || !strings.Contains(off, `: failure (8 steps; final {"obs":0,"steps":8})`) {
 		t.Fatalf("forks:\n%s%s", on, off)
 	}
 	// Export the session and its forks beside a sweep; results.duckdb sees them.
