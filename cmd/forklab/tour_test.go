@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -56,7 +59,7 @@ func TestSessionTour(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(events)), "\n")
 	next := strings.TrimPrefix(strings.TrimSpace(stderr.String()), "next_offset=")
-	if len(lines) != 8 || !strings.Contains(lines[0], `"type":"incarnation","epoch":0`) || len(next) != 33 {
+	if len(lines) != 8 || !strings.Contains(lines[0], `"type":"incarnation","epoch":0`) || next == "" {
 		t.Fatalf("read %d lines, next offset %q", len(lines), next)
 	}
 	out = mustRun(t, "agent", "run", "--log", url, "--session", "demo", "--seed", "5")
@@ -105,5 +108,106 @@ func TestSessionTour(t *testing.T) {
 	_, errs, code = run(t, "log", "read", "--log", url, "--stream", "nope")
 	if code != 2 || !strings.Contains(errs, "stream nope does not exist (404)") {
 		t.Fatalf("read of a missing stream: exit %d, %q", code, errs)
+	}
+}
+
+// Each event's offset, as log read --offsets prints it, is the tail agent
+// run -v printed after appending it; forking there (fork --stream --json)
+// finishes the same branch as forking the checkpoint of that fork step from
+// a file (issue 12 I: nothing showed how to get a fork offset, and fork
+// --stream --json printed text).
+func TestReadOffsetsAndForkFromThem(t *testing.T) {
+	url := startLogServe(t)
+	_, verbose, code := run(t, "agent", "run", "--log", url, "--session", "off", "--seed", "5", "--until", "3", "-v")
+	if code != 0 {
+		t.Fatalf("agent run: exit %d: %s", code, verbose)
+	}
+	cmd := exec.Command(forklabBin, "log", "read", "--log", url, "--stream", "off", "--offsets")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err, stderr.String())
+	}
+	read := strings.Split(strings.TrimSpace(string(stdout)), "\n")
+	var tails []string
+	for _, l := range strings.Split(strings.TrimSpace(verbose), "\n") {
+		if strings.Contains(l, "  {") {
+			tails = append(tails, l)
+		}
+	}
+	// The incarnation event, then the 7 domain events -v printed, each with
+	// the same offset.
+	if len(read) != 8 || len(tails) != 7 || strings.Join(read[1:], "\n") != strings.Join(tails, "\n") {
+		t.Fatalf("log read --offsets:\n%s\nagent run -v:\n%s", stdout, strings.Join(tails, "\n"))
+	}
+	last, _, _ := strings.Cut(read[len(read)-1], "  ")
+	if next := strings.TrimPrefix(strings.TrimSpace(stderr.String()), "next_offset="); next != last {
+		t.Fatalf("next_offset %s, last event's offset %s", next, last)
+	}
+	// Fork after turn 2's tool result (read[5]: incarnation, start,
+	// model_turn 1, tool_result 1, model_turn 2, tool_result 2).
+	at, ev, _ := strings.Cut(read[5], "  ")
+	if !strings.Contains(ev, `"type":"tool_result","turn":2`) {
+		t.Fatalf("line 5: %s", read[5])
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(mustRun(t, "fork", "--log", url, "--stream", "off", "--offset", at, "--arm", "on", "--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(t.TempDir(), "cp.json")
+	os.WriteFile(cp, []byte(mustRun(t, "checkpoint", "--seed", "5", "--fork-at", "2")), 0o644)
+	var want map[string]any
+	if err := json.Unmarshal([]byte(mustRun(t, "fork", "--checkpoint", cp, "--arm", "on", "--json")), &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"world", "arm", "replica", "seed", "fork_step", "intervened", "success", "cost", "final"} {
+		if fmt.Sprint(got[k]) != fmt.Sprint(want[k]) {
+			t.Errorf("%s: fork from the log %v, from the checkpoint file %v", k, got[k], want[k])
+		}
+	}
+	if got["stream"] != "off/fork-on-r0-"+at || got["fork_step"] != 2.0 || got["intervened"] != true {
+		t.Errorf("fork --stream --json: %v", got)
+	}
+	// --offsets is for JSON streams.
+	req, _ := http.NewRequest("PUT", url+"/v1/stream/bytes", nil)
+	req.Header.Set("Content-Type", "text/plain")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 201 {
+		t.Fatalf("create a byte stream: %v %v", res, err)
+	}
+	http.Post(url+"/v1/stream/bytes", "text/plain", strings.NewReader("hello"))
+	if _, errs, code := run(t, "log", "read", "--log", url, "--stream", "bytes", "--offsets"); code != 2 || !strings.Contains(errs, "--offsets prints JSON messages") {
+		t.Errorf("--offsets on a byte stream: exit %d, %q", code, errs)
+	}
+}
+
+// agent run needs --seed to start a session, resumes one without it, and
+// refuses world flags that could not reach the session; its errors point to
+// its own help (issue 12 I: they pointed to 'forklab run --help', and a
+// missing --seed silently meant seed 0).
+func TestAgentRunSeedAndHelp(t *testing.T) {
+	url := startLogServe(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--session", "new"}, 2, "session new does not exist; start it with --seed N"},
+		{[]string{"--session", "new", "--p-stall", "0.2"}, 2, "--p-stall describe the session's task and need --seed N"},
+		{[]string{"--session", "new", "--world", "counter", "--temperature", "0.1"}, 2, "--temperature, --world describe"},
+		{[]string{"--session", "new", "--bogus"}, 2, "see 'forklab agent run --help'"},
+		{[]string{"--session", "new", "--seed", "3", "--world", "chess"}, 2, `unknown world "chess" (known: counter`},
+		{[]string{"--session", "new", "--seed", "3", "--target", "0"}, 2, "target"},
+		{[]string{"--session", "new", "--seed", "3", "--until", "2"}, 0, ""},
+		{[]string{"--session", "new"}, 0, "no --seed: resuming session new as its session_start describes it"},
+		{[]string{"--session", "new", "--seed", "4"}, 2, "stream holds another session"},
+	} {
+		_, errs, code := run(t, append([]string{"agent", "run", "--log", url}, tc.args...)...)
+		if code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("agent run %v: exit %d, %q; want %d and %q", tc.args, code, errs, tc.code, tc.want)
+		}
+	}
+	if _, errs, code := run(t, "log", "read", "--bogus"); code != 2 || !strings.Contains(errs, "see 'forklab log read --help'") {
+		t.Errorf("log read --bogus: exit %d, %q", code, errs)
 	}
 }
