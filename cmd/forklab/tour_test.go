@@ -211,3 +211,62 @@ func TestAgentRunSeedAndHelp(t *testing.T) {
 		t.Errorf("log read --bogus: exit %d, %q", code, errs)
 	}
 }
+
+// forklab sweep --from-log writes the in-memory sweep's tables byte for
+// byte, with the world's flags (here a noisy counter, several arms,
+// replicas and fork steps); its log flags are refused without it.
+func TestSweepFromLogCommand(t *testing.T) {
+	url := startLogServe(t)
+	args := []string{"--seeds", "0:40", "--fork-at", "2,3", "--arms", "off,on,aa", "--replicas", "3", "--temperature", "0.2", "--p-stall", "0.1", "-q"}
+	fromLog, inMemory := filepath.Join(t.TempDir(), "log"), filepath.Join(t.TempDir(), "mem")
+	mustRun(t, append([]string{"sweep", "--from-log", url, "--log-prefix", "cli", "--out", fromLog}, args...)...)
+	mustRun(t, append([]string{"sweep", "--out", inMemory}, args...)...)
+	n := 0
+	filepath.WalkDir(inMemory, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(p) != ".parquet" {
+			return err
+		}
+		rel, _ := filepath.Rel(inMemory, p)
+		a, _ := os.ReadFile(p)
+		b, err := os.ReadFile(filepath.Join(fromLog, rel))
+		if err != nil || string(a) != string(b) {
+			t.Errorf("%s differs between sweep --from-log and the in-memory sweep (%v)", rel, err)
+		}
+		n++
+		return nil
+	})
+	if n < 6 {
+		t.Fatalf("compared %d files", n)
+	}
+	mustRun(t, "log", "export", "--log", url, "--prefix", "cli/", "--out", fromLog)
+	got := mustRun(t, "sql", fromLog, "SELECT count(DISTINCT stream) FROM events", "--format", "csv")
+	if got != "count(DISTINCT stream)\n760\n" { // 40 runs + 40 seeds × 2 fork steps × 3 arms × 3 replicas
+		t.Errorf("exported streams: %q", got)
+	}
+	if _, errs, code := run(t, "sweep", "--log-prefix", "x", "--out", t.TempDir()); code != 2 || !strings.Contains(errs, "--log-prefix applies only with --from-log") {
+		t.Errorf("--log-prefix without --from-log: exit %d, %q", code, errs)
+	}
+}
+
+// forklab chaos gives every worker process the world's flags (issue 12 I:
+// with --base-budget 20 --target 15 every session differed from its
+// uninterrupted run and readers saw 1,430 gaps), delivers the faults asked,
+// and refuses up front a plan its sessions cannot host.
+func TestChaosFlagsReachEveryWorker(t *testing.T) {
+	out, errs, code := run(t, "chaos", "--sessions", "3", "--kills", "4", "--zombies", "1", "--restarts", "0", "--seed", "7",
+		"--base-budget", "20", "--target", "15", "--parallel", "3", "--delay", "5ms")
+	if code != 0 {
+		t.Fatalf("chaos: exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{`"base_budget":20`, `"target":15`, "sessions completed                                 3 / 3",
+		"workers killed (SIGKILL)                           4\n", "zombies (SIGSTOP, successor, SIGCONT)              1\n",
+		"gaps seen by readers                               0", "sessions differing from an uninterrupted run       0", "verdict: OK"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("chaos report lacks %q:\n%s", want, out)
+		}
+	}
+	_, errs, code = run(t, "chaos", "--sessions", "2", "--kills", "500")
+	if code != 2 || !strings.Contains(errs, "room for at most") {
+		t.Errorf("chaos with more kills than events: exit %d, %q", code, errs)
+	}
+}
