@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -63,7 +64,7 @@ func init() {
 		seed            uint64
 		until           int
 		delay, retryFor time.Duration
-		verbose         bool
+		verbose, gate   bool
 		wf              *worldFlags
 		lf              *logFlags
 	)
@@ -122,8 +123,17 @@ appended), 3 fenced: a newer incarnation owns the session.`,
 				}
 				logf("no --seed: resuming session %s as its session_start describes it", name)
 			}
+			if gate && !verbose {
+				return usageErr("--gate needs -v: it waits after each event -v prints")
+			}
 			if verbose {
-				w.OnAppend = func(e session.Event, tail string) { fmt.Fprintf(os.Stderr, "%s  %s\n", tail, e.Encode()) }
+				stdin := bufio.NewReader(os.Stdin)
+				w.OnAppend = func(e session.Event, tail string) {
+					fmt.Fprintf(os.Stderr, "%s  %s\n", tail, e.Encode())
+					if gate {
+						stdin.ReadString('\n') // EOF: nobody holds the gate any more; go on
+					}
+				}
 			}
 			res, err := w.Run(cmd.Context())
 			if errors.Is(err, agent.ErrFinished) {
@@ -145,6 +155,7 @@ appended), 3 fenced: a newer incarnation owns the session.`,
 	f.DurationVar(&delay, "delay", 0, "pause before each append (makes sessions slow enough to interrupt)")
 	f.DurationVar(&retryFor, "retry-for", 2*time.Minute, "how long to retry while the log is unreachable")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print each appended event with the stream's tail after it")
+	f.BoolVar(&gate, "gate", false, "with -v: after each event, wait for a line on stdin before going on (forklab chaos uses it to land its faults)")
 	wf = addWorldFlags(f)
 	lf = addLogFlags(run)
 	agentCmd.AddCommand(run)

@@ -13,11 +13,12 @@
 // so the plan puts every asked kill and zombie after a chosen acknowledged
 // event of a chosen session, with at least one event still to come, and
 // the log service restarts after chosen numbers of acknowledged events.
-// A worker prints each acknowledged event (agent run -v); the harness
-// reads the line and signals the worker at once, while it pauses before
-// its next append (Config.Delay). So every fault asked for lands, whatever
-// the machine's speed, and a plan that the sessions cannot host (more
-// faults than events to put them after) is refused before anything runs.
+// A worker prints each acknowledged event and then waits at a gate for the
+// harness's word (agent run -v --gate); the harness reads the line and
+// either signals the worker or lets it go on. So every fault asked for
+// lands exactly where it was planned, however slow or busy the machine, and
+// a plan that the sessions cannot host (more faults than events to put them
+// after) is refused before anything runs.
 package chaos
 
 import (
@@ -57,8 +58,10 @@ type Config struct {
 	Seed uint64
 	// Parallel bounds the sessions running at once (default 10).
 	Parallel int
-	// Delay is each worker's pause before every append (default 20ms): a
-	// fault lands while the worker waits.
+	// Delay is each worker's pause before every append (default 20ms), so
+	// that appends, restarts of the log and readers overlap as in a real
+	// deployment. Faults do not depend on it: workers wait at a gate after
+	// each event.
 	Delay time.Duration
 	// DataDir is the log service's data directory (default: a temporary
 	// one, removed at the end).
@@ -193,10 +196,11 @@ type sessionState struct {
 
 type proc struct {
 	cmd    *exec.Cmd
-	acked  int  // domain events this incarnation acknowledged
-	killed bool // we sent SIGKILL
-	zombie bool // we sent SIGSTOP
-	wake   int  // zombies: when to wake
+	stdin  io.WriteCloser // the worker's gate: a line lets it go on after an event
+	acked  int            // domain events this incarnation acknowledged
+	killed bool           // we sent SIGKILL
+	zombie bool           // we sent SIGSTOP
+	wake   int            // zombies: when to wake
 	woken  bool
 	exited chan struct{}
 	code   int
@@ -331,11 +335,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		return n
 	}
-	// onEvent handles an event p acknowledged (from its -v line): it lands
-	// the session's next fault on p, and wakes zombies that are due.
+	// onEvent handles an event p acknowledged (from its -v line), while p
+	// waits at its gate: it lands the session's next fault on p, or lets
+	// p go on, and wakes zombies that are due.
 	onEvent := func(s *sessionState, p *proc, ev string) {
 		mu.Lock()
 		defer mu.Unlock()
+		defer func() {
+			if !p.killed && !p.zombie {
+				io.WriteString(p.stdin, "\n")
+			}
+		}()
 		s.acked[ev] = true
 		k, ok := s.index[ev]
 		if !ok {
@@ -458,6 +468,7 @@ func wakeDue(s *sessionState) {
 	for _, z := range s.frozen {
 		if !z.woken && (s.progress >= z.wake && z.wake < len(s.expected) || s.done) {
 			z.cmd.Process.Signal(syscall.SIGCONT)
+			io.WriteString(z.stdin, "\n") // through its gate, to its next append
 			z.woken = true
 		}
 	}
@@ -536,11 +547,12 @@ func lastLine(s string) string {
 // WorkerArgs are the arguments of one `forklab agent run` incarnation of
 // the session that starts with start: every world parameter as --param
 // (so the worker's session_start is start, byte for byte, whatever the
-// world's defaults), the model, the seed, the delay, and -v so it reports
-// each acknowledged event.
+// world's defaults), the model, the seed, the delay, and -v --gate so it
+// reports each acknowledged event and waits for the harness's word
+// before its next append.
 func WorkerArgs(url, name string, start session.Event, delay time.Duration) []string {
 	args := []string{"agent", "run", "--log", url, "--session", name, "--seed", fmt.Sprint(*start.Seed),
-		"--world", start.World, "--delay", delay.String(), "--retry-for", "3m", "-v",
+		"--world", start.World, "--delay", delay.String(), "--retry-for", "3m", "-v", "--gate",
 		"--temperature", fmt.Sprint(start.Model.Temperature), "--no-tool", fmt.Sprint(start.Model.NoTool)}
 	if start.Params != nil {
 		p := *start.Params
@@ -584,7 +596,11 @@ func startWorker(cfg Config, url string, s *sessionState, onEvent func(*sessionS
 	if err != nil {
 		return nil, err
 	}
-	p := &proc{cmd: cmd, exited: make(chan struct{})}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}

@@ -218,7 +218,7 @@ func TestFoldRejectsForeignCorruptAndDisagreeingEvents(t *testing.T) {
 		{"second start", events[:1], start, "a second session_start"},
 		{"another layout", nil, otherLayout, "layout version 1; this forklab folds version 2"},
 		{"another world version", nil, otherVersion, `plays world counter version "1"; this forklab plays version "2"`},
-		{"unknown world", nil, unknownWorld, `unknown world "chess" (known: counter, tiny)`},
+		{"unknown world", nil, unknownWorld, `unknown world "chess" (known: counter, `},
 		{"params incomplete", nil, partial, "params lack base_budget, slack, freeze_at, p_stall, p_obs_noise, p_refresh_fail"},
 		{"param out of range", nil, badParam, "target"},
 		{"wrong tool", events[:1], Event{Type: TypeModelTurn, Turn: 1, Tool: "declare"}, "chose declare, but the model replays increment"},
