@@ -234,11 +234,14 @@ func TableColumns(table string, d world.Declaration) []Column {
 }
 
 // SessionEvent is a row of events: one event of an agent session on the
-// session log, as forklab log export writes it (to DIR/events/). The JSON
-// schema of the events themselves is session-event.schema.json; the columns
-// below flatten it, nullable where a type lacks the field, and add what the
-// fold of the whole stream knows (the session's seed; for a branch its fork
-// step, arm and replica) to every row so events join with pairs.
+// session log, as forklab log export writes it (to DIR/events/), for any
+// world. The JSON schema of the events themselves is
+// session-event.schema.json (layout version 2); the columns below flatten
+// it, nullable where a type lacks the field, and add what the fold of the
+// whole stream knows (the session's seed; for a branch its fork step, arm
+// and replica) to every row so events join with pairs. A world's own data
+// (its parameters, its observations) stays JSON: obs, and event for the
+// rest.
 type SessionEvent struct {
 	Stream string `parquet:"stream,dict"`
 	// Index is the event's position in the stream, from 0, incarnation
@@ -250,17 +253,24 @@ type SessionEvent struct {
 	Type       string `parquet:"type,dict"`
 	Domain     bool   `parquet:"domain"`
 
-	Epoch  *int64  `parquet:"epoch,optional"`
-	Turn   *int32  `parquet:"turn,optional"`
+	Epoch *int64 `parquet:"epoch,optional"`
+	// Turn is the step a model turn, tool result or recovery uses.
+	Turn *int32 `parquet:"turn,optional"`
+	// Tool is the action a model turn calls or a tool result reports, by
+	// its name in the world's declaration; NoTool marks a model turn that
+	// called no tool; Action is a recovery's (or the fork event's
+	// recovery's) action.
 	Tool   *string `parquet:"tool,optional,dict"`
 	NoTool *bool   `parquet:"no_tool,optional"`
 	Action *string `parquet:"action,optional,dict"`
-	Obs    *int32  `parquet:"obs,optional"`
-	Steps  *int32  `parquet:"steps,optional"`
+	// Obs is what the agent sees after a tool result or recovery, or at
+	// the outcome: the world's observation as canonical JSON (DuckDB:
+	// obs::JSON ->> 'field'). Steps is the run's step count then.
+	Obs   *string `parquet:"obs,optional"`
+	Steps *int32  `parquet:"steps,optional"`
 
-	Success  *bool  `parquet:"success,optional"`
-	Declared *bool  `parquet:"declared,optional"`
-	Value    *int32 `parquet:"value,optional"`
+	// Success is the outcome's verdict.
+	Success *bool `parquet:"success,optional"`
 
 	SessionSeed    *int64  `parquet:"session_seed,optional"`
 	BranchForkStep *int32  `parquet:"branch_fork_step,optional"`

@@ -243,8 +243,14 @@ func (p *builtinPlay[S]) Choose(key uint64) world.Action {
 func (p *builtinPlay[S]) Step(a world.Action) { p.inst.Lab.World.Step(&p.s, a) }
 func (p *builtinPlay[S]) Success() bool       { return p.inst.Lab.World.Success(&p.s) }
 func (p *builtinPlay[S]) Observe() any        { return p.inst.Lab.World.Observe(&p.s) }
+func (p *builtinPlay[S]) Task(dst []world.Value) []world.Value {
+	return p.inst.Lab.World.Task(&p.s, dst)
+}
 func (p *builtinPlay[S]) Features(dst []world.Value) []world.Value {
 	return p.inst.Lab.World.Features(&p.s, dst)
+}
+func (p *builtinPlay[S]) Hidden(dst []world.Value) []world.Value {
+	return p.inst.Lab.World.Hidden(&p.s, dst)
 }
 func (p *builtinPlay[S]) Cost() world.Cost { return p.inst.Lab.World.Cost(&p.s) }
 func (p *builtinPlay[S]) Clone() Play      { c := *p; return &c }
