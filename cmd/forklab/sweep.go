@@ -15,6 +15,8 @@ import (
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/sessions/agent"
+	"github.com/forklab/forklab/stream/client"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -42,6 +44,13 @@ as Parquet under --out, then manifest.json last.
 Flags override a --spec file (JSON or YAML with the keys of manifest.json's
 "spec"); the resolved spec is stored in the manifest.
 
+With --from-log URL every run and branch is played as a session on the
+session log (forklab log serve) instead of in memory: each seed's run is the
+stream PREFIX/cCONFIG/sSEED, played to the last fork step; each checkpoint is
+the fold of its events up to the fork step's offset, and each branch is a
+child stream PREFIX/cCONFIG/sSEED/fSTEP/ARM/rREPLICA forked from that offset.
+The tables are the in-memory sweep's, byte for byte, for any world.
+
 With --agent CMD the world is an external agent speaking forklab-agent/1
 (docs/agent-protocol.md): --parallel processes of it, each request bounded by
 --timeout, a crashed or hung process killed and restarted, a failed request
@@ -53,8 +62,9 @@ Exit status: 0 done; 5 done, but more than --max-error-rate of the pairs
 are errors (the numbers are incomplete; --resume plays the failed units
 again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 		Example: `  forklab sweep --seeds 0:300 --fork-at 3 --out out
-  forklab sweep --agent 'python3 examples/agents/seed_core.py' --parallel 2 --seeds 0:300 --out x
-  forklab sweep --seeds 0:10000 --fork-at 1-4 --arms off,on,placebo,aa --temperature 0.1 --replicas 5 --out noisy`,
+  forklab sweep --seeds 0:10000 --fork-at 1-4 --arms off,on,placebo,aa --temperature 0.1 --replicas 5 --out noisy
+  forklab sweep --from-log http://127.0.0.1:4437 --seeds 0:300 --out from-log
+  forklab sweep --agent 'python3 examples/agents/seed_core.py' --parallel 2 --seeds 0:300 --out x`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if workers < 0 {
@@ -62,6 +72,13 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			}
 			if logParallel < 1 {
 				return usageErr("--log-parallel must be at least 1, got %d", logParallel)
+			}
+			if fromLog == "" {
+				for _, name := range []string{"log-prefix", "log-parallel", "token"} {
+					if cmd.Flags().Changed(name) {
+						return usageErr("--%s applies only with --from-log URL", name)
+					}
+				}
 			}
 			spec := sweep.DefaultSpec()
 			var err error
@@ -103,21 +120,21 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			defer stop()
 			var (
 				resolved sweep.Resolved
-				agent    *agentproc.Definition
+				ext      *agentproc.Definition
 			)
 			if spec.Agent != nil {
 				// An external agent: its declaration is the world.
 				if fl.Changed("world") {
 					return usageErr("--world and --agent exclude each other: the agent declares its own world")
 				}
-				if agent, err = openAgent(ctx, spec.Agent); err != nil {
+				if ext, err = openAgent(ctx, spec.Agent); err != nil {
 					return asInput(err)
 				}
-				defer agent.Close()
-				if err := wf.applyDecl(&spec, agent.Declaration()); err != nil {
+				defer ext.Close()
+				if err := wf.applyDecl(&spec, ext.Declaration()); err != nil {
 					return asInput(err)
 				}
-				if resolved, err = spec.ResolveWith(agent); err != nil {
+				if resolved, err = spec.ResolveWith(ext); err != nil {
 					return asInput(err)
 				}
 			} else {
@@ -134,13 +151,13 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			}
 			opt := sweep.Options{Workers: workers, Version: version}
 			spec = resolved.Spec
-			prog := &sweepProgress{perSeed: len(spec.ForkAt) * (len(spec.Arms) - 1), def: agent, decl: resolved.Decl,
+			prog := &sweepProgress{perSeed: len(spec.ForkAt) * (len(spec.Arms) - 1), def: ext, decl: resolved.Decl,
 				limit: spec.MaxCost, start: time.Now(), lastLine: time.Now()}
 			prog.total = int64(spec.Seeds.Len()) * int64(len(resolved.Configs)) * int64(prog.perSeed)
-			if agent != nil {
+			if ext != nil {
 				logs := filepath.Join(st.Dir, sweep.AgentLogs)
-				agent.SetLogDir(logs)
-				agent.SetJournal(st.JournalDir())
+				ext.SetLogDir(logs)
+				ext.SetJournal(st.JournalDir())
 				if !fl.Changed("workers") {
 					opt.Workers = max(1, spec.Agent.Parallel)
 				}
@@ -156,19 +173,29 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 					progressbar.OptionSetPredictTime(true),
 					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
 			} else {
-				prog.lines = !quiet && agent != nil
+				prog.lines = !quiet && ext != nil
 			}
 			opt.Progress = prog.seeds
 			opt.KeptCost = prog.keep
-			if agent != nil || len(spec.MaxCost) > 0 {
+			if ext != nil || len(spec.MaxCost) > 0 {
 				wctx, wstop := context.WithCancel(ctx)
 				defer wstop()
 				go prog.watch(wctx)
 			}
 			start := time.Now()
 			if fromLog != "" {
-				st.Abandon()
-				return usageErr("--from-log is being rewritten for any world")
+				c := client.New(fromLog)
+				if token != "" {
+					c = client.New(fromLog, client.WithToken(token))
+				}
+				if logPrefix == "" {
+					logPrefix = fmt.Sprintf("sweep-%d", time.Now().UnixNano())
+				}
+				if !quiet {
+					fmt.Fprintf(os.Stderr, "playing the sweep's sessions on %s under %s/\n", fromLog, logPrefix)
+				}
+				opt.Runners = agent.Runners(c, resolved, agent.PlayOptions{Prefix: logPrefix, Parallel: logParallel,
+					Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...) }})
 			}
 			res, err := sweep.Run(ctx, resolved, st, opt)
 			if prog.bar != nil {
@@ -201,7 +228,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs in %s%s\n",
 					out, m.Rows["tasks"], m.Rows["checkpoints"], m.Rows["branches"], m.Rows["pairs"],
 					time.Since(start).Round(time.Millisecond), resumed)
-				if agent != nil {
+				if ext != nil {
 					fmt.Fprintf(os.Stderr, "cost: %s\n", costText(resolved.Decl, res.Cost))
 				}
 			}
@@ -220,7 +247,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			}
 			if e := m.Errors; e.Pairs > 0 {
 				msg := fmt.Sprintf("%d of %d pairs (%.2f%%) are errors, not labels; the table counts the other %d", e.Pairs, e.Of, 100*e.Rate, e.Of-e.Pairs)
-				if agent != nil {
+				if ext != nil {
 					msg += fmt.Sprintf("; the agents' stderr is in %s", filepath.Join(out, sweep.AgentLogs))
 				}
 				if e.Incomplete {

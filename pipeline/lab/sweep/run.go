@@ -595,8 +595,8 @@ type unitWriter struct {
 	// cols of the declared values in each table: the first feature column
 	// of checkpoints and pairs, the first task column of tasks.
 	cpFeat, pairFeat, taskCol int
-	kinds                     []world.Kind // features, then hidden
-	taskKinds                 []world.Kind
+	kinds                     []colType // features, then hidden
+	taskKinds                 []colType
 	faultIdx                  int
 	costReported              [4]bool
 	unreported, unreportedErr int
@@ -623,13 +623,13 @@ func newUnitWriter(r Resolved, ls *layouts, dir string, opt Options, s *syncer, 
 			branches: newTableFile(ls.branches, 0), pairs: newTableFile(ls.pairs, 0)}
 	}
 	for _, f := range r.Decl.Features {
-		w.kinds = append(w.kinds, f.Kind)
+		w.kinds = append(w.kinds, colTypeOf(f.Kind))
 	}
 	for _, f := range r.Decl.Hidden {
-		w.kinds = append(w.kinds, f.Kind)
+		w.kinds = append(w.kinds, colTypeOf(f.Kind))
 	}
 	for _, f := range r.Decl.Task {
-		w.taskKinds = append(w.taskKinds, f.Kind)
+		w.taskKinds = append(w.taskKinds, colTypeOf(f.Kind))
 	}
 	for i, c := range world.CostFields {
 		w.costReported[i] = r.Decl.Cost.Reports(c)
@@ -830,15 +830,29 @@ func (w *unitWriter) putCost(t *tableFile, i int, c world.Cost, null bool) {
 	}
 }
 
-// putValues writes declared values from column i on, with their kinds.
-func putValues(t *tableFile, i int, kinds []world.Kind, vals []world.Value, null bool) {
-	for k, kind := range kinds {
-		if null || k >= len(vals) {
+// putValues writes declared values from column i on, of the column types
+// types; all null when null is set.
+func putValues(t *tableFile, i int, types []colType, vals []world.Value, null bool) {
+	if null || len(vals) < len(types) {
+		for k := range types {
 			t.putNull(i + k)
-			continue
 		}
-		v := vals[k]
-		t.putValue(i+k, v.Null, colTypeOf(kind), v.I, v.F, v.S)
+		return
+	}
+	for k, typ := range types {
+		v := &vals[k]
+		switch {
+		case v.Null:
+			t.putNull(i + k)
+		case typ == colInt64:
+			t.putInt64(i+k, v.I)
+		case typ == colBool:
+			t.putBool(i+k, v.I != 0)
+		case typ == colDouble:
+			t.putDouble(i+k, v.F)
+		default:
+			t.putString(i+k, v.S)
+		}
 	}
 }
 
@@ -1049,9 +1063,9 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 }
 
 // putValuesAt writes features then hidden values from column i on.
-func putValuesAt(t *tableFile, i int, kinds []world.Kind, features, hidden []world.Value, nf int) {
-	putValues(t, i, kinds[:nf], features, false)
-	putValues(t, i+nf, kinds[nf:], hidden, false)
+func putValuesAt(t *tableFile, i int, types []colType, features, hidden []world.Value, nf int) {
+	putValues(t, i, types[:nf], features, false)
+	putValues(t, i+nf, types[nf:], hidden, false)
 }
 
 // putStatus2 writes the status and error columns at i and i+1.

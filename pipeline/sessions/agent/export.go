@@ -3,10 +3,10 @@ package agent
 import (
 	"context"
 	"fmt"
-	"github.com/forklab/forklab/internal/atomicfile"
 	"os"
 	"path/filepath"
 
+	"github.com/forklab/forklab/internal/atomicfile"
 	"github.com/forklab/forklab/pipeline/sessions/session"
 	"github.com/forklab/forklab/schemas"
 	"github.com/forklab/forklab/stream/client"
@@ -14,7 +14,8 @@ import (
 )
 
 // EventRows reads stream from the beginning and returns its events as rows
-// of the events table, with the fold's seed and branch on every row. Events
+// of the events table (schemas.SessionEvent), with the fold's seed and
+// branch on every row, for a session of any world. Events
 // the fold refuses are still exported (with their raw JSON); the returned
 // error then says which, so a corrupt stream can be inspected with SQL.
 func EventRows(ctx context.Context, c *client.Client, stream string) ([]schemas.SessionEvent, error) {
@@ -65,6 +66,8 @@ func EventRows(ctx context.Context, c *client.Client, stream string) ([]schemas.
 	return rows, foldErr
 }
 
+// fill sets the columns of row r that event e holds itself (everything but
+// the stream, index, offset, type, JSON and the fold's seed and branch).
 func fill(r *schemas.SessionEvent, e session.Event) {
 	r.Domain = e.Type != session.TypeIncarnation
 	r.Epoch = e.Epoch
@@ -79,10 +82,24 @@ func fill(r *schemas.SessionEvent, e session.Event) {
 		nt := e.NoTool
 		r.NoTool = &nt
 	}
-	if e.Action != "" {
+	switch {
+	case e.Action != "":
 		r.Action = &e.Action
+	case e.Recovery != "":
+		r.Action = &e.Recovery
 	}
-	r.Obs, r.Steps, r.Success, r.Declared, r.Value = e.Obs, e.Steps, e.Success, e.Declared, e.Value
+	if len(e.Obs) > 0 {
+		obs := string(e.Obs)
+		if c, err := session.Canonical(e.Obs); err == nil {
+			obs = string(c)
+		}
+		r.Obs = &obs
+	}
+	if e.Steps != nil {
+		st := int32(*e.Steps)
+		r.Steps = &st
+	}
+	r.Success = e.Success
 }
 
 // WriteEvents writes rows to path as one zstd Parquet file, atomically.

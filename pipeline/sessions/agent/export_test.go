@@ -23,27 +23,26 @@ func TestExportedEventsJoinPairs(t *testing.T) {
 	spec := sweep.DefaultSpec()
 	spec.Seeds = sweep.Range{Start: 0, End: 12}
 	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo}
-	runs, err := PlaySweep(ctx, c, spec, PlayOptions{Prefix: "exp"})
+	r, err := spec.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Another sweep's streams must not be listed.
-	if _, err := PlaySweep(ctx, c, spec, PlayOptions{Prefix: "other"}); err != nil {
+	out := filepath.Join(t.TempDir(), "out")
+	st, err := sweep.Stage(out, false, false)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := sweep.Run(ctx, r, st, sweep.Options{Runners: Runners(c, r, PlayOptions{Prefix: "exp"})}); err != nil {
+		t.Fatal(err)
+	}
+	// Another sweep's streams must not be listed.
+	sweepInto(t, r, sweep.Options{Runners: Runners(c, r, PlayOptions{Prefix: "other"})})
 	names, err := c.List(ctx, "exp/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(names) != 12*4 || !strings.HasPrefix(names[0], "exp/c0/s0") {
 		t.Fatalf("listed %d streams: %v", len(names), names[:min(4, len(names))])
-	}
-	out := t.TempDir()
-	if err := sweep.Prepare(out, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sweep.Run(ctx, spec, sweep.Options{Out: out, Runs: runs}); err != nil {
-		t.Fatal(err)
 	}
 	var rows int
 	var all []string
@@ -65,11 +64,15 @@ func TestExportedEventsJoinPairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close() // with the events view: the directory has exported events
-	tab, err := db.Query(ctx, "SELECT count(*), count(DISTINCT stream), count(*) FILTER (WHERE type = 'outcome') FROM events")
+	// The observation column is the world's JSON: the counter's reading and
+	// steps, which agree with the steps column.
+	tab, err := db.Query(ctx, "SELECT count(*), count(DISTINCT stream), count(*) FILTER (WHERE type = 'outcome'), "+
+		"count(*) FILTER (WHERE type IN ('tool_result', 'recovery', 'outcome') AND CAST(obs::JSON->>'steps' AS INTEGER) = steps) "+
+		"= count(*) FILTER (WHERE type IN ('tool_result', 'recovery', 'outcome')) FROM events")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(tab.Rows[0]); got != fmt.Sprintf("[%d 48 36]", rows) {
+	if got := fmt.Sprint(tab.Rows[0]); got != fmt.Sprintf("[%d 48 36 true]", rows) {
 		t.Fatalf("events: %s", got)
 	}
 	joined, err := db.Run(ctx, "session_events")
