@@ -124,6 +124,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			)
 			if spec.Agent != nil {
 				// An external agent: its declaration is the world.
+				if fromLog != "" {
+					return usageErr("--from-log plays built-in worlds on the session log; an external agent writes its own sessions (docs/agent-protocol.md)")
+				}
 				if fl.Changed("world") {
 					return usageErr("--world and --agent exclude each other: the agent declares its own world")
 				}

@@ -271,7 +271,7 @@ func (p *Pool) attempt(ctx context.Context, s *slot, calls []*call, batch bool) 
 				continue
 			}
 		}
-		if err := p.exchange(ctx, s, group, size > 1); err != nil {
+		if err := p.exchange(ctx, s, group, size > 1 && len(group) > 1); err != nil {
 			return err
 		}
 	}
