@@ -218,11 +218,6 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				return fmt.Errorf("%w (the finished work is kept for forklab sweep --resume)", err)
 			}
 			m := res.Manifest
-			// The DuckDB database for BI tools: views over the tables just
-			// written (pipeline/analysis/export; docs/bi.md).
-			if _, err := export.WriteDB(ctx, out); err != nil {
-				return fmt.Errorf("write %s/results.duckdb: %w", out, err)
-			}
 			if !quiet {
 				resumed := ""
 				if res.Resumed > 0 {
@@ -247,6 +242,11 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 					}
 					fmt.Printf("%s vs off · %s: rescued %d   harmed %d   unchanged %d   net %+d%s\n", l.Arm, where, l.Rescued, l.Harmed, l.Unchanged, l.Net(), errs)
 				}
+			}
+			// The DuckDB database for BI tools: views over the tables just
+			// written (pipeline/analysis/export; docs/bi.md).
+			if _, err := export.WriteDB(ctx, out); err != nil {
+				return fmt.Errorf("write %s/results.duckdb: %w", out, err)
 			}
 			if e := m.Errors; e.Pairs > 0 {
 				msg := fmt.Sprintf("%d of %d pairs (%.2f%%) are errors, not labels; the table counts the other %d", e.Pairs, e.Of, 100*e.Rate, e.Of-e.Pairs)
