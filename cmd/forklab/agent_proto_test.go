@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -314,5 +315,130 @@ func TestSweepKilledAndResumedIsByteIdentical(t *testing.T) {
 			sameParquet(t, fmt.Sprintf("%d kills and resumes against uninterrupted", kills), parquetFiles(t, want), parquetFiles(t, out))
 			mustRun(t, "verify", out)
 		})
+	}
+}
+
+// logEvents reads a stream with log read --offsets: offsets and events.
+func logEvents(t *testing.T, url, stream string) (offsets, events []string) {
+	t.Helper()
+	out := mustRun(t, "log", "read", "--log", url, "--stream", stream, "--offsets")
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		o, e, _ := strings.Cut(l, "  ")
+		offsets, events = append(offsets, o), append(events, e)
+	}
+	return offsets, events
+}
+
+// waitEvents waits until stream holds n events.
+func waitEvents(t *testing.T, url, stream string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		out, _, code := run(t, "log", "read", "--log", url, "--stream", stream)
+		if code == 0 && strings.Count(out, "\n") >= n {
+			return
+		}
+	}
+	t.Fatalf("stream %s did not reach %d events", stream, n)
+}
+
+// domain drops the incarnation events: what a session's run wrote.
+func domain(events []string) []string {
+	var out []string
+	for _, e := range events {
+		if !strings.Contains(e, `"type":"incarnation"`) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Sessions of an external agent on the log, with plain HTTP and the
+// idempotent-producer headers (seed_core.py run): a run killed midway
+// resumes from the log and writes the events of an uninterrupted run; a
+// frozen incarnation woken after its successor finished is fenced and
+// writes nothing; forklab fork --stream --agent folds the events before an
+// offset through the agent and branches them — seed 5 at step 2 is the
+// seed's rescue.
+func TestAgentSessionsOnTheLog(t *testing.T) {
+	py, script := pythonBin(t), repoFile(t, "examples/agents/seed_core.py")
+	url := startLogServe(t)
+	session := func(name string, extra ...string) *exec.Cmd {
+		return exec.Command(py, append([]string{script, "run", "--log", url, "--session", name, "--seed", "5"}, extra...)...)
+	}
+	if out, err := session("whole").CombinedOutput(); err != nil {
+		t.Fatalf("uninterrupted session: %v: %s", err, out)
+	}
+	_, whole := logEvents(t, url, "whole")
+	if len(whole) != 11 || !strings.Contains(whole[len(whole)-1], `{"type":"outcome","success":false,"steps":8}`) {
+		t.Fatalf("uninterrupted session:\n%s", strings.Join(whole, "\n"))
+	}
+	// Killed after its third event, resumed.
+	killed := session("killed", "--delay", "0.2")
+	if err := killed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, url, "killed", 3)
+	killed.Process.Signal(syscall.SIGKILL)
+	killed.Wait()
+	if out, err := session("killed").CombinedOutput(); err != nil {
+		t.Fatalf("resumed session: %v: %s", err, out)
+	}
+	_, resumed := logEvents(t, url, "killed")
+	if got, want := strings.Join(domain(resumed), "\n"), strings.Join(domain(whole), "\n"); got != want {
+		t.Fatalf("killed and resumed:\n%s\nuninterrupted:\n%s", got, want)
+	}
+	if n := len(resumed) - len(domain(resumed)); n != 2 {
+		t.Fatalf("%d incarnations, want 2", n)
+	}
+	// A frozen incarnation woken after a newer one finished is fenced.
+	zombie := session("zombie", "--delay", "0.3")
+	var zerr bytes.Buffer
+	zombie.Stderr = &zerr
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, url, "zombie", 3)
+	zombie.Process.Signal(syscall.SIGSTOP)
+	if out, err := session("zombie").CombinedOutput(); err != nil {
+		t.Fatalf("successor: %v: %s", err, out)
+	}
+	_, before := logEvents(t, url, "zombie")
+	zombie.Process.Signal(syscall.SIGCONT)
+	err := zombie.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(zerr.String(), "fenced by a newer incarnation") {
+		t.Fatalf("woken zombie: %v: %s", err, zerr.String())
+	}
+	if _, after := logEvents(t, url, "zombie"); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Fatalf("the zombie wrote after it was fenced")
+	}
+	if got := strings.Join(domain(before), "\n"); got != strings.Join(domain(whole), "\n") {
+		t.Fatalf("zombie's session:\n%s", got)
+	}
+	// Fork the session after step 2 through the agent's fold.
+	offsets, events := logEvents(t, url, "whole")
+	var at string
+	for i, e := range events {
+		if strings.Contains(e, `"step":2,`) {
+			at = offsets[i]
+		}
+	}
+	agent := py + " " + script
+	on := mustRun(t, "fork", "--log", url, "--stream", "whole", "--offset", at, "--arm", "on", "--agent", agent)
+	off := mustRun(t, "fork", "--log", url, "--stream", "whole", "--offset", at, "--arm", "off", "--agent", agent, "--json")
+	if !strings.Contains(on, "seed_core seed 5 · fork step 2 (folded from whole at "+at+") · arm on · replica 0: success (intervened true, cost 6 steps)") {
+		t.Errorf("fork on: %s", on)
+	}
+	if !strings.Contains(off, `"seed":5,"fork_step":2,`) || !strings.Contains(off, `"intervened":false,"success":false,"cost":{"steps":6}`) {
+		t.Errorf("fork off: %s", off)
+	}
+	// The same pair from a sweep: seed 5 forked at step 2 is rescued.
+	if got := mustRun(t, "sweep", "--agent", agent, "--seeds", "5:6", "--fork-at", "2", "--out", t.TempDir()+"/p", "--overwrite"); !strings.Contains(got, "rescued 1   harmed 0") {
+		t.Errorf("sweep of seed 5: %s", got)
+	}
+	// An agent without fold is refused with a clear message.
+	_, errs, code := run(t, "fork", "--log", url, "--stream", "whole", "--offset", at, "--arm", "on", "--agent", nodeBin(t)+" "+repoFile(t, "examples/agents/toolbot.mjs"))
+	if code == 0 || !strings.Contains(errs, "does not declare the fold capability") {
+		t.Errorf("fork through an agent without fold: exit %d, %s", code, errs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/forklab/forklab/pipeline/analysis/policy"
+	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/world"
@@ -45,9 +46,9 @@ func forkAgent(ctx context.Context, line string, log *client.Client, stream, off
 			Checkpoint json.RawMessage `json:"checkpoint"`
 			Intervened bool            `json:"intervened"`
 			Success    bool            `json:"success"`
-			Cost       world.Cost      `json:"cost"`
+			Cost       *agentproc.Cost `json:"cost"`
 			Details    json.RawMessage `json:"details,omitempty"`
-		}{d.Name, arm, replica, f.Seed, f.ForkStep, f.Checkpoint, o.Intervened, o.Success, o.Cost, o.Details})
+		}{d.Name, arm, replica, f.Seed, f.ForkStep, f.Checkpoint, o.Intervened, o.Success, agentproc.CostOf(d.Cost, o.Cost), o.Details})
 	}
 	verdict := "failure"
 	if o.Success {

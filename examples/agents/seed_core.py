@@ -420,9 +420,11 @@ def run_session(a):
 
     def append(event, close=False):
         nonlocal seq
-        status, _ = log.append(event, epoch, seq, close)
-        if status == 403:
-            raise SystemExit(3)  # fenced: a newer incarnation owns the session
+        status, h = log.append(event, epoch, seq, close)
+        if status == 403 or (status == 409 and h.get("Stream-Closed") == "true"):
+            # Fenced: a newer incarnation owns the session (or finished it).
+            print("seed_core: session %s: fenced by a newer incarnation; exiting without writing" % a.session, file=sys.stderr)
+            raise SystemExit(3)
         if status not in (200, 204):
             raise SystemExit("seed_core: append: HTTP %d" % status)
         seq += 1
