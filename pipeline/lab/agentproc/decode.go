@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	gojson "github.com/goccy/go-json"
 	"math"
 	"slices"
 	"sort"
@@ -38,9 +39,11 @@ func decodeResult(schema string, raw json.RawMessage, v result) error {
 	return err
 }
 
-// decodeStrict is decodeResult without the schema's wording.
+// decodeStrict is decodeResult without the schema's wording. It decodes
+// with goccy/go-json, encoding/json's API at about twice its speed: a
+// reply is decoded for every start and branch.
 func decodeStrict(raw json.RawMessage, v result) error {
-	d := json.NewDecoder(bytes.NewReader(raw))
+	d := gojson.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
@@ -126,7 +129,12 @@ func parseCost(where string, model world.CostModel, c *Cost) (world.Cost, error)
 }
 
 // compactJSON returns b without insignificant white space, appended to dst.
+// b has been decoded already, so it is valid JSON: without any white-space
+// byte it is compact as it is.
 func compactJSON(dst, b []byte) ([]byte, error) {
+	if bytes.IndexAny(b, " \t\r\n") < 0 {
+		return append(dst, b...), nil
+	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, b); err != nil {
 		return dst, err

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 
 	"github.com/forklab/forklab/pipeline/lab"
@@ -17,10 +18,13 @@ import (
 )
 
 // A journal keeps the seeds an agent finished without error, one JSON line
-// per seed, appended as each seed completes — before the sweep writes the
-// seed's unit — so that a sweep killed at any moment and resumed asks the
-// agent again for no seed it had finished: a paid fork is paid for once.
-// Seeds with an error are not kept, so a resumed sweep asks for them again.
+// per seed — the agent's own start result and branch results, as it sent
+// them — appended as each block of seeds completes, before the sweep writes
+// the seeds' unit, so that a sweep killed at any moment and resumed asks the
+// agent again for no seed it had finished: a paid fork is paid for once. A
+// seed replayed from the journal goes through the same decoding as a fresh
+// reply. Seeds with an error are not kept, so a resumed sweep asks for them
+// again.
 //
 // One file holds one block of seeds of one configuration under one plan
 // and declaration: its name is a hash of those and the block's bounds. A
@@ -30,21 +34,11 @@ import (
 
 // journalSeed is one journal line.
 type journalSeed struct {
-	Seed  uint64        `json:"seed"`
-	Task  []world.Value `json:"task"`
-	Forks []journalFork `json:"forks"`
-	Spent world.Cost    `json:"spent"`
-}
-
-type journalFork struct {
-	ForkStep   int                `json:"fork_step"`
-	Over       bool               `json:"over"`
-	Checkpoint json.RawMessage    `json:"checkpoint"`
-	Features   []world.Value      `json:"features"`
-	Hidden     []world.Value      `json:"hidden"`
-	Cost       world.Cost         `json:"cost"`
-	Fires      bool               `json:"fires"`
-	Branches   []lab.BranchResult `json:"branches"`
+	Seed  uint64     `json:"seed"`
+	Spent world.Cost `json:"spent"`
+	// Start is the start result; Branch the branch result of each fork.
+	Start  json.RawMessage   `json:"start"`
+	Branch []json.RawMessage `json:"branch"`
 }
 
 // journal is the open journal of one block of seeds.
@@ -101,13 +95,41 @@ func openJournal(dir, key string, lo, hi uint64) (*journal, error) {
 	return j, nil
 }
 
-// add appends a seed finished without error.
-func (j *journal) add(s *journalSeed) error {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return err
+// add appends seeds finished without error, in one write.
+func (j *journal) add(seeds []*journalSeed) error {
+	if len(seeds) == 0 {
+		return nil
 	}
-	b = append(b, '\n')
+	n := 0
+	for _, s := range seeds {
+		n += len(s.Start) + 128
+		for _, b := range s.Branch {
+			n += len(b) + 1
+		}
+	}
+	b := make([]byte, 0, n)
+	for _, s := range seeds {
+		b = append(b, `{"seed":`...)
+		b = strconv.AppendUint(b, s.Seed, 10)
+		b = append(b, `,"spent":{"Steps":`...)
+		b = strconv.AppendInt(b, s.Spent.Steps, 10)
+		b = append(b, `,"Tokens":`...)
+		b = strconv.AppendInt(b, s.Spent.Tokens, 10)
+		b = append(b, `,"USD":`...)
+		b = strconv.AppendFloat(b, s.Spent.USD, 'g', -1, 64)
+		b = append(b, `,"Seconds":`...)
+		b = strconv.AppendFloat(b, s.Spent.Seconds, 'g', -1, 64)
+		b = append(b, `},"start":`...)
+		b = append(b, s.Start...)
+		b = append(b, `,"branch":[`...)
+		for i, r := range s.Branch {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, r...)
+		}
+		b = append(b, "]}\n"...)
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if _, err := j.f.Write(b); err != nil {
@@ -120,46 +142,4 @@ func (j *journal) close() {
 	if j != nil && j.f != nil {
 		j.f.Close()
 	}
-}
-
-// toJournal copies a seed's results into a journal line.
-func toJournal(res *lab.SeedResult, spent world.Cost) *journalSeed {
-	s := &journalSeed{Seed: res.Seed, Task: append([]world.Value{}, res.Task...), Spent: spent}
-	for _, f := range res.Forks {
-		jf := journalFork{ForkStep: f.ForkStep, Over: f.Over, Checkpoint: append(json.RawMessage{}, f.Checkpoint...),
-			Features: append([]world.Value{}, f.Features...), Hidden: append([]world.Value{}, f.Hidden...),
-			Cost: f.Cost, Fires: f.Fires}
-		for _, b := range f.Branches {
-			b.Details = append(json.RawMessage(nil), b.Details...)
-			jf.Branches = append(jf.Branches, b)
-		}
-		s.Forks = append(s.Forks, jf)
-	}
-	return s
-}
-
-// fromJournal fills res from a journal line; false when the line does not
-// fit the plan (it is then played again).
-func fromJournal(s *journalSeed, res *lab.SeedResult, plan lab.Plan) bool {
-	if len(s.Forks) != len(plan.ForkSteps) {
-		return false
-	}
-	res.Seed = s.Seed
-	res.Task = append(res.Task[:0], s.Task...)
-	for i, jf := range s.Forks {
-		f := &res.Forks[i]
-		if jf.ForkStep != plan.ForkSteps[i] || len(jf.Branches) != len(f.Branches) {
-			return false
-		}
-		f.Over, f.Cost, f.Fires = jf.Over, jf.Cost, jf.Fires
-		f.Checkpoint = append(f.Checkpoint[:0], jf.Checkpoint...)
-		f.Features = append(f.Features[:0], jf.Features...)
-		f.Hidden = append(f.Hidden[:0], jf.Hidden...)
-		for k, b := range jf.Branches {
-			details := append(f.Branches[k].Details[:0], b.Details...)
-			f.Branches[k] = b
-			f.Branches[k].Details = details
-		}
-	}
-	return true
 }

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/forklab/forklab/pipeline/world"
+	gojson "github.com/goccy/go-json"
 )
 
 // Config says how to run an agent.
@@ -181,6 +183,8 @@ type call struct {
 	err      error
 	attempts int
 	id       int64
+	// raw is the result decode accepted.
+	raw json.RawMessage
 }
 
 // errRefused marks an error reply forklab will not retry.
@@ -294,9 +298,9 @@ func (p *Pool) exchange(ctx context.Context, s *slot, group []*call, asBatch boo
 	var line []byte
 	var err error
 	if asBatch {
-		line, err = json.Marshal(reqs)
+		line, err = gojson.Marshal(reqs)
 	} else {
-		line, err = json.Marshal(reqs[0])
+		line, err = gojson.Marshal(reqs[0])
 	}
 	if err != nil {
 		for _, c := range group {
@@ -351,9 +355,22 @@ func (p *Pool) match(s *slot, group []*call, reply []byte, asBatch bool) error {
 	if len(trimmed) == 0 {
 		return bad("an empty line")
 	}
+	byID := make(map[int64]*call, len(group))
+	for _, c := range group {
+		byID[c.id] = c
+	}
+	// The fast path: a batch reply decoded in one pass.
+	if asBatch && trimmed[0] == '[' {
+		var resps []response
+		d := gojson.NewDecoder(bytes.NewReader(trimmed))
+		d.DisallowUnknownFields()
+		if d.Decode(&resps) == nil && len(resps) == len(group) && p.deliver(who, byID, resps) {
+			return nil
+		}
+	}
 	var elems []json.RawMessage
 	if trimmed[0] == '[' {
-		if err := json.Unmarshal(trimmed, &elems); err != nil {
+		if err := gojson.Unmarshal(trimmed, &elems); err != nil {
 			return bad("the line is not JSON (%v): %s", err, clip(reply))
 		}
 	} else {
@@ -362,7 +379,7 @@ func (p *Pool) match(s *slot, group []*call, reply []byte, asBatch bool) error {
 		}
 		elems = []json.RawMessage{trimmed}
 	}
-	byID := map[int64]*call{}
+	byID = make(map[int64]*call, len(group))
 	for _, c := range group {
 		byID[c.id] = c
 	}
@@ -407,9 +424,44 @@ func (p *Pool) match(s *slot, group []*call, reply []byte, asBatch bool) error {
 		}
 		if err := c.decode(r.Result); err != nil {
 			c.err = fmt.Errorf("%w: %s wrote a malformed %s reply: %v", ErrAgent, who, c.method, err)
+		} else {
+			c.raw = r.Result
 		}
 	}
 	return nil
+}
+
+// deliver hands each response of a batch to its call, if every response
+// has a sound envelope and an id of the batch, each once; otherwise it
+// reports false and the line is examined again to word what is wrong.
+func (p *Pool) deliver(who string, byID map[int64]*call, resps []response) bool {
+	seen := make(map[int64]bool, len(resps))
+	for i := range resps {
+		r := &resps[i]
+		if checkEnvelope(r) != nil {
+			return false
+		}
+		id, err := strconv.ParseInt(string(r.ID), 10, 64)
+		if err != nil || byID[id] == nil || seen[id] {
+			return false
+		}
+		seen[id] = true
+	}
+	for i := range resps {
+		r := &resps[i]
+		id, _ := strconv.ParseInt(string(r.ID), 10, 64)
+		c := byID[id]
+		if r.Error != nil {
+			c.err = agentError(who, c.method, r.Error)
+			continue
+		}
+		if err := c.decode(r.Result); err != nil {
+			c.err = fmt.Errorf("%w: %s wrote a malformed %s reply: %v", ErrAgent, who, c.method, err)
+		} else {
+			c.raw = r.Result
+		}
+	}
+	return true
 }
 
 // agentError turns an error reply into a call's error: a refusal when it
@@ -425,7 +477,7 @@ func agentError(who, method string, e *WireError) error {
 // decodeResponse checks one response object's envelope.
 func decodeResponse(b []byte) (response, error) {
 	var r response
-	d := json.NewDecoder(bytes.NewReader(b))
+	d := gojson.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&r); err != nil {
 		if verr := ValidateJSON("response", "the line", b); verr != nil {
@@ -433,15 +485,20 @@ func decodeResponse(b []byte) (response, error) {
 		}
 		return r, fmt.Errorf("%v: %s", err, clip(b))
 	}
+	return r, checkEnvelope(&r)
+}
+
+// checkEnvelope reports a response that breaks JSON-RPC 2.0's shape.
+func checkEnvelope(r *response) error {
 	switch {
 	case r.JSONRPC != "2.0":
-		return r, fmt.Errorf("jsonrpc must be \"2.0\", got %q", r.JSONRPC)
+		return fmt.Errorf("jsonrpc must be \"2.0\", got %q", r.JSONRPC)
 	case len(r.ID) == 0:
-		return r, errors.New("id is missing")
+		return errors.New("id is missing")
 	case (r.Result != nil) == (r.Error != nil):
-		return r, errors.New("a response holds exactly one of result and error")
+		return errors.New("a response holds exactly one of result and error")
 	}
-	return r, nil
+	return nil
 }
 
 // clip shortens a line for an error message.

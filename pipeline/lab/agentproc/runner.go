@@ -150,10 +150,12 @@ func (r *runner) play(ctx context.Context, b *block, j *journal) error {
 		res.Seed = b.lo + uint64(k)
 		b.results[k] = res
 		if j != nil {
-			if s, ok := j.done[res.Seed]; ok && fromJournal(s, res, r.plan) {
+			if s, ok := j.done[res.Seed]; ok && r.replay(s, res) {
 				def.addSpent(s.Spent, true)
 				continue
 			}
+			res.Resize(d, r.plan)
+			res.Seed = b.lo + uint64(k)
 		}
 		fresh = append(fresh, res)
 		starts = append(starts, r.inst.startCall(res.Seed, r.plan.ForkSteps, res))
@@ -186,15 +188,18 @@ func (r *runner) play(ctx context.Context, b *block, j *journal) error {
 		return err
 	}
 	next := 0
+	var done []*journalSeed
 	for k, res := range fresh {
 		if res.Err != "" {
 			continue
 		}
 		ok := true
+		line := &journalSeed{Seed: res.Seed, Start: starts[k].raw}
 		for fi := range res.Forks {
 			f := &res.Forks[fi]
 			c := branches[next]
 			next++
+			line.Branch = append(line.Branch, c.raw)
 			if c.err != nil {
 				text := "branch: " + errText(c.err)
 				for bi := range f.Branches {
@@ -213,12 +218,41 @@ func (r *runner) play(ctx context.Context, b *block, j *journal) error {
 		}
 		def.addSpent(spent[k], false)
 		if ok && j != nil {
-			if err := j.add(toJournal(res, spent[k])); err != nil {
-				return err
+			line.Spent = spent[k]
+			done = append(done, line)
+		}
+	}
+	if j != nil {
+		return j.add(done)
+	}
+	return nil
+}
+
+// replay fills res from a journal line through the decoders a fresh reply
+// goes through; false when the line does not fit (it is played again).
+func (r *runner) replay(s *journalSeed, res *lab.SeedResult) bool {
+	if len(s.Branch) != len(r.plan.ForkSteps) {
+		return false
+	}
+	if r.inst.startCall(s.Seed, r.plan.ForkSteps, res).decode(s.Start) != nil {
+		return false
+	}
+	for fi := range res.Forks {
+		f := &res.Forks[fi]
+		if r.plan.Fires != nil {
+			f.Fires = r.plan.Fires(f.Features)
+		}
+		c := r.inst.branchCall(s.Seed, f.ForkStep, f.Checkpoint, r.plan.Arms, r.plan.Replicas, f.Fires, f.Branches, 0)
+		if c.decode(s.Branch[fi]) != nil {
+			return false
+		}
+		for _, b := range f.Branches {
+			if b.Err != "" {
+				return false
 			}
 		}
 	}
-	return nil
+	return true
 }
 
 // errText is the text an error row carries.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 
@@ -166,9 +167,6 @@ func (s *server) handle(raw []byte) (wireResponse, bool) {
 	if len(req.Params) == 0 {
 		req.Params = json.RawMessage("{}")
 	}
-	if err := ValidateJSON(req.Method+".params", "params", req.Params); err != nil {
-		return errorResponse(id, errorf(CodeInvalidParams, "%v", err)), false
-	}
 	var (
 		res  any
 		rerr *rpcError
@@ -187,6 +185,16 @@ func (s *server) handle(raw []byte) (wireResponse, bool) {
 		return errorResponse(id, rerr), false
 	}
 	return wireResponse{JSONRPC: "2.0", ID: id, Result: res}, false
+}
+
+// badParams words a refusal of method's params: by the schema when it
+// refuses them (naming the field), else by err. Params are checked by
+// decoding them, so the schema is consulted only for a refusal.
+func badParams(method string, raw json.RawMessage, err error) *rpcError {
+	if serr := ValidateJSON(method+".params", "params", raw); serr != nil {
+		return errorf(CodeInvalidParams, "%v", serr)
+	}
+	return errorf(CodeInvalidParams, "params: %v", err)
 }
 
 // validID returns id when it is a JSON number or string, else nil.
@@ -210,8 +218,8 @@ func describeRequestError(raw []byte) string {
 
 func (s *server) initialize(raw json.RawMessage) (any, *rpcError) {
 	var p InitializeParams
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, errorf(CodeInvalidParams, "params: %v", err)
+	if err := json.Unmarshal(raw, &p); err != nil || p.ProtocolVersions == nil {
+		return nil, badParams(MethodInitialize, raw, err)
 	}
 	if !slices.Contains(p.ProtocolVersions, Version) {
 		e := errorf(CodeUnsupportedProto, "this agent speaks %s only; offered %v", Version, p.ProtocolVersions)
@@ -245,12 +253,22 @@ func (s *server) instance(params world.Params, model fork.Model) (lab.Instance, 
 }
 
 func (s *server) start(raw json.RawMessage) (any, *rpcError) {
-	var p StartParams
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, errorf(CodeInvalidParams, "params: %v", err)
+	var in struct {
+		Seed      *uint64      `json:"seed"`
+		ForkSteps []int        `json:"fork_steps"`
+		Params    world.Params `json:"params"`
+		Model     *fork.Model  `json:"model"`
 	}
-	if !slices.IsSorted(p.ForkSteps) || len(slices.Compact(slices.Clone(p.ForkSteps))) != len(p.ForkSteps) {
-		return nil, errorf(CodeInvalidParams, "params.fork_steps must ascend without repeats, got %v", p.ForkSteps)
+	err := json.Unmarshal(raw, &in)
+	if err == nil && (in.Seed == nil || *in.Seed > math.MaxInt64 || len(in.ForkSteps) == 0 || in.Params == nil || in.Model == nil) {
+		err = errors.New("seed, fork_steps, params and model are required")
+	}
+	if err != nil {
+		return nil, badParams(MethodStart, raw, err)
+	}
+	p := StartParams{Seed: *in.Seed, ForkSteps: in.ForkSteps, Params: in.Params, Model: *in.Model}
+	if !slices.IsSorted(p.ForkSteps) || p.ForkSteps[0] < 1 || len(slices.Compact(slices.Clone(p.ForkSteps))) != len(p.ForkSteps) {
+		return nil, errorf(CodeInvalidParams, "params.fork_steps must be at least 1 and ascend without repeats, got %v", p.ForkSteps)
 	}
 	params, err := s.decl.Resolve(p.Params)
 	if err != nil {
@@ -300,14 +318,33 @@ func (s *server) start(raw json.RawMessage) (any, *rpcError) {
 
 func (s *server) branch(raw json.RawMessage) (any, *rpcError) {
 	var p BranchParams
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, errorf(CodeInvalidParams, "params: %v", err)
+	err := json.Unmarshal(raw, &p)
+	if err == nil && (len(bytes.TrimSpace(p.Checkpoint)) == 0 || string(bytes.TrimSpace(p.Checkpoint)) == "null" || len(p.Branches) == 0) {
+		err = errors.New("checkpoint and branches are required")
 	}
-	params, err := s.decl.Resolve(nil)
+	if err == nil {
+		for _, b := range p.Branches {
+			if !slices.Contains(fork.Arms, b.Arm) || len(b.NoiseKey) != 16 || b.Replica < 0 {
+				err = errors.New("every branch needs an arm, a replica and a noise_key")
+			}
+		}
+	}
 	if err != nil {
-		return nil, errorf(CodeInternalError, "%v", err)
+		return nil, badParams(MethodBranch, raw, err)
 	}
-	inst, _, err := s.instance(params, fork.Model{})
+	// The instance of the checkpoint's own configuration, so that the
+	// world is not opened again for every branch.
+	var head struct {
+		Params world.Params `json:"params"`
+		Model  fork.Model   `json:"model"`
+	}
+	json.Unmarshal(p.Checkpoint, &head)
+	params, perr := s.decl.Resolve(head.Params)
+	if perr != nil || head.Model.Validate() != nil {
+		params, _ = s.decl.Resolve(nil)
+		head.Model = fork.Model{}
+	}
+	inst, _, err := s.instance(params, head.Model)
 	if err != nil {
 		return nil, errorf(CodeInternalError, "%v", err)
 	}

@@ -791,6 +791,8 @@ func (w *unitWriter) open(u Unit, buffered bool) error {
 	if err := w.tasks.open(filepath.Join(w.dir, "tasks", cdir), name, buffered); err != nil {
 		return err
 	}
+	seeds := int(u.Seeds.Len())
+	w.tasks.reserve(seeds)
 	for i, f := range w.r.Spec.ForkAt {
 		fdir := fmt.Sprintf("fork_step=%d", f)
 		ft := &w.forks[i]
@@ -803,6 +805,9 @@ func (w *unitWriter) open(u Unit, buffered bool) error {
 				return err
 			}
 		}
+		ft.checkpoints.reserve(seeds)
+		ft.branches.reserve(seeds * w.plan.Branches())
+		ft.pairs.reserve(seeds * (len(w.plan.Arms) - 1))
 	}
 	w.errors, w.cost = 0, world.Cost{}
 	w.labels = w.labels[:0]
