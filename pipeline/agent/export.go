@@ -14,12 +14,14 @@ import (
 )
 
 // EventRows reads stream from the beginning and returns its events as rows
-// of the events table, with the fold's seed and branch on every row. Events
-// the fold refuses are still exported (with their raw JSON); the returned
-// error then says which, so a corrupt stream can be inspected with SQL.
+// of the events table (EventFold.Row). Events the fold refuses are still
+// exported (with their raw JSON); the returned error then says which, so a
+// corrupt stream can be inspected with SQL.
 func EventRows(ctx context.Context, c *client.Client, stream string) ([]schemas.SessionEvent, error) {
 	var rows []schemas.SessionEvent
-	var events []session.Event
+	var ef EventFold
+	var s session.Session
+	var foldErr error
 	offset := client.Start
 	for {
 		ch, err := c.Read(ctx, stream, offset)
@@ -31,38 +33,58 @@ func EventRows(ctx context.Context, c *client.Client, stream string) ([]schemas.
 			return nil, fmt.Errorf("read %s: %w", stream, err)
 		}
 		for _, m := range msgs {
-			e, derr := session.Decode(m)
-			row := schemas.SessionEvent{Stream: stream, Index: int32(len(rows)), ReadOffset: offset, Event: string(m), Type: e.Type}
-			if derr == nil {
-				fill(&row, e)
+			rows = append(rows, ef.Row(stream, int32(len(rows)), offset, m))
+			if foldErr == nil {
+				e, _ := session.Decode(m)
+				if err := s.Apply(e); err != nil {
+					foldErr = fmt.Errorf("%s: event %d: %w", stream, len(rows)-1, err)
+				}
 			}
-			rows = append(rows, row)
-			events = append(events, e)
 		}
 		offset = ch.Next
 		if ch.UpToDate {
 			break
 		}
 	}
-	var s session.Session
-	var foldErr error
-	for i, e := range events {
-		if err := s.Apply(e); err != nil {
-			foldErr = fmt.Errorf("%s: event %d: %w", stream, i, err)
-			break
-		}
-	}
-	for i := range rows {
-		if s.Started {
-			seed := int64(s.Seed)
-			rows[i].SessionSeed = &seed
-		}
-		if b := s.Branch; b != nil {
-			f, r, a := int32(b.ForkStep), int32(b.Replica), string(b.Arm)
-			rows[i].BranchForkStep, rows[i].BranchReplica, rows[i].BranchArm = &f, &r, &a
-		}
-	}
 	return rows, foldErr
+}
+
+// EventFold is what a stream's events so far say about its session, for
+// the rows of the events table: the seed of its session_start event and the
+// fork step, arm and replica of its fork event (the first of each; the
+// session fold refuses a second). The zero value is a stream before its
+// first event. It is plain data, so that forklab log sink can commit it
+// with its progress and carry it over a restart.
+type EventFold struct {
+	Seed     *int64  `json:"seed,omitempty"`
+	ForkStep *int32  `json:"fork_step,omitempty"`
+	Arm      *string `json:"arm,omitempty"`
+	Replica  *int32  `json:"replica,omitempty"`
+}
+
+// Row flattens message msg of stream, its index-th event (from 0), into a
+// row of the events table, with readOffset as its read_offset, and folds
+// it into f first: a session_start row carries its own seed, a fork row
+// its own branch. A message that is not a session event is a row with its
+// JSON and an empty type. It is the one definition of the events table's
+// rows, for forklab log export and forklab log sink alike.
+func (f *EventFold) Row(stream string, index int32, readOffset string, msg []byte) schemas.SessionEvent {
+	row := schemas.SessionEvent{Stream: stream, Index: index, ReadOffset: readOffset, Event: string(msg)}
+	e, err := session.Decode(msg)
+	row.Type = e.Type
+	if err == nil {
+		fill(&row, e)
+		switch {
+		case e.Type == session.TypeStart && f.Seed == nil && e.Seed != nil:
+			seed := int64(*e.Seed)
+			f.Seed = &seed
+		case e.Type == session.TypeFork && f.ForkStep == nil && e.Replica != nil:
+			step, arm, replica := int32(e.ForkStep), string(e.Arm), int32(*e.Replica)
+			f.ForkStep, f.Arm, f.Replica = &step, &arm, &replica
+		}
+	}
+	row.SessionSeed, row.BranchForkStep, row.BranchArm, row.BranchReplica = f.Seed, f.ForkStep, f.Arm, f.Replica
+	return row
 }
 
 func fill(r *schemas.SessionEvent, e session.Event) {
