@@ -3,10 +3,11 @@ package agent
 import (
 	"context"
 	"fmt"
-	"github.com/forklab/forklab/internal/atomicfile"
+	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/forklab/forklab/internal/atomicfile"
 	"github.com/forklab/forklab/pipeline/session"
 	"github.com/forklab/forklab/schemas"
 	"github.com/forklab/forklab/stream/client"
@@ -117,12 +118,19 @@ func WriteEvents(path string, rows []schemas.SessionEvent) error {
 		return err
 	}
 	defer f.Abort()
-	w := parquet.NewGenericWriter[schemas.SessionEvent](f, parquet.Compression(&parquet.Zstd))
-	if _, err := w.Write(rows); err != nil {
-		return err
-	}
-	if err := w.Close(); err != nil {
+	if err := EncodeEvents(f, rows); err != nil {
 		return err
 	}
 	return f.Commit()
+}
+
+// EncodeEvents writes rows to w as one zstd Parquet file of the events
+// table. The bytes are a function of the rows alone, so the same rows make
+// the same file (forklab log sink relies on it).
+func EncodeEvents(w io.Writer, rows []schemas.SessionEvent) error {
+	pw := parquet.NewGenericWriter[schemas.SessionEvent](w, parquet.Compression(&parquet.Zstd))
+	if _, err := pw.Write(rows); err != nil {
+		return err
+	}
+	return pw.Close()
 }
