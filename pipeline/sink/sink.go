@@ -113,9 +113,10 @@ type Config struct {
 	// Logf reports files written, gaps and retries; nil discards.
 	Logf func(format string, args ...any)
 
-	// testHook, when set, runs at the named points of a commit; the
-	// random-kill test uses it to stop dead between steps.
-	testHook func(point string)
+	// testHook, when set, runs at the named points of a commit; an error
+	// stops the worker there, as a crash would (the random-kill test's
+	// child process kills itself instead).
+	testHook func(point string) error
 }
 
 func (c *Config) defaults() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -326,7 +327,10 @@ func (w *worker) apply(ctx context.Context, rec kafkalog.Record) error {
 }
 
 // values returns the values and times of the records behind entries, from
-// the cache or from Kafka; records Kafka no longer holds are absent.
+// the cache or from Kafka; records Kafka no longer holds are absent. A fetch
+// reads the whole range between the first and the last record missing and
+// keeps every value in the cache: forks of one session copy the same
+// records again and again.
 func (w *worker) values(ctx context.Context, es []kafkalog.Entry) (map[int64]cached, error) {
 	out := make(map[int64]cached, len(es))
 	var missing []int64
@@ -340,12 +344,31 @@ func (w *worker) values(ctx context.Context, es []kafkalog.Entry) (map[int64]cac
 	if len(missing) == 0 {
 		return out, nil
 	}
-	recs, err := w.rd.FetchRecords(ctx, w.part, missing)
-	if err != nil {
-		return nil, transient{err}
+	slices.Sort(missing)
+	for from, last := missing[0], missing[len(missing)-1]; from <= last; {
+		b, err := w.rd.Fetch(ctx, w.part, from, 1<<20, 0)
+		var re *kafkalog.RetentionError
+		if errors.As(err, &re) {
+			from = re.LogStart // what is below is gone
+			continue
+		}
+		if err != nil {
+			return nil, transient{err}
+		}
+		if b.Next == from {
+			break // nothing at or after from: the missing ones are gone
+		}
+		for _, r := range b.Records {
+			if len(r.Value) > 0 {
+				w.cache.put(r.Offset, r.Value, r.Time)
+			}
+		}
+		from = b.Next
 	}
-	for k, r := range recs {
-		out[k] = cached{r.Value, r.Time}
+	for _, k := range missing {
+		if v, ok := w.cache.get(k); ok {
+			out[k] = v
+		}
 	}
 	return out, nil
 }
@@ -399,7 +422,9 @@ func (w *worker) rotateAt(last int64) error {
 			w.cfg.Logf("%s exists with other bytes than the batch made again (retention removed records it holds since?); kept as it is", path)
 		}
 		files++
-		w.hook("file-renamed")
+		if err := w.hook("file-renamed"); err != nil {
+			return err
+		}
 		if err := atomicfile.SyncDir(dir); err != nil {
 			return fmt.Errorf("sync %s: %w", dir, err)
 		}
@@ -409,7 +434,9 @@ func (w *worker) rotateAt(last int64) error {
 			return fmt.Errorf("sync %s: %w", w.root, err)
 		}
 	}
-	w.hook("files-durable")
+	if err := w.hook("files-durable"); err != nil {
+		return err
+	}
 	pos := max(w.pos, last+1)
 	w.st.Next = pos
 	w.st.Files += int64(files)
@@ -418,7 +445,9 @@ func (w *worker) rotateAt(last int64) error {
 	if err := w.st.save(w.root, w.replay, w.folds); err != nil {
 		return err
 	}
-	w.hook("committed")
+	if err := w.hook("committed"); err != nil {
+		return err
+	}
 	if files > 0 {
 		w.cfg.Logf("partition %d: offsets %d to %d: %d events in %s under %s", w.part, first, last, len(w.rows),
 			plural(files, "file", "files"), strings.Join(prefixed(dates), ", "))
@@ -435,10 +464,11 @@ func (w *worker) rotateAt(last int64) error {
 	return nil
 }
 
-func (w *worker) hook(point string) {
+func (w *worker) hook(point string) error {
 	if w.cfg.testHook != nil {
-		w.cfg.testHook(point)
+		return w.cfg.testHook(point)
 	}
+	return nil
 }
 
 func prefixed(dates []string) []string {

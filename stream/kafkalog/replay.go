@@ -183,6 +183,9 @@ func msgCount(json bool, value []byte, cut int32) int32 {
 	if !json {
 		return 1
 	}
+	if _, ok := oneMessage(value, cut); ok {
+		return 1
+	}
 	inner := jsonInner(value)
 	if cut >= 0 && int(cut) <= len(inner) {
 		inner = inner[:cut]

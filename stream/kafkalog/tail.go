@@ -1,6 +1,7 @@
 package kafkalog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -59,6 +60,19 @@ func newRecord(part int32, koff int64, r record) Record {
 		ContentType: r.contentType, Value: r.value, Closed: r.closed, ForkedFrom: r.forkedFrom, r: r}
 }
 
+// DecodeRecord decodes a record of the data topic that the caller read
+// with a Kafka client of its own: its partition and offset, key, value,
+// headers and timestamp. ok is false for a record without forklab headers
+// (written by another program); an error names a header that does not
+// parse. The log service skips both.
+func DecodeRecord(part int32, offset int64, key, value []byte, headers []kafka.Header, ts time.Time) (rec Record, ok bool, err error) {
+	r, ok, err := decodeRecord(key, value, headers, ts)
+	if !ok || err != nil {
+		return Record{}, false, err
+	}
+	return newRecord(part, offset, r), true, nil
+}
+
 // JSON reports whether the record's stream is a JSON-mode stream, whose
 // values are JSON messages (protocol §9.1).
 func (r *Record) JSON() bool { return isJSON(r.ContentType) }
@@ -71,6 +85,9 @@ func (r *Record) JSON() bool { return isJSON(r.ContentType) }
 // sub-offset inherits (Entry.Cut). A value that is not valid JSON is one
 // message, as the log never stores one.
 func Messages(value []byte, cut int32) [][]byte {
+	if single, ok := oneMessage(value, cut); ok {
+		return [][]byte{single}
+	}
 	inner := jsonInner(value)
 	if cut >= 0 && int(cut) <= len(inner) {
 		inner = inner[:cut]
@@ -87,6 +104,17 @@ func Messages(value []byte, cut int32) [][]byte {
 		prev = e
 	}
 	return out
+}
+
+// oneMessage is the common case of Messages without a JSON decoder: a
+// value that is not an array is one message, itself without surrounding
+// whitespace (jsonInner returns it whole, and jsonEnds ends it at its end).
+func oneMessage(value []byte, cut int32) ([]byte, bool) {
+	t := bytes.TrimSpace(value)
+	if len(t) == 0 || t[0] == '[' || cut >= 0 {
+		return nil, false
+	}
+	return t, true
 }
 
 // RetentionError reports a fetch from an offset Kafka no longer holds: the
@@ -247,11 +275,7 @@ func (r *Reader) Fetch(ctx context.Context, part int32, from int64, maxBytes int
 		if kr.Offset < from {
 			continue // the broker answers with whole batches
 		}
-		k, err := protocol.ReadAll(kr.Key)
-		if err != nil {
-			return b, err
-		}
-		v, err := protocol.ReadAll(kr.Value)
+		k, v, err := readKeyValue(kr)
 		if err != nil {
 			return b, err
 		}
@@ -287,7 +311,7 @@ func (r *Reader) FetchRecords(ctx context.Context, part int32, koffs []int64) (m
 	from, last := want[0], want[len(want)-1]
 	empty := 0
 	for from <= last {
-		b, err := r.Fetch(ctx, part, from, 4<<20, 0)
+		b, err := r.Fetch(ctx, part, from, 256<<10, 0)
 		var re *RetentionError
 		if errors.As(err, &re) {
 			from = re.LogStart // what is below is gone
@@ -315,4 +339,25 @@ func (r *Reader) FetchRecords(ctx context.Context, part int32, koffs []int64) (m
 		from = b.Next
 	}
 	return got, nil
+}
+
+// readKeyValue copies a fetched record's key and value and releases them:
+// kafka-go reads each record batch into 64 KiB pages from a pool, and a page
+// goes back to the pool only once every key and value on it is closed.
+// Left open, every batch costs a new page — with the small batches of a
+// log under light load, most of a fetch's time goes to clearing them.
+func readKeyValue(kr *kafka.Record) (key, value []byte, err error) {
+	defer func() {
+		if kr.Key != nil {
+			kr.Key.Close()
+		}
+		if kr.Value != nil {
+			kr.Value.Close()
+		}
+	}()
+	if key, err = protocol.ReadAll(kr.Key); err != nil {
+		return nil, nil, err
+	}
+	value, err = protocol.ReadAll(kr.Value)
+	return key, value, err
 }
