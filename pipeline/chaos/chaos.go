@@ -7,6 +7,11 @@
 // a gap, that offsets only increased, that every acknowledged event is
 // there, and that every session's events and outcome are those of an
 // uninterrupted run.
+//
+// With SinkKills, a forklab log sink --follow copies the sessions' events
+// into Parquet beside the run and is killed with SIGKILL and restarted that
+// many times; at the end its files must hold exactly the events the log
+// holds, stream by stream, and a one-shot run after it must write nothing.
 package chaos
 
 import (
@@ -52,6 +57,11 @@ type Config struct {
 	// Params and Model are the sessions' world and fake model.
 	Params counter.Params
 	Model  fork.Model
+	// SinkKills > 0 runs forklab log sink --follow beside the sessions
+	// and kills it with SIGKILL that many times, starting it again each
+	// time. SinkOut is its output directory (default: DataDir/sink-out).
+	SinkKills int
+	SinkOut   string
 	// Logf reports progress; nil is silent.
 	Logf func(format string, args ...any)
 }
@@ -75,6 +85,15 @@ type Report struct {
 	ReaderDiff  int // live readers whose messages differ from a final catch-up read
 	Differing   int // sessions whose events or outcome differ from an uninterrupted run
 	Lost        int // events acknowledged to a worker and missing from the log
+	// The sink beside the run (SinkKills > 0): its SIGKILLs, the events
+	// its files hold, sessions whose events there differ from the log's,
+	// problems of its directory (overlaps, duplicates, gaps), and whether
+	// a one-shot run after the end wrote anything.
+	SinkKills     int
+	SinkEvents    int
+	SinkDiffering int
+	SinkProblems  int
+	SinkRerun     string
 	Elapsed     time.Duration
 	ServiceDown time.Duration
 	// Problems describes each failed check, one line per session and kind.
@@ -83,8 +102,9 @@ type Report struct {
 
 // OK reports whether every check passed.
 func (r *Report) OK() bool {
+	sinkOK := r.Config.SinkKills == 0 || (r.SinkDiffering == 0 && r.SinkProblems == 0 && r.SinkRerun == "nothing")
 	return r.Completed == r.Sessions && r.Duplicates == 0 && r.Gaps == 0 && r.Unordered == 0 &&
-		r.ReaderDiff == 0 && r.Differing == 0 && r.Lost == 0
+		r.ReaderDiff == 0 && r.Differing == 0 && r.Lost == 0 && sinkOK
 }
 
 // Write prints the report as a table.
@@ -108,8 +128,16 @@ func (r *Report) Write(w io.Writer) {
 		{"live readers differing from catch-up", fmt.Sprint(r.ReaderDiff)},
 		{"acknowledged events lost", fmt.Sprint(r.Lost)},
 		{"sessions differing from an uninterrupted run", fmt.Sprint(r.Differing)},
-		{"elapsed", r.Elapsed.Round(time.Millisecond).String()},
 	}
+	if c.SinkKills > 0 {
+		rows = append(rows,
+			[2]string{"sink --follow beside the run: SIGKILLs", asked(r.SinkKills, c.SinkKills)},
+			[2]string{"  events in its files", fmt.Sprint(r.SinkEvents)},
+			[2]string{"  sessions whose events differ from the log's", fmt.Sprint(r.SinkDiffering)},
+			[2]string{"  duplicates, gaps or overlaps in its files", fmt.Sprint(r.SinkProblems)},
+			[2]string{"  a one-shot run after the end wrote", r.SinkRerun})
+	}
+	rows = append(rows, [2]string{"elapsed", r.Elapsed.Round(time.Millisecond).String()})
 	for _, row := range rows {
 		fmt.Fprintf(w, "%-50s %s\n", row[0], row[1])
 	}
@@ -171,6 +199,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	rep := &Report{Config: cfg, Sessions: cfg.Sessions}
 	start := time.Now()
+	var err error
 	if cfg.DataDir == "" {
 		dir, err := os.MkdirTemp("", "forklab-chaos-")
 		if err != nil {
@@ -179,12 +208,32 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer os.RemoveAll(dir)
 		cfg.DataDir = dir
 	}
-	svc, err := startService(ctx, cfg.Bin, cfg.DataDir, "")
+	kafkaPort := 0
+	if cfg.SinkKills > 0 {
+		// The sink reads Kafka directly: the broker keeps its port over
+		// the service's restarts.
+		if kafkaPort, err = freePort(); err != nil {
+			return nil, err
+		}
+		if cfg.SinkOut == "" {
+			cfg.SinkOut = filepath.Join(cfg.DataDir, "sink-out")
+		}
+		rep.Config = cfg
+	}
+	svc, err := startService(ctx, cfg.Bin, cfg.DataDir, "", kafkaPort)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { svc.stop() }()
 	c := client.New(svc.url)
+	var sk *sinkProc
+	if cfg.SinkKills > 0 {
+		if sk, err = startSink(cfg, kafkaPort, true); err != nil {
+			return nil, err
+		}
+		defer func() { sk.kill() }()
+	}
+	sinkEvery := max(1, (cfg.Sessions+cfg.Kills)/(cfg.SinkKills+1))
 
 	sessions := make([]*sessionState, cfg.Sessions)
 	for i := range sessions {
@@ -358,11 +407,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			down := time.Now()
 			logf("killing the log service (restart %d of %d)", rep.Restarts+1, cfg.Restarts)
 			svc.kill()
-			if svc, err = startService(ctx, cfg.Bin, cfg.DataDir, svc.addr); err != nil {
+			if svc, err = startService(ctx, cfg.Bin, cfg.DataDir, svc.addr, kafkaPort); err != nil {
 				return rep, err
 			}
 			rep.Restarts++
 			rep.ServiceDown += time.Since(down)
+		}
+		if sk != nil && rep.SinkKills < cfg.SinkKills && events >= (rep.SinkKills+1)*sinkEvery {
+			sk.kill()
+			rep.SinkKills++
+			if sk, err = startSink(cfg, kafkaPort, true); err != nil {
+				return rep, err
+			}
 		}
 		allDone := rep.Completed == cfg.Sessions
 		for _, s := range sessions {
@@ -385,6 +441,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for i, s := range sessions {
 		check(ctx, c, cfg, s, readers[i], rep)
+	}
+	if sk != nil {
+		if err := checkSink(ctx, c, cfg, kafkaPort, sk, sessions, rep); err != nil {
+			return rep, err
+		}
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
@@ -455,16 +516,28 @@ type service struct {
 	dir  string
 }
 
-func startService(ctx context.Context, bin, dir, addr string) (*service, error) {
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func startService(ctx context.Context, bin, dir, addr string, kafkaPort int) (*service, error) {
 	if addr == "" {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := freePort()
 		if err != nil {
 			return nil, err
 		}
-		addr = l.Addr().String()
-		l.Close()
+		addr = fmt.Sprintf("127.0.0.1:%d", p)
 	}
-	cmd := exec.Command(bin, "log", "serve", "--addr", addr, "--data-dir", dir, "--quiet")
+	args := []string{"log", "serve", "--addr", addr, "--data-dir", dir, "--quiet"}
+	if kafkaPort > 0 {
+		args = append(args, "--kafka-port", fmt.Sprint(kafkaPort))
+	}
+	cmd := exec.Command(bin, args...)
 	logFile, err := os.OpenFile(filepath.Join(dir, "service.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err

@@ -103,7 +103,7 @@ func TestSinkRedoAfterCrash(t *testing.T) {
 				t.Fatal("the first file changed")
 			}
 			files := readSink(t, out)
-			rows := byStream(t, files)[genRef{"d/s", 1}]
+			rows := byStream(t, out)[genRef{"d/s", 1}]
 			if len(files) != 2 || len(rows) != 9 || rows[8].Event != `{"i":8}` {
 				t.Fatalf("%d files, %d events", len(files), len(rows))
 			}
@@ -169,7 +169,7 @@ func TestSinkFollowRotates(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("follow run: %v", err)
 	}
-	rows := byStream(t, readSink(t, out))[genRef{"f/s", 1}]
+	rows := byStream(t, out)[genRef{"f/s", 1}]
 	if len(rows) != 13 {
 		t.Fatalf("after cancel: %d events, want the open batch committed too (13)", len(rows))
 	}

@@ -102,43 +102,24 @@ type genRef struct {
 	gen    int64
 }
 
-// byStream groups the rows of files by stream generation in file order, and
-// checks each holds indexes 0, 1, 2, … exactly once, in offset order (a
-// batch's date files together in index order).
-func byStream(t testing.TB, files []sinkFile) map[genRef][]schemas.SessionEvent {
+// byStream reads out back with ReadDir, after readSink's checks of every
+// file, and fails on any problem ReadDir finds: overlapping batches, an
+// index missing or found twice, events out of offset order.
+func byStream(t testing.TB, out string) map[genRef][]schemas.SessionEvent {
 	t.Helper()
-	out := map[genRef][]schemas.SessionEvent{}
-	for i := 0; i < len(files); {
-		j := i
-		var batch []schemas.SessionEvent
-		for ; j < len(files) && files[j].part == files[i].part && files[j].first == files[i].first; j++ {
-			batch = append(batch, files[j].rows...)
-		}
-		sort.SliceStable(batch, func(a, b int) bool { return *batch[a].KafkaOffset < *batch[b].KafkaOffset })
-		// Within a batch a stream's rows are in index order once its
-		// date files are put together.
-		per := map[genRef][]schemas.SessionEvent{}
-		for _, r := range batch {
-			k := genRef{r.Stream, *r.Generation}
-			per[k] = append(per[k], r)
-		}
-		for k, rs := range per {
-			sort.SliceStable(rs, func(a, b int) bool { return rs[a].Index < rs[b].Index })
-			out[k] = append(out[k], rs...)
-		}
-		i = j
+	readSink(t, out)
+	c, err := ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for k, rs := range out {
-		for i, r := range rs {
-			if int(r.Index) != i {
-				t.Fatalf("%s gen %d: row %d has index %d (duplicate or gap)", k.stream, k.gen, i, r.Index)
-			}
-			if i > 0 && *r.KafkaOffset < *rs[i-1].KafkaOffset {
-				t.Fatalf("%s gen %d: index %d at offset %d before index %d at %d", k.stream, k.gen, i, *r.KafkaOffset, i-1, *rs[i-1].KafkaOffset)
-			}
-		}
+	if len(c.Problems) > 0 {
+		t.Fatalf("sink directory:\n%s", strings.Join(c.Problems, "\n"))
 	}
-	return out
+	m := map[genRef][]schemas.SessionEvent{}
+	for ref, rs := range c.Streams {
+		m[genRef{ref.Name, ref.Gen}] = rs
+	}
+	return m
 }
 
 // compareWithLog checks that every live stream under prefix holds in the
@@ -147,7 +128,7 @@ func byStream(t testing.TB, files []sinkFile) map[genRef][]schemas.SessionEvent 
 func compareWithLog(t testing.TB, c *client.Client, out, prefix string) (streams, events int) {
 	t.Helper()
 	ctx := context.Background()
-	got := byStream(t, readSink(t, out))
+	got := byStream(t, out)
 	latest := map[string]int64{}
 	for k := range got {
 		latest[k.stream] = max(latest[k.stream], k.gen)
@@ -262,7 +243,7 @@ func TestSinkMatchesLog(t *testing.T) {
 	}
 	// The first generation of lab/x/again stays in the files; the other
 	// prefix does not get in.
-	all := byStream(t, readSink(t, out))
+	all := byStream(t, out)
 	if g1 := all[genRef{"lab/x/again", 1}]; len(g1) != 1 || g1[0].Event != `{"first":"generation"}` {
 		t.Fatalf("generation 1 of lab/x/again: %+v", g1)
 	}
@@ -313,4 +294,42 @@ func snapshotDir(t testing.TB, out string) map[string]string {
 		return err
 	})
 	return m
+}
+
+// ReadDir reports what would break exactly-once: overlapping batches, an
+// event twice or missing, events out of offset order.
+func TestReadDirFindsProblems(t *testing.T) {
+	ev := func(stream string, index int32, koff int64) schemas.SessionEvent {
+		gen, part, at := int64(1), int32(0), time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+		return schemas.SessionEvent{Stream: stream, Index: index, Generation: &gen, KafkaPartition: &part, KafkaOffset: &koff, AppendedAt: &at}
+	}
+	type batch struct {
+		first, last int64
+		rows        []schemas.SessionEvent
+	}
+	for _, c := range []struct {
+		name    string
+		batches []batch
+		want    string
+	}{
+		{"clean", []batch{{0, 4, []schemas.SessionEvent{ev("s", 0, 1), ev("s", 1, 3)}}, {5, 9, []schemas.SessionEvent{ev("s", 2, 6)}}}, ""},
+		{"overlap", []batch{{0, 4, []schemas.SessionEvent{ev("s", 0, 1)}}, {3, 9, []schemas.SessionEvent{ev("s", 1, 6)}}}, "overlaps"},
+		{"twice", []batch{{0, 4, []schemas.SessionEvent{ev("s", 0, 1)}}, {5, 9, []schemas.SessionEvent{ev("s", 0, 1)}}}, "s (generation 1): event 1 has index 0"},
+		{"missing", []batch{{0, 4, []schemas.SessionEvent{ev("s", 0, 1), ev("s", 2, 3)}}}, "s (generation 1): event 1 has index 2"},
+		{"order", []batch{{0, 4, []schemas.SessionEvent{ev("s", 0, 3)}}, {5, 9, []schemas.SessionEvent{ev("s", 1, 2)}}}, "event 1 at offset 2 comes after offset 3"},
+	} {
+		out := t.TempDir()
+		for _, b := range c.batches {
+			if _, err := writeFile(filepath.Join(out, Dir, DatePrefix+"2025-06-01", FileName("t", 0, b.first, b.last)), b.rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := ReadDir(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := strings.Join(got.Problems, "; "); (c.want == "") != (p == "") || !strings.Contains(p, c.want) {
+			t.Errorf("%s: problems %q, want one with %q", c.name, p, c.want)
+		}
+	}
 }
