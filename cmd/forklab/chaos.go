@@ -37,7 +37,7 @@ It exits 1 unless every check passes. The same --seed gives the same sessions an
 faults (their exact timing depends on the machine).`,
 		Example: `  forklab chaos --sessions 50 --kills 200 --zombies 20 --restarts 2 --seed 1
   forklab chaos --sessions 50 --kills 200 --restarts 2 --sink-kills 30`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Sessions < 1 || cfg.Kills < 0 || cfg.Zombies < 0 || cfg.Restarts < 0 || cfg.Parallel < 1 || cfg.SinkKills < 0 {
 				return usageErr("--sessions and --parallel must be at least 1; --kills, --zombies, --restarts and --sink-kills at least 0")

@@ -85,6 +85,11 @@ type Report struct {
 	ReaderDiff  int // live readers whose messages differ from a final catch-up read
 	Differing   int // sessions whose events or outcome differ from an uninterrupted run
 	Lost        int // events acknowledged to a worker and missing from the log
+	Elapsed     time.Duration
+	ServiceDown time.Duration
+	// Problems describes each failed check, one line per session and kind.
+	Problems []string
+
 	// The sink beside the run (SinkKills > 0): its SIGKILLs, the events
 	// its files hold, sessions whose events there differ from the log's,
 	// problems of its directory (overlaps, duplicates, gaps), and whether
@@ -94,10 +99,6 @@ type Report struct {
 	SinkDiffering int
 	SinkProblems  int
 	SinkRerun     string
-	Elapsed     time.Duration
-	ServiceDown time.Duration
-	// Problems describes each failed check, one line per session and kind.
-	Problems []string
 }
 
 // OK reports whether every check passed.
