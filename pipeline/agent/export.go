@@ -108,6 +108,13 @@ func fill(r *schemas.SessionEvent, e session.Event) {
 	r.Obs, r.Steps, r.Success, r.Declared, r.Value = e.Obs, e.Steps, e.Success, e.Declared, e.Value
 }
 
+// EventsRowGroup is the rows per row group of an events file. It bounds
+// what writing a file costs in memory: parquet-go buffers a row group
+// whole, and past its 256 KiB page buffers the cost jumps — writing 10,000
+// session events took 28 MiB in one row group, 22 MiB in groups of 3,072
+// and 5 MiB in groups of 2,048 (the file 3% larger than in one group).
+const EventsRowGroup = 2048
+
 // WriteEvents writes rows to path as one zstd Parquet file, atomically.
 func WriteEvents(path string, rows []schemas.SessionEvent) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -125,10 +132,11 @@ func WriteEvents(path string, rows []schemas.SessionEvent) error {
 }
 
 // EncodeEvents writes rows to w as one zstd Parquet file of the events
-// table. The bytes are a function of the rows alone, so the same rows make
-// the same file (forklab log sink relies on it).
+// table, in row groups of EventsRowGroup rows. The bytes are a function of
+// the rows alone, so the same rows make the same file (forklab log sink
+// relies on it).
 func EncodeEvents(w io.Writer, rows []schemas.SessionEvent) error {
-	pw := parquet.NewGenericWriter[schemas.SessionEvent](w, parquet.Compression(&parquet.Zstd))
+	pw := parquet.NewGenericWriter[schemas.SessionEvent](w, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(EventsRowGroup))
 	if _, err := pw.Write(rows); err != nil {
 		return err
 	}

@@ -118,12 +118,12 @@ func (c *sinkChild) waitCaughtUp(b testing.TB, hwm int64, timeout time.Duration)
 // (embedded broker, fsync of every batch) under 16 producers appending
 // session events as fast as the log takes them, with forklab log sink
 // --follow beside it in a process of its own. It prints the log's appends
-// per second (the baseline), the events per second the sink wrote over the
-// same time and how far behind it was when the appends stopped; then the
-// sink's own speed, copying the whole log again into a fresh directory,
-// and its peak memory for two rotation sizes and two log sizes (bounded by
-// the rotation, not the log). SINK_BENCH_SECONDS sets the load's length
-// (default 10).
+// per second (the baseline); the events per second the sink committed over
+// the same time (short of the appends by what the last rotation interval
+// holds), how far behind it fell at most and how soon after the last
+// append it had everything; then the sink's own speed, copying the whole
+// log again into a fresh directory, and its peak memory for two rotation
+// sizes. SINK_BENCH_SECONDS sets the load's length (default 10).
 func BenchmarkSinkKeepsUp(b *testing.B) {
 	secs := 10
 	if s := os.Getenv("SINK_BENCH_SECONDS"); s != "" {
@@ -167,10 +167,25 @@ func BenchmarkSinkKeepsUp(b *testing.B) {
 				}
 			}()
 		}
+		// Sample how far behind the sink's commits are, in records.
+		rd := kafkalog.NewReader(svc.Brokers, "forklab.streams")
+		var maxLag int64
+		sampling := make(chan struct{})
+		go func() {
+			defer close(sampling)
+			for time.Now().Before(end) {
+				time.Sleep(100 * time.Millisecond)
+				if _, h, err := rd.Offsets(ctx, 0); err == nil {
+					next, _ := follow.progress()
+					maxLag = max(maxLag, h-next)
+				}
+			}
+		}()
 		wg.Wait()
 		stopped := time.Now()
+		<-sampling
 		_, written := follow.progress()
-		_, hwm, err := kafkalog.NewReader(svc.Brokers, "forklab.streams").Offsets(ctx, 0)
+		_, hwm, err := rd.Offsets(ctx, 0)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -209,9 +224,9 @@ func BenchmarkSinkKeepsUp(b *testing.B) {
 
 		fmt.Printf("log appends: %d producers, one session event (~60 B) per append, each acknowledged by Kafka and fsynced: %.0f appends/s over %.1fs\n",
 			producers, appendRate, elapsed)
-		fmt.Printf("sink --follow beside it (--rotate-records 10000, --rotate-interval 1s): %.0f events/s written over the same time (%.2f× the append rate); "+
-			"caught up %.0f ms after the last append; %d events in all; peak memory %.1f MiB\n",
-			writeRate, writeRate/appendRate, caught.Sub(stopped).Seconds()*1000, total, float64(followRSS)/(1<<20))
+		fmt.Printf("sink --follow beside it (--rotate-records 10000, --rotate-interval 1s): %.0f events/s committed to Parquet over the same time (%.2f× the append rate); "+
+			"at most %d records (%.0f ms of appends) behind, caught up %.0f ms after the last append; %d events in all; peak memory %.1f MiB\n",
+			writeRate, writeRate/appendRate, maxLag, float64(maxLag)/appendRate*1000, caught.Sub(stopped).Seconds()*1000, total, float64(followRSS)/(1<<20))
 		fmt.Printf("sink catch-up, the same %d events into a fresh directory: %.0f events/s (%.1f× the log's append rate); peak memory %.1f MiB with --rotate-records 10000, %.1f MiB with 1000\n",
 			events, rate, rate/appendRate, float64(rss10k)/(1<<20), float64(rss1k)/(1<<20))
 		b.ReportMetric(appendRate, "appends/s")

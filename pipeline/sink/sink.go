@@ -101,7 +101,10 @@ type Config struct {
 	// RotateInterval closes a batch this long after its first record was
 	// read, even if it is not full (with Follow); default 1 minute.
 	RotateInterval time.Duration
-	// FetchBytes bounds one fetch from Kafka; default 4 MiB.
+	// FetchBytes bounds one fetch from Kafka; default 128 KiB. kafka-go
+	// decodes a fetch whole, each record batch into pages of 64 KiB of its
+	// own, so with the small batches of a lightly loaded log this bounds
+	// the sink's memory more than the bytes themselves do.
 	FetchBytes int
 	// CacheBytes bounds the record values kept for forks, which copy their
 	// source's events; older ones are fetched from Kafka. Default 32 MiB.
@@ -130,7 +133,7 @@ func (c *Config) defaults() {
 		c.RotateInterval = time.Minute
 	}
 	if c.FetchBytes <= 0 {
-		c.FetchBytes = 4 << 20
+		c.FetchBytes = 128 << 10
 	}
 	if c.CacheBytes <= 0 {
 		c.CacheBytes = 32 << 20
