@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -88,13 +87,10 @@ In a results directory, forklab db adds the files to the events view.`,
 			if rep != nil {
 				printSinkReport(rep, &cfg)
 			}
-			if err != nil {
-				return err
+			if !cfg.Follow && ctx.Err() != nil {
+				return exitError{130, fmt.Errorf("sink interrupted; what it read is committed in %s, the next run goes on from there", filepath.Join(cfg.Out, sink.Dir))}
 			}
-			if !cfg.Follow && errors.Is(ctx.Err(), context.Canceled) {
-				return exitError{130, fmt.Errorf("sink interrupted; what it committed is in %s", filepath.Join(cfg.Out, sink.Dir))}
-			}
-			return nil
+			return err
 		},
 	}
 	f := cmd.Flags()
