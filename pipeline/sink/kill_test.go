@@ -226,23 +226,32 @@ func TestSinkExactlyOnceUnderKills(t *testing.T) {
 	}
 }
 
-// writeLoad appends to streams k/wG/s0 and k/wG/s1 until ctx ends: single
-// events and batches, a fork of a stream every few appends (which gets
-// events of its own), and for writer 0 a stream deleted and created again
-// (k/w0/again).
-// It closes its streams when ctx ends.
+// writeLoad appends to streams k/wG/sJ.N until ctx ends: single events and
+// batches, a fork of a stream every 50 appends (which gets an event of its
+// own), a stream closed and replaced by the next N every 150 appends (so
+// that forks, which copy their source's events, stay cheap over a long
+// soak), and for writer 0 a stream deleted and created again
+// (k/w0/again). It closes its streams when ctx ends.
 func writeLoad(ctx context.Context, c *client.Client, g int, seed uint64, n *atomic.Int64) error {
 	bg := context.Background()
 	rng := rand.New(rand.NewPCG(seed, uint64(g)+2))
-	var apps []*client.Appender
-	var names []string
-	for j := range 2 {
-		name := fmt.Sprintf("k/w%d/s%d", g, j)
-		if _, _, err := c.Create(bg, name, client.CreateOptions{ContentType: js}); err != nil {
+	apps := make([]*client.Appender, 2)
+	names := make([]string, 2)
+	count := make([]int, 2)
+	next := 0
+	open := func(j int) error {
+		names[j] = fmt.Sprintf("k/w%d/s%d.%d", g, j, next)
+		next++
+		if _, _, err := c.Create(bg, names[j], client.CreateOptions{ContentType: js}); err != nil {
 			return err
 		}
-		names = append(names, name)
-		apps = append(apps, c.NewAppender(name, "w", 0, js))
+		apps[j], count[j] = c.NewAppender(names[j], "w", 0, js), 0
+		return nil
+	}
+	for j := range 2 {
+		if err := open(j); err != nil {
+			return err
+		}
 	}
 	forks := 0
 	for i := 0; ctx.Err() == nil; i++ {
@@ -256,6 +265,7 @@ func writeLoad(ctx context.Context, c *client.Client, g int, seed uint64, n *ato
 			return err
 		}
 		n.Add(1)
+		count[j]++
 		if i%50 == 49 {
 			child := fmt.Sprintf("%s/f%d", names[j], forks)
 			forks++
@@ -264,6 +274,14 @@ func writeLoad(ctx context.Context, c *client.Client, g int, seed uint64, n *ato
 			}
 			fa := c.NewAppender(child, "w", 0, js)
 			if _, err := fa.Append(bg, []byte(fmt.Sprintf(`{"fork":%d}`, forks))); err != nil {
+				return err
+			}
+		}
+		if count[j] == 150 {
+			if _, err := apps[j].Close(bg, []byte(`{"closed":true}`)); err != nil {
+				return err
+			}
+			if err := open(j); err != nil {
 				return err
 			}
 		}
