@@ -270,7 +270,7 @@ func (w *worker) apply(ctx context.Context, rec kafkalog.Record) error {
 			What: fmt.Sprintf("stream %s (generation %d): %d records before offset %d are not in Kafka (removed by retention before the sink read them)",
 				ch.Stream, ch.Gen, ch.Missing, rec.Offset)})
 	}
-	if sel && ch.Adopted && rec.Rec > 1 {
+	if sel && ch.Adopted && rec.Rec > 0 {
 		w.gap(Gap{Partition: w.part, From: -1, To: rec.Offset - 1, Records: rec.Rec, Stream: ch.Stream, Gen: ch.Gen,
 			What: fmt.Sprintf("stream %s (generation %d): its first %d records, create included, were removed by retention before the sink read them; its events are numbered from 0 at offset %d",
 				ch.Stream, ch.Gen, rec.Rec, rec.Offset)})
