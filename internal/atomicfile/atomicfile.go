@@ -69,3 +69,18 @@ func WriteFile(path string, data []byte) error {
 	}
 	return f.Commit()
 }
+
+// SyncDir flushes dir's entries to disk: after a rename into dir (Commit,
+// WriteFile), the rename itself is durable only once its directory is
+// synced (fsync(2) of the directory, as POSIX requires).
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -37,3 +37,16 @@ func TestWriteFileReplacesWholeAndLeavesNoTemp(t *testing.T) {
 		t.Fatal("wrote into a missing directory")
 	}
 }
+
+func TestSyncDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteFile(filepath.Join(dir, "a"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncDir(dir); err != nil {
+		t.Fatalf("sync %s: %v", dir, err)
+	}
+	if err := SyncDir(filepath.Join(dir, "missing")); !os.IsNotExist(err) {
+		t.Fatalf("sync of a missing directory: %v", err)
+	}
+}

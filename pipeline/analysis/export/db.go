@@ -3,9 +3,7 @@ package export
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"strings"
 
@@ -56,9 +54,12 @@ type DBInfo struct {
 //     session_events joins pairs with their events;
 //   - the statistics macros of queries/stats.sql (wilson_lo, mcnemar_p,
 //     newcombe_lo, …);
-//   - view events over events/**/*.parquet (Hive-partitioned,
-//     union_by_name) when DIR/events holds any Parquet file; a rerun adds
-//     it once it does, and drops it if the files are gone.
+//   - view events over the session events forklab log export wrote
+//     (events/**/*.parquet) and those forklab log sink writes
+//     (sink/event_date=*/*.parquet, Hive-partitioned), when any exist
+//     (results.EventsView); a rerun adds it once they do, and drops it if
+//     the files are gone. The sink's new files show in the view as they
+//     come, without a rerun.
 //
 // The database holds no data, only definitions, with paths relative to
 // DIR: DuckDB resolves them against its working directory or its
@@ -92,7 +93,7 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 
-	events, err := hasParquet(filepath.Join(dir, EventsDir))
+	eventsView, events, err := results.EventsView(dir)
 	if err != nil {
 		return DBInfo{}, err
 	}
@@ -111,7 +112,7 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	add(`CREATE OR REPLACE VIEW manifest AS SELECT * FROM read_json('manifest.json')`)
 	info.Views = append(info.Views, "manifest")
 	if events {
-		add(results.EventsView)
+		add(eventsView)
 		info.Views = append(info.Views, "events")
 		info.Events = true
 	} else {
@@ -129,7 +130,7 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	}
 	comments := map[string]string{
 		"manifest": "the sweep's manifest.json: spec, configurations, row counts, version (one row)",
-		"events":   "session events exported by forklab log export, one row per event",
+		"events":   "session events written by forklab log export and forklab log sink, one row per event",
 	}
 	for name, c := range tableComments {
 		comments[name] = c
@@ -180,29 +181,6 @@ func createdName(stmt string) string {
 		}
 	}
 	return ""
-}
-
-// hasParquet reports whether dir holds a .parquet file at any depth; a
-// missing dir holds none.
-func hasParquet(dir string) (bool, error) {
-	found := false
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && path == dir {
-				return filepath.SkipAll
-			}
-			return err
-		}
-		if !d.IsDir() && strings.HasSuffix(d.Name(), ".parquet") {
-			found = true
-			return filepath.SkipAll
-		}
-		return nil
-	})
-	if err != nil {
-		return false, fmt.Errorf("look for session events: %w", err)
-	}
-	return found, nil
 }
 
 func openError(path string, err error) error {

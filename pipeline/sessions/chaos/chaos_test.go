@@ -14,6 +14,9 @@ import (
 	_ "github.com/forklab/forklab/pipeline/worlds/counter" // registers the counter world
 )
 
+// The short chaos run of `make test`, with a sink beside it killed and
+// restarted (its files must hold exactly the log's events, stream by
+// stream; a one-shot run after writes nothing).
 // The short chaos run of `make test`: worker processes killed, frozen and
 // woken, the log service killed and restarted, and every check holding.
 // The faults are planned by events, so every one asked for lands: the
@@ -27,7 +30,7 @@ func TestShortChaos(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/forklab").CombinedOutput(); err != nil {
 		t.Fatalf("build forklab: %v\n%s", err, out)
 	}
-	cfg := Config{Bin: bin, Sessions: 8, Kills: 16, Zombies: 4, Restarts: 1, Seed: 7, Parallel: 8,
+	cfg := Config{Bin: bin, Sessions: 8, Kills: 16, Zombies: 4, Restarts: 1, Seed: 7, Parallel: 8, SinkKills: 6,
 		Delay: 15 * time.Millisecond, World: "counter", Params: world.Params{"p_stall": 0.1, "base_budget": 10, "target": 8},
 		Model: fork.Model{Temperature: 0.1, NoTool: 0.5}, Logf: t.Logf}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -40,7 +43,8 @@ func TestShortChaos(t *testing.T) {
 	rep.Write(&buf)
 	t.Log("\n" + buf.String())
 	if !rep.OK() || rep.Kills != 16 || rep.Zombies != 4 || rep.Restarts != 1 || rep.Fenced403+rep.Closed409 != 4 ||
-		rep.Completed != 8 || rep.Processes != 8+16+4 || rep.Differing != 0 || rep.Gaps != 0 {
+		rep.Completed != 8 || rep.Processes != 8+16+4 || rep.Differing != 0 || rep.Gaps != 0 ||
+		rep.SinkKills != 6 || rep.SinkEvents == 0 || rep.SinkDiffering != 0 || rep.SinkProblems != 0 || rep.SinkRerun != "nothing" {
 		t.Fatalf("chaos checks failed:\n%s", buf.String())
 	}
 	if !strings.Contains(buf.String(), "verdict: OK") || !strings.Contains(buf.String(), `"target":8`) {
