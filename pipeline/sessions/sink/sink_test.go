@@ -15,6 +15,7 @@ import (
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
+	_ "github.com/forklab/forklab/pipeline/worlds/counter"
 	"github.com/forklab/forklab/schemas"
 	"github.com/forklab/forklab/stream/client"
 	"github.com/forklab/forklab/stream/kafkalog"
