@@ -45,6 +45,12 @@ type Options struct {
 	// Buffered writes every unit buffered (as agents' sweeps are), for
 	// tests that hold both ways of writing to the same bytes.
 	Buffered bool
+	// FinalizeOnly runs no unit: every unit must already be in the
+	// staging directory's ledger with its files intact (the shares of a
+	// static split, or a distributed sweep's workers, wrote them); Run then
+	// writes the configuration tables and the manifest and publishes. A
+	// missing or damaged unit is an error naming it and its seeds.
+	FinalizeOnly bool
 }
 
 // Unit is one block of a sweep's work: a shard of seeds of one
@@ -196,7 +202,18 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 		if opt.Units != nil && !opt.Units(u) {
 			return true
 		}
-		if e, ok := done[u.ID()]; ok && e.Unit == u && verifyFiles(st.Dir, e.Files) == nil {
+		e, ok := done[u.ID()]
+		var bad error
+		if !ok || e.Unit != u {
+			bad = fmt.Errorf("unit %s (config %d, seeds %s) is missing", u.ID(), u.Config, u.Seeds)
+		} else if err := verifyFiles(st.Dir, e.Files); err != nil {
+			bad = fmt.Errorf("unit %s (config %d, seeds %s) is damaged: %w", u.ID(), u.Config, u.Seeds, err)
+		}
+		if bad != nil && opt.FinalizeOnly {
+			fail(fmt.Errorf("%w: run its share again", bad))
+			return false
+		}
+		if bad == nil {
 			mu.Lock()
 			entries = append(entries, e)
 			res.Resumed++
@@ -244,6 +261,7 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 		m.Rows[t] += 0
 	}
 	m.Files = files
+	m.Errors, m.Cost = res.Errors, res.Cost
 	if err := syncTree(st.Dir); err != nil {
 		return res, fmt.Errorf("sync %s: %w", st.Dir, err)
 	}
