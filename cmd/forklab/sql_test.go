@@ -130,6 +130,17 @@ func TestSQLSandboxCommand(t *testing.T) {
 		t.Errorf("written by --allow-writes: %q", b)
 	}
 
+	// Exact output (issue 12 B): a UUID in the table format, a HUGEINT
+	// sum in Parquet.
+	if out := mustRun(t, "sql", dir, "SELECT '01936457-ab44-7710-bc9d-1f3414ac9deb'::UUID AS u"); out != "u\n01936457-ab44-7710-bc9d-1f3414ac9deb\n" {
+		t.Errorf("UUID as a table: %q", out)
+	}
+	pq := filepath.Join(t.TempDir(), "s.parquet")
+	mustRun(t, "sql", dir, "SELECT sum(seed) + 18014398509481987 - 44850 AS s FROM tasks", "--format", "parquet", "--out", pq)
+	if out := mustRun(t, "sql", dir, "--allow-path", pq, "SELECT s::VARCHAR AS s, typeof(s) AS t FROM '"+pq+"'", "-f", "csv"); out != "s,t\n18014398509481987,\"DECIMAL(38,0)\"\n" {
+		t.Errorf("HUGEINT sum through Parquet: %q", out)
+	}
+
 	// Two UTC timestamps of one day group into one date under any TZ.
 	cmd := exec.Command(forklabBin, "sql", dir, "--format", "csv",
 		"SELECT CAST(ts AS DATE) AS day, count(*) AS n FROM (VALUES (TIMESTAMPTZ '2024-03-01 01:00:00+00'), (TIMESTAMPTZ '2024-03-01 23:00:00+00')) AS v(ts) GROUP BY ALL")

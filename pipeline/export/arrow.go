@@ -29,11 +29,11 @@ func writeArrow(ctx context.Context, conn *sql.Conn, stmt string, sh shape, file
 	if file {
 		format = Arrow
 	}
-	exact, err := exactColumns(format, sh.cols, sh.types)
+	ex, err := exactColumns(format, sh.cols, sh.types)
 	if err != nil {
 		return err
 	}
-	queries, done, err := readBack(ctx, conn, stmt, sh, exact, dir)
+	queries, done, err := readBack(ctx, conn, stmt, sh, ex, dir)
 	defer done()
 	if err != nil {
 		return err

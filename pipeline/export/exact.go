@@ -30,14 +30,47 @@ import (
 // query names the column, the value and the cast to use), and refuses
 // outright, before anything is written, the types that never fit.
 
-// exactColumns returns the select list that writes a result's columns
-// exactly in format f, over a relation whose columns are taken by position
-// (#1, #2, …) and named as cols, or "" when every column can go out as it
-// is. Table renders every column as DuckDB's own text (CAST AS VARCHAR).
-// Errors: a column whose type f cannot hold, naming the column and the cast
-// that makes it fit.
-func exactColumns(f Format, cols []string, types []duckdb.TypeInfo) (string, error) {
+// exact is how a result's columns go out exactly in a format: a select
+// list over a relation whose columns are taken by position (#1, #2, …),
+// and a condition that fails the query (with DuckDB's error()) on a value
+// the format cannot hold. A condition is a filter rather than a CASE
+// around the column because DuckDB has no CASE of ARRAY values; it never
+// drops a row.
+type exact struct {
+	list  string // "" for every column as it is
+	where string // "" for no check
+}
+
+// none reports an exact that changes nothing.
+func (e exact) none() bool { return e.list == "" && e.where == "" }
+
+// query returns the query that selects from (a subquery or table
+// expression), with the extra condition cond ("" for none).
+func (e exact) query(from, cond string) string {
+	list := e.list
+	if list == "" {
+		list = "*"
+	}
+	var conds []string
+	for _, c := range []string{cond, e.where} {
+		if c != "" {
+			conds = append(conds, c)
+		}
+	}
+	q := "SELECT " + list + " FROM " + from
+	if len(conds) > 0 {
+		q += " WHERE " + strings.Join(conds, " AND ")
+	}
+	return q
+}
+
+// exactColumns returns how the columns cols, of types types, go out
+// exactly in format f. Table renders every column as DuckDB's own text
+// (CAST AS VARCHAR). Errors: a column whose type f cannot hold, naming
+// the column and the cast that makes it fit.
+func exactColumns(f Format, cols []string, types []duckdb.TypeInfo) (exact, error) {
 	parts := make([]string, len(cols))
+	var checks []string
 	changed := false
 	for i := range cols {
 		ref := fmt.Sprintf("#%d", i+1)
@@ -45,28 +78,34 @@ func exactColumns(f Format, cols []string, types []duckdb.TypeInfo) (string, err
 		if f == Table {
 			expr = "CAST(" + ref + " AS VARCHAR)"
 		} else if i < len(types) && types[i] != nil {
+			var check string
 			var err error
-			if expr, err = exactColumn(f, cols[i], ref, types[i]); err != nil {
-				return "", err
+			if expr, check, err = exactColumn(f, cols[i], ref, types[i]); err != nil {
+				return exact{}, err
+			}
+			if check != "" {
+				checks = append(checks, check)
 			}
 		}
 		changed = changed || expr != ref
 		parts[i] = expr + " AS " + quoteIdent(cols[i])
 	}
-	if !changed {
-		return "", nil
+	var e exact
+	if changed {
+		e.list = strings.Join(parts, ", ")
 	}
-	return strings.Join(parts, ", "), nil
+	e.where = strings.Join(checks, " AND ")
+	return e, nil
 }
 
 // wrapExact returns the query that gives stmt's rows exactly in format f
 // (exactColumns over stmt as a subquery), or stmt when nothing changes.
 func wrapExact(f Format, stmt string, sh shape) (string, error) {
-	list, err := exactColumns(f, sh.cols, sh.types)
-	if err != nil || list == "" {
+	e, err := exactColumns(f, sh.cols, sh.types)
+	if err != nil || e.none() {
 		return stmt, err
 	}
-	return "SELECT " + list + " FROM (\n" + stmt + "\n) AS forklab_q", nil
+	return e.query("(\n"+stmt+"\n) AS forklab_q", ""), nil
 }
 
 // Kinds of value a format cannot hold exactly.
@@ -81,8 +120,9 @@ const (
 )
 
 // exactColumn returns the expression that writes column name (at ref, of
-// type t) exactly in format f.
-func exactColumn(f Format, name, ref string, t duckdb.TypeInfo) (string, error) {
+// type t) exactly in format f, and the condition its values must meet
+// ("" for none).
+func exactColumn(f Format, name, ref string, t duckdb.TypeInfo) (expr, check string, err error) {
 	binary := f == Parquet || f == Arrow || f == ArrowStream
 	format := "Parquet"
 	if f != Parquet {
@@ -99,22 +139,22 @@ func exactColumn(f Format, name, ref string, t duckdb.TypeInfo) (string, error) 
 			fmt.Sprintf(", which has more than 38 digits: %s holds %s exactly only as DECIMAL(38,0); cast it to VARCHAR (CAST(%s AS VARCHAR))",
 				format, typeString(t, nil), quoteIdent(name)))
 		return fmt.Sprintf("CASE WHEN %[1]s IS NULL OR %[1]s BETWEEN %[2]s AND 99999999999999999999999999999999999999 THEN CAST(%[1]s AS DECIMAL(38,0)) ELSE %[3]s END",
-			ref, lo, fail), nil
+			ref, lo, fail), "", nil
 	case (f == Arrow || f == ArrowStream) && (tt == duckdb.TYPE_BIT || tt == duckdb.TYPE_BIGNUM || tt == duckdb.TYPE_VARIANT):
-		return "CAST(" + ref + " AS VARCHAR)", nil
+		return "CAST(" + ref + " AS VARCHAR)", "", nil
 	}
 	if kinds := refusedKinds(f, t, 0); len(kinds) > 0 {
 		why := []string{}
 		for _, k := range kinds {
 			why = append(why, refusedWhy(k, format))
 		}
-		return "", inputErr{fmt.Errorf("column %s is %s: %s; cast it: CAST(%s AS %s)",
+		return "", "", inputErr{fmt.Errorf("column %s is %s: %s; cast it: CAST(%s AS %s)",
 			quoteIdent(name), typeString(t, nil), strings.Join(why, "; "), quoteIdent(name), typeString(t, replacement(f)))}
 	}
 	c := checker{f: f, kinds: map[string]bool{}}
 	cond := c.cond(ref, t, 0)
 	if cond == "" {
-		return ref, nil
+		return ref, "", nil
 	}
 	var why []string
 	for _, k := range c.sorted() {
@@ -128,7 +168,7 @@ func exactColumn(f Format, name, ref string, t duckdb.TypeInfo) (string, error) 
 	}) + ")"
 	fail := errorCall("column "+quoteIdent(name)+" holds ", "left(CAST("+ref+" AS VARCHAR), 80)",
 		", with "+strings.Join(why, "; ")+"; cast it to write such values as text: "+cast)
-	return fmt.Sprintf("CASE WHEN %s THEN %s ELSE %s END", cond, ref, fail), nil
+	return ref, fmt.Sprintf("CASE WHEN %s THEN true ELSE %s END", cond, fail), nil
 }
 
 // errorCall is a call of DuckDB's error(), which fails the query with the

@@ -55,6 +55,17 @@ func seedResults(t testing.TB) *results.DB {
 // every value as DuckDB's text, columns joined by |, rows by newlines.
 func duckText(t testing.TB, q string) string {
 	t.Helper()
+	var lines []string
+	for _, r := range duckRows(t, q) {
+		lines = append(lines, strings.Join(r, "|"))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// duckRows runs q on a DuckDB outside any sandbox and returns its rows,
+// every value as DuckDB's text (NULL as NULL).
+func duckRows(t testing.TB, q string) [][]string {
+	t.Helper()
 	db, err := duck.Open("")
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +77,7 @@ func duckText(t testing.TB, q string) string {
 	}
 	defer rows.Close()
 	cols, _ := rows.Columns()
-	var lines []string
+	var out [][]string
 	for rows.Next() {
 		vals := make([]sql.NullString, len(cols))
 		ptrs := make([]any, len(cols))
@@ -83,12 +94,12 @@ func duckText(t testing.TB, q string) string {
 				cells[i] = "NULL"
 			}
 		}
-		lines = append(lines, strings.Join(cells, "|"))
+		out = append(out, cells)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
-	return strings.Join(lines, "\n")
+	return out
 }
 
 func TestMain(m *testing.M) {

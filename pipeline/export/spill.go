@@ -71,8 +71,8 @@ func describe(ctx context.Context, conn *sql.Conn, stmt string) (sh shape, err e
 }
 
 // readBack returns the queries that give the rows of stmt (of shape sh),
-// in order, in bounded memory, each selecting the list exact (all columns
-// when ""): duckdb-go materializes a whole result before its first row,
+// in order, in bounded memory, each selecting the columns as ex says:
+// duckdb-go materializes a whole result before its first row,
 // so a query's rows first go into table forklab_result.r of a temporary
 // on-disk DuckDB database in dir — CREATE TABLE AS streams into storage,
 // keeping the query's order and DuckDB's types — read back a row group at
@@ -81,13 +81,13 @@ func describe(ctx context.Context, conn *sql.Conn, stmt string) (sh shape, err e
 // CREATE TABLE AS does not take (DESCRIBE, SHOW, PRAGMA), is read directly
 // (wrapped to select exact when it can be a subquery). done detaches and
 // removes the temporary database.
-func readBack(ctx context.Context, conn *sql.Conn, stmt string, sh shape, exact, dir string) (queries []string, done func(), err error) {
+func readBack(ctx context.Context, conn *sql.Conn, stmt string, sh shape, ex exact, dir string) (queries []string, done func(), err error) {
 	done = func() {}
 	direct := func() ([]string, func(), error) {
-		if exact != "" && sh.query() {
+		if !ex.none() && sh.query() {
 			// Statements that cannot be a subquery (PRAGMA) are read as
 			// they are.
-			wrapped := "SELECT " + exact + " FROM (\n" + stmt + "\n) AS forklab_q"
+			wrapped := ex.query("(\n"+stmt+"\n) AS forklab_q", "")
 			if _, err := describe(ctx, conn, wrapped); err == nil {
 				return []string{wrapped}, func() {}, nil
 			}
@@ -98,7 +98,7 @@ func readBack(ctx context.Context, conn *sql.Conn, stmt string, sh shape, exact,
 		return direct()
 	}
 	db := filepath.Join(dir, "result.duckdb")
-	if _, err := conn.ExecContext(ctx, "ATTACH "+quote(db)+" AS forklab_result"); err != nil {
+	if _, err := conn.ExecContext(ctx, "ATTACH "+quote(db)+" AS forklab_result (STORAGE_VERSION 'latest')"); err != nil {
 		return nil, done, fmt.Errorf("temporary database: %w", results.QueryError(err))
 	}
 	done = func() {
@@ -121,12 +121,8 @@ func readBack(ctx context.Context, conn *sql.Conn, stmt string, sh shape, exact,
 		done()
 		return nil, func() {}, results.QueryError(err)
 	}
-	list := "*"
-	if exact != "" {
-		list = exact
-	}
 	for off := int64(0); off < n || off == 0; off += spillSlice {
-		queries = append(queries, fmt.Sprintf("SELECT %s FROM forklab_result.r WHERE rowid >= %d AND rowid < %d", list, base+off, base+off+spillSlice))
+		queries = append(queries, ex.query("forklab_result.r", fmt.Sprintf("rowid >= %d AND rowid < %d", base+off, base+off+spillSlice)))
 	}
 	return queries, done, nil
 }

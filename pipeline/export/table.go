@@ -26,11 +26,11 @@ const tableBlock = 1000
 // digit that tells it apart), NULL as NULL. It holds at most tableBlock
 // rows; the rows come through readBack (its temporary database in dir).
 func writeTable(ctx context.Context, conn *sql.Conn, stmt string, sh shape, w io.Writer, dir string) error {
-	exact, err := exactColumns(Table, sh.cols, sh.types)
+	ex, err := exactColumns(Table, sh.cols, sh.types)
 	if err != nil {
 		return err
 	}
-	queries, done, err := readBack(ctx, conn, stmt, sh, exact, dir)
+	queries, done, err := readBack(ctx, conn, stmt, sh, ex, dir)
 	defer done()
 	if err != nil {
 		return err
