@@ -164,3 +164,38 @@ func TestOpenPathWithQuestionMark(t *testing.T) {
 		t.Error("a path with '?' was opened")
 	}
 }
+
+// Every DuckDB the project opens comes through this package, so that each
+// runs in UTC and fetches no extension: no other non-test file opens one
+// itself.
+func TestOnlyThisPackageOpensDuckDB(t *testing.T) {
+	root := filepath.Join("..", "..")
+	var found []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_") || d.Name() == "node_modules" || d.Name() == "testdata") && p != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, s := range []string{`sql.Open("duckdb"`, "duckdb.NewConnector("} {
+			if strings.Contains(string(b), s) {
+				found = append(found, p+": "+s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) == 0 || !strings.HasSuffix(found[0], "internal/duck/duck.go: duckdb.NewConnector(") || len(found) != 1 {
+		t.Errorf("DuckDB opened outside internal/duck (use duck.Open): %v", found)
+	}
+}
