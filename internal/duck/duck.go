@@ -108,6 +108,10 @@ type Sandbox struct {
 	Extensions bool
 	// Settings are applied before the lock, in order.
 	Settings []Setting
+	// TempDir, when set, is where DuckDB spills what does not fit in
+	// memory (temp_directory; DuckDB's default is .tmp in the working
+	// directory).
+	TempDir string
 }
 
 // sandboxSettings are the options Lock itself sets; a Setting naming one
@@ -163,6 +167,9 @@ func Lock(ctx context.Context, db *sql.DB, s Sandbox) error {
 		}
 	}
 	var stmts []string
+	if s.TempDir != "" {
+		stmts = append(stmts, "SET GLOBAL temp_directory = "+Quote(s.TempDir))
+	}
 	if !s.ExternalAccess {
 		dirs, err := absAll(s.Dirs)
 		if err != nil {

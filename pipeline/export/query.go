@@ -168,8 +168,8 @@ func Run(ctx context.Context, dir, text string, o Options) error {
 		}
 		defer out.Abort()
 	}
-	// Scratch space for what DuckDB itself writes: readBack's database
-	// and the named pipe to standard output. Beside the output, or in the
+	// Scratch space for what DuckDB itself writes: readBack's database,
+	// the named pipe to standard output, what a query spills. Beside the output, or in the
 	// system's temporary folder.
 	scratchIn := ""
 	if out != nil {
@@ -185,6 +185,7 @@ func Run(ctx context.Context, dir, text string, o Options) error {
 		ExternalAccess: o.Allow.ExternalAccess || o.Allow.Extensions,
 		Extensions:     o.Allow.Extensions,
 		Settings:       o.Settings,
+		TempDir:        filepath.Join(scratch, "spill"),
 	}
 	if out != nil {
 		sb.Files = append(sb.Files, out.TempPath())
