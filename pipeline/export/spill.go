@@ -58,9 +58,11 @@ func describe(ctx context.Context, conn *sql.Conn, stmt string) (sh shape, err e
 			if err != nil {
 				return err
 			}
-			t, err := ds.ColumnTypeInfo(i)
-			if err != nil {
-				return fmt.Errorf("column %s: %w", name, err)
+			// A type duckdb-go cannot describe is left to DuckDB's own
+			// writers (nil); the table format still renders it as text.
+			var t duckdb.TypeInfo
+			if ti, err := ds.ColumnTypeInfo(i); err == nil {
+				t = ti
 			}
 			sh.cols = append(sh.cols, name)
 			sh.types = append(sh.types, t)
