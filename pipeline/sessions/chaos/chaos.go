@@ -219,12 +219,20 @@ func (c *Config) defaults() {
 	}
 }
 
-// Plan computes every session's uninterrupted run and the plan of faults,
-// without running anything. It fails, saying why, on a configuration the
-// sessions cannot host: an unknown world or bad parameters, more kills and
-// zombies than the sessions have events to put them after, more restarts
-// than events.
-func Plan(cfg Config) (*Report, []*sessionState, error) {
+// Plan checks a configuration without running anything: it computes every
+// session's uninterrupted run and the plan of faults, and returns the
+// report's header (the sessions' start, their events and the room they
+// leave for faults). It fails, saying why, on a configuration the sessions
+// cannot host: an unknown world or bad parameters, more kills and zombies
+// than the sessions have events to put them after, more restarts than
+// events.
+func Plan(cfg Config) (*Report, error) {
+	rep, _, err := plan(cfg)
+	return rep, err
+}
+
+// plan is Plan, with the sessions and their faults.
+func plan(cfg Config) (*Report, []*sessionState, error) {
 	cfg.defaults()
 	if cfg.Sessions < 1 || cfg.Kills < 0 || cfg.Zombies < 0 || cfg.Restarts < 0 {
 		return nil, nil, fmt.Errorf("chaos: sessions must be at least 1 and kills, zombies, restarts at least 0")
@@ -290,7 +298,7 @@ func Plan(cfg Config) (*Report, []*sessionState, error) {
 // failures are in the report).
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
-	rep, sessions, err := Plan(cfg)
+	rep, sessions, err := plan(cfg)
 	if err != nil {
 		return nil, err
 	}
