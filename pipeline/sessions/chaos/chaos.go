@@ -431,7 +431,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 		restart := len(restartAt) > rep.Restarts && progress() >= restartAt[rep.Restarts]
-		allDone := rep.Completed == cfg.Sessions
+		// Done when every session is and no zombie is left, and no restart
+		// that is due is still to come.
+		allDone := rep.Completed == cfg.Sessions && !restart
 		for _, s := range sessions {
 			if len(s.frozen) > 0 {
 				allDone = false
@@ -538,8 +540,8 @@ func step(s *sessionState, rep *Report, logf func(string, ...any), launch func(*
 
 func killAll(sessions []*sessionState) {
 	for _, s := range sessions {
-		if s.live != nil && s.live.cmd.ProcessState == nil {
-			s.live.cmd.Process.Kill()
+		if s.live != nil {
+			s.live.cmd.Process.Kill() // an error only says it has exited already
 		}
 		for _, z := range s.frozen {
 			z.cmd.Process.Kill()
@@ -638,10 +640,11 @@ func startWorker(cfg Config, url string, s *sessionState, onEvent func(*sessionS
 
 // service is the log service child process.
 type service struct {
-	cmd  *exec.Cmd
-	url  string
-	addr string
-	dir  string
+	cmd    *exec.Cmd
+	url    string
+	addr   string
+	dir    string
+	exited chan struct{} // closed once the process has been waited for
 }
 
 func startService(ctx context.Context, bin, dir, addr string) (*service, error) {
@@ -662,8 +665,8 @@ func startService(ctx context.Context, bin, dir, addr string) (*service, error) 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start log service: %w", err)
 	}
-	go func() { cmd.Wait(); logFile.Close() }()
-	s := &service{cmd: cmd, url: "http://" + addr, addr: addr, dir: dir}
+	s := &service{cmd: cmd, url: "http://" + addr, addr: addr, dir: dir, exited: make(chan struct{})}
+	go func() { cmd.Wait(); logFile.Close(); close(s.exited) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		res, err := http.Get(s.url + "/v1/stream/__chaos_ready")
@@ -682,24 +685,17 @@ func startService(ctx context.Context, bin, dir, addr string) (*service, error) 
 	return nil, fmt.Errorf("log service on %s did not come up in 60s (see %s/service.log)", addr, dir)
 }
 
+// kill kills the service with SIGKILL and waits until it is gone.
 func (s *service) kill() {
 	s.cmd.Process.Kill()
-	for s.cmd.ProcessState == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	<-s.exited
 }
 
+// stop asks the service to stop (SIGTERM), and kills it after 10s.
 func (s *service) stop() {
 	s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		for s.cmd.ProcessState == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-s.exited:
 	case <-time.After(10 * time.Second):
 		s.kill()
 	}
