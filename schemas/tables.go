@@ -26,7 +26,11 @@
 // recorded for evaluation and are never features.
 package schemas
 
-import "github.com/forklab/forklab/pipeline/world"
+import (
+	"time"
+
+	"github.com/forklab/forklab/pipeline/world"
+)
 
 // SchemaVersion is the version of the table layout, recorded in every
 // manifest. Version 1 was the counter world's fixed columns; version 2 is
@@ -234,21 +238,22 @@ func TableColumns(table string, d world.Declaration) []Column {
 }
 
 // SessionEvent is a row of events: one event of an agent session on the
-// session log, as forklab log export writes it (to DIR/events/), for any
-// world. The JSON schema of the events themselves is
-// session-event.schema.json (layout version 2); the columns below flatten
-// it, nullable where a type lacks the field, and add what the fold of the
-// whole stream knows (the session's seed; for a branch its fork step, arm
-// and replica) to every row so events join with pairs. A world's own data
-// (its parameters, its observations) stays JSON: obs, and event for the
-// rest.
+// session log, as forklab log export (DIR/events/) and forklab log sink
+// (DIR/sink/) write it, for any world. The JSON schema of the events
+// themselves is session-event.schema.json (layout version 2); the columns
+// below flatten it, nullable where a type lacks the field, and add what the
+// stream's events up to this one say about the session (its seed from
+// session_start; for a branch its fork step, arm and replica from the fork
+// event) so events join with pairs. A world's own data (its parameters, its
+// observations) stays JSON: obs, and event for the rest.
 type SessionEvent struct {
 	Stream string `parquet:"stream,dict"`
 	// Index is the event's position in the stream, from 0, incarnation
 	// events included.
 	Index int32 `parquet:"index"`
-	// ReadOffset is an offset to read from to see this event: the start of
-	// the read that returned it (forklab log read --offset).
+	// ReadOffset is an offset to read from to see this event (forklab log
+	// read --offset): the start of the read that returned it (log export),
+	// or the offset of the record that holds it (log sink).
 	ReadOffset string `parquet:"read_offset,dict"`
 	Type       string `parquet:"type,dict"`
 	Domain     bool   `parquet:"domain"`
@@ -272,6 +277,10 @@ type SessionEvent struct {
 	// Success is the outcome's verdict.
 	Success *bool `parquet:"success,optional"`
 
+	// SessionSeed is the seed of the stream's session_start event, on
+	// that event and every later one (null before it); the Branch columns
+	// are the fork event's, on it and every later one. A fork's inherited
+	// events are its source's and carry no branch.
 	SessionSeed    *int64  `parquet:"session_seed,optional"`
 	BranchForkStep *int32  `parquet:"branch_fork_step,optional"`
 	BranchArm      *string `parquet:"branch_arm,optional,dict"`
@@ -279,4 +288,23 @@ type SessionEvent struct {
 
 	// Event is the event's JSON as the log holds it.
 	Event string `parquet:"event"`
+
+	// Where the log holds the event, as forklab log sink reads it from
+	// Kafka. forklab log export reads through the HTTP API, which does not
+	// say, and leaves these null.
+	//
+	// Generation is the stream generation: 1 for the first stream created
+	// under the name, one more each time the name is created again after
+	// a delete (its events start again at index 0).
+	Generation *int64 `parquet:"generation,optional"`
+	// KafkaPartition and KafkaOffset locate the record that holds the
+	// event in the data topic (for an event a fork inherits, its source's
+	// record; for a record a Writer retry wrote twice, the copy read
+	// first). One record can hold several events (a JSON array appended).
+	KafkaPartition *int32 `parquet:"kafka_partition,optional"`
+	KafkaOffset    *int64 `parquet:"kafka_offset,optional"`
+	// AppendedAt is that record's Kafka timestamp: when the log service
+	// wrote it, UTC, millisecond precision. The sink partitions its files
+	// by its date (event_date).
+	AppendedAt *time.Time `parquet:"appended_at,optional,timestamp(millisecond)"`
 }

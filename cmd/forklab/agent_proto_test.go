@@ -162,14 +162,14 @@ func TestAgentFaultsThenResume(t *testing.T) {
 		t.Fatalf("counts: %q", stdout)
 	}
 	var m struct {
-		Errors struct {
-			Pairs, Of  int64
-			Incomplete bool
-		} `json:"errors"`
+		Errors       int64   `json:"errors"`
+		ErrorRate    float64 `json:"error_rate"`
+		MaxErrorRate float64 `json:"max_error_rate"`
+		Incomplete   bool    `json:"incomplete"`
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
-	if err := json.Unmarshal(b, &m); err != nil || m.Errors.Pairs != 6 || m.Errors.Of != 100 || !m.Errors.Incomplete {
-		t.Fatalf("manifest errors: %+v (%v)", m.Errors, err)
+	if err := json.Unmarshal(b, &m); err != nil || m.Errors != 6 || m.ErrorRate != 0.06 || m.MaxErrorRate != 0.01 || !m.Incomplete {
+		t.Fatalf("manifest errors: %+v (%v)", m, err)
 	}
 	rows := mustRun(t, "sql", out, `SELECT seed, error FROM pairs WHERE status = 'error' ORDER BY seed`, "--format", "csv")
 	for _, want := range []string{

@@ -36,16 +36,20 @@ host is refused (exit 2) saying how many faults fit. At the end it reads
 every session back and prints a table: sessions completed, kills, zombie
 appends fenced (403) or refused on the closed session (409), duplicates and
 gaps seen by readers, acknowledged events lost, sessions whose events or
-outcome differ from an uninterrupted run. It exits 1 unless every check
-passes and every fault asked for landed. The same --seed gives the same
-sessions and the same plan of faults (their exact timing depends on the
-machine).`,
+outcome differ from an uninterrupted run. With --sink-kills N a forklab log
+sink --follow copies the sessions' events into Parquet beside the run and is
+killed with SIGKILL N times; its files must end with exactly the events the
+log holds, stream by stream, and a one-shot run after it must write nothing.
+It exits 1 unless every check passes and every fault asked for landed. The
+same --seed gives the same sessions and the same plan of faults (their exact
+timing depends on the machine).`,
 		Example: `  forklab chaos --sessions 50 --kills 200 --zombies 20 --restarts 2 --seed 1
-  forklab chaos --sessions 100 --seed 7 --base-budget 20 --target 15`,
+  forklab chaos --sessions 100 --seed 7 --base-budget 20 --target 15
+  forklab chaos --sessions 50 --kills 200 --restarts 2 --sink-kills 30`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.Sessions < 1 || cfg.Kills < 0 || cfg.Zombies < 0 || cfg.Restarts < 0 || cfg.Parallel < 1 {
-				return usageErr("--sessions and --parallel must be at least 1; --kills, --zombies and --restarts at least 0")
+			if cfg.Sessions < 1 || cfg.Kills < 0 || cfg.Zombies < 0 || cfg.Restarts < 0 || cfg.Parallel < 1 || cfg.SinkKills < 0 {
+				return usageErr("--sessions and --parallel must be at least 1; --kills, --zombies, --restarts and --sink-kills at least 0")
 			}
 			if cfg.Delay < 0 {
 				return usageErr("--delay must not be negative")
@@ -65,7 +69,7 @@ machine).`,
 			cfg.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab chaos: "+f+"\n", a...) }
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if _, _, err := chaos.Plan(cfg); err != nil {
+			if _, err := chaos.Plan(cfg); err != nil {
 				return asInput(err)
 			}
 			rep, err := chaos.Run(ctx, cfg)
@@ -90,6 +94,8 @@ machine).`,
 	f.IntVar(&cfg.Parallel, "parallel", 10, "sessions running at once")
 	f.DurationVar(&cfg.Delay, "delay", 20*time.Millisecond, "each worker's pause before every append")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "log data directory (default: a temporary one, removed after)")
+	f.IntVar(&cfg.SinkKills, "sink-kills", 0, "run forklab log sink --follow beside the sessions and SIGKILL it this many times (0: no sink)")
+	f.StringVar(&cfg.SinkOut, "sink-out", "", "the sink's output directory (default: DATA-DIR/sink-out)")
 	wf = addWorldFlags(f)
 	f.Lookup("temperature").DefValue = "0.1"
 	ps := f.Lookup("p-stall")

@@ -248,16 +248,17 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			if _, err := export.WriteDB(ctx, out); err != nil {
 				return fmt.Errorf("write %s/results.duckdb: %w", out, err)
 			}
-			if e := m.Errors; e.Pairs > 0 {
-				msg := fmt.Sprintf("%d of %d pairs (%.2f%%) are errors, not labels; the table counts the other %d", e.Pairs, e.Of, 100*e.Rate, e.Of-e.Pairs)
+			if m.Errors > 0 {
+				pairs := m.Rows["pairs"]
+				msg := fmt.Sprintf("%d of %d pairs (%.2f%%) are errors, not labels; the table counts the other %d", m.Errors, pairs, 100*m.ErrorRate, pairs-m.Errors)
 				if ext != nil {
 					msg += fmt.Sprintf("; the agents' stderr is in %s", filepath.Join(out, sweep.AgentLogs))
 				}
-				if e.Incomplete {
-					return exitError{5, fmt.Errorf("INCOMPLETE: %s — above --max-error-rate %g%%, so the numbers are incomplete; fix the cause and run the same sweep with --resume: only the units with errors are played again", msg, 100*e.MaxRate)}
+				if m.Incomplete {
+					return exitError{5, fmt.Errorf("INCOMPLETE: %s — above --max-error-rate %g%%, so the numbers are incomplete; fix the cause and run the same sweep with --resume: only the units with errors are played again", msg, 100*m.MaxErrorRate)}
 				}
 				if !quiet {
-					fmt.Fprintf(os.Stderr, "warning: %s (within --max-error-rate %g%%); --resume plays them again\n", msg, 100*e.MaxRate)
+					fmt.Fprintf(os.Stderr, "warning: %s (within --max-error-rate %g%%); --resume plays them again\n", msg, 100*m.MaxErrorRate)
 				}
 			}
 			return nil

@@ -119,8 +119,8 @@ func TestFaultsAreErrorRowsAndResumeCompletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := res.Manifest
-	if res.Errors != 12 || m.Errors.Pairs != 12 || m.Errors.Of != 200 || !m.Errors.Incomplete {
-		t.Fatalf("errors %d, manifest %+v; want 12 of 200, incomplete", res.Errors, m.Errors)
+	if res.Errors != 12 || m.Errors != 12 || m.Rows["pairs"] != 200 || m.ErrorRate != 0.06 || m.MaxErrorRate != 0.01 || !m.Incomplete {
+		t.Fatalf("errors %d, manifest: %d of %d pairs, rate %v of %v, incomplete %t; want 12 of 200, incomplete", res.Errors, m.Errors, m.Rows["pairs"], m.ErrorRate, m.MaxErrorRate, m.Incomplete)
 	}
 	got := query(t, out, `SELECT seed % 50 AS fault, count(*), count(label),
 		count(*) FILTER (WHERE error LIKE '%exited with status 3 during start%'),
@@ -144,8 +144,8 @@ func TestFaultsAreErrorRowsAndResumeCompletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Errors != 0 || res.Manifest.Errors.Incomplete || res.Resumed != 1 {
-		t.Fatalf("resumed: %d errors, %+v, %d units kept; want 0 errors and unit 3 (seeds 192:200, no faults) kept", res.Errors, res.Manifest.Errors, res.Resumed)
+	if res.Errors != 0 || res.Manifest.Errors != 0 || res.Manifest.Incomplete || res.Resumed != 1 {
+		t.Fatalf("resumed: %d errors, incomplete %t, %d units kept; want 0 errors and unit 3 (seeds 192:200, no faults) kept", res.Errors, res.Manifest.Incomplete, res.Resumed)
 	}
 	again := requests(t, count)
 	var asked []string

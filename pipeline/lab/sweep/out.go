@@ -38,33 +38,24 @@ type Manifest struct {
 	// by path; forklab verify checks them, and report, sql, db and policy
 	// refuse a directory whose files differ.
 	Files []FileInfo `json:"files"`
-	// Errors summarises the error rows: a sweep above its max_error_rate
-	// is incomplete, and forklab report says so.
-	Errors ErrorSummary `json:"errors"`
-	// Cost is the sum of the checkpoints' and branches' cost columns, by
-	// the cost fields the world reports.
-	Cost       map[string]float64 `json:"cost"`
-	StartedAt  time.Time          `json:"started_at"`
-	FinishedAt time.Time          `json:"finished_at"`
+	// Errors counts the pairs whose status is error (a run, fork or
+	// branch failed); Cost is what every run and branch cost, as the world
+	// reports it.
+	Errors int64      `json:"errors"`
+	Cost   world.Cost `json:"cost"`
+	// ErrorRate is Errors over all pairs (0 without pairs); MaxErrorRate
+	// the spec's max_error_rate. Incomplete: ErrorRate is above it, so the
+	// labels count too few pairs to be the sweep's numbers — forklab sweep
+	// exited 5, the report says so, and --resume plays the units with
+	// errors again.
+	ErrorRate    float64   `json:"error_rate"`
+	MaxErrorRate float64   `json:"max_error_rate"`
+	Incomplete   bool      `json:"incomplete"`
+	StartedAt    time.Time `json:"started_at"`
+	FinishedAt   time.Time `json:"finished_at"`
 	// Checksum is the CRC-32C of the manifest's JSON with this field
 	// empty: a hand-edited manifest no longer matches (Verify).
 	Checksum string `json:"checksum"`
-}
-
-// ErrorSummary counts a sweep's error pairs (status 'error': a run or
-// branch failed, so the pair has no label) against all its pairs.
-type ErrorSummary struct {
-	// Pairs is the number of error pairs; Of the number of pairs.
-	Pairs int64 `json:"pairs"`
-	Of    int64 `json:"of"`
-	// Rate is Pairs / Of (0 without pairs).
-	Rate float64 `json:"rate"`
-	// MaxRate is the spec's max_error_rate.
-	MaxRate float64 `json:"max_rate"`
-	// Incomplete: Rate is above MaxRate, so the labels count too few
-	// pairs to be trusted as the sweep's numbers. forklab sweep exits 5,
-	// and --resume plays the failed units again.
-	Incomplete bool `json:"incomplete"`
 }
 
 // FileInfo describes a finished table file: its path relative to the
@@ -222,6 +213,33 @@ func stageFrom(out, dir string) error {
 	return nil
 }
 
+// StageShared opens out's staging directory for one of several processes
+// writing units into it at once (the shares of a static split, the workers
+// of a distributed sweep): it checks out as Stage does, creates the staging
+// directory if needed and keeps what is in it, and takes no lock. The
+// finishing step (Run with Options.FinalizeOnly, after Stage with resume)
+// checks that every unit is there.
+func StageShared(out string, overwrite bool) (*Staging, error) {
+	if fi, err := os.Stat(out); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("output %s exists and is not a directory", out)
+	}
+	if _, err := os.Stat(filepath.Join(out, ManifestName)); err == nil && !overwrite {
+		return nil, fmt.Errorf("output %s %w (%s); pass --overwrite to replace it or choose another --out", out, ErrFinished, ManifestName)
+	}
+	if !overwrite {
+		if foreign, err := foreignEntries(out); err != nil {
+			return nil, fmt.Errorf("output %s: %w", out, err)
+		} else if len(foreign) > 0 {
+			return nil, fmt.Errorf("output %s is not empty and holds no forklab sweep (it holds %s); choose an empty or new --out, or pass --overwrite to replace forklab's files in it", out, foreign[0])
+		}
+	}
+	dir := StagingDir(out)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("output %s: %w", out, unwrapPath(err))
+	}
+	return &Staging{Out: out, Dir: dir, lock: func() {}}, nil
+}
+
 // clear empties the staging directory but for its lock.
 func (s *Staging) clear() error {
 	entries, err := os.ReadDir(s.Dir)
@@ -266,7 +284,7 @@ func (s *Staging) Publish(m *Manifest) error {
 	}
 	// A sweep with error rows keeps its ledger (and an agent's journal),
 	// so that --resume can play the failed units again and keep the rest.
-	if m.Errors.Pairs == 0 {
+	if m.Errors == 0 {
 		if err := os.RemoveAll(filepath.Join(s.Dir, ledgerDir)); err != nil {
 			return fmt.Errorf("staging %s: remove the unit ledger: %w", s.Dir, err)
 		}

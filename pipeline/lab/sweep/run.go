@@ -49,6 +49,12 @@ type Options struct {
 	// KeptCost, if set, is called with the recorded cost of every unit
 	// kept from an interrupted sweep (cost so far, for --max-cost).
 	KeptCost func(world.Cost)
+	// FinalizeOnly runs no unit: every unit must already be in the
+	// staging directory's ledger with its files intact (the shares of a
+	// static split, or a distributed sweep's workers, wrote them); Run then
+	// writes the configuration tables and the manifest and publishes. A
+	// missing or damaged unit is an error naming it and its seeds.
+	FinalizeOnly bool
 }
 
 // Unit is one block of a sweep's work: a shard of seeds of one
@@ -228,9 +234,20 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 		if opt.Units != nil && !opt.Units(u) {
 			return true
 		}
+		e, ok := done[u.ID()]
+		var bad error
+		if !ok || e.Unit != u {
+			bad = fmt.Errorf("unit %s (config %d, seeds %s) is missing", u.ID(), u.Config, u.Seeds)
+		} else if err := verifyFiles(st.Dir, e.Files); err != nil {
+			bad = fmt.Errorf("unit %s (config %d, seeds %s) is damaged: %w", u.ID(), u.Config, u.Seeds, err)
+		}
+		if bad != nil && opt.FinalizeOnly {
+			fail(fmt.Errorf("%w: run its share again", bad))
+			return false
+		}
 		// A unit with error rows is played again: a resumed sweep retries
 		// what failed (an agent's finished seeds come from its journal).
-		if e, ok := done[u.ID()]; ok && e.Unit == u && e.Errors == 0 && verifyFiles(st.Dir, e.Files) == nil {
+		if bad == nil && (e.Errors == 0 || opt.FinalizeOnly) {
 			mu.Lock()
 			entries = append(entries, e)
 			res.Resumed++
@@ -304,12 +321,12 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 		m.Rows[t] += 0
 	}
 	m.Files = files
-	m.Errors = ErrorSummary{Pairs: res.Errors, Of: m.Rows["pairs"], MaxRate: spec.ErrorRateLimit()}
-	if m.Errors.Of > 0 {
-		m.Errors.Rate = float64(m.Errors.Pairs) / float64(m.Errors.Of)
+	m.Errors, m.Cost = res.Errors, res.Cost
+	if n := m.Rows["pairs"]; n > 0 {
+		m.ErrorRate = float64(m.Errors) / float64(n)
 	}
-	m.Errors.Incomplete = m.Errors.Rate > m.Errors.MaxRate
-	m.Cost = costMap(r.Decl, res.Cost)
+	m.MaxErrorRate = spec.ErrorRateLimit()
+	m.Incomplete = m.ErrorRate > m.MaxErrorRate
 	if err := syncTree(st.Dir); err != nil {
 		return res, fmt.Errorf("sync %s: %w", st.Dir, err)
 	}
@@ -319,17 +336,6 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	}
 	res.Manifest = m
 	return res, nil
-}
-
-// costMap is a cost as the manifest records it: the fields the world
-// reports, by name.
-func costMap(d world.Declaration, c world.Cost) map[string]float64 {
-	out := map[string]float64{}
-	vals := map[string]float64{world.CostSteps: float64(c.Steps), world.CostTokens: float64(c.Tokens), world.CostUSD: c.USD, world.CostSeconds: c.Seconds}
-	for _, f := range d.Cost.Fields {
-		out[f] = vals[f]
-	}
-	return out
 }
 
 func addCost(a, b world.Cost) world.Cost {
@@ -748,7 +754,9 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 	if err = w.each(func(t *tableFile) error { return t.commit(w.sync, uf.add) }); err != nil {
 		return e, fmt.Errorf("%s: %w", where, err)
 	}
-	return uf.entry, nil
+	// The syncer fills uf.entry's files from here on; the caller gets the
+	// entry through done.
+	return ledgerEntry{Unit: u}, nil
 }
 
 // unitFiles collects a unit's files as the syncer puts them in place, and

@@ -10,6 +10,8 @@ import (
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/sessions/session"
+	"github.com/forklab/forklab/pipeline/worlds/counter"
 	"github.com/forklab/forklab/queries"
 	"github.com/forklab/forklab/stream/client"
 )
@@ -100,6 +102,54 @@ func TestExportedEventsJoinPairs(t *testing.T) {
 	for _, r := range joined.Rows {
 		if r[idx["arm"]] == "on" && r[idx["side"]] == "treatment" && fmt.Sprint(r[idx["recoveries"]]) != "1" {
 			t.Fatalf("an on branch without its recovery: %v", r)
+		}
+	}
+}
+
+// A row carries what the stream's events up to it say: no seed before
+// session_start, the branch from the fork event on; messages that are not
+// session events keep their JSON and an empty type.
+func TestEventFoldRow(t *testing.T) {
+	msgs := []string{
+		`{"type":"incarnation","epoch":0,"nonce":"n","pid":1,"at":"2025-01-01T00:00:00Z"}`,
+		string(session.Start(counter.Declaration(), counter.Default().WorldParams(), fork.Model{}, 7).Encode()),
+		`{"type":"model_turn","turn":1,"tool":"increment"}`,
+		`{"type":"fork","fork_step":3,"arm":"on","replica":2,"recovery":"refresh"}`,
+		`{"foreign":true}`,
+		`{"type":"outcome","success":true,"steps":5,"obs":{"obs":6,"steps":5}}`,
+	}
+	want := []string{
+		"0 incarnation domain=false seed=<nil> branch=<nil>/<nil>/<nil>",
+		"1 session_start domain=true seed=7 branch=<nil>/<nil>/<nil>",
+		"2 model_turn domain=true seed=7 branch=<nil>/<nil>/<nil>",
+		"3 fork domain=true seed=7 branch=3/on/2",
+		"4  domain=false seed=7 branch=3/on/2",
+		"5 outcome domain=true seed=7 branch=3/on/2",
+	}
+	var f EventFold
+	for i, m := range msgs {
+		r := f.Row("s", int32(i), "off", []byte(m))
+		str := func(p any) string {
+			switch v := p.(type) {
+			case *int64:
+				if v != nil {
+					return fmt.Sprint(*v)
+				}
+			case *int32:
+				if v != nil {
+					return fmt.Sprint(*v)
+				}
+			case *string:
+				if v != nil {
+					return *v
+				}
+			}
+			return "<nil>"
+		}
+		got := fmt.Sprintf("%d %s domain=%v seed=%s branch=%s/%s/%s", r.Index, r.Type, r.Domain,
+			str(r.SessionSeed), str(r.BranchForkStep), str(r.BranchArm), str(r.BranchReplica))
+		if got != want[i] || r.Event != m || r.Stream != "s" || r.ReadOffset != "off" {
+			t.Errorf("row %d: %s (event %q), want %s", i, got, r.Event, want[i])
 		}
 	}
 }

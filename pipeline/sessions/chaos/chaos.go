@@ -72,6 +72,11 @@ type Config struct {
 	World  string
 	Params world.Params
 	Model  fork.Model
+	// SinkKills > 0 runs forklab log sink --follow beside the sessions
+	// and kills it with SIGKILL that many times, starting it again each
+	// time. SinkOut is its output directory (default: DataDir/sink-out).
+	SinkKills int
+	SinkOut   string
 	// Logf reports progress; nil is silent.
 	Logf func(format string, args ...any)
 }
@@ -105,14 +110,25 @@ type Report struct {
 	ServiceDown time.Duration
 	// Problems describes each failed check, one line per session and kind.
 	Problems []string
+
+	// The sink beside the run (SinkKills > 0): its SIGKILLs, the events
+	// its files hold, sessions whose events there differ from the log's,
+	// problems of its directory (overlaps, duplicates, gaps), and whether
+	// a one-shot run after the end wrote anything.
+	SinkKills     int
+	SinkEvents    int
+	SinkDiffering int
+	SinkProblems  int
+	SinkRerun     string
 }
 
 // OK reports whether every check passed and every fault asked for landed.
 func (r *Report) OK() bool {
 	c := r.Config
+	sinkOK := c.SinkKills == 0 || (r.SinkKills == c.SinkKills && r.SinkDiffering == 0 && r.SinkProblems == 0 && r.SinkRerun == "nothing")
 	return r.Completed == r.Sessions && r.Duplicates == 0 && r.Gaps == 0 && r.Unordered == 0 &&
 		r.ReaderDiff == 0 && r.Differing == 0 && r.Lost == 0 && r.Unfenced == 0 && r.Crashed == 0 &&
-		r.Kills == c.Kills && r.Zombies == c.Zombies && r.Restarts == c.Restarts && r.Fenced403+r.Closed409 == r.Zombies
+		r.Kills == c.Kills && r.Zombies == c.Zombies && r.Restarts == c.Restarts && r.Fenced403+r.Closed409 == r.Zombies && sinkOK
 }
 
 // Write prints the report as a table.
@@ -141,8 +157,16 @@ func (r *Report) Write(w io.Writer) {
 		{"live readers differing from catch-up", fmt.Sprint(r.ReaderDiff)},
 		{"acknowledged events lost", fmt.Sprint(r.Lost)},
 		{"sessions differing from an uninterrupted run", fmt.Sprint(r.Differing)},
-		{"elapsed", r.Elapsed.Round(time.Millisecond).String()},
 	}
+	if c.SinkKills > 0 {
+		rows = append(rows,
+			[2]string{"sink --follow beside the run: SIGKILLs", asked(r.SinkKills, c.SinkKills)},
+			[2]string{"  events in its files", fmt.Sprint(r.SinkEvents)},
+			[2]string{"  sessions whose events differ from the log's", fmt.Sprint(r.SinkDiffering)},
+			[2]string{"  duplicates, gaps or overlaps in its files", fmt.Sprint(r.SinkProblems)},
+			[2]string{"  a one-shot run after the end wrote", r.SinkRerun})
+	}
+	rows = append(rows, [2]string{"elapsed", r.Elapsed.Round(time.Millisecond).String()})
 	for _, row := range rows {
 		fmt.Fprintf(w, "%-50s %s\n", row[0], row[1])
 	}
@@ -219,12 +243,20 @@ func (c *Config) defaults() {
 	}
 }
 
-// Plan computes every session's uninterrupted run and the plan of faults,
-// without running anything. It fails, saying why, on a configuration the
-// sessions cannot host: an unknown world or bad parameters, more kills and
-// zombies than the sessions have events to put them after, more restarts
-// than events.
-func Plan(cfg Config) (*Report, []*sessionState, error) {
+// Plan checks a configuration without running anything: it computes every
+// session's uninterrupted run and the plan of faults, and returns the
+// report's header (the sessions' start, their events and the room they
+// leave for faults). It fails, saying why, on a configuration the sessions
+// cannot host: an unknown world or bad parameters, more kills and zombies
+// than the sessions have events to put them after, more restarts than
+// events.
+func Plan(cfg Config) (*Report, error) {
+	rep, _, err := plan(cfg)
+	return rep, err
+}
+
+// plan is Plan, with the sessions and their faults.
+func plan(cfg Config) (*Report, []*sessionState, error) {
 	cfg.defaults()
 	if cfg.Sessions < 1 || cfg.Kills < 0 || cfg.Zombies < 0 || cfg.Restarts < 0 {
 		return nil, nil, fmt.Errorf("chaos: sessions must be at least 1 and kills, zombies, restarts at least 0")
@@ -290,7 +322,7 @@ func Plan(cfg Config) (*Report, []*sessionState, error) {
 // failures are in the report).
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
-	rep, sessions, err := Plan(cfg)
+	rep, sessions, err := plan(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -308,12 +340,32 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.DataDir = dir
 		rep.Config.DataDir = dir
 	}
-	svc, err := startService(ctx, cfg.Bin, cfg.DataDir, "")
+	kafkaPort := 0
+	if cfg.SinkKills > 0 {
+		// The sink reads Kafka directly: the broker keeps its port over
+		// the service's restarts.
+		if kafkaPort, err = freePort(); err != nil {
+			return nil, err
+		}
+		if cfg.SinkOut == "" {
+			cfg.SinkOut = filepath.Join(cfg.DataDir, "sink-out")
+		}
+		rep.Config = cfg
+	}
+	svc, err := startService(ctx, cfg.Bin, cfg.DataDir, "", kafkaPort)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { svc.stop() }()
 	c := client.New(svc.url)
+	var sk *sinkProc
+	if cfg.SinkKills > 0 {
+		if sk, err = startSink(cfg, kafkaPort, true); err != nil {
+			return nil, err
+		}
+		defer func() { sk.kill() }()
+	}
+	sinkEvery := max(1, rep.Events/(cfg.SinkKills+1))
 
 	// Live readers: one long-poll reader per session from the beginning,
 	// surviving service restarts by resuming from its offset.
@@ -423,7 +475,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 		restart := len(restartAt) > rep.Restarts && progress() >= restartAt[rep.Restarts]
-		allDone := rep.Completed == cfg.Sessions
+		// Done when every session is and no zombie is left, and no restart
+		// that is due is still to come.
+		allDone := rep.Completed == cfg.Sessions && !restart
 		for _, s := range sessions {
 			if len(s.frozen) > 0 {
 				allDone = false
@@ -434,13 +488,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			down := time.Now()
 			logf("killing the log service (restart %d of %d)", rep.Restarts+1, cfg.Restarts)
 			svc.kill()
-			if svc, err = startService(ctx, cfg.Bin, cfg.DataDir, svc.addr); err != nil {
+			if svc, err = startService(ctx, cfg.Bin, cfg.DataDir, svc.addr, kafkaPort); err != nil {
 				return rep, err
 			}
 			mu.Lock()
 			rep.Restarts++
 			rep.ServiceDown += time.Since(down)
 			mu.Unlock()
+		}
+		if sk != nil && rep.SinkKills < cfg.SinkKills && progress() >= (rep.SinkKills+1)*sinkEvery {
+			sk.kill()
+			rep.SinkKills++
+			if sk, err = startSink(cfg, kafkaPort, true); err != nil {
+				return rep, err
+			}
 		}
 		if allDone {
 			break
@@ -457,6 +518,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for i, s := range sessions {
 		check(ctx, c, s, readers[i], rep)
+	}
+	if sk != nil {
+		for rep.SinkKills < cfg.SinkKills { // sessions ended before every kill came due
+			sk.kill()
+			rep.SinkKills++
+			if sk, err = startSink(cfg, kafkaPort, true); err != nil {
+				return rep, err
+			}
+		}
+		if err := checkSink(ctx, c, cfg, kafkaPort, sk, sessions, rep); err != nil {
+			return rep, err
+		}
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
@@ -530,8 +603,8 @@ func step(s *sessionState, rep *Report, logf func(string, ...any), launch func(*
 
 func killAll(sessions []*sessionState) {
 	for _, s := range sessions {
-		if s.live != nil && s.live.cmd.ProcessState == nil {
-			s.live.cmd.Process.Kill()
+		if s.live != nil {
+			s.live.cmd.Process.Kill() // an error only says it has exited already
 		}
 		for _, z := range s.frozen {
 			z.cmd.Process.Kill()
@@ -630,22 +703,35 @@ func startWorker(cfg Config, url string, s *sessionState, onEvent func(*sessionS
 
 // service is the log service child process.
 type service struct {
-	cmd  *exec.Cmd
-	url  string
-	addr string
-	dir  string
+	cmd    *exec.Cmd
+	url    string
+	addr   string
+	dir    string
+	exited chan struct{} // closed once the process has been waited for
 }
 
-func startService(ctx context.Context, bin, dir, addr string) (*service, error) {
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func startService(ctx context.Context, bin, dir, addr string, kafkaPort int) (*service, error) {
 	if addr == "" {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := freePort()
 		if err != nil {
 			return nil, err
 		}
-		addr = l.Addr().String()
-		l.Close()
+		addr = fmt.Sprintf("127.0.0.1:%d", p)
 	}
-	cmd := exec.Command(bin, "log", "serve", "--addr", addr, "--data-dir", dir, "--quiet")
+	args := []string{"log", "serve", "--addr", addr, "--data-dir", dir, "--quiet"}
+	if kafkaPort > 0 {
+		args = append(args, "--kafka-port", fmt.Sprint(kafkaPort))
+	}
+	cmd := exec.Command(bin, args...)
 	logFile, err := os.OpenFile(filepath.Join(dir, "service.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
@@ -654,8 +740,8 @@ func startService(ctx context.Context, bin, dir, addr string) (*service, error) 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start log service: %w", err)
 	}
-	go func() { cmd.Wait(); logFile.Close() }()
-	s := &service{cmd: cmd, url: "http://" + addr, addr: addr, dir: dir}
+	s := &service{cmd: cmd, url: "http://" + addr, addr: addr, dir: dir, exited: make(chan struct{})}
+	go func() { cmd.Wait(); logFile.Close(); close(s.exited) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		res, err := http.Get(s.url + "/v1/stream/__chaos_ready")
@@ -674,24 +760,17 @@ func startService(ctx context.Context, bin, dir, addr string) (*service, error) 
 	return nil, fmt.Errorf("log service on %s did not come up in 60s (see %s/service.log)", addr, dir)
 }
 
+// kill kills the service with SIGKILL and waits until it is gone.
 func (s *service) kill() {
 	s.cmd.Process.Kill()
-	for s.cmd.ProcessState == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	<-s.exited
 }
 
+// stop asks the service to stop (SIGTERM), and kills it after 10s.
 func (s *service) stop() {
 	s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		for s.cmd.ProcessState == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-s.exited:
 	case <-time.After(10 * time.Second):
 		s.kill()
 	}
