@@ -238,7 +238,7 @@ func (p *sweepProgress) update() {
 	if p.stopped == "" {
 		for f, max := range p.limit {
 			if v := costField(c, f); v >= max {
-				p.stopped = fmt.Sprintf("%s reached %g of --max-cost %s=%g", f, v, f, max)
+				p.stopped = fmt.Sprintf("%s reached %.6g of --max-cost %s=%g", f, v, f, max)
 				if p.def != nil {
 					p.def.Stop()
 				}

@@ -184,6 +184,12 @@ func (k *conn) died(what string, cause error) error {
 			status = "was killed by signal " + ws.Signal().String()
 		} else {
 			status = fmt.Sprintf("exited with status %d", ee.ExitCode())
+			switch ee.ExitCode() {
+			case 126:
+				status += " (the shell could not execute the command)"
+			case 127:
+				status += " (the shell did not find the command)"
+			}
 		}
 	}
 	if cause != nil && !errors.Is(cause, io.EOF) && !isPipeErr(cause) {
