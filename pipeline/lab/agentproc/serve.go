@@ -28,7 +28,7 @@ const ServeBatch = 256
 // everything the lab needs. Malformed requests get the protocol's error
 // replies; Serve returns an error only when it cannot read or write.
 func Serve(ctx context.Context, def lab.Definition, r io.Reader, w io.Writer) error {
-	s := &server{def: def, decl: def.Declaration(), insts: map[string]lab.Instance{}, runners: map[string]lab.Runner{}}
+	s := &server{def: def, decl: def.Declaration(), insts: map[string]lab.Instance{}, runners: map[string]lab.Runner{}, byRaw: map[string]lab.Instance{}}
 	if err := normalizeDeclaration(&s.decl); err != nil {
 		return err
 	}
@@ -67,6 +67,7 @@ type server struct {
 	mu      sync.Mutex
 	insts   map[string]lab.Instance
 	runners map[string]lab.Runner
+	byRaw   map[string]lab.Instance // by a checkpoint's raw params and model
 }
 
 func (s *server) close() {
@@ -332,19 +333,7 @@ func (s *server) branch(raw json.RawMessage) (any, *rpcError) {
 	if err != nil {
 		return nil, badParams(MethodBranch, raw, err)
 	}
-	// The instance of the checkpoint's own configuration, so that the
-	// world is not opened again for every branch.
-	var head struct {
-		Params world.Params `json:"params"`
-		Model  fork.Model   `json:"model"`
-	}
-	json.Unmarshal(p.Checkpoint, &head)
-	params, perr := s.decl.Resolve(head.Params)
-	if perr != nil || head.Model.Validate() != nil {
-		params, _ = s.decl.Resolve(nil)
-		head.Model = fork.Model{}
-	}
-	inst, _, err := s.instance(params, head.Model)
+	inst, err := s.branchInstance(p.Checkpoint)
 	if err != nil {
 		return nil, errorf(CodeInternalError, "%v", err)
 	}
@@ -375,6 +364,49 @@ func (s *server) branch(raw json.RawMessage) (any, *rpcError) {
 		out.Branches[i] = WireBranch{Success: &success, Cost: CostOf(s.decl.Cost, o.Cost)}
 	}
 	return out, nil
+}
+
+// branchInstance returns the instance of a checkpoint's own configuration
+// (its params and model, as the built-in worlds' checkpoints hold them),
+// cached by their raw JSON, so that the world is not opened again for
+// every branch. A checkpoint without them gets the defaults' instance; its
+// branch then says what is wrong with it.
+func (s *server) branchInstance(cp json.RawMessage) (lab.Instance, error) {
+	var head struct {
+		Params json.RawMessage `json:"params"`
+		Model  json.RawMessage `json:"model"`
+	}
+	json.Unmarshal(cp, &head)
+	key := string(head.Params) + "\x00" + string(head.Model)
+	s.mu.Lock()
+	inst, ok := s.byRaw[key]
+	s.mu.Unlock()
+	if ok {
+		return inst, nil
+	}
+	var params world.Params
+	var model fork.Model
+	err := json.Unmarshal(head.Params, &params)
+	if err == nil {
+		params, err = s.decl.Resolve(params)
+	}
+	if err == nil {
+		err = json.Unmarshal(head.Model, &model)
+	}
+	if err != nil || model.Validate() != nil {
+		params, _ = s.decl.Resolve(nil)
+		model = fork.Model{}
+	}
+	inst, _, err = s.instance(params, model)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if len(s.byRaw) < 1024 {
+		s.byRaw[key] = inst
+	}
+	s.mu.Unlock()
+	return inst, nil
 }
 
 func orNone(s string, ok bool) string {
