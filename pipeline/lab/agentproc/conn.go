@@ -29,7 +29,7 @@ var ErrAgent = errors.New("agent failed")
 // line at a time: a conn is used by one goroutine at a time.
 type conn struct {
 	cmd     *exec.Cmd
-	stdin   io.WriteCloser
+	stdin   *os.File
 	lines   chan lineOrErr
 	exited  chan struct{} // closed once the process has been waited for
 	waitErr error
@@ -70,23 +70,34 @@ func start(c Command, name string, stderr *os.File, logPath string) (*conn, erro
 	for k, v := range c.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so that a kill reaches whatever the shell
+	// line started; and killed if forklab dies (SIGKILL included), so that
+	// a hung agent does not outlive it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if stderr != nil {
 		cmd.Stderr = stderr
 	} else {
 		cmd.Stderr = os.Stderr
 	}
-	in, err := cmd.StdinPipe()
+	// A pipe of our own for stdin, whose writes can time out: an agent that
+	// stops reading must not block forklab on a full pipe.
+	pr, in, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	cmd.Stdin = pr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
+		pr.Close()
+		in.Close()
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
+		pr.Close()
+		in.Close()
 		return nil, fmt.Errorf("start %q: %w", c.Line, err)
 	}
+	pr.Close()
 	k := &conn{cmd: cmd, stdin: in, lines: make(chan lineOrErr, 1), exited: make(chan struct{}),
 		name: fmt.Sprintf("%s (pid %d)", name, cmd.Process.Pid), log: logPath, shown: logPath}
 	if logPath != "" {
@@ -145,7 +156,11 @@ func (k *conn) call(ctx context.Context, line []byte, timeout time.Duration, wha
 	k.buf.Reset()
 	k.buf.Write(line)
 	k.buf.WriteByte('\n')
+	k.stdin.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := k.stdin.Write(k.buf.Bytes()); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, fmt.Errorf("%w: %s stopped reading its stdin: the %s request could not be written within %s%s", ErrAgent, k.name, what, timeout, k.logHint())
+		}
 		return nil, k.died(what, fmt.Errorf("write request: %w", err))
 	}
 	t := time.NewTimer(timeout)
