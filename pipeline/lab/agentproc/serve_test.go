@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -23,13 +24,19 @@ func openAgent(t testing.TB, cmd agentproc.Command, parallel int, timeout time.D
 // A built-in world served over the protocol sweeps to the same Parquet
 // files, byte for byte, as in process: every value a sweep needs crosses
 // the protocol intact — checkpoints, features, hidden truth, costs, noise
-// keys of every arm and replica — and the runner's concurrency does not
-// change the order of rows.
+// keys of every arm and replica, the policy arm's intervention where its
+// rule fires — and the runner's concurrency does not change the order of
+// rows.
 func TestServeSweepIsByteIdentical(t *testing.T) {
 	spec := sweep.DefaultSpec()
 	spec.Seeds = sweep.Range{Start: 100, End: 2600}
 	spec.ForkAt = []int{1, 3}
-	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo, fork.AA}
+	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo, fork.AA, fork.Policy}
+	rule, err := policy.ReadFile("../../../testdata/policy/same-obs.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Policy = &rule
 	spec.Replicas = 3
 	spec.Model = fork.Model{Temperature: 0.2, NoTool: 0.5}
 	spec.Params = map[string]any{"p_stall": 0.1}
