@@ -32,8 +32,7 @@ func (i *Instance) Runner(plan lab.Plan) (lab.Runner, error) {
 type runner struct {
 	inst *Instance
 	plan lab.Plan
-	key  string
-	res  lab.SeedResult
+	key  string // names the journal files of this configuration and plan
 }
 
 // Costly says every seed costs real work: the sweep writes the runner's
