@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Writes imperfect_golden.json from imperfect_reference.py: noisy and
-imperfect counter-world tables that the Go lab and sweep are pinned to
-(pipeline/lab/fork/imperfect_test.go, pipeline/lab/sweep/imperfect_test.go).
+imperfect counter-world tables that the Go lab, runners and sweep are pinned
+to (package pipeline/worlds/counter/countertest reads the file; the tests
+are pipeline/lab/fork/imperfect_test.go, which also reruns the reference on
+part of it, pipeline/worlds/counter/imperfect_test.go and
+pipeline/lab/sweep/imperfect_test.go).
 
 For each configuration below:
   seeds            [start, end): the seed range the tables count
