@@ -73,11 +73,14 @@ Settled from the Go code where the documents are silent or loose:
      finaliser (Steele, Lea and Flood, OOPSLA 2014), all modulo 2^64. The
      documents name the finaliser and the inputs, not how they combine.
      Purposes: stall 1, obs noise 2, obs noise sign 3, refresh fail 4,
-     model 5, model no-tool 6 (world.Purpose*).
+     model 5, model no-tool 6 (world.Purpose*). The prefix stream is
+     key(seed, 0), and the arm codes inside branch keys (fork's unexported
+     Arm.code) are off 1, on 2, placebo 3, aa 4, policy 5.
   S2 The world's counters are incremented before their draw, so the first
      increment, read and refresh draw index 1. The model's draws are
      indexed by the turn: the steps taken before it (0 for the first turn;
-     a branch's first turn after an intervention is the fork step + 1).
+     an intervention's step counts, so after a refresh at step 3 the
+     branch's first model turn is turn 4).
   S3 A stalled increment still reads the sensor when it is not stuck (so
      sensor noise can move the observation of a stall); a stuck sensor is
      not read at all (no read index is spent); the sensor sticks only when
@@ -96,9 +99,9 @@ Settled from the Go code where the documents are silent or loose:
      whose model has two tools, that is always the other one.
   S8 The policy arm's branches use the policy arm's own noise stream
      (code 5) whether or not its rule fires, so with temperature > 0 a
-     policy pair whose rule did not fire can still flip (schemas/README.md
-     calls such pairs "unchanged by construction", which holds only for a
-     greedy model).
+     policy pair whose rule did not fire can still flip. (schemas/README.md
+     called such pairs "unchanged by construction", which holds only for a
+     greedy model; it now says so.)
 """
 import argparse, copy, json, random, sys
 from collections import Counter
