@@ -68,7 +68,8 @@ func TestImperfectWorldsMatchPythonReference(t *testing.T) {
 // The golden file is what the Python reference prints: the reference is
 // run here (one python3 process) on every configuration's per-seed block,
 // and on the whole seed range of the smallest configuration, so neither can
-// drift from the other.
+// drift from the other; and with the seed's parameters it still prints the
+// seed's table.
 func TestImperfectGoldenIsThePythonReferences(t *testing.T) {
 	g := countertest.Load(t)
 	size := func(c countertest.Config) uint64 {
@@ -84,7 +85,15 @@ func TestImperfectGoldenIsThePythonReferences(t *testing.T) {
 	}
 	c := g.Configs[smallest]
 	jobs = append(jobs, countertest.Job{Config: c, Start: c.Seeds[0], Seeds: c.Seeds[1] - c.Seeds[0]})
+	// With the seed's parameters and a greedy model the reference is the
+	// seed's core: its table, as the seed printed it.
+	seed := countertest.Config{Arms: []fork.Arm{fork.Off, fork.On}, Replicas: 1, ForkAt: []int{3}}
+	jobs = append(jobs, countertest.Job{Config: seed, Start: 0, Seeds: 300})
 	refs := countertest.RunReference(t, jobs)
+	if got, want := fmt.Sprint(refs[len(refs)-1].Tables), "map[3:map[on:map[all:[75 83 72 70] same_obs=false:[0 83 72 0] same_obs=true:[75 0 0 70]]]]"; got != want {
+		t.Errorf("the reference with the seed's parameters prints %s, want the seed's table %s", got, want)
+	}
+	refs = refs[:len(refs)-1]
 	for i, c := range g.Configs {
 		if fmt.Sprint(refs[i].PerSeed) != fmt.Sprint(c.PerSeed) {
 			t.Errorf("%s: the reference prints per-seed rows\n%v\nthe golden file has\n%v", c.Name, refs[i].PerSeed, c.PerSeed)
