@@ -97,11 +97,11 @@ Settled from the Go code where the documents are silent or loose:
      and picks among the other tools by rescaling that same draw:
      (u - no_tool) / (1 - no_tool) times their number. For the counter,
      whose model has two tools, that is always the other one.
-  S8 The policy arm's branches use the policy arm's own noise stream
-     (code 5) whether or not its rule fires, so with temperature > 0 a
-     policy pair whose rule did not fire can still flip. (schemas/README.md
-     called such pairs "unchanged by construction", which holds only for a
-     greedy model; it now says so.)
+  S8 The policy arm's branches play with on's noise stream (code 2) where
+     its rule fires and with off's (code 1) where it does not, replica for
+     replica: a policy branch is exactly its checkpoint's on branch or off
+     branch, so a policy pair whose rule did not fire is unchanged by
+     construction even with temperature > 0 (fork.BranchKey).
 """
 import argparse, copy, json, random, sys
 from collections import Counter
@@ -245,7 +245,8 @@ def fork(seed, fork_at, cfg):
             b = copy.deepcopy(s)                                   # the fork
             a = INTERVENTION.get(arm, "refresh" if arm == "policy" and fire else None)
             if a: act(b, a, P)                                     # unconditionally
-            play(b, P, model, key(seed, fork_at, ARM_CODE[arm], rep))
+            noise = arm if arm != "policy" else ("on" if fire else "off")
+            play(b, P, model, key(seed, fork_at, ARM_CODE[noise], rep))
             wins[arm] += success(b, P)
     return s, feats, fire, wins
 

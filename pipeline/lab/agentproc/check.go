@@ -468,10 +468,10 @@ func (k *checker) malformed(c *conn) {
 		{"start without fork_steps", []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"start","params":{"seed":1,"params":{},"model":{"temperature":0,"no_tool":0.5}}}`, c.id())), []int{CodeInvalidParams}},
 		{"branch of a checkpoint that is not one", request{JSONRPC: "2.0", ID: c.id(), Method: MethodBranch,
 			Params: BranchParams{Seed: 1, ForkStep: 1, Checkpoint: json.RawMessage(`{"forged":true,"state":"nothing"}`),
-				Branches: []BranchSpec{{Arm: fork.Off, Replica: 0, NoiseKey: NoiseKey(1, 1, fork.Off, 0)}}}}, []int{CodeBadCheckpoint, CodeInvalidParams}},
+				Branches: []BranchSpec{{Arm: fork.Off, Replica: 0, NoiseKey: NoiseKey(1, 1, fork.Off, 0, false)}}}}, []int{CodeBadCheckpoint, CodeInvalidParams}},
 		{"branch with an undeclared intervention", request{JSONRPC: "2.0", ID: c.id(), Method: MethodBranch,
 			Params: BranchParams{Seed: k.starts[0].Seed, ForkStep: 1, Checkpoint: cp,
-				Branches: []BranchSpec{{Arm: fork.On, Intervention: ptr("no_such_action_xyz"), Replica: 0, NoiseKey: NoiseKey(1, 1, fork.On, 0)}}}}, []int{CodeInvalidParams}},
+				Branches: []BranchSpec{{Arm: fork.On, Intervention: ptr("no_such_action_xyz"), Replica: 0, NoiseKey: NoiseKey(1, 1, fork.On, 0, false)}}}}, []int{CodeInvalidParams}},
 	}
 	for _, tc := range cases {
 		r, err := k.raw(c, tc.line, "malformed request")

@@ -101,10 +101,10 @@ func TestBranchReplyErrors(t *testing.T) {
 	c := testInstance().branchCall(7, 3, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 2, false, make([]lab.BranchResult, 4), 0)
 	b, _ := json.Marshal(c.params)
 	want := `{"seed":7,"fork_step":3,"checkpoint":{},"branches":[` +
-		`{"arm":"off","intervention":null,"replica":0,"noise_key":"` + NoiseKey(7, 3, fork.Off, 0) + `"},` +
-		`{"arm":"off","intervention":null,"replica":1,"noise_key":"` + NoiseKey(7, 3, fork.Off, 1) + `"},` +
-		`{"arm":"on","intervention":"refresh","replica":0,"noise_key":"` + NoiseKey(7, 3, fork.On, 0) + `"},` +
-		`{"arm":"on","intervention":"refresh","replica":1,"noise_key":"` + NoiseKey(7, 3, fork.On, 1) + `"}]}`
+		`{"arm":"off","intervention":null,"replica":0,"noise_key":"` + NoiseKey(7, 3, fork.Off, 0, false) + `"},` +
+		`{"arm":"off","intervention":null,"replica":1,"noise_key":"` + NoiseKey(7, 3, fork.Off, 1, false) + `"},` +
+		`{"arm":"on","intervention":"refresh","replica":0,"noise_key":"` + NoiseKey(7, 3, fork.On, 0, false) + `"},` +
+		`{"arm":"on","intervention":"refresh","replica":1,"noise_key":"` + NoiseKey(7, 3, fork.On, 1, false) + `"}]}`
 	if string(b) != want {
 		t.Errorf("branch params\n%s\nwant\n%s", b, want)
 	}

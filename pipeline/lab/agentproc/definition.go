@@ -275,7 +275,7 @@ func (i *Instance) branchCall(seed uint64, forkStep int, checkpoint []byte, arms
 		}
 		for r := range replicas {
 			rep := firstReplica + r
-			specs = append(specs, BranchSpec{Arm: arm, Intervention: iv, Replica: rep, NoiseKey: NoiseKey(seed, forkStep, arm, rep)})
+			specs = append(specs, BranchSpec{Arm: arm, Intervention: iv, Replica: rep, NoiseKey: NoiseKey(seed, forkStep, arm, rep, fires)})
 		}
 	}
 	return &call{method: MethodBranch, units: len(specs),

@@ -322,8 +322,9 @@ type response struct {
 	Error   *WireError      `json:"error"`
 }
 
-// NoiseKey formats a branch's noise stream key (fork.Key) as the protocol
-// sends it.
-func NoiseKey(seed uint64, forkStep int, arm fork.Arm, replica int) string {
-	return fmt.Sprintf("%016x", fork.Key(seed, forkStep, arm, replica))
+// NoiseKey formats a branch's noise stream key (fork.BranchKey: the policy
+// arm plays with on's stream where its rule fires, off's elsewhere) as the
+// protocol sends it.
+func NoiseKey(seed uint64, forkStep int, arm fork.Arm, replica int, fires bool) string {
+	return fmt.Sprintf("%016x", fork.BranchKey(seed, forkStep, arm, replica, fires))
 }

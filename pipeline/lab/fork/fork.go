@@ -189,6 +189,23 @@ func Key(seed uint64, forkStep int, arm Arm, replica int) uint64 {
 	return world.Key(seed, uint64(forkStep), arm.code(), uint64(replica))
 }
 
+// BranchKey is the noise stream of a branch of arm with its guard rule's
+// verdict fires: Key of the arm, except that the policy arm plays with on's
+// stream where its rule fires and with off's where it does not, replica for
+// replica. So a policy branch is exactly the on branch or exactly the off
+// branch of its checkpoint, also with a noisy model: a policy pair whose
+// rule did not fire is unchanged by construction, and a policy rerun
+// differs from always-on only where the rule holds back the recovery.
+func BranchKey(seed uint64, forkStep int, arm Arm, replica int, fires bool) uint64 {
+	if arm == Policy {
+		arm = Off
+		if fires {
+			arm = On
+		}
+	}
+	return Key(seed, forkStep, arm, replica)
+}
+
 // PrefixKey is the noise stream of the run before any fork, shared by all
 // fork steps of a seed so that the checkpoint at step 2 is a prefix of the
 // run to step 3.

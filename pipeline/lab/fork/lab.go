@@ -114,7 +114,7 @@ func (l *Lab[S]) Branch(final, s *S, seed uint64, forkStep int, arm Arm, replica
 	}
 	var key uint64
 	if l.Model.Temperature != 0 { // a greedy model never reads its noise
-		key = Key(seed, forkStep, arm, replica)
+		key = BranchKey(seed, forkStep, arm, replica, fires)
 	}
 	return l.Finish(final, key), intervened
 }

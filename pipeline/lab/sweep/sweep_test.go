@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	_ "github.com/duckdb/duckdb-go/v2"
+	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -483,5 +484,38 @@ func TestUnitsStream(t *testing.T) {
 	r.Units(func(u sweep.Unit) bool { units = append(units, u); return true })
 	if len(units) != 1 || units[0].Seeds != s.Seeds {
 		t.Fatalf("units %v", units)
+	}
+}
+
+// With a noisy model the policy arm's branch is exactly the on branch where
+// its rule fires and exactly the off branch where it does not, replica for
+// replica (fork.BranchKey): a policy pair whose rule did not fire is
+// unchanged by construction.
+func TestPolicyBranchesAreOnOrOff(t *testing.T) {
+	spec := noisySpec(3)
+	spec.Grid = nil
+	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.Policy}
+	rule := policy.Rule{Version: policy.Version, World: "counter", WorldVersion: counter.Version,
+		All: []policy.Condition{{Feature: "repeat_run", Op: ">=", Value: 1.0}}}
+	spec.Policy = &rule
+	spec.Seeds = sweep.Range{Start: 0, End: 4000}
+	out := runSweep(t, spec, sweep.Options{})
+	got := query(t, out, `
+		SELECT count(*) AS branches,
+		       count(*) FILTER (WHERE p.intervened) AS fired,
+		       count(*) FILTER (WHERE p.success <> CASE WHEN p.intervened THEN o.success ELSE f.success END
+		                           OR p.cost_steps <> CASE WHEN p.intervened THEN o.cost_steps ELSE f.cost_steps END) AS differing,
+		       count(*) FILTER (WHERE o.success <> f.success) AS on_differs_from_off
+		FROM {branches} AS p
+		JOIN {branches} AS o USING (config_id, fork_step, seed, replica)
+		JOIN {branches} AS f USING (config_id, fork_step, seed, replica)
+		WHERE p.arm = 'policy' AND o.arm = 'on' AND f.arm = 'off'`)
+	row := got[0]
+	if row[0] != fmt.Sprint(4000*2*3) || row[1] == "0" || row[1] == row[0] || row[2] != "0" || row[3] == "0" {
+		t.Fatalf("policy branches %v: want %d, some fired and some not, 0 differing from on/off, on and off differing somewhere", row, 4000*2*3)
+	}
+	unfired := query(t, out, "SELECT count(*) FROM {pairs} AS pairs WHERE arm = 'policy' AND label <> 'unchanged' AND NOT EXISTS (SELECT 1 FROM {branches} AS b WHERE b.arm = 'policy' AND b.intervened AND b.seed = pairs.seed AND b.fork_step = pairs.fork_step)")
+	if unfired[0][0] != "0" {
+		t.Fatalf("%s policy pairs without a fired branch flipped", unfired[0][0])
 	}
 }

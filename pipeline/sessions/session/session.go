@@ -264,7 +264,7 @@ func (s *Session) fork(e Event) error {
 		return foldErr("arm %s must apply %s", e.Arm, s.actionName(want))
 	}
 	s.Branch = &Branch{ForkStep: e.ForkStep, Arm: e.Arm, Replica: *e.Replica, Recovery: e.Recovery, ForkCost: s.Play.Cost()}
-	s.Key = fork.Key(s.Seed, e.ForkStep, e.Arm, *e.Replica)
+	s.Key = fork.BranchKey(s.Seed, e.ForkStep, e.Arm, *e.Replica, e.Recovery != "")
 	if e.Recovery != "" {
 		s.pendingRecovery, s.hasRecovery = want, true
 	}

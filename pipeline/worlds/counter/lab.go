@@ -76,7 +76,7 @@ func (l *Lab) Branch(final, s *State, seed uint64, forkStep int, arm fork.Arm, r
 	// worth computing.
 	var key uint64
 	if l.Model.Temperature != 0 {
-		key = fork.Key(seed, forkStep, arm, replica)
+		key = fork.BranchKey(seed, forkStep, arm, replica, fires)
 	}
 	return l.Finish(final, key), intervened
 }
