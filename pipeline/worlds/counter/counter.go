@@ -79,8 +79,8 @@ var declaration = world.Declaration{
 		{Name: "freeze_at", Kind: world.Int, Nullable: true, Description: "the true value at which the sensor sticks; null when it never does"},
 	},
 	Features: []world.Field{
-		{Name: "same_obs", Kind: world.Bool, Description: "the last action left the observation unchanged (the seed's feature, \"obs repeated\")"},
-		{Name: "repeat_run", Kind: world.Int, Unit: "actions", Description: "consecutive actions, ending with the last, that left the observation unchanged (0 when same_obs is false)"},
+		{Name: "same_obs", Kind: world.Bool, Description: "the last increment left the observation unchanged (the seed's feature, \"obs repeated\"; other actions leave it as it was)"},
+		{Name: "repeat_run", Kind: world.Int, Unit: "actions", Description: "consecutive increments, ending with the last, that left the observation unchanged (0 when same_obs is false)"},
 		{Name: "obs_value", Kind: world.Int, Description: "the current observation"},
 		{Name: "steps_used", Kind: world.Int, Unit: "steps", Description: "steps taken so far"},
 		{Name: "budget_left", Kind: world.Int, Unit: "steps", Description: "budget minus steps used, never below 0"},
