@@ -214,6 +214,9 @@ type tableFile struct {
 	size      uintptr
 	off       []int
 	opt       []bool
+	// fast[i] is off[i] for a streamed file's required column, -1
+	// otherwise: the put methods' inlined case.
+	fast []int
 }
 
 // colBuf holds one column's values: in buffered mode all of the file's,
@@ -237,7 +240,8 @@ func newTableFile(l *layout, batch int) *tableFile {
 	if batch == 0 {
 		batch = batchRows
 	}
-	return &tableFile{l: l, cols: make([]colBuf, len(l.cols)), off: make([]int, len(l.cols)), opt: make([]bool, len(l.cols)), batch: batch}
+	return &tableFile{l: l, cols: make([]colBuf, len(l.cols)), off: make([]int, len(l.cols)), opt: make([]bool, len(l.cols)),
+		fast: make([]int, len(l.cols)), batch: batch}
 }
 
 // open starts the file dir/name (as a hidden temporary file), streamed or
@@ -251,6 +255,9 @@ func (t *tableFile) open(dir, name string, buffered bool) error {
 	t.buffered, t.bad = buffered, false
 	t.rows, t.n = 0, 0
 	t.resetCols()
+	for i := range t.fast {
+		t.fast[i] = -1
+	}
 	if buffered {
 		return nil
 	}
@@ -275,6 +282,9 @@ func (t *tableFile) open(dir, name string, buffered bool) error {
 		if g := fl.group[i]; g >= 0 {
 			t.off[i] = int(fl.class.offsets[g][fl.slot[i]])
 			t.opt[i] = fl.nullable[i]
+			if !t.opt[i] {
+				t.fast[i] = t.off[i]
+			}
 		}
 	}
 	return nil
@@ -309,87 +319,114 @@ func (t *tableFile) slot(i int) unsafe.Pointer {
 	return unsafe.Add(t.cur, o)
 }
 
-// The put methods set column i of the current row.
+// The put methods set column i of the current row. Their common case — a
+// streamed file's required column — is small enough to be inlined; the
+// rest (buffered files, nullable or left-out columns) is putSlow.
 
 func (t *tableFile) putInt64(i int, v int64) {
+	if o := t.fast[i]; o >= 0 {
+		*(*int64)(unsafe.Add(t.cur, o)) = v
+	} else {
+		t.putInt64Slow(i, v)
+	}
+}
+
+func (t *tableFile) putInt32(i int, v int32) {
+	if o := t.fast[i]; o >= 0 {
+		*(*int32)(unsafe.Add(t.cur, o)) = v
+	} else {
+		t.putInt32Slow(i, v)
+	}
+}
+
+func (t *tableFile) putBool(i int, v bool) {
+	if o := t.fast[i]; o >= 0 {
+		*(*bool)(unsafe.Add(t.cur, o)) = v
+	} else {
+		t.putBoolSlow(i, v)
+	}
+}
+
+func (t *tableFile) putDouble(i int, v float64) {
+	if o := t.fast[i]; o >= 0 {
+		*(*float64)(unsafe.Add(t.cur, o)) = v
+	} else {
+		t.putDoubleSlow(i, v)
+	}
+}
+
+//go:noinline
+func (t *tableFile) putInt64Slow(i int, v int64) {
 	c := &t.cols[i]
 	if t.buffered {
 		c.i64, c.null = append(c.i64, v), append(c.null, false)
 		return
 	}
 	if p := t.slot(i); p != nil {
-		if t.opt[i] {
-			c.i64 = append(c.i64, v)
-			*(**int64)(p) = &c.i64[len(c.i64)-1]
-			return
-		}
-		*(*int64)(p) = v
+		c.i64 = append(c.i64, v)
+		*(**int64)(p) = &c.i64[len(c.i64)-1]
 	}
 }
 
-func (t *tableFile) putInt32(i int, v int32) {
+//go:noinline
+func (t *tableFile) putInt32Slow(i int, v int32) {
 	c := &t.cols[i]
 	if t.buffered {
 		c.i32, c.null = append(c.i32, v), append(c.null, false)
 		return
 	}
 	if p := t.slot(i); p != nil {
-		if t.opt[i] {
-			c.i32 = append(c.i32, v)
-			*(**int32)(p) = &c.i32[len(c.i32)-1]
-			return
-		}
-		*(*int32)(p) = v
+		c.i32 = append(c.i32, v)
+		*(**int32)(p) = &c.i32[len(c.i32)-1]
 	}
 }
 
-func (t *tableFile) putBool(i int, v bool) {
+//go:noinline
+func (t *tableFile) putBoolSlow(i int, v bool) {
 	c := &t.cols[i]
 	if t.buffered {
 		c.b, c.null = append(c.b, v), append(c.null, false)
 		return
 	}
 	if p := t.slot(i); p != nil {
-		if t.opt[i] {
-			c.b = append(c.b, v)
-			*(**bool)(p) = &c.b[len(c.b)-1]
-			return
-		}
-		*(*bool)(p) = v
+		c.b = append(c.b, v)
+		*(**bool)(p) = &c.b[len(c.b)-1]
 	}
 }
 
-func (t *tableFile) putDouble(i int, v float64) {
+//go:noinline
+func (t *tableFile) putDoubleSlow(i int, v float64) {
 	c := &t.cols[i]
 	if t.buffered {
 		c.f, c.null = append(c.f, v), append(c.null, false)
 		return
 	}
 	if p := t.slot(i); p != nil {
-		if t.opt[i] {
-			c.f = append(c.f, v)
-			*(**float64)(p) = &c.f[len(c.f)-1]
-			return
-		}
-		*(*float64)(p) = v
+		c.f = append(c.f, v)
+		*(**float64)(p) = &c.f[len(c.f)-1]
 	}
 }
 
 // putString sets s; the string's bytes must not change until the table
 // next flushes (after end reports a flush), when the writer copies them.
 func (t *tableFile) putString(i int, v string) {
+	if o := t.fast[i]; o >= 0 {
+		*(*string)(unsafe.Add(t.cur, o)) = v
+	} else {
+		t.putStringSlow(i, v)
+	}
+}
+
+//go:noinline
+func (t *tableFile) putStringSlow(i int, v string) {
 	c := &t.cols[i]
 	if t.buffered {
 		c.s, c.null = append(c.s, v), append(c.null, false)
 		return
 	}
 	if p := t.slot(i); p != nil {
-		if t.opt[i] {
-			c.s = append(c.s, v)
-			*(**string)(p) = &c.s[len(c.s)-1]
-			return
-		}
-		*(*string)(p) = v
+		c.s = append(c.s, v)
+		*(**string)(p) = &c.s[len(c.s)-1]
 	}
 }
 

@@ -80,7 +80,7 @@ type slotClass struct {
 // maxSlots is the most columns of one slot group a table file can hold.
 const maxSlots = 128
 
-var slotClasses = []*slotClass{classOf[slotRow16](16), classOf[slotRow128](128)}
+var slotClasses = []*slotClass{classOf[slotRow8](8), classOf[slotRow16](16), classOf[slotRow128](128)}
 
 // classFor returns the smallest slot class with need slots per group, or
 // nil if none has enough.

@@ -2,6 +2,90 @@
 
 package sweep
 
+// slotRow8 is a row of up to 8 columns of each slot group (slots.go).
+type slotRow8 struct {
+	I0  int64
+	I1  int64
+	I2  int64
+	I3  int64
+	I4  int64
+	I5  int64
+	I6  int64
+	I7  int64
+	IP0 *int64
+	IP1 *int64
+	IP2 *int64
+	IP3 *int64
+	IP4 *int64
+	IP5 *int64
+	IP6 *int64
+	IP7 *int64
+	J0  int32
+	J1  int32
+	J2  int32
+	J3  int32
+	J4  int32
+	J5  int32
+	J6  int32
+	J7  int32
+	JP0 *int32
+	JP1 *int32
+	JP2 *int32
+	JP3 *int32
+	JP4 *int32
+	JP5 *int32
+	JP6 *int32
+	JP7 *int32
+	B0  bool
+	B1  bool
+	B2  bool
+	B3  bool
+	B4  bool
+	B5  bool
+	B6  bool
+	B7  bool
+	BP0 *bool
+	BP1 *bool
+	BP2 *bool
+	BP3 *bool
+	BP4 *bool
+	BP5 *bool
+	BP6 *bool
+	BP7 *bool
+	F0  float64
+	F1  float64
+	F2  float64
+	F3  float64
+	F4  float64
+	F5  float64
+	F6  float64
+	F7  float64
+	FP0 *float64
+	FP1 *float64
+	FP2 *float64
+	FP3 *float64
+	FP4 *float64
+	FP5 *float64
+	FP6 *float64
+	FP7 *float64
+	S0  string
+	S1  string
+	S2  string
+	S3  string
+	S4  string
+	S5  string
+	S6  string
+	S7  string
+	SP0 *string
+	SP1 *string
+	SP2 *string
+	SP3 *string
+	SP4 *string
+	SP5 *string
+	SP6 *string
+	SP7 *string
+}
+
 // slotRow16 is a row of up to 16 columns of each slot group (slots.go).
 type slotRow16 struct {
 	I0   int64

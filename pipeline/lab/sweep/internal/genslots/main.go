@@ -24,7 +24,7 @@ var groups = []struct{ prefix, typ string }{
 var classes = []struct {
 	name  string
 	slots int
-}{{"slotRow16", 16}, {"slotRow128", 128}}
+}{{"slotRow8", 8}, {"slotRow16", 16}, {"slotRow128", 128}}
 
 func main() {
 	var b bytes.Buffer
