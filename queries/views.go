@@ -1,0 +1,427 @@
+package queries
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/forklab/forklab/pipeline/world"
+)
+
+// Bucketing of numeric features, for slices and policy triggers.
+const (
+	// MaxValues is the most distinct values a numeric feature may take
+	// and still be sliced value by value: an int feature whose values span
+	// at most MaxValues integers, or any numeric feature with at most
+	// MaxValues distinct values among the sampled checkpoints (and not
+	// many more among all of them).
+	MaxValues = 12
+	// Buckets is the number of quantile buckets of any other numeric
+	// feature: edges at its deciles (equal edges merge, so there may be
+	// fewer).
+	Buckets = 10
+	// QuantileSample is about how many checkpoints the quantiles and
+	// distinct-value counts are read from: a deterministic sample chosen
+	// by a hash of the seed, so the same sweep always gets the same
+	// buckets. A sweep with fewer checkpoints uses all of them.
+	QuantileSample = 100_000
+)
+
+// View is one view over a results directory of schema version 2 (the
+// layout of V2-LAYOUT.md and schemas/README.md).
+type View struct {
+	// Name is the view's name.
+	Name string
+	// Comment says what one row is (COMMENT ON VIEW in results.duckdb).
+	Comment string
+	// Select is the view's query. Base views read the Parquet folders by
+	// paths relative to the results directory; the others read views only.
+	Select string
+	// Base marks the views that read files: configs, params, tasks,
+	// checkpoints, branches and the raw pairs. A caller that guards file
+	// access (or a test that makes the tables itself) may replace them.
+	Base bool
+}
+
+// ViewDefs returns the views of a results directory whose world is
+// declared by d, in creation order (each reads only files or views before
+// it):
+//
+//   - configs, params, tasks, checkpoints, branches: the tables as stored,
+//     partition columns (config_id, fork_step) first; pair_rows: the pairs
+//     files the same way;
+//   - config_params: one row per configuration, its declared scalar
+//     parameters pivoted into typed columns (list parameters as their
+//     canonical text);
+//   - pairs: pair_rows with the configuration's parameters as columns, so
+//     a grid slices without a join and the seed's query `SELECT same_obs,
+//     label, count(*) FROM pairs GROUP BY ALL` works unchanged on a
+//     counter sweep;
+//   - features and hidden: long, one row per ok checkpoint and declared
+//     feature (hidden field): config_id, fork_step, seed, feature, type,
+//     value_num (bool as 0/1, numbers as themselves, NULL for enums),
+//     value_text (canonical text);
+//   - feature_catalog: feature_order, feature, type, enum_values,
+//     description, from the declaration;
+//   - pair_groups: the one pass over the pairs the report's queries share:
+//     pairs counted once per configuration, fork step, arm, status, side
+//     of the split (held_out), quadrant, fault flag and feature values,
+//     with their extra costs summed;
+//   - feature_values, feature_bins: how often each numeric feature took
+//     each value, and so how each feature is bucketed (by value, or at
+//     its deciles);
+//   - pair_cells: pair_groups with each feature replaced by its bucket
+//     (the list profile, in declaration order), split and label spelt
+//     out: the small table slices, the policy search, the Qini curve and
+//     the summary read;
+//   - feature_buckets: each bucket present, its label and edges.
+//
+// Only the generated views (config_params, pairs, features, hidden,
+// feature_catalog, pair_groups, feature_values, pair_cells) depend on the
+// declaration; the queries of this package read them and nothing
+// world-specific. pair_groups reads every pair; a caller running several
+// queries materialises it once (CREATE TEMP TABLE pair_groups AS FROM
+// main.pair_groups shadows the view; see results.DB.Prepare).
+//
+// It fails if d is not a valid declaration.
+func ViewDefs(d world.Declaration) ([]View, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	g := gen{d: d}
+	return []View{
+		{Name: "configs", Base: true, Comment: "one row per configuration: world, world_version, params (JSON), model",
+			Select: "SELECT * FROM read_parquet('configs/*.parquet')"},
+		{Name: "params", Base: true, Comment: "one row per configuration and world parameter: type, value_num, value_text",
+			Select: "SELECT * FROM read_parquet('params/*.parquet')"},
+		{Name: "tasks", Base: true, Comment: "one row per (configuration, seed): the task the seed draws",
+			Select: "SELECT config_id, * EXCLUDE (config_id)\nFROM " + readHive("tasks/*/*.parquet", false)},
+		{Name: "checkpoints", Base: true, Comment: "one row per (configuration, fork step, seed): the run at the fork, its features, hidden truth, cost so far and checkpoint JSON",
+			Select: "SELECT config_id, fork_step, * EXCLUDE (config_id, fork_step)\nFROM " + readHive("checkpoints/*/*/*.parquet", true)},
+		{Name: "branches", Base: true, Comment: "one row per (configuration, fork step, seed, arm, replica): one finished branch and its cost",
+			Select: "SELECT config_id, fork_step, * EXCLUDE (config_id, fork_step)\nFROM " + readHive("branches/*/*/*.parquet", true)},
+		{Name: "pair_rows", Base: true, Comment: "the pairs files as stored, partition columns first (pairs adds the configuration's parameters)",
+			Select: "SELECT config_id, fork_step, * EXCLUDE (config_id, fork_step)\nFROM " + readHive("pairs/*/*/*.parquet", true)},
+		{Name: "config_params", Comment: "one row per configuration: its scalar world parameters as typed columns, list parameters as text",
+			Select: g.configParams()},
+		{Name: "pairs", Comment: "one row per (configuration, fork step, seed, treatment arm): the arm against off, labelled, with the features, hidden truth, extra cost and the configuration's parameters",
+			Select: "SELECT p.*, c.* EXCLUDE (config_id)\nFROM pair_rows AS p\nJOIN config_params AS c USING (config_id)"},
+		{Name: "features", Comment: "one row per ok checkpoint and declared feature: value_num (bool 0/1), value_text",
+			Select: g.long("checkpoints", d.Features, "")},
+		{Name: "hidden", Comment: "one row per ok checkpoint and hidden field (named without hidden_): value_num, value_text",
+			Select: g.long("checkpoints", d.Hidden, "hidden_")},
+		{Name: "feature_catalog", Comment: "one row per declared feature: feature_order, feature, type, enum_values, description",
+			Select: g.catalog()},
+		{Name: "pair_groups", Comment: "pairs counted once per configuration, fork step, arm, status, side of the split (held_out), quadrant, fault and feature values, with summed extra cost: the one pass over the pairs the report's queries share",
+			Select: g.groups()},
+		{Name: "feature_values", Comment: "one row per numeric feature and value: how many ok pairs took it",
+			Select: g.values()},
+		{Name: "feature_bins", Comment: "one row per feature: how slices and triggers bucket it (by value, or quantile edges)",
+			Select: featureBins},
+		{Name: "pair_cells", Comment: "pair_groups with each feature replaced by its bucket (profile: the bucket keys in feature order)",
+			Select: g.cells()},
+		{Name: "feature_buckets", Comment: "one row per configuration, fork step, feature and bucket present: its key, label and edges",
+			Select: featureBuckets},
+	}, nil
+}
+
+// Views returns ViewDefs(d) as SQL text, one CREATE OR REPLACE VIEW
+// statement per view, each after a comment naming what it holds: what
+// results.Open runs on every connection and what results.duckdb holds.
+// The paths are relative to the results directory (DuckDB resolves them
+// against file_search_path or its working directory).
+func Views(d world.Declaration) (string, error) {
+	vs, err := ViewDefs(d)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "-- Views over a results directory of world %s version %s (schema version 2),\n-- generated from its declaration by forklab (queries.Views).\n", d.Name, d.Version)
+	for _, v := range vs {
+		fmt.Fprintf(&b, "\n-- %s: %s\nCREATE OR REPLACE VIEW %s AS\n%s;\n", v.Name, v.Comment, v.Name, v.Select)
+	}
+	return b.String(), nil
+}
+
+// readHive is read_parquet over a Hive-partitioned folder.
+func readHive(glob string, forkStep bool) string {
+	types := "{'config_id': INTEGER}"
+	if forkStep {
+		types = "{'config_id': INTEGER, 'fork_step': INTEGER}"
+	}
+	return fmt.Sprintf("read_parquet('%s', hive_partitioning = true, union_by_name = true,\n                  hive_types = %s)", glob, types)
+}
+
+type gen struct{ d world.Declaration }
+
+// lit is a SQL string literal.
+func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// ident quotes a declared name (already [a-z][a-z0-9_]*, so quoting only
+// guards against keywords).
+func ident(s string) string { return `"` + s + `"` }
+
+func (g gen) configParams() string {
+	var cols []string
+	for _, p := range g.d.Params {
+		sel := fmt.Sprintf("FILTER (WHERE p.param = %s)", lit(p.Name))
+		var e string
+		switch p.Kind {
+		case world.ParamInt:
+			e = fmt.Sprintf("CAST(max(p.value_text) %s AS BIGINT)", sel)
+		case world.ParamFloat:
+			e = fmt.Sprintf("max(p.value_num) %s", sel)
+		case world.ParamBool:
+			e = fmt.Sprintf("max(p.value_text) %s = 'true'", sel)
+		default: // enum, lists: the canonical text
+			e = fmt.Sprintf("max(p.value_text) %s", sel)
+		}
+		cols = append(cols, fmt.Sprintf("       %s AS %s", e, ident(p.Name)))
+	}
+	s := "SELECT c.config_id"
+	if len(cols) > 0 {
+		s += ",\n" + strings.Join(cols, ",\n")
+	}
+	return s + "\nFROM configs AS c\nLEFT JOIN params AS p USING (config_id)\nGROUP BY c.config_id"
+}
+
+// numText is the canonical text of a DOUBLE expression: an integral value
+// below 10^15 in magnitude as an integer ("3", not "3.0"), anything else
+// as DuckDB writes it (the shortest text that reads back as the same
+// number: "0.25", "1e-07").
+func numText(x string) string {
+	return fmt.Sprintf("CASE WHEN %[1]s = trunc(%[1]s) AND abs(%[1]s) < 1e15 THEN CAST(CAST(%[1]s AS BIGINT) AS VARCHAR) ELSE CAST(%[1]s AS VARCHAR) END", x)
+}
+
+// valueNum and valueText are a column's value_num and value_text in the
+// long views.
+func valueNum(f world.Field, col string) string {
+	switch f.Kind {
+	case world.Bool:
+		return fmt.Sprintf("CAST(CAST(%s AS INTEGER) AS DOUBLE)", col)
+	case world.Enum:
+		return "CAST(NULL AS DOUBLE)"
+	}
+	return fmt.Sprintf("CAST(%s AS DOUBLE)", col)
+}
+
+func valueText(f world.Field, col string) string {
+	switch f.Kind {
+	case world.Bool, world.Enum, world.Int:
+		return fmt.Sprintf("CAST(%s AS VARCHAR)", col)
+	}
+	return numText(fmt.Sprintf("CAST(%s AS DOUBLE)", col))
+}
+
+// long unpivots the declared fields of table (columns prefix+name) into
+// rows, one scan for all of them.
+func (g gen) long(table string, fs []world.Field, prefix string) string {
+	if len(fs) == 0 {
+		return "SELECT CAST(NULL AS INTEGER) AS config_id, CAST(NULL AS INTEGER) AS fork_step, CAST(NULL AS BIGINT) AS seed,\n" +
+			"       CAST(NULL AS VARCHAR) AS feature, CAST(NULL AS VARCHAR) AS type, CAST(NULL AS DOUBLE) AS value_num, CAST(NULL AS VARCHAR) AS value_text\nWHERE false"
+	}
+	var items []string
+	for _, f := range fs {
+		col := ident(prefix + f.Name)
+		items = append(items, fmt.Sprintf("{'feature': %s, 'type': %s, 'value_num': %s, 'value_text': %s}",
+			lit(f.Name), lit(string(f.Kind)), valueNum(f, col), valueText(f, col)))
+	}
+	return "SELECT config_id, fork_step, seed, v.feature, v.type, v.value_num, v.value_text\n" +
+		"FROM (SELECT config_id, fork_step, seed, unnest([\n           " + strings.Join(items, ",\n           ") +
+		"]) AS v\n      FROM " + table + " WHERE status = 'ok')"
+}
+
+func (g gen) catalog() string {
+	var rows []string
+	for i, f := range g.d.Features {
+		enum := "CAST(NULL AS VARCHAR[])"
+		if f.Kind == world.Enum {
+			vs := make([]string, len(f.Values))
+			for j, v := range f.Values {
+				vs[j] = lit(v)
+			}
+			enum = "[" + strings.Join(vs, ", ") + "]"
+		}
+		rows = append(rows, fmt.Sprintf("(%d, %s, %s, %s, %s)", i+1, lit(f.Name), lit(string(f.Kind)), enum, lit(f.Description)))
+	}
+	return "SELECT CAST(feature_order AS INTEGER) AS feature_order, feature, type, enum_values, description\nFROM (VALUES\n    " +
+		strings.Join(rows, ",\n    ") + ") AS t(feature_order, feature, type, enum_values, description)"
+}
+
+// numeric reports a feature bucketed by feature_bins: int and float.
+func numeric(f world.Field) bool { return f.Kind == world.Int || f.Kind == world.Float }
+
+// heldOut is the policy search's split of the seeds: a seed is held out
+// when ((seed × 2654435761) mod 2^32) / 2^32 < holdout (Knuth's
+// multiplicative hash; variable holdout, default 0.3), so the split is
+// stable across runs and the same for every configuration, fork step and
+// arm.
+const heldOut = "((CAST(p.seed & 4294967295 AS UBIGINT) * 2654435761) & 4294967295) < coalesce(getvariable('holdout'), 0.3) * 4294967296"
+
+// groups is pair_groups: the one pass over the pairs every report query
+// shares. Pairs with the same configuration, fork step, arm, status, side
+// of the split, quadrant (which says the label too), fault flag and
+// feature values are counted once, their extra costs summed.
+func (g gen) groups() string {
+	var cols []string
+	for _, f := range g.d.Features {
+		cols = append(cols, "p."+ident(f.Name))
+	}
+	return "SELECT p.config_id, p.fork_step, p.arm, p.status,\n       " + heldOut + " AS held_out,\n" +
+		"       p.quadrant, p.fault,\n       " + strings.Join(cols, ", ") + ",\n" +
+		"       count(*) AS n,\n" +
+		"       sum(p.extra_steps) AS extra_steps, sum(p.extra_tokens) AS extra_tokens,\n" +
+		"       sum(p.extra_usd) AS extra_usd, sum(p.extra_seconds) AS extra_seconds\n" +
+		"FROM pair_rows AS p\nGROUP BY ALL"
+}
+
+// values is feature_values: how many ok pairs took each value of each
+// numeric feature, read from pair_groups.
+func (g gen) values() string {
+	var items []string
+	for i, f := range g.d.Features {
+		if numeric(f) {
+			items = append(items, fmt.Sprintf("{'feature_order': %d, 'value': CAST(%s AS DOUBLE)}", i+1, ident(f.Name)))
+		}
+	}
+	if len(items) == 0 {
+		return "SELECT CAST(NULL AS INTEGER) AS feature_order, CAST(NULL AS DOUBLE) AS value, CAST(NULL AS HUGEINT) AS n WHERE false"
+	}
+	return "SELECT CAST(v.feature_order AS INTEGER) AS feature_order, v.value, sum(n) AS n\n" +
+		"FROM (SELECT n, unnest([\n           " + strings.Join(items, ",\n           ") + "]) AS v\n" +
+		"      FROM pair_groups WHERE status = 'ok')\nGROUP BY ALL"
+}
+
+// featureBins is feature_bins, generic: it reads feature_values and
+// feature_catalog. A bool or enum feature is sliced by value; so is a
+// numeric one whose values span at most MaxValues integers (int) or that
+// takes at most MaxValues distinct values. Any other numeric feature is cut
+// at its deciles over the ok pairs (a decile is the smallest value whose
+// cumulative share reaches it, as quantile_disc); its buckets' lower edges
+// are its minimum and the distinct deciles above it.
+var featureBins = `WITH stats AS (
+    SELECT feature_order, min(value) AS lo, max(value) AS hi, count(*) AS distinct_values, sum(n) AS total
+    FROM feature_values
+    WHERE value IS NOT NULL
+    GROUP BY feature_order
+),
+cumulative AS (
+    SELECT feature_order, value, sum(n) OVER (PARTITION BY feature_order ORDER BY value) AS cum
+    FROM feature_values
+    WHERE value IS NOT NULL
+),
+deciles AS (
+    SELECT c.feature_order, d.i, min(c.value) AS edge
+    FROM cumulative AS c
+    JOIN stats AS s USING (feature_order), range(1, ` + fmt.Sprint(Buckets) + `) AS d(i)
+    WHERE c.cum >= s.total * d.i / ` + fmt.Sprint(Buckets) + `
+    GROUP BY c.feature_order, d.i
+),
+above AS (
+    SELECT s.feature_order, list(DISTINCT d.edge ORDER BY d.edge) FILTER (WHERE d.edge > s.lo) AS above
+    FROM stats AS s
+    JOIN deciles AS d USING (feature_order)
+    GROUP BY s.feature_order
+),
+edges AS (
+    SELECT s.feature_order, s.lo, s.hi, s.distinct_values, list_prepend(s.lo, coalesce(a.above, [])) AS edges
+    FROM stats AS s
+    LEFT JOIN above AS a USING (feature_order)
+)
+SELECT c.feature_order, c.feature, c.type,
+       c.type IN ('bool', 'enum') OR e.lo IS NULL
+         OR (c.type = 'int' AND e.hi - e.lo < ` + fmt.Sprint(MaxValues) + `) OR e.distinct_values <= ` + fmt.Sprint(MaxValues) + ` AS by_value,
+       e.distinct_values, e.lo AS min_value, e.hi AS max_value,
+       CASE WHEN c.type IN ('bool', 'enum') OR e.lo IS NULL
+                 OR (c.type = 'int' AND e.hi - e.lo < ` + fmt.Sprint(MaxValues) + `) OR e.distinct_values <= ` + fmt.Sprint(MaxValues) + `
+            THEN NULL ELSE e.edges END AS edges
+FROM feature_catalog AS c
+LEFT JOIN edges AS e USING (feature_order)
+ORDER BY c.feature_order`
+
+// key is the bucket key of feature f in pair_cells: bool 0/1, an enum's
+// position among its declared values (0 for an undeclared value), a
+// number sliced by value itself, any other number the lower edge of its
+// bucket (the largest edge at or below it). NULL stays NULL.
+func key(i int, f world.Field) string {
+	col := "g." + ident(f.Name)
+	switch f.Kind {
+	case world.Bool:
+		return fmt.Sprintf("CAST(CAST(%s AS INTEGER) AS DOUBLE)", col)
+	case world.Enum:
+		var whens []string
+		for j, v := range f.Values {
+			whens = append(whens, fmt.Sprintf("WHEN %s THEN %d", lit(v), j+1))
+		}
+		return fmt.Sprintf("CASE WHEN %s IS NULL THEN NULL ELSE CASE %s %s ELSE 0 END END", col, col, strings.Join(whens, " "))
+	}
+	x := fmt.Sprintf("CAST(%s AS DOUBLE)", col)
+	e := fmt.Sprintf("b.e%d", i+1)
+	var whens []string
+	for j := Buckets; j >= 2; j-- {
+		whens = append(whens, fmt.Sprintf("WHEN %s >= %s[%d] THEN %s[%d]", x, e, j, e, j))
+	}
+	return fmt.Sprintf("CASE WHEN %s IS NULL OR %s IS NULL THEN %s\n                %s\n                ELSE %s[1] END",
+		e, x, x, strings.Join(whens, "\n                "), e)
+}
+
+// cells is pair_cells: pair_groups with every feature replaced by its
+// bucket key, the keys in declaration order as the list profile.
+func (g gen) cells() string {
+	var edges, keys, profile []string
+	for i, f := range g.d.Features {
+		if numeric(f) {
+			edges = append(edges, fmt.Sprintf("max(edges) FILTER (WHERE feature_order = %d) AS e%d", i+1, i+1))
+		}
+		keys = append(keys, fmt.Sprintf("%s AS k%d", key(i, f), i+1))
+		profile = append(profile, fmt.Sprintf("k%d", i+1))
+	}
+	bins := "(SELECT 1) AS b"
+	if len(edges) > 0 {
+		bins = "(SELECT " + strings.Join(edges, ", ") + " FROM feature_bins) AS b"
+	}
+	return `SELECT config_id, fork_step, arm, status, split, label, quadrant, fault,
+       [` + strings.Join(profile, ", ") + `] AS profile,
+       n, extra_steps, extra_tokens, extra_usd, extra_seconds
+FROM (
+    SELECT g.config_id, g.fork_step, g.arm, g.status,
+           CASE WHEN g.held_out THEN 'holdout' ELSE 'search' END AS split,
+           CASE g.quadrant WHEN 'persuadable' THEN 'rescued' WHEN 'sleeping_dog' THEN 'harmed'
+                           WHEN 'sure_thing' THEN 'unchanged' WHEN 'lost_cause' THEN 'unchanged' END AS label,
+           g.quadrant, g.fault,
+           ` + strings.Join(keys, ",\n           ") + `,
+           sum(g.n) AS n,
+           sum(g.extra_steps) AS extra_steps, sum(g.extra_tokens) AS extra_tokens,
+           sum(g.extra_usd) AS extra_usd, sum(g.extra_seconds) AS extra_seconds
+    FROM pair_groups AS g, ` + bins + `
+    GROUP BY ALL
+)`
+}
+
+// featureBuckets is generic: it reads pair_cells, feature_bins and
+// feature_catalog. A bucket's key is its lower edge (or its value); hi is
+// the next edge above it, NULL for the last bucket. Labels: the value's
+// canonical text when sliced by value ('true', '3', 'stale'), else '< 12'
+// (the first bucket: nothing lies below its edge, the minimum), '[12, 40)',
+// '>= 40'; 'null' for a missing value.
+var featureBuckets = `WITH present AS (
+    SELECT DISTINCT config_id, fork_step, CAST(generate_subscripts(profile, 1) AS INTEGER) AS feature_order, unnest(profile) AS key
+    FROM pair_cells
+),
+edged AS (
+    SELECT p.config_id, p.fork_step, p.feature_order, b.feature, b.type, b.by_value, p.key,
+           CASE WHEN NOT b.by_value AND p.key IS NOT NULL THEN list_filter(b.edges, e -> e > p.key)[1] END AS hi,
+           b.edges[1] AS first_edge, c.enum_values
+    FROM present AS p
+    JOIN feature_bins AS b USING (feature_order)
+    JOIN feature_catalog AS c USING (feature_order)
+)
+SELECT config_id, fork_step, feature_order, feature, type, by_value, key, hi,
+       CASE WHEN key IS NULL THEN 'null'
+            WHEN type = 'bool' THEN CASE WHEN key = 1 THEN 'true' ELSE 'false' END
+            WHEN type = 'enum' THEN coalesce(enum_values[CAST(key AS INTEGER)], 'other')
+            WHEN by_value THEN ` + numText("key") + `
+            WHEN hi IS NULL THEN '>= ' || ` + numText("key") + `
+            WHEN key = first_edge THEN '< ' || ` + numText("hi") + `
+            ELSE '[' || ` + numText("key") + ` || ', ' || ` + numText("hi") + ` || ')'
+       END AS label
+FROM edged`
