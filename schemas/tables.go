@@ -23,105 +23,211 @@
 // recorded for evaluation and are never features.
 package schemas
 
+import "github.com/forklab/forklab/pipeline/world"
+
 // SchemaVersion is the version of the table layout, recorded in every
-// manifest. Version 1 is the first layout.
-const SchemaVersion = 1
+// manifest. Version 1 was the counter world's fixed columns; version 2 is
+// world-agnostic: every table's columns are the fixed ones below plus the
+// columns a world's declaration (pipeline/world.Declaration) names, and
+// rows carry a status ('ok' or 'error') so a failed run is a row, never a
+// label. schemas/README.md lists what changed.
+const SchemaVersion = 2
 
 // Tables lists the per-shard table folders of a results directory, in
 // write order.
 var Tables = []string{"tasks", "checkpoints", "branches", "pairs"}
 
-// ConfigsTable is the folder of the configs table, written once per sweep.
-const ConfigsTable = "configs"
+// ConfigsTable and ParamsTable are the folders of the tables written once
+// per sweep.
+const (
+	ConfigsTable = "configs"
+	ParamsTable  = "params"
+)
 
-// Config is a row of configs: one point of the sweep's parameter grid.
-type Config struct {
-	ConfigID     int32   `parquet:"config_id"`
-	World        string  `parquet:"world"`
-	Target       int32   `parquet:"target"`
-	BaseBudget   int32   `parquet:"base_budget"`
-	SlackValues  []int32 `parquet:"slack_values,list"`
-	FreezeValues []int32 `parquet:"freeze_values,list"`
-	PStall       float64 `parquet:"p_stall"`
-	PObsNoise    float64 `parquet:"p_obs_noise"`
-	PRefreshFail float64 `parquet:"p_refresh_fail"`
-	Temperature  float64 `parquet:"temperature"`
-	NoTool       float64 `parquet:"no_tool"`
+// Type is a column's SQL type, as DuckDB reads it back.
+type Type string
+
+// The column types.
+const (
+	BigInt  Type = "BIGINT"
+	Integer Type = "INTEGER"
+	Boolean Type = "BOOLEAN"
+	Double  Type = "DOUBLE"
+	Varchar Type = "VARCHAR"
+)
+
+// Column is one column of a table.
+type Column struct {
+	Name string
+	Type Type
+	// Nullable: the column may hold NULL (on error rows at least).
+	Nullable bool
+	// Optional: NULL is an ordinary value of the column (a declared
+	// nullable field), not only an error row's.
+	Optional bool
+	// Omittable: a file in which the column is all NULL leaves it out;
+	// readers see NULL (the views read with union_by_name).
+	Omittable bool
+	// Dict: a VARCHAR with few distinct values, dictionary-encoded.
+	Dict bool
+	// Declared: the column comes from the world's declaration.
+	Declared    bool
+	Description string
 }
 
-// Task is a row of tasks: the task a seed draws. Partitioned by config_id.
-type Task struct {
-	Seed   int64 `parquet:"seed"`
-	Slack  int32 `parquet:"slack"`
-	Budget int32 `parquet:"budget"`
-	// FreezeAt is null when the sensor never sticks.
-	FreezeAt *int32 `parquet:"freeze_at,optional"`
+// The status values of tasks, checkpoints, branches and pairs.
+const (
+	StatusOK    = "ok"
+	StatusError = "error"
+)
+
+// HiddenPrefix prefixes the column of every hidden truth.
+const HiddenPrefix = "hidden_"
+
+func declared(fs []world.Field, prefix string, nullable bool) []Column {
+	cols := make([]Column, len(fs))
+	for i, f := range fs {
+		cols[i] = Column{Name: prefix + f.Name, Type: TypeOf(f.Kind), Nullable: nullable || f.Nullable, Optional: f.Nullable,
+			Dict: f.Kind == world.Enum, Declared: true, Description: f.Description}
+	}
+	return cols
 }
 
-// Features are the pre-decision features of a checkpoint, as columns.
-type Features struct {
-	SameObs    bool  `parquet:"same_obs"`
-	RepeatRun  int32 `parquet:"repeat_run"`
-	ObsValue   int32 `parquet:"obs_value"`
-	StepsUsed  int32 `parquet:"steps_used"`
-	BudgetLeft int32 `parquet:"budget_left"`
+// TypeOf is the column type of a declared kind.
+func TypeOf(k world.Kind) Type {
+	switch k {
+	case world.Bool:
+		return Boolean
+	case world.Int:
+		return BigInt
+	case world.Float:
+		return Double
+	}
+	return Varchar
 }
 
-// FeatureNames lists the feature columns, in the order slices report them.
-var FeatureNames = []string{"same_obs", "repeat_run", "obs_value", "steps_used", "budget_left"}
-
-// Hidden is the ground truth at a checkpoint, as columns.
-type Hidden struct {
-	HiddenStuck bool `parquet:"hidden_stuck"`
-	HiddenFault bool `parquet:"hidden_fault"`
+var status = []Column{
+	{Name: "status", Type: Varchar, Dict: true, Description: "'ok', or 'error' when the run, branch or pair failed (errors are rows, never labels)"},
+	{Name: "error", Type: Varchar, Nullable: true, Omittable: true, Description: "what failed, when status is 'error'"},
 }
 
-// Checkpoint is a row of checkpoints: a run stopped at a fork step.
+// costColumns returns the cost columns with prefix ("cost_", "extra_").
+func costColumns(prefix string, typ func(string) Type, what string) []Column {
+	cols := make([]Column, len(world.CostFields))
+	for i, f := range world.CostFields {
+		cols[i] = Column{Name: prefix + f, Type: typ(f), Nullable: true, Omittable: true, Description: what + " in " + f + " (NULL when the world does not report " + f + ")"}
+	}
+	return cols
+}
+
+func costType(f string) Type {
+	if f == world.CostSteps || f == world.CostTokens {
+		return BigInt
+	}
+	return Double
+}
+
+// Configs is the configs table: one row per configuration, one point of
+// the spec's parameter grid.
+func Configs() []Column {
+	return []Column{
+		{Name: "config_id", Type: Integer, Description: "the configuration, from 0"},
+		{Name: "world", Type: Varchar, Dict: true, Description: "the world's name"},
+		{Name: "world_version", Type: Varchar, Dict: true, Description: "the world's version"},
+		{Name: "params", Type: Varchar, Description: "the configuration's world parameters, a JSON object"},
+		{Name: "temperature", Type: Double, Description: "the fake model's chance a turn departs from the greedy choice"},
+		{Name: "no_tool", Type: Double, Description: "the share of departing turns that call no tool"},
+	}
+}
+
+// Params is the params table, long: one row per configuration and world
+// parameter.
+func Params() []Column {
+	return []Column{
+		{Name: "config_id", Type: Integer, Description: "the configuration"},
+		{Name: "param", Type: Varchar, Dict: true, Description: "the parameter's name"},
+		{Name: "type", Type: Varchar, Dict: true, Description: "its type: bool, int, float, enum, int_list, float_list"},
+		{Name: "value_num", Type: Double, Nullable: true, Optional: true, Description: "its value as a number (bool 0/1); NULL for enums and lists"},
+		{Name: "value_text", Type: Varchar, Description: "its canonical text: true, 6, 0.2, fast, [0,0,1,2]"},
+	}
+}
+
+// Tasks is the tasks table of world d: one row per (config, seed).
+// Partitioned by config_id.
+func Tasks(d world.Declaration) []Column {
+	cols := []Column{{Name: "seed", Type: BigInt, Description: "the task seed"}}
+	cols = append(cols, status...)
+	return append(cols, declared(d.Task, "", true)...)
+}
+
+// Checkpoints is the checkpoints table of world d: one row per (config,
+// seed, fork step), the run stopped at the fork. Partitioned by config_id
+// and fork_step.
+func Checkpoints(d world.Declaration) []Column {
+	cols := []Column{{Name: "seed", Type: BigInt, Description: "the task seed"}}
+	cols = append(cols, status...)
+	cols = append(cols, Column{Name: "over", Type: Boolean, Nullable: true, Description: "the run had ended before reaching the fork step"})
+	cols = append(cols, declared(d.Features, "", true)...)
+	cols = append(cols, declared(d.Hidden, HiddenPrefix, true)...)
+	cols = append(cols, costColumns("cost_", costType, "what reaching the fork cost")...)
+	return append(cols, Column{Name: "checkpoint", Type: Varchar, Nullable: true, Description: "the checkpoint's JSON, what forklab fork --checkpoint reads"})
+}
+
+// Branches is the branches table: one row per (config, seed, fork step,
+// arm, replica), a finished branch. Partitioned by config_id and
+// fork_step.
+func Branches(d world.Declaration) []Column {
+	cols := []Column{
+		{Name: "seed", Type: BigInt, Description: "the task seed"},
+		{Name: "arm", Type: Varchar, Dict: true, Description: "off, on, placebo, aa or policy"},
+		{Name: "replica", Type: Integer, Description: "the replica, from 0"},
+	}
+	cols = append(cols, status...)
+	cols = append(cols,
+		Column{Name: "intervened", Type: Boolean, Nullable: true, Description: "the arm's intervention was applied at the fork"},
+		Column{Name: "success", Type: Boolean, Nullable: true, Description: "the branch met the task's goal"})
+	cols = append(cols, costColumns("cost_", costType, "what the branch cost from the fork to its end, the intervention included,")...)
+	return append(cols, Column{Name: "details", Type: Varchar, Nullable: true, Omittable: true, Description: "outcome details an agent reports, JSON (NULL for built-in worlds)"})
+}
+
+// Pairs is the pairs table of world d: one row per (config, seed, fork
+// step, treatment arm), the arm against the control off on the same
+// checkpoint, each side decided by majority over its replicas.
 // Partitioned by config_id and fork_step.
-type Checkpoint struct {
-	Seed int64 `parquet:"seed"`
-	// Over: the run had already ended (declared or out of budget) before
-	// reaching the fork step.
-	Over bool `parquet:"over"`
-	Features
-	Hidden
-	HiddenValue int32 `parquet:"hidden_value"`
-	// Checkpoint is the checkpoint itself, the JSON that forklab fork
-	// --checkpoint reads.
-	Checkpoint string `parquet:"checkpoint"`
+func Pairs(d world.Declaration) []Column {
+	cols := []Column{
+		{Name: "seed", Type: BigInt, Description: "the task seed"},
+		{Name: "arm", Type: Varchar, Dict: true, Description: "the treatment arm"},
+		{Name: "replicas", Type: Integer, Description: "replicas per side"},
+	}
+	cols = append(cols, status...)
+	cols = append(cols,
+		Column{Name: "control_wins", Type: Integer, Nullable: true, Description: "successful replicas of off"},
+		Column{Name: "treatment_wins", Type: Integer, Nullable: true, Description: "successful replicas of the arm"},
+		Column{Name: "control_success", Type: Boolean, Nullable: true, Description: "off succeeded by strict majority"},
+		Column{Name: "treatment_success", Type: Boolean, Nullable: true, Description: "the arm succeeded by strict majority"},
+		Column{Name: "label", Type: Varchar, Nullable: true, Dict: true, Description: "rescued, harmed or unchanged; NULL on error"},
+		Column{Name: "quadrant", Type: Varchar, Nullable: true, Dict: true, Description: "persuadable, sleeping_dog, sure_thing or lost_cause; NULL on error"},
+		Column{Name: "fault", Type: Boolean, Nullable: true, Description: "the declared fault flag's value (NULL when the world declares none)"})
+	cols = append(cols, declared(d.Features, "", true)...)
+	cols = append(cols, declared(d.Hidden, HiddenPrefix, true)...)
+	return append(cols, costColumns("extra_", func(string) Type { return Double }, "the arm's mean branch cost minus off's,")...)
 }
 
-// Branch is a row of branches: one replica of one arm, finished.
-// Partitioned by config_id and fork_step.
-type Branch struct {
-	Seed    int64  `parquet:"seed"`
-	Arm     string `parquet:"arm,dict"`
-	Replica int32  `parquet:"replica"`
-	// Intervened: the arm's intervention (refresh, or the placebo's
-	// empty action) was applied at the fork.
-	Intervened bool  `parquet:"intervened"`
-	Success    bool  `parquet:"success"`
-	Declared   bool  `parquet:"declared"`
-	FinalValue int32 `parquet:"final_value"`
-	Steps      int32 `parquet:"steps"`
-}
-
-// Pair is a row of pairs: a treatment arm against the control arm off on
-// the same checkpoint, each side decided by majority over its replicas.
-// Partitioned by config_id and fork_step.
-type Pair struct {
-	Seed     int64  `parquet:"seed"`
-	Arm      string `parquet:"arm,dict"`
-	Replicas int32  `parquet:"replicas"`
-	// ControlWins and TreatmentWins count successful replicas.
-	ControlWins      int32  `parquet:"control_wins"`
-	TreatmentWins    int32  `parquet:"treatment_wins"`
-	ControlSuccess   bool   `parquet:"control_success"`
-	TreatmentSuccess bool   `parquet:"treatment_success"`
-	Label            string `parquet:"label,dict"`
-	Quadrant         string `parquet:"quadrant,dict"`
-	Features
-	Hidden
+// TableColumns returns the columns of a per-shard table ("tasks",
+// "checkpoints", "branches", "pairs") of world d.
+func TableColumns(table string, d world.Declaration) []Column {
+	switch table {
+	case "tasks":
+		return Tasks(d)
+	case "checkpoints":
+		return Checkpoints(d)
+	case "branches":
+		return Branches(d)
+	case "pairs":
+		return Pairs(d)
+	}
+	return nil
 }
 
 // SessionEvent is a row of events: one event of an agent session on the

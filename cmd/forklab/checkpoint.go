@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
-	"github.com/forklab/forklab/pipeline/worlds/counter"
 	"github.com/spf13/cobra"
 )
 
@@ -19,40 +17,46 @@ func init() {
 	cmd := &cobra.Command{
 		Use:   "checkpoint --seed N --fork-at STEP",
 		Short: "Run one seed to a fork step and print its checkpoint as JSON",
-		Args:  cobra.NoArgs,
+		Long: `checkpoint plays one seed's run of a world to a fork step and prints the
+checkpoint as one line of JSON: the world and its version, the parameters,
+the model, the history and the state. forklab fork --checkpoint finishes any
+branch of it, in another process, to the same outcome as the sweep.
+
+The world and its parameters are chosen as for sweep (--world, --param and
+the per-parameter flags), and checked the same way.`,
+		Example: `  forklab checkpoint --seed 0 --fork-at 3 > cp.json
+  forklab checkpoint --world toolloop --seed 7 --fork-at 2 --param p_stale=0.3`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec := sweep.DefaultSpec()
 			if err := wf.apply(&spec); err != nil {
 				return asInput(err)
 			}
-			if forkAt < 1 {
-				return usageErr("--fork-at %d is below 1: the fork must come after at least one step", forkAt)
+			if seed > sweep.MaxSeed-1 {
+				return usageErr("--seed must be below 2^63-1, got %d", seed)
 			}
-			if seed > sweep.MaxSeed {
-				return usageErr("--seed must be below 2^63")
+			spec.Seeds = sweep.Range{Start: seed, End: seed + 1}
+			spec.ForkAt = []int{forkAt}
+			r, err := spec.Resolve()
+			if err != nil {
+				return asInput(fmt.Errorf("--fork-at/--seed/world: %w", err))
 			}
-			w, err := counter.New(spec.Params)
+			inst, err := r.Def.Open(r.Configs[0].Params, r.Configs[0].Model)
 			if err != nil {
 				return asInput(err)
 			}
-			if err := spec.Model.Validate(); err != nil {
-				return asInput(err)
-			}
-			lab := fork.Lab[counter.State]{World: w, Model: spec.Model}
-			var hist []fork.Turn
-			s := lab.Advance(w.Start(seed), fork.PrefixKey(seed), forkAt, &hist)
-			b, err := fork.Checkpoint[counter.State, counter.Params]{Version: fork.CheckpointVersion, World: counter.Name,
-				Params: spec.Params, Model: spec.Model, ForkStep: forkAt, History: hist, State: s}.Encode()
+			defer inst.Close()
+			f, err := inst.Checkpoint(seed, forkAt)
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(os.Stdout, "%s\n", b)
+			_, err = fmt.Fprintf(os.Stdout, "%s\n", f.Checkpoint)
 			return err
 		},
 	}
 	f := cmd.Flags()
 	f.Uint64Var(&seed, "seed", 0, "task seed")
-	f.IntVar(&forkAt, "fork-at", 3, "fork step")
+	f.IntVar(&forkAt, "fork-at", 3, "fork step: the number of steps run before the checkpoint")
 	wf = addWorldFlags(f)
 	cmd.MarkFlagRequired("seed")
 	rootCmd.AddCommand(cmd)

@@ -10,23 +10,19 @@ import (
 	"os"
 
 	"github.com/forklab/forklab/pipeline/analysis/policy"
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
-	"github.com/forklab/forklab/pipeline/worlds/counter"
+	"github.com/forklab/forklab/pipeline/world"
 	"github.com/spf13/cobra"
 )
 
 // forkOutcome is one line of forklab fork's JSON output.
 type forkOutcome struct {
-	Seed       uint64   `json:"seed"`
-	ForkStep   int      `json:"fork_step"`
-	Arm        fork.Arm `json:"arm"`
-	Replica    int      `json:"replica"`
-	Intervened bool     `json:"intervened"`
-	Success    bool     `json:"success"`
-	Declared   bool     `json:"declared"`
-	FinalValue int      `json:"final_value"`
-	Steps      int      `json:"steps"`
+	World   string   `json:"world"`
+	Arm     fork.Arm `json:"arm"`
+	Replica int      `json:"replica"`
+	lab.Outcome
 }
 
 func init() {
@@ -100,8 +96,15 @@ the branch's events go to the child stream.`,
 				defer f.Close()
 				in = f
 			}
-			// Decode everything first: a bad line anywhere prints nothing.
-			var cps []fork.Checkpoint[counter.State, counter.Params]
+			// Decode and fork everything first: a bad line anywhere prints
+			// nothing.
+			var outs []forkOutcome
+			insts := map[string]lab.Instance{}
+			defer func() {
+				for _, i := range insts {
+					i.Close()
+				}
+			}()
 			sc := bufio.NewScanner(in)
 			sc.Buffer(make([]byte, 1<<20), 64<<20)
 			for line := 1; sc.Scan(); line++ {
@@ -109,34 +112,22 @@ the branch's events go to the child stream.`,
 				if len(b) == 0 {
 					continue
 				}
-				c, err := fork.DecodeCheckpoint[counter.State, counter.Params](b, counter.Name)
-				if err == nil {
-					err = c.Params.Validate()
-				}
-				if err == nil {
-					lab := fork.Lab[counter.State]{World: counter.World{P: c.Params}, Model: c.Model}
-					err = fork.Verify(lab, c, func(s counter.State) uint64 { return s.Seed })
-				}
+				o, err := forkOne(b, arm, replica, rule, insts)
 				if err != nil {
 					return asInput(fmt.Errorf("read checkpoint %s line %d: %w", file, line, err))
 				}
-				cps = append(cps, c)
+				outs = append(outs, o)
 			}
 			if err := sc.Err(); err != nil {
 				return asInput(fmt.Errorf("read checkpoint %s: %w", file, err))
 			}
-			if len(cps) == 0 {
+			if len(outs) == 0 {
 				return asInput(fmt.Errorf("read checkpoint %s: no checkpoint in the file", file))
 			}
 			w := bufio.NewWriter(os.Stdout)
 			defer w.Flush()
 			enc := json.NewEncoder(w)
-			for _, c := range cps {
-				lab := fork.Lab[counter.State]{World: counter.World{P: c.Params}, Model: c.Model}
-				fires := rule != nil && rule.Fires(lab.World.Features(c.State))
-				final, ok, iv := lab.Branch(c.State, c.State.Seed, c.ForkStep, arm, replica, fires)
-				o := forkOutcome{Seed: c.State.Seed, ForkStep: c.ForkStep, Arm: arm, Replica: replica, Intervened: iv,
-					Success: ok, Declared: final.Declared, FinalValue: int(final.V), Steps: int(final.Steps)}
+			for _, o := range outs {
 				if asJSON {
 					if err := enc.Encode(o); err != nil {
 						return err
@@ -144,11 +135,11 @@ the branch's events go to the child stream.`,
 					continue
 				}
 				verdict := "failure"
-				if ok {
+				if o.Success {
 					verdict = "success"
 				}
-				fmt.Fprintf(w, "seed %d · fork step %d · arm %s · replica %d: %s (declared %t, value %d, %d steps)\n",
-					o.Seed, o.ForkStep, o.Arm, o.Replica, verdict, o.Declared, o.FinalValue, o.Steps)
+				fmt.Fprintf(w, "seed %d · fork step %d · arm %s · replica %d: %s (intervened %t, %d steps; final %s)\n",
+					o.Seed, o.ForkStep, o.Arm, o.Replica, verdict, o.Intervened, o.Cost.Steps, o.Final)
 			}
 			return nil
 		},
@@ -165,4 +156,40 @@ the branch's events go to the child stream.`,
 	lf = addLogFlags(cmd)
 	cmd.MarkFlagRequired("arm")
 	rootCmd.AddCommand(cmd)
+}
+
+// forkOne decodes a checkpoint, picks its world from it, and finishes the
+// branch of arm and replica. insts caches opened worlds by name.
+func forkOne(b []byte, arm fork.Arm, replica int, rule *policy.Rule, insts map[string]lab.Instance) (forkOutcome, error) {
+	name, _, err := fork.PeekWorld(b)
+	if err != nil {
+		return forkOutcome{}, err
+	}
+	inst, ok := insts[name]
+	if !ok {
+		def, err := lab.Lookup(name)
+		if err != nil {
+			return forkOutcome{}, fmt.Errorf("%w: %v", fork.ErrCheckpoint, err)
+		}
+		d := def.Declaration()
+		params, err := d.Resolve(nil)
+		if err != nil {
+			return forkOutcome{}, err
+		}
+		if inst, err = def.Open(params, fork.Model{}); err != nil {
+			return forkOutcome{}, err
+		}
+		insts[name] = inst
+	}
+	var fires func([]world.Value) bool
+	if rule != nil {
+		if fires, err = rule.Compile(inst.Declaration()); err != nil {
+			return forkOutcome{}, fmt.Errorf("--policy: %w", err)
+		}
+	}
+	o, err := inst.Branch(b, arm, replica, fires)
+	if err != nil {
+		return forkOutcome{}, err
+	}
+	return forkOutcome{World: name, Arm: arm, Replica: replica, Outcome: o}, nil
 }

@@ -4,9 +4,11 @@
 //
 // Each subcommand lives in its own file and registers itself with the root
 // command in an init function; this file holds only the root and the mapping
-// from errors to exit statuses: 0 success, 1 a failure of the run itself, 2
-// bad input (unknown flags, malformed values, unusable paths), 3 an agent
-// worker refused because a newer incarnation owns its session.
+// from errors to exit statuses (docs/exit-status.md): 0 success, 1 a failure
+// of the run itself, 2 bad input (unknown flags, malformed values, unusable
+// paths), 3 an agent worker refused because a newer incarnation owns its
+// session, 4 a results directory that does not match its manifest, 130
+// interrupted.
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
 )
 
@@ -82,6 +85,8 @@ func main() {
 	switch {
 	case errors.As(err, &ex):
 		os.Exit(ex.code)
+	case errors.Is(err, sweep.ErrMismatch):
+		os.Exit(4)
 	case errors.As(err, &in):
 		os.Exit(2)
 	}

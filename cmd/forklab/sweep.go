@@ -11,8 +11,6 @@ import (
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
-	"github.com/forklab/forklab/pipeline/sessions/agent"
-	"github.com/forklab/forklab/stream/client"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -22,7 +20,7 @@ func init() {
 	var (
 		seeds, forkAt, arms, specFile, policyFile, out string
 		replicas, workers                              int
-		overwrite, quiet                               bool
+		overwrite, quiet, resume                       bool
 		wf                                             *worldFlags
 		fromLog, logPrefix, token                      string
 		logParallel                                    int
@@ -84,70 +82,56 @@ Flags override a --spec file (JSON or YAML with the keys of manifest.json's
 				}
 				spec.Policy = &r
 			}
-			if err := spec.Validate(); err != nil {
-				return asInput(err)
-			}
-			release, err := sweep.Lock(out)
+			resolved, err := spec.Resolve()
 			if err != nil {
 				return asInput(err)
 			}
-			defer release()
-			if err := sweep.Prepare(out, overwrite); err != nil {
+			st, err := sweep.Stage(out, overwrite, resume)
+			if err != nil {
 				return asInput(err)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opt := sweep.Options{Out: out, Workers: workers, Version: version}
-			total := int64(spec.Seeds.Len()) * int64(len(spec.Configs()))
+			opt := sweep.Options{Workers: workers, Version: version}
+			total := int64(spec.Seeds.Len()) * int64(len(resolved.Configs))
 			var bar *progressbar.ProgressBar
 			if !quiet && isatty.IsTerminal(os.Stderr.Fd()) {
 				bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr),
 					progressbar.OptionSetDescription("sweep"), progressbar.OptionShowCount(),
 					progressbar.OptionShowIts(), progressbar.OptionSetItsString("seeds"),
 					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
-				opt.Progress = func(n int) { bar.Add(n) }
+				opt.Progress = func(n, _ int) { bar.Add(n) }
 			}
 			start := time.Now()
 			if fromLog != "" {
-				c := client.New(fromLog)
-				if token != "" {
-					c = client.New(fromLog, client.WithToken(token))
-				}
-				if logPrefix == "" {
-					logPrefix = fmt.Sprintf("sweep-%d", time.Now().UnixNano())
-				}
-				if !quiet {
-					fmt.Fprintf(os.Stderr, "playing the sweep's sessions on %s under %s/\n", fromLog, logPrefix)
-				}
-				runs, err := agent.PlaySweep(ctx, c, spec, agent.PlayOptions{Prefix: logPrefix, Parallel: logParallel,
-					Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...) }, Progress: opt.Progress})
-				if err != nil {
-					return fmt.Errorf("sweep from the log: %w", err)
-				}
-				if bar != nil {
-					bar.Reset()
-				}
-				opt.Runs = runs
+				st.Abandon()
+				return usageErr("--from-log is being rewritten for any world")
 			}
-			m, err := sweep.Run(ctx, spec, opt)
+			res, err := sweep.Run(ctx, resolved, st, opt)
 			if bar != nil {
 				bar.Finish()
 			}
 			if err != nil {
+				st.Release()
 				if ctx.Err() != nil {
-					return exitError{130, fmt.Errorf("sweep interrupted; %s holds no finished sweep", out)}
+					return exitError{130, fmt.Errorf("sweep interrupted; %s is as it was before; the finished work is kept for forklab sweep --resume", out)}
 				}
-				return err
+				return fmt.Errorf("%w (the finished work is kept for forklab sweep --resume)", err)
 			}
+			m := res.Manifest
 			// The DuckDB database for BI tools: views over the tables just
 			// written (pipeline/analysis/export; docs/bi.md).
 			if _, err := export.WriteDB(ctx, out); err != nil {
 				return fmt.Errorf("write %s/results.duckdb: %w", out, err)
 			}
 			if !quiet {
-				fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs in %s\n",
+				resumed := ""
+				if res.Resumed > 0 {
+					resumed = fmt.Sprintf(" (%d units kept from the interrupted sweep)", res.Resumed)
+				}
+				fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs in %s%s\n",
 					out, m.Rows["tasks"], m.Rows["checkpoints"], m.Rows["branches"], m.Rows["pairs"],
-					time.Since(start).Round(time.Millisecond))
+					time.Since(start).Round(time.Millisecond), resumed)
 			}
 			return nil
 		},
@@ -158,7 +142,8 @@ Flags override a --spec file (JSON or YAML with the keys of manifest.json's
 	f.StringVar(&arms, "arms", "off,on", "arms, the control off among them: off,on,placebo,aa,policy")
 	f.IntVar(&replicas, "replicas", 1, "forks per checkpoint and arm, labelled by majority vote")
 	f.StringVar(&out, "out", "out", "results directory")
-	f.BoolVar(&overwrite, "overwrite", false, "replace a finished sweep in --out")
+	f.BoolVar(&overwrite, "overwrite", false, "replace a finished sweep in --out (atomically, once the new one is complete)")
+	f.BoolVar(&resume, "resume", false, "continue the interrupted sweep of --out, keeping the units it finished")
 	f.IntVar(&workers, "workers", 0, "parallel workers (0: one per CPU); never changes the output")
 	f.StringVar(&specFile, "spec", "", "sweep spec file (.json, .yaml); flags override it")
 	f.StringVar(&policyFile, "policy", "", "guard rule for the policy arm (forklab policy writes one)")

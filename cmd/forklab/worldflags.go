@@ -2,70 +2,129 @@ package main
 
 import (
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
 
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/world"
 	"github.com/spf13/pflag"
+
+	// The built-in worlds register themselves with the lab.
+	_ "github.com/forklab/forklab/pipeline/worlds/counter"
+	_ "github.com/forklab/forklab/pipeline/worlds/toolloop"
 )
 
-// worldFlags are the flags that set a spec's world and model parameters,
-// shared by sweep and checkpoint. A flag the user set replaces the spec
-// file's value; an unset flag leaves it alone.
+// worldFlags are the flags that choose a spec's world and set its
+// parameters and the model's, shared by sweep and checkpoint. Every
+// parameter of every built-in world has a flag of its own (--p-stall for
+// p_stall); --param key=value sets any parameter of the chosen world. A
+// flag the user set replaces the spec file's value; an unset flag leaves it
+// alone.
 type worldFlags struct {
-	fs                          *pflag.FlagSet
-	target, baseBudget          int
-	slack, freezeAt             string
-	pStall, pObsNoise, pRefresh float64
-	temperature, noTool         float64
+	fs          *pflag.FlagSet
+	world       string
+	params      []string
+	byFlag      map[string]string // flag name -> value text
+	temperature float64
+	noTool      float64
 }
+
+// flagName is the flag of parameter name: p_stall -> p-stall.
+func flagName(param string) string { return strings.ReplaceAll(param, "_", "-") }
 
 func addWorldFlags(fs *pflag.FlagSet) *worldFlags {
 	d := sweep.DefaultSpec()
-	f := &worldFlags{fs: fs}
-	fs.IntVar(&f.target, "target", d.Params.Target, "value the counter must be declared at")
-	fs.IntVar(&f.baseBudget, "base-budget", d.Params.BaseBudget, "step budget before slack")
-	fs.StringVar(&f.slack, "slack", "0,0,1,2", "extra budget steps a task draws from, uniformly by position")
-	fs.StringVar(&f.freezeAt, "freeze-at", "none,none,1,2", "values the sensor sticks at, drawn uniformly by position (none: never)")
-	fs.Float64Var(&f.pStall, "p-stall", 0, "probability an increment stalls (observation repeats, sensor fine)")
-	fs.Float64Var(&f.pObsNoise, "p-obs-noise", 0, "probability a sensor read is off by one")
-	fs.Float64Var(&f.pRefresh, "p-refresh-fail", 0, "probability a refresh burns its step and does nothing")
+	f := &worldFlags{fs: fs, byFlag: map[string]string{}}
+	fs.StringVar(&f.world, "world", d.World, "the world to play: "+strings.Join(lab.Names(), ", ")+" (forklab worlds describes them)")
+	fs.StringArrayVar(&f.params, "param", nil, "set a world parameter, key=value (repeatable; lists comma-separated)")
+	seen := map[string]bool{}
+	for _, def := range lab.Definitions() {
+		decl := def.Declaration()
+		for _, p := range decl.Params {
+			name := flagName(p.Name)
+			if seen[name] || fs.Lookup(name) != nil {
+				continue
+			}
+			seen[name] = true
+			v := new(string)
+			f.byFlag[name] = ""
+			fs.Var(&textFlag{v: v, set: func(s string) { f.byFlag[name] = s }}, name,
+				fmt.Sprintf("[%s] %s (default %s)", decl.Name, p.Description, defaultText(p)))
+		}
+	}
 	fs.Float64Var(&f.temperature, "temperature", 0, "probability a model turn departs from the greedy choice")
 	fs.Float64Var(&f.noTool, "no-tool", d.Model.NoTool, "share of departing turns that call no tool at all")
 	return f
 }
 
-// apply copies the flags the user set into spec.
+// textFlag is a flag that keeps its text for the chosen world to parse.
+type textFlag struct {
+	v   *string
+	set func(string)
+}
+
+func (t *textFlag) String() string     { return *t.v }
+func (t *textFlag) Type() string       { return "value" }
+func (t *textFlag) Set(s string) error { *t.v = s; t.set(s); return nil }
+
+func defaultText(p world.Param) string {
+	switch v := p.Default.(type) {
+	case []int64:
+		parts := make([]string, len(v))
+		for i, x := range v {
+			parts[i] = fmt.Sprint(x)
+		}
+		return strings.Join(parts, ",")
+	}
+	return fmt.Sprint(p.Default)
+}
+
+// apply copies the flags the user set into spec: the world, then each
+// parameter flag and --param, checked against the world's declaration.
 func (f *worldFlags) apply(spec *sweep.Spec) error {
 	set := f.fs.Changed
-	if set("target") {
-		spec.Params.Target = f.target
+	if set("world") && f.world != spec.World {
+		spec.World = f.world
+		spec.Params = world.Params{} // another world's parameters do not carry over
 	}
-	if set("base-budget") {
-		spec.Params.BaseBudget = f.baseBudget
+	def, err := lab.Lookup(spec.World)
+	if err != nil {
+		return fmt.Errorf("--world: %w", err)
 	}
-	if set("slack") {
-		v, err := parseInts("--slack", f.slack, false)
-		if err != nil {
-			return err
+	decl := def.Declaration()
+	if spec.Params == nil {
+		spec.Params = world.Params{}
+	}
+	for name, text := range f.byFlag {
+		if !set(name) {
+			continue
 		}
-		spec.Params.Slack = v
-	}
-	if set("freeze-at") {
-		v, err := parseInts("--freeze-at", f.freezeAt, true)
-		if err != nil {
-			return err
+		p, ok := decl.Param(strings.ReplaceAll(name, "-", "_"))
+		if !ok {
+			return fmt.Errorf("--%s is not a parameter of world %s (its parameters: %s)", name, decl.Name, flagList(decl))
 		}
-		spec.Params.FreezeAt = v
+		v, err := p.ParseText(text)
+		if err != nil {
+			return fmt.Errorf("--%s: %w", name, err)
+		}
+		spec.Params[p.Name] = v
 	}
-	if set("p-stall") {
-		spec.Params.PStall = f.pStall
-	}
-	if set("p-obs-noise") {
-		spec.Params.PObsNoise = f.pObsNoise
-	}
-	if set("p-refresh-fail") {
-		spec.Params.PRefreshFail = f.pRefresh
+	for _, kv := range f.params {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("--param %q: want key=value, e.g. --param p_stall=0.2", kv)
+		}
+		k = strings.TrimSpace(k)
+		p, found := decl.Param(k)
+		if !found {
+			return fmt.Errorf("--param %s: world %s has no parameter %q (its parameters: %s)", kv, decl.Name, k, strings.Join(decl.ParamNames(), ", "))
+		}
+		c, err := p.ParseText(v)
+		if err != nil {
+			return fmt.Errorf("--param %s: %w", kv, err)
+		}
+		spec.Params[k] = c
 	}
 	if set("temperature") {
 		spec.Model.Temperature = f.temperature
@@ -76,25 +135,11 @@ func (f *worldFlags) apply(spec *sweep.Spec) error {
 	return nil
 }
 
-// parseInts parses a comma-separated list of non-negative integers; with
-// allowNone, "none" stands for 0 (the sensor never sticks).
-func parseInts(flag, s string, allowNone bool) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if allowNone && strings.EqualFold(f, "none") {
-			out = append(out, 0)
-			continue
-		}
-		v, err := strconv.Atoi(f)
-		if err != nil || v < 0 {
-			hint := "non-negative integers"
-			if allowNone {
-				hint += " or none"
-			}
-			return nil, fmt.Errorf("%s %q: want a comma-separated list of %s", flag, s, hint)
-		}
-		out = append(out, v)
+func flagList(d world.Declaration) string {
+	names := make([]string, len(d.Params))
+	for i, p := range d.Params {
+		names[i] = "--" + flagName(p.Name)
 	}
-	return out, nil
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }

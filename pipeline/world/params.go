@@ -82,7 +82,12 @@ func (p Param) Range() string {
 	return r
 }
 
-func fmtBound(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+func fmtBound(x float64) string {
+	if x == math.Trunc(x) && math.Abs(x) < 1e15 {
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
+}
 
 func (p Param) maxLen() int {
 	if p.MaxLen > 0 {

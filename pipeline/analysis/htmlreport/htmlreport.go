@@ -20,6 +20,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"github.com/forklab/forklab/pipeline/world"
 	"html/template"
 	"io"
 	"path/filepath"
@@ -170,10 +171,17 @@ func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 		p.Facts = append(p.Facts, fmt.Sprintf("%d configurations", len(m.Configs)))
 	}
 	if len(m.Configs) == 1 {
-		if c := m.Configs[0]; c.Model.Temperature > 0 || c.Params.PStall > 0 || c.Params.PObsNoise > 0 || c.Params.PRefreshFail > 0 {
-			p.Noise = fmt.Sprintf("temperature %g · p_stall %g · p_obs_noise %g · p_refresh_fail %g",
-				c.Model.Temperature, c.Params.PStall, c.Params.PObsNoise, c.Params.PRefreshFail)
+		c := m.Configs[0]
+		var parts []string
+		if c.Model.Temperature > 0 {
+			parts = append(parts, fmt.Sprintf("temperature %g", c.Model.Temperature))
 		}
+		for _, prm := range m.Declaration.Params {
+			if def, err := prm.Parse(prm.Default); err == nil && fmt.Sprint(def) != fmt.Sprint(c.Params[prm.Name]) {
+				parts = append(parts, prm.Name+" "+c.Params.Text(prm.Name))
+			}
+		}
+		p.Noise = strings.Join(parts, " · ")
 	}
 	summary := s.Summary.Records()
 	primary := primaryArm(summary)
@@ -407,12 +415,11 @@ func parameters(m sweep.Manifest) ([]kv, table, table, string) {
 	kvs := []kv{
 		{"world", s.World}, {"seeds", s.Seeds.String() + fmt.Sprintf(" (%d seeds)", s.Seeds.Len())},
 		{"fork at", report.List(s.ForkAt)}, {"arms", report.List(s.Arms)}, {"replicas", fmt.Sprint(s.Replicas)},
-		{"target", fmt.Sprint(s.Params.Target)}, {"base budget", fmt.Sprint(s.Params.BaseBudget)},
-		{"slack values", report.List(s.Params.Slack)}, {"freeze values", report.List(s.Params.FreezeAt)},
-		{"p_stall", fmt.Sprint(s.Params.PStall)}, {"p_obs_noise", fmt.Sprint(s.Params.PObsNoise)},
-		{"p_refresh_fail", fmt.Sprint(s.Params.PRefreshFail)},
-		{"temperature", fmt.Sprint(s.Model.Temperature)}, {"no_tool", fmt.Sprint(s.Model.NoTool)},
 	}
+	for _, prm := range m.Declaration.Params {
+		kvs = append(kvs, kv{prm.Name, s.Params.Text(prm.Name)})
+	}
+	kvs = append(kvs, kv{"temperature", fmt.Sprint(s.Model.Temperature)}, kv{"no_tool", fmt.Sprint(s.Model.NoTool)})
 	if len(s.Grid) > 0 {
 		b, _ := json.Marshal(s.Grid)
 		kvs = append(kvs, kv{"grid", string(b)})
@@ -424,18 +431,27 @@ func parameters(m sweep.Manifest) ([]kv, table, table, string) {
 		kv{"started", m.StartedAt.UTC().Format(time.RFC3339)},
 		kv{"finished", m.FinishedAt.UTC().Format(time.RFC3339) + fmt.Sprintf(" (%s)", m.FinishedAt.Sub(m.StartedAt).Round(time.Millisecond))})
 
-	configs := table{Columns: []string{"config_id", "target", "base_budget", "slack", "freeze_at", "p_stall", "p_obs_noise", "p_refresh_fail", "temperature", "no_tool"}}
+	configs := table{Columns: []string{"config_id"}}
+	for _, prm := range m.Declaration.Params {
+		configs.Columns = append(configs.Columns, prm.Name)
+	}
+	configs.Columns = append(configs.Columns, "temperature", "no_tool")
 	for _, c := range m.Configs {
-		configs.Rows = append(configs.Rows, []cell{num(int64(c.ID)), num(int64(c.Params.Target)), num(int64(c.Params.BaseBudget)),
-			{Text: "[" + report.List(c.Params.Slack) + "]"}, {Text: "[" + report.List(c.Params.FreezeAt) + "]"},
-			{Text: fmt.Sprint(c.Params.PStall), Num: true}, {Text: fmt.Sprint(c.Params.PObsNoise), Num: true},
-			{Text: fmt.Sprint(c.Params.PRefreshFail), Num: true}, {Text: fmt.Sprint(c.Model.Temperature), Num: true},
-			{Text: fmt.Sprint(c.Model.NoTool), Num: true}})
+		row := []cell{num(int64(c.ID))}
+		for _, prm := range m.Declaration.Params {
+			row = append(row, cell{Text: c.Params.Text(prm.Name), Num: prm.Kind.Scalar() && prm.Kind != world.ParamEnum && prm.Kind != world.ParamBool})
+		}
+		row = append(row, cell{Text: fmt.Sprint(c.Model.Temperature), Num: true}, cell{Text: fmt.Sprint(c.Model.NoTool), Num: true})
+		configs.Rows = append(configs.Rows, row)
+	}
+	files := map[string]int64{}
+	for _, f := range m.Files {
+		files[strings.Split(f.Path, "/")[0]]++
 	}
 	outputs := table{Columns: []string{"table", "rows", "files"}}
-	for _, t := range []string{"configs", "tasks", "checkpoints", "branches", "pairs"} {
+	for _, t := range []string{"configs", "params", "tasks", "checkpoints", "branches", "pairs"} {
 		if n, ok := m.Rows[t]; ok {
-			outputs.Rows = append(outputs.Rows, []cell{{Text: t}, num(n), num(int64(m.Files[t]))})
+			outputs.Rows = append(outputs.Rows, []cell{{Text: t}, num(n), num(files[t])})
 		}
 	}
 	spec, _ := json.MarshalIndent(s, "", "  ")

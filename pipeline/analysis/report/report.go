@@ -90,9 +90,19 @@ func WriteSections(w io.Writer, db *results.DB, s *Sections) error {
 		fmt.Fprintf(w, " · %d configurations", len(m.Configs))
 	}
 	fmt.Fprintln(w)
-	if c := m.Configs[0]; len(m.Configs) == 1 && (c.Model.Temperature > 0 || c.Params.PStall > 0 || c.Params.PObsNoise > 0 || c.Params.PRefreshFail > 0) {
-		fmt.Fprintf(w, "temperature %g · p_stall %g · p_obs_noise %g · p_refresh_fail %g\n",
-			c.Model.Temperature, c.Params.PStall, c.Params.PObsNoise, c.Params.PRefreshFail)
+	if c := m.Configs[0]; len(m.Configs) == 1 {
+		var parts []string
+		if c.Model.Temperature > 0 {
+			parts = append(parts, fmt.Sprintf("temperature %g", c.Model.Temperature))
+		}
+		for _, p := range m.Declaration.Params {
+			if def, err := p.Parse(p.Default); err == nil && fmt.Sprint(def) != fmt.Sprint(c.Params[p.Name]) {
+				parts = append(parts, p.Name+" "+c.Params.Text(p.Name))
+			}
+		}
+		if len(parts) > 0 {
+			fmt.Fprintln(w, strings.Join(parts, " · "))
+		}
 	}
 	fmt.Fprintln(w)
 	for _, r := range s.Summary.Records() {
@@ -141,12 +151,16 @@ func ConfigLabel(m sweep.Manifest, id int64) string {
 	}
 	sort.Strings(keys)
 	c := m.Configs[id]
-	vals := map[string]float64{"target": float64(c.Params.Target), "base_budget": float64(c.Params.BaseBudget),
-		"p_stall": c.Params.PStall, "p_obs_noise": c.Params.PObsNoise, "p_refresh_fail": c.Params.PRefreshFail,
-		"temperature": c.Model.Temperature, "no_tool": c.Model.NoTool}
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %g", k, vals[k])
+		switch k {
+		case "temperature":
+			parts[i] = fmt.Sprintf("%s %g", k, c.Model.Temperature)
+		case "no_tool":
+			parts[i] = fmt.Sprintf("%s %g", k, c.Model.NoTool)
+		default:
+			parts[i] = k + " " + c.Params.Text(k)
+		}
 	}
 	return fmt.Sprintf("config %d (%s)", id, strings.Join(parts, ", "))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/analysis/stats"
+	"github.com/forklab/forklab/pipeline/world"
 )
 
 // Options are the search's settings; Defaults gives the seed's.
@@ -123,7 +124,7 @@ func Run(ctx context.Context, db *results.DB, o Options) (*Result, error) {
 			Holdout: Side{results.Int(row[col["holdout_pairs"]]), results.Int(row[col["holdout_fires"]]), results.Int(row[col["holdout_rescued"]]),
 				results.Int(row[col["holdout_harmed"]]), results.Int(row[col["holdout_harmed_clean"]])},
 		}
-		c.Rule = ruleOf(c.Trigger, row, col)
+		c.Rule = ruleOf(db.Manifest.Declaration, c.Trigger, row, col)
 		r.Candidates = append(r.Candidates, c)
 	}
 	if len(r.Candidates) == 0 {
@@ -166,8 +167,8 @@ func setVars(ctx context.Context, db *results.DB, o Options) error {
 	return err
 }
 
-func ruleOf(trigger string, row []any, col map[string]int) policy.Rule {
-	r := policy.Rule{Version: policy.Version, All: []policy.Condition{}}
+func ruleOf(d world.Declaration, trigger string, row []any, col map[string]int) policy.Rule {
+	r := policy.Rule{Version: policy.Version, World: d.Name, WorldVersion: d.Version, All: []policy.Condition{}}
 	switch trigger {
 	case "never":
 		r.Never = true
@@ -181,7 +182,7 @@ func ruleOf(trigger string, row []any, col map[string]int) policy.Rule {
 			continue
 		}
 		var v any = float64(results.Int(row[col["value_"+i]]))
-		if policy.Features[f] {
+		if fd, _, ok := d.Feature(f); ok && fd.Kind == world.Bool {
 			v = results.Int(row[col["value_"+i]]) == 1
 		}
 		r.All = append(r.All, policy.Condition{Feature: f, Op: row[col["op_"+i]].(string), Value: v})

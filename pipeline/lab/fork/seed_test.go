@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/world"
 	"github.com/forklab/forklab/pipeline/worlds/counter"
 )
 
@@ -45,7 +46,15 @@ func loadSeedGolden(t *testing.T) goldenSeed {
 }
 
 func seedLab() fork.Lab[counter.State] {
-	return fork.Lab[counter.State]{World: counter.World{P: counter.Default()}}
+	return labOf(counter.Default(), fork.Model{})
+}
+
+func labOf(p counter.Params, m fork.Model) fork.Lab[counter.State] {
+	l, err := fork.NewLab[counter.State](counter.World{P: p}, m)
+	if err != nil {
+		panic(err)
+	}
+	return l
 }
 
 // refLabel maps our labels to the reference core's words.
@@ -54,14 +63,16 @@ var refLabel = map[fork.Label]string{fork.Rescued: "rescue", fork.Harmed: "harm"
 // pair is the reference core's pair(seed, fork_at) through the Lab, with the
 // same_obs guard when guarded is set.
 func pair(l fork.Lab[counter.State], seed uint64, forkAt int, guarded bool) (counter.State, bool, fork.Label) {
-	s := l.Advance(l.World.Start(seed), fork.PrefixKey(seed), forkAt, nil)
-	feat := l.World.Features(s).SameObs
+	s := l.World.Start(seed)
+	l.Advance(&s, fork.PrefixKey(seed), forkAt, nil)
+	feat := s.SameObs
 	arm := fork.On
 	if guarded {
 		arm = fork.Policy
 	}
-	_, off, _ := l.Branch(s, seed, forkAt, fork.Off, 0, false)
-	_, on, _ := l.Branch(s, seed, forkAt, arm, 0, feat)
+	var final counter.State
+	off, _ := l.Branch(&final, &s, seed, forkAt, fork.Off, 0, false)
+	on, _ := l.Branch(&final, &s, seed, forkAt, arm, 0, feat)
 	label, _ := fork.Classify(off, on)
 	return l.World.Start(seed), feat, label
 }
@@ -127,16 +138,14 @@ func TestSeedTable(t *testing.T) {
 
 func TestCheckpointRoundTripsByteForByte(t *testing.T) {
 	l := seedLab()
+	p := counter.Default().WorldParams()
 	for seed := uint64(0); seed < 300; seed++ {
-		var hist []fork.Turn
-		s := l.Advance(l.World.Start(seed), fork.PrefixKey(seed), 3, &hist)
-		c := fork.Checkpoint[counter.State, counter.Params]{Version: fork.CheckpointVersion, World: counter.Name,
-			Params: counter.Default(), ForkStep: 3, History: hist, State: s}
+		c := l.Checkpoint(seed, 3, p)
 		b, err := c.Encode()
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := fork.DecodeCheckpoint[counter.State, counter.Params](b, counter.Name)
+		d, err := fork.DecodeCheckpoint[counter.State](b, l.Decl)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
@@ -144,11 +153,15 @@ func TestCheckpointRoundTripsByteForByte(t *testing.T) {
 		if string(b) != string(b2) {
 			t.Fatalf("seed %d: round trip changed the bytes:\n%s\n%s", seed, b, b2)
 		}
-		// Forking the decoded copy twice gives the in-memory fork's outcomes.
+		if err := fork.Verify(l, d); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		// Forking the decoded copy gives the in-memory fork's outcomes.
 		for _, arm := range []fork.Arm{fork.Off, fork.On} {
-			_, want, _ := l.Branch(s, seed, 3, arm, 0, false)
-			_, got, _ := l.Branch(d.State, seed, 3, arm, 0, false)
-			if got != want {
+			var f1, f2 counter.State
+			want, _ := l.Branch(&f1, &c.State, seed, 3, arm, 0, false)
+			got, _ := l.Branch(&f2, &d.State, seed, 3, arm, 0, false)
+			if got != want || f1 != f2 {
 				t.Fatalf("seed %d arm %s: decoded fork %t, in-memory fork %t", seed, arm, got, want)
 			}
 		}
@@ -157,25 +170,38 @@ func TestCheckpointRoundTripsByteForByte(t *testing.T) {
 
 func TestDecodeCheckpointRejectsBadInput(t *testing.T) {
 	l := seedLab()
-	s := l.Advance(l.World.Start(5), fork.PrefixKey(5), 3, nil)
-	good, _ := fork.Checkpoint[counter.State, counter.Params]{Version: 1, World: counter.Name, Params: counter.Default(), ForkStep: 3, State: s}.Encode()
+	good, _ := l.Checkpoint(5, 3, counter.Default().WorldParams()).Encode()
+	edited := strings.Replace(string(good), `"obs":0`, `"obs":2`, 1)
 	for _, tc := range []struct {
 		name, in, want string
 	}{
 		{"empty", "", "empty input"},
 		{"truncated", string(good[:len(good)/2]), "ends early"},
-		{"malformed", `{"checkpoint_version":1,,}`, "malformed JSON at byte"},
+		{"malformed", `{"checkpoint_version":2,,}`, "malformed JSON at byte"},
 		{"unknown field", strings.Replace(string(good), `"world"`, `"wurld"`, 1), "unknown field"},
 		{"wrong type", strings.Replace(string(good), `"fork_step":3`, `"fork_step":"3"`, 1), `field "fork_step" has the wrong type`},
-		{"version", strings.Replace(string(good), `"checkpoint_version":1`, `"checkpoint_version":7`, 1), "checkpoint_version 7"},
+		{"version", strings.Replace(string(good), `"checkpoint_version":2`, `"checkpoint_version":7`, 1), "checkpoint_version 7"},
 		{"world", strings.Replace(string(good), `"world":"counter"`, `"world":"maze"`, 1), `world "maze"`},
+		{"world version", strings.Replace(string(good), `"world_version":"2"`, `"world_version":"1"`, 1), `world counter version "1", this forklab plays version "2"`},
+		{"param", strings.Replace(string(good), `"p_stall":0`, `"p_stall":3`, 1), "p_stall must be a number in [0, 1], got 3"},
+		{"unknown param", strings.Replace(string(good), `"p_stall":0`, `"p_stal":0`, 1), `no parameter "p_stal"`},
 		{"trailing", string(good) + `{}`, "trailing data"},
 		{"fork step", strings.Replace(string(good), `"fork_step":3`, `"fork_step":0`, 1), "fork_step 0 is below 1"},
 	} {
-		_, err := fork.DecodeCheckpoint[counter.State, counter.Params]([]byte(tc.in), counter.Name)
+		_, err := fork.DecodeCheckpoint[counter.State]([]byte(tc.in), l.Decl)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got error %v, want one containing %q", tc.name, err, tc.want)
 		}
+	}
+	if edited == string(good) {
+		t.Fatal("the edit did not apply")
+	}
+	c, err := fork.DecodeCheckpoint[counter.State]([]byte(edited), l.Decl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fork.Verify(l, c); err == nil || !strings.Contains(err.Error(), "is not the one seed 5 reaches") {
+		t.Fatalf("an edited state verified: %v", err)
 	}
 }
 
@@ -189,24 +215,43 @@ func TestEncoderMatchesEncode(t *testing.T) {
 		p counter.Params
 		m fork.Model
 	}{{counter.Default(), fork.Model{}}, {p, fork.Model{Temperature: 0.25, NoTool: 0.5}}} {
-		l := fork.Lab[counter.State]{World: counter.World{P: tc.p}, Model: tc.m}
-		enc, err := fork.NewEncoder[counter.State](counter.Name, tc.p, tc.m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for seed := uint64(0); seed < 500; seed++ {
-			var hist []fork.Turn
-			s := l.World.Start(seed)
-			for f := 1; f <= 9; f++ {
-				s = l.Advance(s, fork.PrefixKey(seed), f, &hist)
-				c := fork.Checkpoint[counter.State, counter.Params]{Version: fork.CheckpointVersion, World: counter.Name,
-					Params: tc.p, Model: tc.m, ForkStep: f, History: hist, State: s}
-				want, _ := c.Encode()
-				got, err := enc.Append(nil, f, hist, s)
-				if err != nil || string(got) != string(want) {
-					t.Fatalf("seed %d fork %d: encoder wrote\n%s\nEncode wrote\n%s", seed, f, got, want)
+		l := labOf(tc.p, tc.m)
+		wp := tc.p.WorldParams()
+		for _, fast := range []bool{false, true} {
+			enc, err := fork.NewEncoder[counter.State](l.Decl, wp, tc.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fast {
+				enc.StateJSON((*counter.State).AppendJSON)
+			}
+			for seed := uint64(0); seed < 500; seed++ {
+				var hist []world.Action
+				s := l.World.Start(seed)
+				for f := 1; f <= 9; f++ {
+					l.Advance(&s, fork.PrefixKey(seed), f, &hist)
+					c := fork.Checkpoint[counter.State]{Version: fork.CheckpointVersion, World: l.Decl.Name, WorldVersion: l.Decl.Version,
+						Params: wp, Model: tc.m, ForkStep: f, History: l.Turns(hist), State: s}
+					want, _ := c.Encode()
+					got, err := enc.Append(nil, f, hist, &s)
+					if err != nil || string(got) != string(want) {
+						t.Fatalf("seed %d fork %d: encoder wrote\n%s\nEncode wrote\n%s", seed, f, got, want)
+					}
 				}
 			}
 		}
+	}
+}
+
+// An action the declaration does not name cannot be encoded.
+func TestEncoderRejectsUnknownAction(t *testing.T) {
+	l := seedLab()
+	enc, err := fork.NewEncoder[counter.State](l.Decl, counter.Default().WorldParams(), fork.Model{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := l.World.Start(1)
+	if _, err := enc.Append(nil, 1, []world.Action{counter.Increment, 9}, &s); err == nil || !strings.Contains(err.Error(), "action 9 has no name") {
+		t.Fatalf("got %v", err)
 	}
 }

@@ -4,31 +4,51 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/forklab/forklab/internal/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/internal/dirlock"
+	"github.com/forklab/forklab/pipeline/world"
 	"github.com/forklab/forklab/schemas"
+	"golang.org/x/sys/unix"
 )
 
 // ManifestName is the file that marks a finished results directory.
 const ManifestName = "manifest.json"
 
-// Manifest records how a results directory was made and what it holds.
+// Manifest records how a results directory was made and what it holds. It
+// is written last: a directory without it is not a finished sweep.
 type Manifest struct {
-	ForklabVersion string           `json:"forklab_version"`
-	SchemaVersion  int              `json:"schema_version"`
-	Spec           Spec             `json:"spec"`
-	Configs        []Config         `json:"configs"`
-	Rows           map[string]int64 `json:"rows"`
-	Files          map[string]int   `json:"files"`
-	StartedAt      time.Time        `json:"started_at"`
-	FinishedAt     time.Time        `json:"finished_at"`
+	ForklabVersion string `json:"forklab_version"`
+	SchemaVersion  int    `json:"schema_version"`
+	// SweepID identifies this sweep: results.duckdb and derived files
+	// record it, so a database opened over another sweep's files refuses.
+	SweepID     string            `json:"sweep_id"`
+	Spec        Spec              `json:"spec"`
+	Declaration world.Declaration `json:"declaration"`
+	Configs     []Config          `json:"configs"`
+	// Rows counts each table's rows.
+	Rows map[string]int64 `json:"rows"`
+	// Files lists every table file with its size, rows and CRC-32C, sorted
+	// by path; forklab verify checks them, and report, sql, db and policy
+	// refuse a directory whose files differ.
+	Files      []FileInfo `json:"files"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt time.Time  `json:"finished_at"`
+	// Checksum is the CRC-32C of the manifest's JSON with this field
+	// empty: a hand-edited manifest no longer matches (Verify).
+	Checksum string `json:"checksum"`
 }
+
+// FileInfo describes a finished table file: its path relative to the
+// results directory (slash-separated), size in bytes, rows and CRC-32C
+// (Castagnoli, as Kafka uses it) of its bytes in hexadecimal.
+type FileInfo = fileInfo
 
 // ErrFinished reports an output directory that already holds a finished
 // sweep.
@@ -38,117 +58,245 @@ var ErrFinished = errors.New("holds a finished sweep")
 // directory.
 var ErrNotResults = errors.New("not a finished results directory")
 
-// Prepare makes dir ready to receive a sweep. A directory that holds a
-// finished sweep (a manifest), exported events, a results.duckdb or files
-// forklab did not write is refused unless overwrite is set, so that a wrong
-// --out never loses anyone's files; an empty directory or one an interrupted
-// sweep left is used as it is. With overwrite it first removes the manifest
-// (so an interrupted overwrite never looks finished), then forklab's folders
-// and files — the tables, events/, results.duckdb — and keeps anything else.
-// It creates the table folders and checks that dir is writable. Errors name
-// the directory and what to do.
-func Prepare(dir string, overwrite bool) error {
-	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
-		return fmt.Errorf("output %s exists and is not a directory", dir)
+// ErrUnfinished reports an interrupted sweep whose work can be resumed.
+var ErrUnfinished = errors.New("an interrupted sweep")
+
+// Staging is where a sweep writes before it publishes: a hidden directory
+// beside the output directory (PARENT/.NAME.forklab-staging), so that the
+// output directory holds, at every moment, either the complete old sweep or
+// the complete new one. Publish swaps the two atomically (renameat2 with
+// RENAME_EXCHANGE). An interrupted sweep leaves its staging directory, with
+// the ledger of the units it finished, for --resume; any other sweep of the
+// same output replaces it.
+type Staging struct {
+	Out  string // the output directory
+	Dir  string // the staging directory
+	lock func()
+}
+
+// StagingDir is the staging directory of output directory out.
+func StagingDir(out string) string {
+	clean := filepath.Clean(out)
+	return filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+".forklab-staging")
+}
+
+// stagingLock is the lock file in a staging directory; LockName is the
+// same name, which sweeps before the staging directory held in the output
+// directory itself.
+const (
+	stagingLock = ".forklab.lock"
+	LockName    = stagingLock
+)
+
+// ledgerDir is the folder of the staging directory's unit ledger.
+const ledgerDir = ".forklab-units"
+
+// Stage checks that out may receive a sweep and opens its staging
+// directory. A directory that holds a finished sweep (a manifest), or files
+// forklab did not write, is refused unless overwrite is set, so that a wrong
+// --out never loses anyone's files; with overwrite, files forklab did not
+// write stay in the directory through the swap. A refusal leaves no trace.
+// With resume, the staging directory of an interrupted sweep is kept (its
+// finished units are checked and reused by Run); without, it is emptied.
+// Errors name the directory and what to do.
+func Stage(out string, overwrite, resume bool) (*Staging, error) {
+	if fi, err := os.Stat(out); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("output %s exists and is not a directory", out)
 	}
-	manifest := filepath.Join(dir, ManifestName)
-	if _, err := os.Stat(manifest); err == nil {
-		if !overwrite {
-			return fmt.Errorf("output %s %w (%s); pass --overwrite to replace it or choose another --out", dir, ErrFinished, ManifestName)
-		}
-		if err := os.Remove(manifest); err != nil {
-			return fmt.Errorf("output %s: remove old manifest: %w", dir, err)
-		}
+	if _, err := os.Stat(filepath.Join(out, ManifestName)); err == nil && !overwrite {
+		return nil, fmt.Errorf("output %s %w (%s); pass --overwrite to replace it or choose another --out", out, ErrFinished, ManifestName)
 	}
 	if !overwrite {
-		if foreign, err := foreignEntry(dir); err != nil {
-			return fmt.Errorf("output %s: %w", dir, err)
-		} else if foreign != "" {
-			return fmt.Errorf("output %s is not empty and is not an unfinished forklab sweep (it holds %s); choose an empty or new --out, or pass --overwrite to replace forklab's folders in it", dir, foreign)
+		if foreign, err := foreignEntries(out); err != nil {
+			return nil, fmt.Errorf("output %s: %w", out, err)
+		} else if len(foreign) > 0 {
+			return nil, fmt.Errorf("output %s is not empty and holds no forklab sweep (it holds %s); choose an empty or new --out, or pass --overwrite to replace forklab's files in it", out, foreign[0])
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("output %s cannot be created: %w", dir, unwrapPath(err))
+	parent := filepath.Dir(filepath.Clean(out))
+	if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return nil, fmt.Errorf("output %s cannot be created: %w", out, unwrapPath(err))
+		}
 	}
-	probe, err := os.CreateTemp(dir, ".forklab-write-test-*")
+	dir := StagingDir(out)
+	_, statErr := os.Stat(dir)
+	existed := statErr == nil
+	release, err := dirlock.Lock(dir, stagingLock)
 	if err != nil {
-		return fmt.Errorf("output %s is not writable: %w", dir, unwrapPath(err))
-	}
-	probe.Close()
-	os.Remove(probe.Name())
-	// Clear forklab's own folders of an earlier or interrupted run, with
-	// what was derived from that run: its DuckDB database and the session
-	// events exported beside it.
-	for _, t := range append([]string{schemas.ConfigsTable, "events"}, schemas.Tables...) {
-		td := filepath.Join(dir, t)
-		if err := os.RemoveAll(td); err != nil {
-			return fmt.Errorf("output %s: remove old table folder: %w", td, unwrapPath(err))
+		if errors.Is(err, dirlock.ErrLocked) {
+			return nil, fmt.Errorf("output %s: another sweep is writing it (%w)", out, err)
 		}
-		if t == "events" {
+		return nil, fmt.Errorf("output %s: %w", out, err)
+	}
+	s := &Staging{Out: out, Dir: dir, lock: release}
+	if existed && !resume {
+		if err := s.clear(); err != nil {
+			s.Abandon()
+			return nil, err
+		}
+	}
+	if !existed && resume {
+		s.Abandon()
+		return nil, fmt.Errorf("output %s has no interrupted sweep to resume (no %s); run without --resume", out, dir)
+	}
+	return s, nil
+}
+
+// clear empties the staging directory but for its lock.
+func (s *Staging) clear() error {
+	entries, err := os.ReadDir(s.Dir)
+	if err != nil {
+		return fmt.Errorf("staging %s: %w", s.Dir, err)
+	}
+	for _, e := range entries {
+		if e.Name() == stagingLock {
 			continue
 		}
-		if err := os.MkdirAll(td, 0o755); err != nil {
-			return fmt.Errorf("output %s: %w", td, unwrapPath(err))
+		if err := os.RemoveAll(filepath.Join(s.Dir, e.Name())); err != nil {
+			return fmt.Errorf("staging %s: %w", s.Dir, unwrapPath(err))
 		}
-	}
-	if err := os.Remove(filepath.Join(dir, "results.duckdb")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("output %s: remove old results.duckdb: %w", dir, err)
 	}
 	return nil
 }
 
-// partFile matches the files a sweep writes into its table folders, and
-// hiveDir the partition folders.
-var (
-	partFile = regexp.MustCompile(`^(\.?part-\d+\.parquet(\.tmp.*)?|\.?configs\.parquet(\.tmp.*)?)$`)
-	hiveDir  = regexp.MustCompile(`^(config_id|fork_step)=\d+$`)
-)
+// Abandon releases the staging directory and removes it, leaving out as it
+// was: used when a sweep is refused before it wrote anything.
+func (s *Staging) Abandon() {
+	os.RemoveAll(s.Dir)
+	s.lock()
+}
 
-// foreignEntry returns the first entry of dir that an interrupted sweep
-// would not have left ("" if none, or if dir does not exist).
-func foreignEntry(dir string) (string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
+// Release releases the staging directory's lock and keeps its content, for
+// --resume.
+func (s *Staging) Release() { s.lock() }
+
+// Publish makes the staged sweep, whose manifest m it writes last, the
+// content of the output directory in one atomic step, then removes the old
+// content. Files in the old output directory that forklab did not write or
+// derive (foreignEntries) are moved into the new one first.
+func (s *Staging) Publish(m *Manifest) error {
+	sum, err := checksumOf(*m)
 	if err != nil {
-		return "", err
+		return err
 	}
-	tables := map[string]bool{schemas.ConfigsTable: true}
-	for _, t := range schemas.Tables {
-		tables[t] = true
+	m.Checksum = sum
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
 	}
-	for _, e := range entries {
-		name := e.Name()
-		switch {
-		case name == LockName || strings.HasPrefix(name, ".forklab-write-test-"):
-		case tables[name] && e.IsDir():
-			var found string
-			err := filepath.WalkDir(filepath.Join(dir, name), func(p string, d fs.DirEntry, err error) error {
-				if err != nil || found != "" {
-					return err
-				}
-				rel, _ := filepath.Rel(dir, p)
-				switch {
-				case p == filepath.Join(dir, name):
-				case d.IsDir() && hiveDir.MatchString(d.Name()):
-				case !d.IsDir() && partFile.MatchString(d.Name()):
-				default:
-					found = rel
-				}
-				return nil
-			})
-			if err != nil {
-				return "", err
-			}
-			if found != "" {
-				return found, nil
-			}
-		default:
-			return name, nil
+	if err := os.RemoveAll(filepath.Join(s.Dir, ledgerDir)); err != nil {
+		return fmt.Errorf("staging %s: remove the unit ledger: %w", s.Dir, err)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(s.Dir, ManifestName), append(b, '\n')); err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	foreign, err := foreignEntries(s.Out)
+	if err != nil {
+		return fmt.Errorf("output %s: %w", s.Out, err)
+	}
+	for _, name := range foreign {
+		if err := os.Rename(filepath.Join(s.Out, name), filepath.Join(s.Dir, name)); err != nil {
+			return fmt.Errorf("output %s: keep %s: %w", s.Out, name, err)
 		}
 	}
-	return "", nil
+	// The lock file goes with the content; the lock itself is on the open
+	// file and stays held until Release.
+	if _, err := os.Stat(s.Out); errors.Is(err, fs.ErrNotExist) {
+		if err := os.Rename(s.Dir, s.Out); err != nil {
+			return fmt.Errorf("publish %s: %w", s.Out, err)
+		}
+	} else {
+		if err := unix.Renameat2(unix.AT_FDCWD, s.Dir, unix.AT_FDCWD, s.Out, unix.RENAME_EXCHANGE); err != nil {
+			return fmt.Errorf("publish %s: swap with %s: %w", s.Out, s.Dir, err)
+		}
+	}
+	os.Remove(filepath.Join(s.Out, stagingLock))
+	if err := syncDir(filepath.Dir(filepath.Clean(s.Out))); err != nil {
+		return fmt.Errorf("publish %s: %w", s.Out, err)
+	}
+	// s.Dir now holds the old sweep (or nothing).
+	os.RemoveAll(s.Dir)
+	s.lock()
+	return nil
+}
+
+// DerivedName lists, in a results directory, the files forklab derived from
+// the sweep (a report, a policy, a rerun, results.duckdb, exported events):
+// they belong to that sweep and are dropped when it is replaced.
+const DerivedName = ".forklab-derived"
+
+// RegisterDerived records that path, written by forklab, derives from the
+// sweep in the results directory that contains it, if any (found by walking
+// up from path's directory to a manifest). A path outside every results
+// directory is left alone.
+func RegisterDerived(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, ManifestName)); err == nil {
+			if dir == abs {
+				return nil
+			}
+			rel, err := filepath.Rel(dir, abs)
+			if err != nil {
+				return err
+			}
+			top := strings.Split(filepath.ToSlash(rel), "/")[0]
+			names := derivedNames(dir)
+			if slices.Contains(names, top) {
+				return nil
+			}
+			names = append(names, top)
+			return atomicfile.WriteFile(filepath.Join(dir, DerivedName), []byte(strings.Join(names, "\n")+"\n"))
+		}
+		if filepath.Dir(dir) == dir {
+			return nil
+		}
+	}
+}
+
+func derivedNames(dir string) []string {
+	b, err := os.ReadFile(filepath.Join(dir, DerivedName))
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			names = append(names, l)
+		}
+	}
+	return names
+}
+
+// forklabEntries are the top-level names a sweep, or a command deriving
+// from it, writes into a results directory.
+var forklabEntries = []string{ManifestName, DerivedName, stagingLock, schemas.ConfigsTable, schemas.ParamsTable,
+	"tasks", "checkpoints", "branches", "pairs", "events", "results.duckdb", "results.duckdb.wal"}
+
+// foreignEntries lists the top-level entries of dir that neither a sweep
+// nor a command deriving from it wrote (none if dir does not exist).
+func foreignEntries(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	derived := derivedNames(dir)
+	var out []string
+	for _, e := range entries {
+		n := e.Name()
+		if slices.Contains(forklabEntries, n) || slices.Contains(derived, n) || strings.HasPrefix(n, ".forklab-") {
+			continue
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func unwrapPath(err error) error {
@@ -171,6 +319,9 @@ func ReadManifest(dir string) (Manifest, error) {
 		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {
 			return m, fmt.Errorf("%s does not exist or is not a directory: %w", dir, ErrNotResults)
 		}
+		if _, serr := os.Stat(StagingDir(dir)); serr == nil {
+			return m, fmt.Errorf("%s has no %s: its sweep was interrupted (resume it with forklab sweep --resume): %w", dir, ManifestName, ErrNotResults)
+		}
 		return m, fmt.Errorf("%s has no %s: it is %w (an unfinished sweep, or not a sweep's output)", dir, ManifestName, ErrNotResults)
 	}
 	if err != nil {
@@ -179,11 +330,11 @@ func ReadManifest(dir string) (Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("%s/%s is corrupt: %v: %w", dir, ManifestName, err, ErrNotResults)
 	}
+	if m.SchemaVersion != schemas.SchemaVersion {
+		return m, fmt.Errorf("%s/%s has schema_version %d; this forklab reads %d: rerun the sweep with this forklab: %w", dir, ManifestName, m.SchemaVersion, schemas.SchemaVersion, ErrNotResults)
+	}
 	return m, nil
 }
-
-// writeFileAtomic writes the manifest (see package atomicfile).
-func writeFileAtomic(path string, b []byte) error { return atomicfile.WriteFile(path, b) }
 
 // syncDir flushes a directory's entries (renames) to disk.
 func syncDir(dir string) error {

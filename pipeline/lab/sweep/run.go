@@ -2,54 +2,62 @@ package sweep
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
+	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
-	"github.com/forklab/forklab/pipeline/worlds/counter"
-	"github.com/forklab/forklab/pipeline/worlds/pyrand"
+	"github.com/forklab/forklab/pipeline/world"
 	"github.com/forklab/forklab/schemas"
 )
 
 // Options control how a sweep runs, not what it computes: the same Spec
 // gives the same rows under any Options.
 type Options struct {
-	// Out is the results directory; Prepare it first.
-	Out string
-	// Workers is the number of shards processed at once; 0 means one per
+	// Workers is the number of units processed at once; 0 means one per
 	// CPU.
 	Workers int
 	// Progress, if not nil, is called from worker goroutines with the
-	// number of seeds just finished; it must be safe for concurrent use.
-	Progress func(seeds int)
+	// number of seeds just finished and the errors among them; it must be
+	// safe for concurrent use.
+	Progress func(seeds, errors int)
 	// Version is the forklab version recorded in the manifest.
 	Version string
-	// Runs, if set, supplies the runs instead of the in-memory lab: the
-	// sweep then only labels and writes what Runs returns (forklab sweep
-	// --from-log plays the sessions on the session log). The tables must
+	// Runners, if set, replaces the world's own runners: forklab sweep
+	// --from-log plays the sessions on the session log. The tables must
 	// come out identical to the in-memory sweep's.
-	Runs Runs
+	Runners func(c Config, plan lab.Plan) (lab.Runner, error)
+	// Units, if set, limits the sweep to the units it accepts (a share of
+	// a static split); Run then writes no manifest and publishes nothing.
+	Units func(Unit) bool
+	// Buffered writes every unit buffered (as agents' sweeps are), for
+	// tests that hold both ways of writing to the same bytes.
+	Buffered bool
 }
 
-// Runs supplies a sweep's runs from elsewhere than the in-memory lab.
-// Methods are called from worker goroutines and must be safe for concurrent
-// use.
-type Runs interface {
-	// Prefix returns the state of config's run of seed at fork step
-	// forkStep and the turns taken to get there.
-	Prefix(config, seed uint64, forkStep int) (counter.State, []fork.Turn, error)
-	// Branch returns the finished branch of arm and replica forked at
-	// forkStep: its final state, success, and whether the arm's
-	// intervention was applied.
-	Branch(config, seed uint64, forkStep int, arm fork.Arm, replica int) (final counter.State, success, intervened bool, err error)
+// Unit is one block of a sweep's work: a shard of seeds of one
+// configuration, every fork step of it. Its files are byte-identical
+// whoever writes them, so a unit redone is harmless.
+type Unit struct {
+	Config int   `json:"config_id"`
+	Index  int   `json:"index"`
+	Seeds  Range `json:"seeds"`
 }
+
+// ID names the unit in the ledger: c<config>-s<index>.
+func (u Unit) ID() string { return fmt.Sprintf("c%d-s%06d", u.Config, u.Index) }
 
 // rowsPerShard bounds the branch rows a shard produces, which bounds the
 // rows in a table file.
@@ -64,79 +72,147 @@ func (s Spec) ShardSeeds() uint64 {
 	return n - n%64
 }
 
-type shard struct {
-	config Config
-	index  int
-	seeds  Range
-}
-
-// Run runs the sweep into opt.Out, which Prepare must have readied, and
-// writes the manifest last. On error or cancellation it removes the table
-// files it wrote and leaves no manifest.
-func Run(ctx context.Context, spec Spec, opt Options) (Manifest, error) {
-	if err := spec.Validate(); err != nil {
-		return Manifest{}, err
-	}
-	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, Spec: spec,
-		Configs: spec.Configs(), Rows: map[string]int64{}, Files: map[string]int{}, StartedAt: time.Now().UTC()}
-	var shards []shard
-	size := spec.ShardSeeds()
-	for _, c := range m.Configs {
-		for i, lo := 0, spec.Seeds.Start; lo < spec.Seeds.End; i, lo = i+1, lo+size {
-			shards = append(shards, shard{config: c, index: i, seeds: Range{lo, min(lo+size, spec.Seeds.End)}})
+// Units calls f for every unit of the resolved spec, in order, without
+// holding them all in memory; it stops when f returns false.
+func (r Resolved) Units(f func(Unit) bool) {
+	size := r.Spec.ShardSeeds()
+	for _, c := range r.Configs {
+		i := 0
+		for lo := r.Spec.Seeds.Start; lo < r.Spec.Seeds.End; lo += size {
+			if !f(Unit{Config: c.ID, Index: i, Seeds: Range{lo, min(lo+size, r.Spec.Seeds.End)}}) {
+				return
+			}
+			i++
+			if lo > r.Spec.Seeds.End-size { // lo+size would pass End (or overflow)
+				break
+			}
 		}
 	}
+}
+
+// UnitCount is the number of units of the resolved spec.
+func (r Resolved) UnitCount() uint64 {
+	size := r.Spec.ShardSeeds()
+	n := (r.Spec.Seeds.Len() + size - 1) / size
+	return n * uint64(len(r.Configs))
+}
+
+// ledgerEntry records a finished unit: its files (paths relative to the
+// staging directory) with their sizes, rows and checksums.
+type ledgerEntry struct {
+	Unit  Unit       `json:"unit"`
+	Files []FileInfo `json:"files"`
+	// Errors counts the unit's error pairs.
+	Errors int64 `json:"errors"`
+	// Cost is what the unit's runs cost, as the world reports it.
+	Cost world.Cost `json:"cost"`
+}
+
+// Result is what Run did: the manifest it published (zero for a partial
+// run), and how many units it took from an earlier, interrupted run.
+type Result struct {
+	Manifest Manifest
+	Resumed  int
+	Errors   int64
+	Cost     world.Cost
+}
+
+// Run runs the resolved sweep in st and, once every unit is in, publishes
+// it to st.Out with its manifest. Units an interrupted run finished (their
+// ledger entries in st, with files of the recorded sizes and checksums)
+// are kept; every other unit is (re)written. On error or cancellation it
+// returns without publishing; the units finished so far stay in st for
+// --resume.
+func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, error) {
+	spec := r.Spec
+	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, SweepID: newSweepID(),
+		Spec: spec, Declaration: r.Decl, Configs: r.Configs, Rows: map[string]int64{}, StartedAt: time.Now().UTC()}
+	var res Result
+	layouts, err := newLayouts(r.Decl)
+	if err != nil {
+		return res, err
+	}
+	if err := checkLedgerSpec(st.Dir, spec); err != nil {
+		return res, err
+	}
+	done, err := readLedger(st.Dir)
+	if err != nil {
+		return res, err
+	}
 	syncs := newSyncer()
-	if err := writeConfigs(opt.Out, m.Configs, syncs); err != nil {
-		syncs.wait()
-		removeTables(opt.Out)
-		return m, err
+	var small []FileInfo
+	if opt.Units == nil {
+		if small, err = writeConfigTables(st.Dir, r, syncs); err != nil {
+			syncs.wait()
+			return res, err
+		}
 	}
 	workers := opt.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	workers = min(workers, len(shards))
+	workers = int(min(uint64(workers), max(r.UnitCount(), 1)))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	work := make(chan shard)
+	work := make(chan Unit)
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
-		rows     [4]atomic.Int64
+		entries  []ledgerEntry
 	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	unitDone := func(e ledgerEntry, err error) {
+		if err != nil {
+			fail(err)
+			return
+		}
+		mu.Lock()
+		entries = append(entries, e)
+		mu.Unlock()
+	}
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := newShardWriter(spec, opt, syncs)
-			for sh := range work {
-				n, err := w.run(ctx, sh)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					cancel()
-					continue
-				}
-				for i := range n {
-					rows[i].Add(n[i])
+			w := newUnitWriter(r, layouts, st.Dir, opt, syncs, unitDone)
+			defer w.close()
+			for u := range work {
+				if _, err := w.run(ctx, u); err != nil {
+					fail(err)
 				}
 			}
 		}()
 	}
-feed:
-	for _, sh := range shards {
-		select {
-		case work <- sh:
-		case <-ctx.Done():
-			break feed
+	r.Units(func(u Unit) bool {
+		if opt.Units != nil && !opt.Units(u) {
+			return true
 		}
-	}
+		if e, ok := done[u.ID()]; ok && e.Unit == u && verifyFiles(st.Dir, e.Files) == nil {
+			mu.Lock()
+			entries = append(entries, e)
+			res.Resumed++
+			mu.Unlock()
+			if opt.Progress != nil {
+				opt.Progress(int(u.Seeds.Len()), int(e.Errors))
+			}
+			return true
+		}
+		select {
+		case work <- u:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	})
 	close(work)
 	wg.Wait()
 	if err := syncs.wait(); firstErr == nil {
@@ -146,106 +222,273 @@ feed:
 		firstErr = ctx.Err()
 	}
 	if firstErr != nil {
-		removeTables(opt.Out)
-		return m, firstErr
+		return res, firstErr
 	}
-	m.Rows[schemas.ConfigsTable] = int64(len(m.Configs))
-	for i, t := range schemas.Tables {
-		m.Rows[t] = rows[i].Load()
+	for _, e := range entries {
+		res.Errors += e.Errors
+		res.Cost = addCost(res.Cost, e.Cost)
 	}
-	var dirs []string
-	for _, t := range append([]string{schemas.ConfigsTable}, schemas.Tables...) {
-		n, d, err := tableTree(filepath.Join(opt.Out, t))
-		if err != nil {
-			return m, fmt.Errorf("sync %s: %w", t, err)
-		}
-		m.Files[t] = n
-		dirs = append(dirs, d...)
+	if opt.Units != nil {
+		return res, nil
 	}
-	if err := syncDirs(dirs); err != nil {
-		return m, fmt.Errorf("sync table folders: %w", err)
+	// Every unit is in: the manifest lists every file.
+	files := append([]FileInfo{}, small...)
+	for _, e := range entries {
+		files = append(files, e.Files...)
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	for _, f := range files {
+		m.Rows[strings.Split(f.Path, "/")[0]] += f.Rows
+	}
+	for _, t := range append([]string{schemas.ConfigsTable, schemas.ParamsTable}, schemas.Tables...) {
+		m.Rows[t] += 0
+	}
+	m.Files = files
+	if err := syncTree(st.Dir); err != nil {
+		return res, fmt.Errorf("sync %s: %w", st.Dir, err)
 	}
 	m.FinishedAt = time.Now().UTC()
-	b, err := json.MarshalIndent(m, "", "  ")
+	if err := st.Publish(&m); err != nil {
+		return res, err
+	}
+	res.Manifest = m
+	return res, nil
+}
+
+func addCost(a, b world.Cost) world.Cost {
+	return world.Cost{Steps: a.Steps + b.Steps, Tokens: a.Tokens + b.Tokens, USD: a.USD + b.USD, Seconds: a.Seconds + b.Seconds}
+}
+
+func newSweepID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// specName is the file in the ledger folder holding the spec its units
+// belong to: --resume refuses a ledger of another spec.
+const specName = "spec.json"
+
+// checkLedgerSpec records spec in the ledger folder of staging dir, or,
+// when one is recorded, checks it is the same.
+func checkLedgerSpec(dir string, spec Spec) error {
+	b, err := json.Marshal(spec)
 	if err != nil {
-		return m, err
+		return err
 	}
-	if err := writeFileAtomic(filepath.Join(opt.Out, ManifestName), append(b, '\n')); err != nil {
-		return m, fmt.Errorf("write manifest: %w", err)
+	path := filepath.Join(dir, ledgerDir, specName)
+	old, err := os.ReadFile(path)
+	if err == nil {
+		if string(old) != string(b) {
+			return fmt.Errorf("the interrupted sweep in %s was of another spec; rerun without --resume to start over", dir)
+		}
+		return nil
 	}
-	return m, syncDir(opt.Out)
+	if err := os.MkdirAll(filepath.Join(dir, ledgerDir), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, b)
 }
 
-// removeTables empties the table folders of an aborted sweep.
-func removeTables(dir string) {
-	for _, t := range append([]string{schemas.ConfigsTable}, schemas.Tables...) {
-		os.RemoveAll(filepath.Join(dir, t))
+// readLedger reads the finished units of staging dir, by unit ID.
+func readLedger(dir string) (map[string]ledgerEntry, error) {
+	out := map[string]ledgerEntry{}
+	entries, err := os.ReadDir(filepath.Join(dir, ledgerDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return out, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") || e.Name() == specName {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, ledgerDir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		var le ledgerEntry
+		if json.Unmarshal(b, &le) != nil {
+			continue // torn: the unit is redone
+		}
+		out[le.Unit.ID()] = le
+	}
+	return out, nil
 }
 
-// tableTree lists the directories under root, root included, and counts
-// the Parquet files.
-func tableTree(root string) (files int, dirs []string, err error) {
-	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+// verifyFiles checks that every file is present under dir with its
+// recorded size and checksum.
+func verifyFiles(dir string, files []FileInfo) error {
+	for _, f := range files {
+		crc, n, err := fileCRC(filepath.Join(dir, filepath.FromSlash(f.Path)))
 		if err != nil {
 			return err
 		}
-		if d.IsDir() {
-			dirs = append(dirs, path)
-			return nil
+		if n != f.Bytes || crc != f.CRC32C {
+			return fmt.Errorf("%s: %d bytes, crc32c %s; the ledger says %d bytes, %s", f.Path, n, crc, f.Bytes, f.CRC32C)
 		}
-		if filepath.Ext(path) == ".parquet" {
-			files++
-		}
-		return nil
-	})
-	return files, dirs, err
-}
-
-// writeConfigs writes the configs table and hands it to s.
-func writeConfigs(out string, configs []Config, s *syncer) error {
-	rows := make([]schemas.Config, len(configs))
-	for i, c := range configs {
-		rows[i] = schemas.Config{ConfigID: int32(c.ID), World: counter.Name,
-			Target: int32(c.Params.Target), BaseBudget: int32(c.Params.BaseBudget),
-			SlackValues: toInt32s(c.Params.Slack), FreezeValues: toInt32s(c.Params.FreezeAt),
-			PStall: c.Params.PStall, PObsNoise: c.Params.PObsNoise, PRefreshFail: c.Params.PRefreshFail,
-			Temperature: c.Model.Temperature, NoTool: c.Model.NoTool}
-	}
-	var t table[schemas.Config]
-	if err := t.open(filepath.Join(out, schemas.ConfigsTable), "configs.parquet"); err != nil {
-		return fmt.Errorf("write configs: %w", err)
-	}
-	for _, r := range rows {
-		if _, err := t.add(r); err != nil {
-			t.abort()
-			return fmt.Errorf("write configs: %w", err)
-		}
-	}
-	if err := t.commit(s); err != nil {
-		t.abort()
-		return fmt.Errorf("write configs: %w", err)
 	}
 	return nil
 }
 
-func toInt32s(xs []int) []int32 {
-	out := make([]int32, len(xs))
-	for i, x := range xs {
-		out[i] = int32(x)
+// syncTree syncs every directory under root (their entries are renamed
+// files).
+func syncTree(root string) error {
+	var dirs []string
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	return out
+	return syncDirs(dirs)
 }
 
-// forkTables are the files of one fork step of a shard.
+// layouts are the table layouts of one world.
+type layouts struct {
+	tasks, checkpoints, branches, pairs *layout
+}
+
+func layoutOf(table string, cols []schemas.Column, reported func(string) bool) (*layout, error) {
+	specs := make([]colSpec, len(cols))
+	for i, c := range cols {
+		var t colType
+		switch c.Type {
+		case schemas.BigInt:
+			t = colInt64
+		case schemas.Integer:
+			t = colInt32
+		case schemas.Boolean:
+			t = colBool
+		case schemas.Double:
+			t = colDouble
+		default:
+			t = colText
+			if c.Dict {
+				t = colDict
+			}
+		}
+		specs[i] = colSpec{name: c.Name, typ: t, nullable: c.Optional, omittable: c.Omittable}
+		if cost, ok := strings.CutPrefix(c.Name, "cost_"); ok && reported != nil && reported(cost) {
+			specs[i].expected = true
+		}
+		if cost, ok := strings.CutPrefix(c.Name, "extra_"); ok && reported != nil && reported(cost) {
+			specs[i].expected = true
+		}
+	}
+	return newLayout(table, specs)
+}
+
+func newLayouts(d world.Declaration) (*layouts, error) {
+	var ls layouts
+	for _, t := range []struct {
+		name string
+		dst  **layout
+	}{{"tasks", &ls.tasks}, {"checkpoints", &ls.checkpoints}, {"branches", &ls.branches}, {"pairs", &ls.pairs}} {
+		l, err := layoutOf(t.name, schemas.TableColumns(t.name, d), d.Cost.Reports)
+		if err != nil {
+			return nil, err
+		}
+		*t.dst = l
+	}
+	return &ls, nil
+}
+
+// writeConfigTables writes the configs and params tables.
+func writeConfigTables(dir string, r Resolved, s *syncer) ([]FileInfo, error) {
+	var (
+		mu    sync.Mutex
+		files []FileInfo
+	)
+	record := func(f FileInfo) {
+		rel, _ := filepath.Rel(dir, f.Path)
+		f.Path = filepath.ToSlash(rel)
+		mu.Lock()
+		files = append(files, f)
+		mu.Unlock()
+	}
+	cl, err := layoutOf(schemas.ConfigsTable, schemas.Configs(), nil)
+	if err != nil {
+		return nil, err
+	}
+	t := newTableFile(cl, 0)
+	if err := t.open(filepath.Join(dir, schemas.ConfigsTable), "configs.parquet", true); err != nil {
+		return nil, fmt.Errorf("write configs: %w", err)
+	}
+	for _, c := range r.Configs {
+		pj, err := json.Marshal(c.Params)
+		if err != nil {
+			t.abort()
+			return nil, err
+		}
+		t.putInt32(0, int32(c.ID))
+		t.putString(1, r.Decl.Name)
+		t.putString(2, r.Decl.Version)
+		t.putString(3, string(pj))
+		t.putDouble(4, c.Model.Temperature)
+		t.putDouble(5, c.Model.NoTool)
+		if _, err := t.end(); err != nil {
+			t.abort()
+			return nil, fmt.Errorf("write configs: %w", err)
+		}
+	}
+	if err := t.commit(s, record); err != nil {
+		t.abort()
+		return nil, fmt.Errorf("write configs: %w", err)
+	}
+	pl, err := layoutOf(schemas.ParamsTable, schemas.Params(), nil)
+	if err != nil {
+		return nil, err
+	}
+	pt := newTableFile(pl, 0)
+	if err := pt.open(filepath.Join(dir, schemas.ParamsTable), "params.parquet", true); err != nil {
+		return nil, fmt.Errorf("write params: %w", err)
+	}
+	for _, c := range r.Configs {
+		for _, p := range r.Decl.Params {
+			pt.putInt32(0, int32(c.ID))
+			pt.putString(1, p.Name)
+			pt.putString(2, string(p.Kind))
+			switch v := c.Params[p.Name].(type) {
+			case bool:
+				pt.putDouble(3, float64(world.BoolValue(v).I))
+			case int64:
+				pt.putDouble(3, float64(v))
+			case float64:
+				pt.putDouble(3, v)
+			default:
+				pt.putNull(3)
+			}
+			pt.putString(4, c.Params.Text(p.Name))
+			if _, err := pt.end(); err != nil {
+				pt.abort()
+				return nil, fmt.Errorf("write params: %w", err)
+			}
+		}
+	}
+	if err := pt.commit(s, record); err != nil {
+		pt.abort()
+		return nil, fmt.Errorf("write params: %w", err)
+	}
+	if err := s.wait(); err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+// forkTables are the files of one fork step of a unit.
 type forkTables struct {
-	checkpoints table[schemas.Checkpoint]
-	branches    table[schemas.Branch]
-	pairs       table[schemas.Pair]
+	checkpoints, branches, pairs *tableFile
 	// arena holds the JSON of the checkpoint rows not yet handed to the
 	// Parquet writer, which copies it: it is emptied whenever the
-	// checkpoints table flushes. See checkpointJSON.
+	// checkpoints table flushes.
 	arena []byte
+	// errs holds error texts of rows not yet flushed, likewise.
+	errs []string
 }
 
 // checkpointBatch is how many checkpoint rows go to the Parquet writer at
@@ -253,62 +496,114 @@ type forkTables struct {
 // CPU's cache when the writer copies it.
 const checkpointBatch = 512
 
-// shardWriter runs shards one after another on one goroutine, reusing its
+// unitWriter runs units one after another on one goroutine, reusing its
 // buffers.
-type shardWriter struct {
-	spec       Spec
-	opt        Options
-	sync       *syncer
-	tasks      table[schemas.Task]
-	forks      []forkTables // one per spec.ForkAt, in order
-	hist       []fork.Turn
-	freezes    []int32       // the tasks' freeze_at values; see seed
-	batch      *pyrand.Batch // seeds BatchLanes task generators at once
-	arms       []fork.Arm    // the control off first, then the spec's order
-	unreported int           // seeds finished since the last Progress call
+type unitWriter struct {
+	r       Resolved
+	ls      *layouts
+	dir     string
+	opt     Options
+	sync    *syncer
+	plan    lab.Plan
+	runners map[int]lab.Runner
+	insts   []lab.Instance
+	tasks   *tableFile
+	forks   []forkTables
+	taskErr []string
+	// cols of the declared values in each table: the first feature column
+	// of checkpoints and pairs, the first task column of tasks.
+	cpFeat, pairFeat, taskCol int
+	kinds                     []world.Kind // features, then hidden
+	taskKinds                 []world.Kind
+	faultIdx                  int
+	costReported              [4]bool
+	unreported, unreportedErr int
+
+	// per unit
+	errors int64
+	cost   world.Cost
+	// done receives each unit's ledger entry once its files are in place.
+	done func(ledgerEntry, error)
+	// seeds written in this pass over the unit; reported to Progress in
+	// any pass.
+	seeds, reported int
 }
 
-func newShardWriter(spec Spec, opt Options, s *syncer) *shardWriter {
-	arms := []fork.Arm{fork.Off}
-	for _, a := range spec.Arms {
-		if a != fork.Off {
-			arms = append(arms, a)
-		}
-	}
-	w := &shardWriter{spec: spec, opt: opt, sync: s, arms: arms, forks: make([]forkTables, len(spec.ForkAt))}
+func newUnitWriter(r Resolved, ls *layouts, dir string, opt Options, s *syncer, done func(ledgerEntry, error)) *unitWriter {
+	w := &unitWriter{r: r, ls: ls, dir: dir, opt: opt, sync: s, done: done, plan: r.Plan(), runners: map[int]lab.Runner{},
+		tasks: newTableFile(ls.tasks, 0), forks: make([]forkTables, len(r.Spec.ForkAt)),
+		cpFeat: ls.checkpoints.index("over") + 1, pairFeat: ls.pairs.index("fault") + 1, taskCol: ls.tasks.index("error") + 1,
+		faultIdx: r.Decl.FaultIndex()}
 	for i := range w.forks {
-		w.forks[i].checkpoints.batch = checkpointBatch
+		w.forks[i] = forkTables{checkpoints: newTableFile(ls.checkpoints, checkpointBatch),
+			branches: newTableFile(ls.branches, 0), pairs: newTableFile(ls.pairs, 0)}
+	}
+	for _, f := range r.Decl.Features {
+		w.kinds = append(w.kinds, f.Kind)
+	}
+	for _, f := range r.Decl.Hidden {
+		w.kinds = append(w.kinds, f.Kind)
+	}
+	for _, f := range r.Decl.Task {
+		w.taskKinds = append(w.taskKinds, f.Kind)
+	}
+	for i, c := range world.CostFields {
+		w.costReported[i] = r.Decl.Cost.Reports(c)
 	}
 	return w
 }
 
+func (w *unitWriter) close() {
+	for _, inst := range w.insts {
+		inst.Close()
+	}
+}
+
+// runner returns the worker's runner of configuration c.
+func (w *unitWriter) runner(c Config) (lab.Runner, error) {
+	if rn, ok := w.runners[c.ID]; ok {
+		return rn, nil
+	}
+	var rn lab.Runner
+	var err error
+	if w.opt.Runners != nil {
+		rn, err = w.opt.Runners(c, w.plan)
+	} else {
+		var inst lab.Instance
+		if inst, err = w.r.Def.Open(c.Params, c.Model); err == nil {
+			w.insts = append(w.insts, inst)
+			rn, err = inst.Runner(w.plan)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config %d: %w", c.ID, err)
+	}
+	w.runners[c.ID] = rn
+	return rn, nil
+}
+
 // progress reports finished seeds in batches of at least 4096, or all
 // outstanding ones when flush is set.
-func (w *shardWriter) progress(seeds int, flush bool) {
+func (w *unitWriter) progress(seeds, errs int, flush bool) {
 	if w.opt.Progress == nil {
 		return
 	}
 	w.unreported += seeds
+	w.unreportedErr += errs
 	if w.unreported >= 4096 || flush && w.unreported > 0 {
-		w.opt.Progress(w.unreported)
-		w.unreported = 0
+		w.opt.Progress(w.unreported, w.unreportedErr)
+		w.unreported, w.unreportedErr = 0, 0
 	}
 }
 
-// tableFile is a table of any row type, as far as committing goes.
-type tableFile interface {
-	commit(*syncer) error
-	abort()
-}
-
-// each calls f for every table file of the shard.
-func (w *shardWriter) each(f func(tableFile) error) error {
-	if err := f(&w.tasks); err != nil {
+// each calls f for every table file of the unit.
+func (w *unitWriter) each(f func(*tableFile) error) error {
+	if err := f(w.tasks); err != nil {
 		return err
 	}
 	for i := range w.forks {
 		ft := &w.forks[i]
-		for _, t := range []tableFile{&ft.checkpoints, &ft.branches, &ft.pairs} {
+		for _, t := range []*tableFile{ft.checkpoints, ft.branches, ft.pairs} {
 			if err := f(t); err != nil {
 				return err
 			}
@@ -317,186 +612,353 @@ func (w *shardWriter) each(f func(tableFile) error) error {
 	return nil
 }
 
-func (w *shardWriter) run(ctx context.Context, sh shard) (rows [4]int64, err error) {
-	name := fmt.Sprintf("part-%06d.parquet", sh.index)
-	cdir := fmt.Sprintf("config_id=%d", sh.config.ID)
+func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error) {
+	name := fmt.Sprintf("part-%06d.parquet", u.Index)
+	cdir := fmt.Sprintf("config_id=%d", u.Config)
+	where := fmt.Sprintf("unit %s/%s", cdir, name)
 	defer func() {
 		if err != nil {
-			w.each(func(t tableFile) error { t.abort(); return nil })
+			w.each(func(t *tableFile) error { t.abort(); return nil })
 		}
 	}()
-	if err = w.tasks.open(filepath.Join(w.opt.Out, "tasks", cdir), name); err != nil {
-		return rows, fmt.Errorf("shard %s/%s: %w", cdir, name, err)
+	rn, err := w.runner(w.r.Configs[u.Config])
+	if err != nil {
+		return e, err
 	}
-	w.freezes = w.freezes[:0]
-	for i, f := range w.spec.ForkAt {
-		fdir := fmt.Sprintf("fork_step=%d", f)
-		ft := &w.forks[i]
-		ft.arena = ft.arena[:0]
-		for _, o := range []struct {
-			table string
-			open  func(dir, name string) error
-		}{{"checkpoints", ft.checkpoints.open}, {"branches", ft.branches.open}, {"pairs", ft.pairs.open}} {
-			if err = o.open(filepath.Join(w.opt.Out, o.table, cdir, fdir), name); err != nil {
-				return rows, fmt.Errorf("shard %s/%s: %w", cdir, name, err)
-			}
+	buffered := w.opt.Buffered
+	if c, ok := rn.(interface{ Costly() bool }); ok && c.Costly() {
+		buffered = true
+	}
+	w.reported, w.seeds = 0, 0
+	for {
+		if err = w.open(u, buffered); err != nil {
+			return e, fmt.Errorf("%s: %w", where, err)
 		}
+		err = rn.Run(ctx, u.Seeds.Start, u.Seeds.End, w.seed)
+		if errors.Is(err, errRedo) && !buffered {
+			if debugLayout {
+				fmt.Fprintf(os.Stderr, "forklab: %s written again, buffered\n", where)
+			}
+			// A row did not fit the layout of files without errors:
+			// write the unit again, buffered, to pick the layout from
+			// its content.
+			w.each(func(t *tableFile) error { t.abort(); return nil })
+			buffered = true
+			w.seeds = 0
+			continue
+		}
+		if err != nil {
+			return e, fmt.Errorf("%s: %w", where, err)
+		}
+		break
 	}
-	if err = w.simulate(ctx, sh); err != nil {
-		return rows, fmt.Errorf("shard %s/%s: %w", cdir, name, err)
+	w.progress(0, 0, true)
+	// Commit the files; the syncer writes the ledger entry once the last
+	// of them is in place, while this worker goes on with the next unit.
+	n := 0
+	w.each(func(*tableFile) error { n++; return nil })
+	uf := &unitFiles{entry: ledgerEntry{Unit: u, Errors: w.errors, Cost: w.cost}, left: n, dir: w.dir, done: w.done}
+	if err = w.each(func(t *tableFile) error { return t.commit(w.sync, uf.add) }); err != nil {
+		return e, fmt.Errorf("%s: %w", where, err)
 	}
-	if err = w.each(func(t tableFile) error { return t.commit(w.sync) }); err != nil {
-		return rows, fmt.Errorf("shard %s/%s: %w", cdir, name, err)
-	}
-	rows[0] = w.tasks.n
-	for i := range w.forks {
-		rows[1] += w.forks[i].checkpoints.n
-		rows[2] += w.forks[i].branches.n
-		rows[3] += w.forks[i].pairs.n
-	}
-	return rows, nil
+	return uf.entry, nil
 }
 
-// simulate produces the shard's rows: for each seed, the task, then per fork
-// step the checkpoint, every arm's replicas and the pairs.
-func (w *shardWriter) simulate(ctx context.Context, sh shard) error {
-	// The counter world's own Lab, not the generic fork.Lab: see
-	// counter.Lab for why, and for the test that holds the two equal.
-	lab := &counter.Lab{World: counter.World{P: sh.config.Params}, Model: sh.config.Model}
-	enc, err := fork.NewEncoder[counter.State](counter.Name, sh.config.Params, sh.config.Model)
+// unitFiles collects a unit's files as the syncer puts them in place, and
+// writes its ledger entry after the last.
+type unitFiles struct {
+	mu    sync.Mutex
+	entry ledgerEntry
+	left  int
+	dir   string
+	done  func(ledgerEntry, error)
+}
+
+func (uf *unitFiles) add(fi FileInfo) {
+	rel, _ := filepath.Rel(uf.dir, fi.Path)
+	fi.Path = filepath.ToSlash(rel)
+	uf.mu.Lock()
+	uf.entry.Files = append(uf.entry.Files, fi)
+	uf.left--
+	last := uf.left == 0
+	uf.mu.Unlock()
+	if !last {
+		return
+	}
+	e := uf.entry
+	sort.Slice(e.Files, func(i, j int) bool { return e.Files[i].Path < e.Files[j].Path })
+	b, err := json.Marshal(e)
+	if err == nil {
+		err = atomicfile.WriteFile(filepath.Join(uf.dir, ledgerDir, e.Unit.ID()+".json"), b)
+	}
 	if err != nil {
+		err = fmt.Errorf("unit %s: ledger: %w", e.Unit.ID(), err)
+	}
+	uf.done(e, err)
+}
+
+// open starts the unit's files.
+func (w *unitWriter) open(u Unit, buffered bool) error {
+	name := fmt.Sprintf("part-%06d.parquet", u.Index)
+	cdir := fmt.Sprintf("config_id=%d", u.Config)
+	if err := w.tasks.open(filepath.Join(w.dir, "tasks", cdir), name, buffered); err != nil {
 		return err
 	}
-	enc.StateJSON(counter.State.AppendJSON)
-	if w.batch == nil {
-		w.batch = new(pyrand.Batch)
-	}
-	for lo := sh.seeds.Start; lo < sh.seeds.End; lo += pyrand.BatchLanes {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(uint64(pyrand.BatchLanes), sh.seeds.End-lo)
-		if n == pyrand.BatchLanes {
-			w.batch.SeedRange(lo)
-		} else {
-			seeds := make([]uint64, n)
-			for l := range seeds {
-				seeds[l] = lo + uint64(l)
-			}
-			w.batch.Seed(seeds)
-		}
-		for l := range n {
-			if err := w.seed(lab, enc, lo+l, lab.World.StartWith(lo+l, w.batch.Lane(int(l))), sh.config); err != nil {
+	for i, f := range w.r.Spec.ForkAt {
+		fdir := fmt.Sprintf("fork_step=%d", f)
+		ft := &w.forks[i]
+		ft.arena, ft.errs = ft.arena[:0], ft.errs[:0]
+		for _, o := range []struct {
+			table string
+			t     *tableFile
+		}{{"checkpoints", ft.checkpoints}, {"branches", ft.branches}, {"pairs", ft.pairs}} {
+			if err := o.t.open(filepath.Join(w.dir, o.table, cdir, fdir), name, buffered); err != nil {
 				return err
 			}
 		}
-		w.progress(int(n), false)
 	}
-	w.progress(0, true)
+	w.errors, w.cost = 0, world.Cost{}
 	return nil
 }
 
-// checkpointJSON encodes a checkpoint into ft's arena and returns it as a
-// string sharing the arena's bytes. The string is valid until the
-// checkpoints table next flushes: the Parquet writer copies it then, and
-// the arena is reused (a grown arena leaves the old bytes to the strings
-// that still point into them).
-func (ft *forkTables) checkpointJSON(enc *fork.Encoder[counter.State, counter.Params], forkStep int, hist []fork.Turn, s counter.State) (string, error) {
-	start := len(ft.arena)
-	var err error
-	ft.arena, err = enc.Append(ft.arena, forkStep, hist, s)
-	if err != nil || len(ft.arena) == start {
-		return "", err
+// putCost writes the cost columns from column i on: the reported fields of
+// c, NULL for the others or when null is set.
+func (w *unitWriter) putCost(t *tableFile, i int, c world.Cost, null bool) {
+	vals := [4]float64{float64(c.Steps), float64(c.Tokens), c.USD, c.Seconds}
+	for k := range vals {
+		switch {
+		case null || !w.costReported[k]:
+			t.putNull(i + k)
+		case k < 2:
+			t.putInt64(i+k, int64(vals[k]))
+		default:
+			t.putDouble(i+k, vals[k])
+		}
 	}
-	return unsafe.String(&ft.arena[start], len(ft.arena)-start), nil
 }
 
-// seed writes one seed's rows: its task, then per fork step its checkpoint,
-// branches and pairs. States and branches come from lab, or from
-// w.opt.Runs when it is set.
-func (w *shardWriter) seed(lab *counter.Lab, enc *fork.Encoder[counter.State, counter.Params], seed uint64, s counter.State, c Config) error {
-	cw := &lab.World
-	task := schemas.Task{Seed: int64(seed), Slack: s.Budget - int32(c.Params.BaseBudget), Budget: s.Budget}
-	if s.FreezeAt != 0 {
-		// The row points into w.freezes, which is emptied for reuse
-		// only when the rows went to the writer, which copies the
-		// values. (Growing it leaves the old values to the pointers.)
-		w.freezes = append(w.freezes, s.FreezeAt)
-		task.FreezeAt = &w.freezes[len(w.freezes)-1]
+// putValues writes declared values from column i on, with their kinds.
+func putValues(t *tableFile, i int, kinds []world.Kind, vals []world.Value, null bool) {
+	for k, kind := range kinds {
+		if null || k >= len(vals) {
+			t.putNull(i + k)
+			continue
+		}
+		v := vals[k]
+		t.putValue(i+k, v.Null, colTypeOf(kind), v.I, v.F, v.S)
 	}
-	if flushed, err := w.tasks.add(task); err != nil {
+}
+
+func colTypeOf(k world.Kind) colType {
+	switch k {
+	case world.Bool:
+		return colBool
+	case world.Int:
+		return colInt64
+	case world.Float:
+		return colDouble
+	}
+	return colDict
+}
+
+// putStatus writes the status and error columns (1 and 2) of a row.
+func putStatus(t *tableFile, errText string, keep *[]string) {
+	if errText == "" {
+		t.putString(1, schemas.StatusOK)
+		t.putNull(2)
+		return
+	}
+	*keep = append(*keep, errText)
+	t.putString(1, schemas.StatusError)
+	t.putString(2, (*keep)[len(*keep)-1])
+}
+
+// seed writes one seed's rows: its task, then per fork step its
+// checkpoint, branches and pairs.
+func (w *unitWriter) seed(res *lab.SeedResult) error {
+	t := w.tasks
+	t.putInt64(0, int64(res.Seed))
+	putStatus(t, res.Err, &w.taskErr)
+	putValues(t, w.taskCol, w.taskKinds, res.Task, res.Err != "")
+	if flushed, err := t.end(); err != nil {
 		return err
 	} else if flushed {
-		w.freezes = w.freezes[:0]
+		w.taskErr = w.taskErr[:0]
 	}
-	w.hist = w.hist[:0]
-	prefix := fork.PrefixKey(seed)
-	K := w.spec.Replicas
-	var final counter.State
-	for i, f := range w.spec.ForkAt {
+	seedErrs := 0
+	K := w.plan.Replicas
+	nf := len(w.r.Decl.Features)
+	for i := range w.forks {
 		ft := &w.forks[i]
-		if w.opt.Runs != nil {
-			var hist []fork.Turn
-			var err error
-			if s, hist, err = w.opt.Runs.Prefix(uint64(c.ID), seed, f); err != nil {
-				return err
-			}
-			w.hist = append(w.hist[:0], hist...)
+		var f *lab.ForkResult
+		forkErr := res.Err
+		if forkErr == "" {
+			f = &res.Forks[i]
+			forkErr = f.Err
+		}
+		// checkpoints
+		cp := ft.checkpoints
+		cp.putInt64(0, int64(res.Seed))
+		putStatus(cp, forkErr, &ft.errs)
+		if forkErr != "" {
+			cp.putNull(3)
+			putValues(cp, w.cpFeat, w.kinds, nil, true)
+			w.putCost(cp, w.cpFeat+len(w.kinds), world.Cost{}, true)
+			cp.putNull(w.cpFeat + len(w.kinds) + 4)
 		} else {
-			lab.Advance(&s, prefix, f, &w.hist)
+			cp.putBool(3, f.Over)
+			putValues(cp, w.cpFeat, w.kinds[:nf], f.Features, false)
+			putValues(cp, w.cpFeat+nf, w.kinds[nf:], f.Hidden, false)
+			w.putCost(cp, w.cpFeat+len(w.kinds), f.Cost, false)
+			start := len(ft.arena)
+			ft.arena = append(ft.arena, f.Checkpoint...)
+			cp.putString(w.cpFeat+len(w.kinds)+4, unsafe.String(unsafe.SliceData(ft.arena[start:]), len(f.Checkpoint)))
+			w.cost = addCost(w.cost, f.Cost)
 		}
-		o := cw.Observe(s)
-		feat, truth := cw.Features(s), cw.Truth(s)
-		fc := schemas.Features{SameObs: feat.SameObs, RepeatRun: int32(feat.RepeatRun), ObsValue: int32(feat.ObsValue),
-			StepsUsed: int32(feat.StepsUsed), BudgetLeft: int32(feat.BudgetLeft)}
-		hidden := schemas.Hidden{HiddenStuck: truth.Stuck, HiddenFault: truth.Fault}
-		cp, err := ft.checkpointJSON(enc, f, w.hist, s)
-		if err != nil {
+		if flushed, err := cp.end(); err != nil {
 			return err
+		} else if flushed {
+			ft.arena, ft.errs = ft.arena[:0], ft.errs[:0]
 		}
-		flushed, err := ft.checkpoints.add(schemas.Checkpoint{Seed: int64(seed), Over: o.Over, Features: fc, Hidden: hidden,
-			HiddenValue: int32(truth.Value), Checkpoint: cp})
-		if err != nil {
-			return err
-		}
-		if flushed {
-			ft.arena = ft.arena[:0]
-		}
-		fires := w.spec.Policy != nil && w.spec.Policy.Fires(feat)
-		var offWins int
-		for _, arm := range w.arms {
-			wins := 0
-			for r := range K {
-				var ok, iv bool
-				if w.opt.Runs != nil {
-					var err error
-					if final, ok, iv, err = w.opt.Runs.Branch(uint64(c.ID), seed, f, arm, r); err != nil {
-						return err
-					}
+		// branches
+		br := ft.branches
+		for ai, arm := range w.plan.Arms {
+			for rep := range K {
+				br.putInt64(0, int64(res.Seed))
+				br.putString(1, string(arm))
+				br.putInt32(2, int32(rep))
+				bErr := forkErr
+				var b *lab.BranchResult
+				if bErr == "" {
+					b = &f.Branches[ai*K+rep]
+					bErr = b.Err
+				}
+				putStatus2(br, 3, bErr, &ft.errs)
+				if bErr != "" {
+					br.putNull(5)
+					br.putNull(6)
+					w.putCost(br, 7, world.Cost{}, true)
+					br.putNull(11)
 				} else {
-					ok, iv = lab.Branch(&final, &s, seed, f, arm, r, fires)
+					br.putBool(5, b.Intervened)
+					br.putBool(6, b.Success)
+					w.putCost(br, 7, b.Cost, false)
+					if len(b.Details) > 0 {
+						ft.errs = append(ft.errs, string(b.Details))
+						br.putString(11, ft.errs[len(ft.errs)-1])
+					} else {
+						br.putNull(11)
+					}
+					w.cost = addCost(w.cost, b.Cost)
 				}
-				if ok {
-					wins++
-				}
-				if _, err := ft.branches.add(schemas.Branch{Seed: int64(seed), Arm: string(arm), Replica: int32(r),
-					Intervened: iv, Success: ok, Declared: final.Declared, FinalValue: final.V, Steps: final.Steps}); err != nil {
+				if flushed, err := br.end(); err != nil {
 					return err
+				} else if flushed && cp.rows == 0 {
+					ft.errs = ft.errs[:0]
+				}
+			}
+		}
+		// pairs
+		pr := ft.pairs
+		var offWins int
+		var offCost [4]float64
+		offErr := forkErr
+		for ai, arm := range w.plan.Arms {
+			wins, armErr := 0, forkErr
+			var sum [4]float64
+			if forkErr == "" {
+				for rep := range K {
+					b := &f.Branches[ai*K+rep]
+					if b.Err != "" && armErr == "" {
+						armErr = fmt.Sprintf("%s replica %d: %s", arm, rep, b.Err)
+					}
+					if b.Success {
+						wins++
+					}
+					sum[0] += float64(b.Cost.Steps)
+					sum[1] += float64(b.Cost.Tokens)
+					sum[2] += b.Cost.USD
+					sum[3] += b.Cost.Seconds
 				}
 			}
 			if arm == fork.Off {
-				offWins = wins
+				offWins, offCost, offErr = wins, sum, armErr
 				continue
 			}
-			control, treatment := fork.Majority(offWins, K), fork.Majority(wins, K)
-			label, quad := fork.Classify(control, treatment)
-			if _, err := ft.pairs.add(schemas.Pair{Seed: int64(seed), Arm: string(arm), Replicas: int32(K),
-				ControlWins: int32(offWins), TreatmentWins: int32(wins), ControlSuccess: control,
-				TreatmentSuccess: treatment, Label: string(label), Quadrant: string(quad),
-				Features: fc, Hidden: hidden}); err != nil {
+			pErr := offErr
+			if pErr == "" {
+				pErr = armErr
+			}
+			pr.putInt64(0, int64(res.Seed))
+			pr.putString(1, string(arm))
+			pr.putInt32(2, int32(K))
+			putStatus2(pr, 3, pErr, &ft.errs)
+			if pErr != "" {
+				seedErrs++
+				for c := 5; c < w.pairFeat; c++ {
+					pr.putNull(c)
+				}
+				if forkErr == "" {
+					// The checkpoint is fine: its features still say
+					// where the error happened.
+					putValuesAt(pr, w.pairFeat, w.kinds, f.Features, f.Hidden, nf)
+				} else {
+					putValues(pr, w.pairFeat, w.kinds, nil, true)
+				}
+				for k := range 4 {
+					pr.putNull(w.pairFeat + len(w.kinds) + k)
+				}
+			} else {
+				control, treatment := fork.Majority(offWins, K), fork.Majority(wins, K)
+				label, quad := fork.Classify(control, treatment)
+				pr.putInt32(5, int32(offWins))
+				pr.putInt32(6, int32(wins))
+				pr.putBool(7, control)
+				pr.putBool(8, treatment)
+				pr.putString(9, string(label))
+				pr.putString(10, string(quad))
+				if w.faultIdx >= 0 {
+					pr.putBool(11, f.Hidden[w.faultIdx].I != 0)
+				} else {
+					pr.putNull(11)
+				}
+				putValuesAt(pr, w.pairFeat, w.kinds, f.Features, f.Hidden, nf)
+				for k := range 4 {
+					if w.costReported[k] {
+						pr.putDouble(w.pairFeat+len(w.kinds)+k, (sum[k]-offCost[k])/float64(K))
+					} else {
+						pr.putNull(w.pairFeat + len(w.kinds) + k)
+					}
+				}
+			}
+			if _, err := pr.end(); err != nil {
 				return err
 			}
 		}
 	}
+	w.errors += int64(seedErrs)
+	// A redone unit reports only the seeds it had not reported yet.
+	if w.seeds++; w.seeds > w.reported {
+		w.reported++
+		w.progress(1, seedErrs, false)
+	}
 	return nil
+}
+
+// putValuesAt writes features then hidden values from column i on.
+func putValuesAt(t *tableFile, i int, kinds []world.Kind, features, hidden []world.Value, nf int) {
+	putValues(t, i, kinds[:nf], features, false)
+	putValues(t, i+nf, kinds[nf:], hidden, false)
+}
+
+// putStatus2 writes the status and error columns at i and i+1.
+func putStatus2(t *tableFile, i int, errText string, keep *[]string) {
+	if errText == "" {
+		t.putString(i, schemas.StatusOK)
+		t.putNull(i + 1)
+		return
+	}
+	*keep = append(*keep, errText)
+	t.putString(i, schemas.StatusError)
+	t.putString(i+1, (*keep)[len(*keep)-1])
 }

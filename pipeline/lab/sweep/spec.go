@@ -13,8 +13,9 @@ import (
 	"strings"
 
 	"github.com/forklab/forklab/pipeline/analysis/policy"
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
-	"github.com/forklab/forklab/pipeline/worlds/counter"
+	"github.com/forklab/forklab/pipeline/world"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -93,7 +94,7 @@ func ParseSteps(s string) ([]int, error) {
 // so that a results directory always says how it was made. It is read from
 // flags, or from a JSON or YAML spec file with the same keys.
 type Spec struct {
-	// World names the world; "counter" is the only one so far.
+	// World names the world: a built-in one (forklab worlds lists them).
 	World string `json:"world"`
 	// Seeds is the seed range.
 	Seeds Range `json:"seeds"`
@@ -104,55 +105,166 @@ type Spec struct {
 	// Replicas is the number of forks per checkpoint and arm, voted by
 	// majority; 1 for a greedy model.
 	Replicas int `json:"replicas"`
-	// Params are the world's parameters.
-	Params counter.Params `json:"params"`
+	// Params are the world's parameters: those the spec sets, and after
+	// Resolve all of them, defaults filled in, in their canonical types.
+	Params world.Params `json:"params"`
 	// Model is the fake model's noise.
 	Model fork.Model `json:"model"`
-	// Grid maps scalar parameter names (GridKeys) to lists of values;
-	// the sweep runs every combination, each as one configuration whose
-	// values become columns of tasks and pairs.
-	Grid map[string][]float64 `json:"grid,omitempty"`
+	// Grid maps scalar parameter names (the world's, or the model's
+	// temperature and no_tool) to lists of values; the sweep runs every
+	// combination, each as one configuration.
+	Grid map[string][]any `json:"grid,omitempty"`
 	// Policy is the guard rule of the policy arm.
 	Policy *policy.Rule `json:"policy,omitempty"`
 }
 
 // DefaultSpec is the seed's experiment: seeds 0:300, fork step 3, arms off
 // and on, one replica, greedy model (temperature 0; half of any departing
-// turns would call no tool), the seed's world.
+// turns would call no tool), the counter world with its defaults.
 func DefaultSpec() Spec {
-	return Spec{World: counter.Name, Seeds: Range{0, 300}, ForkAt: []int{3},
-		Arms: []fork.Arm{fork.Off, fork.On}, Replicas: 1, Params: counter.Default(),
+	return Spec{World: "counter", Seeds: Range{0, 300}, ForkAt: []int{3},
+		Arms: []fork.Arm{fork.Off, fork.On}, Replicas: 1, Params: world.Params{},
 		Model: fork.Model{NoTool: 0.5}}
 }
 
-// GridKeys are the parameters a grid may vary.
-var GridKeys = []string{"target", "base_budget", "p_stall", "p_obs_noise", "p_refresh_fail", "temperature", "no_tool"}
+// ModelKeys are the model's parameters a grid may vary beside the world's.
+var ModelKeys = []string{"temperature", "no_tool"}
 
 // Config is one point of a spec's grid.
 type Config struct {
-	ID     int            `json:"config_id"`
-	Params counter.Params `json:"params"`
-	Model  fork.Model     `json:"model"`
+	ID     int          `json:"config_id"`
+	Params world.Params `json:"params"`
+	Model  fork.Model   `json:"model"`
 }
 
-// Configs expands the grid into configurations, in a fixed order: keys
-// sorted by name, the last key varying fastest. A spec without a grid has
-// one configuration, ID 0.
-func (s Spec) Configs() []Config {
+// Resolved is a spec checked against its world: the world's declaration
+// and the configurations.
+type Resolved struct {
+	Spec    Spec
+	Decl    world.Declaration
+	Def     lab.Definition
+	Configs []Config
+	// Fires is the policy rule compiled for the world (nil without one).
+	Fires func([]world.Value) bool
+}
+
+// Plan is the lab plan of the resolved spec: its fork steps, the arms with
+// off first, its replicas and policy.
+func (r Resolved) Plan() lab.Plan {
+	arms := []fork.Arm{fork.Off}
+	for _, a := range r.Spec.Arms {
+		if a != fork.Off {
+			arms = append(arms, a)
+		}
+	}
+	return lab.Plan{ForkSteps: r.Spec.ForkAt, Arms: arms, Replicas: r.Spec.Replicas, Fires: r.Fires}
+}
+
+// Resolve checks the spec against its world and expands the grid, naming
+// the offending key: an unknown world (naming the known ones), an unknown
+// parameter or one out of range (naming the valid range), an arm the world
+// does not support, a policy rule for another world, more than 10000
+// configurations, a fork step no run can reach. The returned spec's Params
+// hold every parameter, defaults filled in.
+func (s Spec) Resolve() (Resolved, error) {
+	def, err := lab.Lookup(s.World)
+	if err != nil {
+		return Resolved{}, fmt.Errorf("world: %w", err)
+	}
+	d := def.Declaration()
+	if s.Seeds.Len() == 0 {
+		return Resolved{}, errors.New("seeds: the range is empty")
+	}
+	if s.Seeds.End > MaxSeed {
+		return Resolved{}, fmt.Errorf("seeds: END must be at most 2^63-1, got %d", s.Seeds.End)
+	}
+	if len(s.ForkAt) == 0 {
+		return Resolved{}, errors.New("fork_at: list at least one fork step")
+	}
+	if !slices.IsSorted(s.ForkAt) || s.ForkAt[0] < 1 || s.ForkAt[len(s.ForkAt)-1] > MaxForkStep {
+		return Resolved{}, fmt.Errorf("fork_at: steps must be in [1, %d] and ascending, got %v", MaxForkStep, s.ForkAt)
+	}
+	if len(s.Arms) < 2 || !slices.Contains(s.Arms, fork.Off) {
+		return Resolved{}, errors.New("arms: list the control off and at least one treatment arm")
+	}
+	if _, err := fork.ParseArms(joinArms(s.Arms)); err != nil {
+		return Resolved{}, fmt.Errorf("arms: %w", err)
+	}
+	for _, a := range s.Arms {
+		if !slices.Contains(d.Arms(), string(a)) {
+			return Resolved{}, fmt.Errorf("arms: world %s declares no intervention for arm %s (its arms: %s)", d.Name, a, strings.Join(d.Arms(), ", "))
+		}
+	}
+	if slices.Contains(s.Arms, fork.Policy) != (s.Policy != nil) {
+		if s.Policy == nil {
+			return Resolved{}, errors.New("arms: the policy arm needs a guard rule (--policy FILE)")
+		}
+		return Resolved{}, errors.New("policy: a guard rule was given but the arms do not include policy")
+	}
+	r := Resolved{Decl: d, Def: def}
+	if s.Policy != nil {
+		if r.Fires, err = s.Policy.Compile(d); err != nil {
+			return Resolved{}, fmt.Errorf("policy: %w", err)
+		}
+	}
+	if s.Replicas < 1 || s.Replicas > 1000 {
+		return Resolved{}, fmt.Errorf("replicas: must be between 1 and 1000, got %d", s.Replicas)
+	}
+	if err := s.Model.Validate(); err != nil {
+		return Resolved{}, fmt.Errorf("model: %w", err)
+	}
+	base, err := d.Resolve(s.Params)
+	if err != nil {
+		return Resolved{}, fmt.Errorf("params: %w", err)
+	}
+	s.Params = base
 	keys := make([]string, 0, len(s.Grid))
-	for k := range s.Grid {
+	size := 1
+	for k, vs := range s.Grid {
 		keys = append(keys, k)
+		p, isParam := d.Param(k)
+		if !isParam && !slices.Contains(ModelKeys, k) {
+			return Resolved{}, fmt.Errorf("grid: unknown parameter %q (world %s's parameters: %s; the model's: %s)", k, d.Name, strings.Join(d.ParamNames(), ", "), strings.Join(ModelKeys, ", "))
+		}
+		if isParam && !p.Kind.Scalar() {
+			return Resolved{}, fmt.Errorf("grid: %s is a list; a grid varies scalar parameters only", k)
+		}
+		if len(vs) == 0 {
+			return Resolved{}, fmt.Errorf("grid: %s lists no values", k)
+		}
+		if size *= len(vs); size > MaxConfigs {
+			return Resolved{}, fmt.Errorf("grid: more than %d configurations", MaxConfigs)
+		}
 	}
 	slices.Sort(keys)
-	configs := []Config{{Params: s.Params, Model: s.Model}}
+	orig := s.Grid
+	s.Grid = nil
+	if len(keys) > 0 {
+		s.Grid = map[string][]any{}
+	}
+	configs := []Config{{Params: base, Model: s.Model}}
 	for _, k := range keys {
+		var vals []any
+		for _, v := range orig[k] {
+			c, err := gridValue(d, k, v)
+			if err != nil {
+				return Resolved{}, fmt.Errorf("grid: %w", err)
+			}
+			vals = append(vals, c)
+		}
+		s.Grid[k] = vals
 		var next []Config
 		for _, c := range configs {
-			for _, v := range s.Grid[k] {
-				c2 := c
-				c2.Params.Slack = slices.Clone(c.Params.Slack)
-				c2.Params.FreezeAt = slices.Clone(c.Params.FreezeAt)
-				setParam(&c2, k, v)
+			for _, v := range vals {
+				c2 := Config{Params: c.Params.Clone(), Model: c.Model}
+				switch k {
+				case "temperature":
+					c2.Model.Temperature = v.(float64)
+				case "no_tool":
+					c2.Model.NoTool = v.(float64)
+				default:
+					c2.Params[k] = v
+				}
 				next = append(next, c2)
 			}
 		}
@@ -160,91 +272,37 @@ func (s Spec) Configs() []Config {
 	}
 	for i := range configs {
 		configs[i].ID = i
+		if err := configs[i].Model.Validate(); err != nil {
+			return Resolved{}, fmt.Errorf("model (config %d): %w", i, err)
+		}
+		inst, err := def.Open(configs[i].Params, configs[i].Model)
+		if err != nil {
+			return Resolved{}, fmt.Errorf("params (config %d): %w", i, err)
+		}
+		maxSteps := inst.MaxSteps()
+		inst.Close()
+		if last := s.ForkAt[len(s.ForkAt)-1]; maxSteps > 0 && last > maxSteps {
+			return Resolved{}, fmt.Errorf("fork_at: step %d is past the most steps a run can take (%d): no run reaches it", last, maxSteps)
+		}
 	}
-	return configs
+	r.Spec, r.Configs = s, configs
+	return r, nil
 }
 
-func setParam(c *Config, key string, v float64) {
-	switch key {
-	case "target":
-		c.Params.Target = int(v)
-	case "base_budget":
-		c.Params.BaseBudget = int(v)
-	case "p_stall":
-		c.Params.PStall = v
-	case "p_obs_noise":
-		c.Params.PObsNoise = v
-	case "p_refresh_fail":
-		c.Params.PRefreshFail = v
-	case "temperature":
-		c.Model.Temperature = v
-	case "no_tool":
-		c.Model.NoTool = v
+// gridValue checks one grid value of key k.
+func gridValue(d world.Declaration, k string, v any) (any, error) {
+	if p, ok := d.Param(k); ok {
+		return p.Parse(v)
 	}
+	p := world.Param{Name: k, Kind: world.ParamFloat, Min: world.Bound(0), Max: world.Bound(1)}
+	return p.Parse(v)
 }
 
-// Validate checks the spec as a whole and names the offending field.
-func (s Spec) Validate() error {
-	if s.World != counter.Name {
-		return fmt.Errorf("world %q is unknown (known: counter)", s.World)
-	}
-	if s.Seeds.Len() == 0 {
-		return errors.New("seeds: the range is empty")
-	}
-	if len(s.ForkAt) == 0 {
-		return errors.New("fork_at: list at least one fork step")
-	}
-	if !slices.IsSorted(s.ForkAt) || s.ForkAt[0] < 1 {
-		return fmt.Errorf("fork_at: steps must be at least 1 and ascending, got %v", s.ForkAt)
-	}
-	if len(s.Arms) < 2 || !slices.Contains(s.Arms, fork.Off) {
-		return errors.New("arms: list the control off and at least one treatment arm")
-	}
-	if _, err := fork.ParseArms(joinArms(s.Arms)); err != nil {
-		return fmt.Errorf("arms: %w", err)
-	}
-	if slices.Contains(s.Arms, fork.Policy) != (s.Policy != nil) {
-		if s.Policy == nil {
-			return errors.New("arms: the policy arm needs a guard rule (--policy FILE)")
-		}
-		return errors.New("policy: a guard rule was given but the arms do not include policy")
-	}
-	if s.Policy != nil {
-		if err := s.Policy.Validate(); err != nil {
-			return fmt.Errorf("policy: %w", err)
-		}
-	}
-	if s.Replicas < 1 || s.Replicas > 1000 {
-		return fmt.Errorf("replicas: must be between 1 and 1000, got %d", s.Replicas)
-	}
-	for k, vs := range s.Grid {
-		if !slices.Contains(GridKeys, k) {
-			return fmt.Errorf("grid: unknown parameter %q (known: %s)", k, strings.Join(GridKeys, ", "))
-		}
-		if len(vs) == 0 {
-			return fmt.Errorf("grid: %s lists no values", k)
-		}
-		if (k == "target" || k == "base_budget") && slices.ContainsFunc(vs, func(v float64) bool { return v != math.Trunc(v) }) {
-			return fmt.Errorf("grid: %s values must be integers", k)
-		}
-	}
-	configs := s.Configs()
-	if len(configs) > 10000 {
-		return fmt.Errorf("grid: %d configurations is more than the limit of 10000", len(configs))
-	}
-	for _, c := range configs {
-		if err := c.Params.Validate(); err != nil {
-			return fmt.Errorf("params (config %d): %w", c.ID, err)
-		}
-		if err := c.Model.Validate(); err != nil {
-			return fmt.Errorf("model (config %d): %w", c.ID, err)
-		}
-		if last := s.ForkAt[len(s.ForkAt)-1]; last > c.Params.MaxBudget() {
-			return fmt.Errorf("fork_at: step %d is past the largest budget a task can draw (%d): no run reaches it", last, c.Params.MaxBudget())
-		}
-	}
-	return nil
-}
+// MaxConfigs bounds a grid's configurations; MaxForkStep a fork step.
+const (
+	MaxConfigs  = 10000
+	MaxForkStep = 1 << 20
+)
 
 func joinArms(arms []fork.Arm) string {
 	s := make([]string, len(arms))

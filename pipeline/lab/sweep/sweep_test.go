@@ -1,9 +1,9 @@
-package sweep
+package sweep_test
 
 import (
 	"bytes"
 	"context"
-	"errors"
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"os"
@@ -11,24 +11,39 @@ import (
 	"strings"
 	"testing"
 
+	_ "github.com/duckdb/duckdb-go/v2"
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
-	"github.com/forklab/forklab/schemas"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/world"
+	"github.com/forklab/forklab/pipeline/worlds/counter"
 )
 
-func runSweep(t *testing.T, spec Spec, workers int) string {
+// runSweep runs spec into a new directory (or out, if given) and returns it.
+func runSweep(t testing.TB, spec sweep.Spec, opt sweep.Options, out ...string) string {
 	t.Helper()
-	out := t.TempDir()
-	if err := Prepare(out, false); err != nil {
+	dir := filepath.Join(t.TempDir(), "out")
+	if len(out) > 0 {
+		dir = out[0]
+	}
+	r, err := spec.Resolve()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), spec, Options{Out: out, Workers: workers, Version: "test"}); err != nil {
+	st, err := sweep.Stage(dir, true, false)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	opt.Version = "test"
+	if _, err := sweep.Run(context.Background(), r, st, opt); err != nil {
+		st.Release()
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // tableFiles maps each Parquet file's path relative to dir to its bytes.
-func tableFiles(t *testing.T, dir string) map[string][]byte {
+func tableFiles(t testing.TB, dir string) map[string][]byte {
 	t.Helper()
 	files := map[string][]byte{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -46,88 +61,311 @@ func tableFiles(t *testing.T, dir string) map[string][]byte {
 	return files
 }
 
-// The files, not only the rows, are the same whatever the worker count, for
-// a sweep with several shards, fork steps, arms, noisy replicas and a grid.
-func TestOutputIndependentOfWorkers(t *testing.T) {
-	spec := DefaultSpec()
-	spec.ForkAt = []int{1, 3}
-	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo, fork.AA}
-	spec.Replicas = 3
-	spec.Model.Temperature = 0.1
-	spec.Grid = map[string][]float64{"p_stall": {0, 0.2}}
-	spec.Seeds = Range{100, 100 + 3*spec.ShardSeeds() + 17}
-	if spec.ShardSeeds() >= spec.Seeds.Len() {
-		t.Fatalf("want several shards, shard size %d", spec.ShardSeeds())
-	}
-	a := tableFiles(t, runSweep(t, spec, 1))
-	b := tableFiles(t, runSweep(t, spec, 3))
-	if len(a) < 20 || len(a) != len(b) {
-		t.Fatalf("file counts: %d with 1 worker, %d with 3", len(a), len(b))
+func sameFiles(t testing.TB, what string, a, b map[string][]byte) {
+	t.Helper()
+	if len(a) == 0 || len(a) != len(b) {
+		t.Fatalf("%s: %d files against %d", what, len(a), len(b))
 	}
 	for name, x := range a {
 		if !bytes.Equal(x, b[name]) {
-			t.Errorf("%s differs between 1 and 3 workers", name)
+			t.Errorf("%s: %s differs", what, name)
 		}
 	}
 }
 
-func TestPrepareRefusesFinishedSweep(t *testing.T) {
-	spec := DefaultSpec()
-	spec.Seeds = Range{0, 10}
-	out := runSweep(t, spec, 1)
-	err := Prepare(out, false)
-	if !errors.Is(err, ErrFinished) || !strings.Contains(err.Error(), "--overwrite") {
-		t.Fatalf("got %v, want ErrFinished naming --overwrite", err)
-	}
-	if err := Prepare(out, true); err != nil {
+// query runs SQL over a results directory's Parquet files and returns the
+// rows as text.
+func query(t testing.TB, dir, q string) [][]string {
+	t.Helper()
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
 		t.Fatal(err)
 	}
-	// An overwrite in progress never looks finished.
-	if _, err := os.Stat(filepath.Join(out, ManifestName)); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("manifest survived Prepare with overwrite: %v", err)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec("SET file_search_path = '" + dir + "'"); err != nil {
+		t.Fatal(err)
 	}
-	if files := tableFiles(t, out); len(files) != 0 {
-		t.Fatalf("old table files survived: %v", files)
+	q = strings.NewReplacer(
+		"{pairs}", "read_parquet('pairs/*/*/*.parquet', hive_partitioning = true, union_by_name = true)",
+		"{branches}", "read_parquet('branches/*/*/*.parquet', hive_partitioning = true, union_by_name = true)",
+		"{checkpoints}", "read_parquet('checkpoints/*/*/*.parquet', hive_partitioning = true, union_by_name = true)",
+		"{tasks}", "read_parquet('tasks/*/*.parquet', hive_partitioning = true, union_by_name = true)",
+	).Replace(q)
+	rows, err := db.Query(q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out [][]string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		row := make([]string, len(cols))
+		for i, v := range vals {
+			row[i] = fmt.Sprint(v)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// The seed's table, through Parquet: rescued 75, harmed 83, unchanged 142,
+// and by same_obs as the reference core printed it.
+func TestSeedTable(t *testing.T) {
+	out := runSweep(t, sweep.DefaultSpec(), sweep.Options{})
+	got := fmt.Sprint(query(t, out, "SELECT same_obs, label, count(*) FROM {pairs} GROUP BY ALL ORDER BY ALL"))
+	want := "[[false harmed 83] [false unchanged 72] [true rescued 75] [true unchanged 70]]"
+	if got != want {
+		t.Fatalf("got %s, want %s", got, want)
 	}
 }
 
-func TestCancelledSweepLeavesNothingComplete(t *testing.T) {
-	spec := DefaultSpec()
-	spec.Seeds = Range{0, 50000}
-	out := t.TempDir()
-	if err := Prepare(out, false); err != nil {
-		t.Fatal(err)
+// noisySpec is a noisy, imperfect spec with two fork steps, every arm but
+// policy, three replicas and a grid, over more than one unit.
+func noisySpec(replicas int) sweep.Spec {
+	spec := sweep.DefaultSpec()
+	spec.ForkAt = []int{1, 3}
+	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo, fork.AA}
+	spec.Replicas = replicas
+	spec.Model.Temperature = 0.1
+	spec.Params = world.Params{"p_obs_noise": 0.05, "p_refresh_fail": 0.2}
+	spec.Grid = map[string][]any{"p_stall": {0.0, 0.2}}
+	spec.Seeds = sweep.Range{Start: 100, End: 100 + 2*spec.ShardSeeds() + 17}
+	return spec
+}
+
+// The files, not only the rows, are the same whatever the worker count,
+// and whether units are streamed (a built-in world's sweep) or buffered
+// whole (an agent's): the layout of a file depends on its rows only.
+func TestOutputIndependentOfWorkersAndBuffering(t *testing.T) {
+	spec := noisySpec(3)
+	a := tableFiles(t, runSweep(t, spec, sweep.Options{Workers: 1}))
+	if len(a) < 20 {
+		t.Fatalf("want several units, got %d files", len(a))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := Run(ctx, spec, Options{Out: out}); !errors.Is(err, context.Canceled) {
-		t.Fatalf("got %v, want context.Canceled", err)
-	}
-	if _, err := os.Stat(filepath.Join(out, ManifestName)); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatal("a cancelled sweep wrote a manifest")
-	}
-	if files := tableFiles(t, out); len(files) != 0 {
-		t.Fatalf("a cancelled sweep left table files: %v", files)
+	sameFiles(t, "3 workers against 1", a, tableFiles(t, runSweep(t, spec, sweep.Options{Workers: 3})))
+	sameFiles(t, "buffered against streamed", a, tableFiles(t, runSweep(t, spec, sweep.Options{Workers: 2, Buffered: true})))
+}
+
+// Every pair row agrees with its branch rows: the win counts are the
+// branches' successes, each side's success is a strict majority of its
+// replicas (a tie fails), and the label and quadrant follow — for odd and
+// even replica counts.
+func TestPairsAgreeWithBranches(t *testing.T) {
+	for _, k := range []int{1, 2, 3, 4} {
+		spec := noisySpec(k)
+		spec.Seeds = sweep.Range{Start: 0, End: 3000}
+		out := runSweep(t, spec, sweep.Options{})
+		rows := query(t, out, `
+			WITH wins AS (
+				SELECT config_id, fork_step, seed, arm, count(*) AS n, count(*) FILTER (WHERE success) AS wins
+				FROM {branches} GROUP BY ALL
+			)
+			SELECT count(*) AS pairs,
+			       count(*) FILTER (WHERE p.control_wins <> c.wins OR p.treatment_wins <> w.wins
+			           OR p.replicas <> w.n OR c.n <> w.n
+			           OR p.control_success <> (2 * c.wins > c.n) OR p.treatment_success <> (2 * w.wins > w.n)
+			           OR p.label <> CASE WHEN 2 * w.wins > w.n AND NOT 2 * c.wins > c.n THEN 'rescued'
+			                              WHEN 2 * c.wins > c.n AND NOT 2 * w.wins > w.n THEN 'harmed'
+			                              ELSE 'unchanged' END
+			           OR p.quadrant <> CASE WHEN p.label = 'rescued' THEN 'persuadable'
+			                                 WHEN p.label = 'harmed' THEN 'sleeping_dog'
+			                                 WHEN p.control_success THEN 'sure_thing' ELSE 'lost_cause' END) AS wrong,
+			       count(*) FILTER (WHERE c.wins * 2 = c.n OR w.wins * 2 = w.n) AS ties
+			FROM {pairs} AS p
+			JOIN wins AS c ON c.config_id = p.config_id AND c.fork_step = p.fork_step AND c.seed = p.seed AND c.arm = 'off'
+			JOIN wins AS w ON w.config_id = p.config_id AND w.fork_step = p.fork_step AND w.seed = p.seed AND w.arm = p.arm`)
+		pairs, wrong, ties := rows[0][0], rows[0][1], rows[0][2]
+		if want := fmt.Sprint(3000 * 2 * 2 * 3); pairs != want || wrong != "0" {
+			t.Fatalf("K=%d: %s pairs (want %s), %s disagree with their branches", k, pairs, want, wrong)
+		}
+		if k%2 == 0 && ties == "0" {
+			t.Fatalf("K=%d: no tied side, so the tie rule went untested", k)
+		}
 	}
 }
+
+// Every row read back is what the reference fork.Lab computes: tasks from
+// the start state, checkpoints that decode, round-trip and verify, features
+// and hidden truth of the decoded state, and every branch the Lab's branch
+// of it.
+func TestTablesReadBackAsForkLabComputes(t *testing.T) {
+	spec := noisySpec(3)
+	spec.Grid = nil
+	spec.Params["p_stall"] = 0.1
+	spec.Seeds = sweep.Range{Start: 7, End: 7 + 600}
+	out := runSweep(t, spec, sweep.Options{})
+	r, err := spec.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := counter.New(counter.ParamsOf(r.Spec.Params))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := fork.NewLab[counter.State](w, spec.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range query(t, out, "SELECT seed, budget, slack, coalesce(freeze_at, 0), status FROM {tasks} ORDER BY seed") {
+		var seed uint64
+		fmt.Sscan(row[0], &seed)
+		s := w.Start(seed)
+		if want := fmt.Sprint([]any{seed, s.Budget, s.Budget - 7, s.FreezeAt, "ok"}); fmt.Sprint(row) != want {
+			t.Fatalf("task %v, want %s", row, want)
+		}
+	}
+	cps := query(t, out, `SELECT fork_step, seed, checkpoint, over, same_obs, repeat_run, obs_value, steps_used, budget_left,
+		hidden_stuck, hidden_fault, hidden_value, cost_steps FROM {checkpoints} ORDER BY fork_step, seed`)
+	brs := query(t, out, `SELECT fork_step, seed, arm, replica, intervened, success, cost_steps FROM {branches}
+		ORDER BY fork_step, seed, CASE arm WHEN 'off' THEN 0 WHEN 'on' THEN 1 WHEN 'placebo' THEN 2 ELSE 3 END, replica`)
+	if len(cps) != 2*600 || len(brs) != len(cps)*4*3 {
+		t.Fatalf("%d checkpoints, %d branches", len(cps), len(brs))
+	}
+	for i, row := range cps {
+		c, err := fork.DecodeCheckpoint[counter.State]([]byte(row[2]), w.Declaration())
+		if err != nil {
+			t.Fatalf("%v: %v", row[:2], err)
+		}
+		if b, _ := c.Encode(); string(b) != row[2] || fmt.Sprint(c.ForkStep) != row[0] {
+			t.Fatalf("%v: checkpoint does not round-trip:\n%s\n%s", row[:2], row[2], b)
+		}
+		if err := fork.Verify(ref, c); err != nil {
+			t.Fatalf("%v: %v", row[:2], err)
+		}
+		s := c.State
+		want := fmt.Sprint([]any{w.Over(&s), s.SameObs, s.RepeatRun, s.Obs, s.Steps, max(0, s.Budget-s.Steps), s.Frozen, s.FreezeAt != 0, s.V, s.Steps})
+		if got := fmt.Sprint(row[3:]); got != want {
+			t.Fatalf("%v: row %s, state %s", row[:2], got, want)
+		}
+		arms := []fork.Arm{fork.Off, fork.On, fork.Placebo, fork.AA}
+		for j, b := range brs[i*12 : (i+1)*12] {
+			arm, rep := arms[j/3], j%3
+			var final counter.State
+			ok, iv := ref.Branch(&final, &s, s.Seed, c.ForkStep, arm, rep, false)
+			want := fmt.Sprint([]any{c.ForkStep, s.Seed, arm, rep, iv, ok, final.Steps - s.Steps})
+			if got := fmt.Sprint(b); got != want {
+				t.Fatalf("branch %s, fork.Lab %s", got, want)
+			}
+		}
+	}
+}
+
+// With a greedy model the A/A arm is off again, replica for replica: its
+// flip rate, the noise floor, is exactly zero — also in an imperfect world,
+// whose randomness belongs to the task, not to the arm.
+func TestAAWithGreedyModelNeverFlips(t *testing.T) {
+	spec := sweep.DefaultSpec()
+	spec.Seeds = sweep.Range{Start: 0, End: 2000}
+	spec.ForkAt = []int{2, 3}
+	spec.Arms = []fork.Arm{fork.Off, fork.AA}
+	spec.Replicas = 3
+	spec.Params = world.Params{"p_stall": 0.2, "p_obs_noise": 0.1, "p_refresh_fail": 0.3}
+	out := runSweep(t, spec, sweep.Options{})
+	got := fmt.Sprint(query(t, out, "SELECT count(*), count(*) FILTER (WHERE label <> 'unchanged' OR control_wins <> treatment_wins) FROM {pairs}"))
+	if got != "[[4000 0]]" {
+		t.Fatalf("aa pairs and flips: %s, want 4000 and 0", got)
+	}
+}
+
+// failing is the counter world with branches that fail: every seed
+// divisible by failEvery fails its off branch of replica 0 (an agent that
+// crashed, say), and seeds divisible by 1000 fail to start.
+type failing struct{ lab.Definition }
+
+const failEvery = 97
+
+func (f failing) Open(p world.Params, m fork.Model) (lab.Instance, error) {
+	inst, err := f.Definition.Open(p, m)
+	return failingInstance{inst}, err
+}
+
+type failingInstance struct{ lab.Instance }
+
+func (i failingInstance) Runner(plan lab.Plan) (lab.Runner, error) {
+	rn, err := i.Instance.Runner(plan)
+	return failingRunner{rn}, err
+}
+
+type failingRunner struct{ lab.Runner }
+
+func (r failingRunner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResult) error) error {
+	return r.Runner.Run(ctx, lo, hi, func(res *lab.SeedResult) error {
+		switch {
+		case res.Seed%1000 == 0:
+			res.Err, res.Forks = "start: agent exited with status 1", res.Forks[:0]
+		case res.Seed%failEvery == 0:
+			res.Forks[0].Branches[0].Err = "timeout after 30s"
+		}
+		return emit(res)
+	})
+}
+
+// Errors are rows, never labels: a failed branch makes its pairs error rows
+// with the error text and no label, a seed that failed to start makes every
+// row of it an error row, the other pairs are untouched, and a unit with
+// errors is written the same whether it was streamed (and redone when the
+// first error came) or buffered from the start.
+func TestErrorsAreRowsNeverLabels(t *testing.T) {
+	def := failing{counter.Definition}
+	decl := def.Declaration()
+	decl.Name = "failing_counter"
+	lab.Register(renamed{def, decl})
+	defer lab.Unregister(decl.Name)
+	spec := sweep.DefaultSpec()
+	spec.World = decl.Name
+	spec.Seeds = sweep.Range{Start: 0, End: 3000}
+	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo}
+	streamed := runSweep(t, spec, sweep.Options{})
+	sameFiles(t, "buffered against streamed", tableFiles(t, streamed), tableFiles(t, runSweep(t, spec, sweep.Options{Buffered: true})))
+	got := query(t, streamed, `SELECT status, count(*), count(label), count(DISTINCT error), min(error),
+		count(*) FILTER (WHERE same_obs IS NULL) FROM {pairs} GROUP BY status ORDER BY status`)
+	// 3000 seeds × 2 treatment arms; seeds 0, 1000, 2000 fail to start;
+	// the other 30 multiples of 97 fail a branch of off, so both of their
+	// pairs fail but keep their features.
+	want := "[[error 66 0 2 off replica 0: timeout after 30s 6] [ok 5934 5934 0 <nil> 0]]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("pairs by status: %v, want %s", got, want)
+	}
+	got = query(t, streamed, "SELECT count(*) FILTER (WHERE status = 'error'), count(*) FILTER (WHERE success IS NULL) FROM {branches}")
+	if fmt.Sprint(got) != "[[39 39]]" {
+		t.Fatalf("error branches: %v, want 3 seeds × 3 arms + 30 = 39", got)
+	}
+}
+
+// renamed is a definition under another declaration's name.
+type renamed struct {
+	lab.Definition
+	decl world.Declaration
+}
+
+func (r renamed) Declaration() world.Declaration { return r.decl }
 
 func TestParseRange(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want Range
+		want sweep.Range
 		err  string
 	}{
-		{"0:300", Range{0, 300}, ""},
-		{"300", Range{0, 300}, ""},
-		{" 5 : 9 ", Range{5, 9}, ""},
-		{"9:5", Range{}, "empty"},
-		{"5:5", Range{}, "empty"},
-		{"a:b", Range{}, "malformed"},
-		{"-1:5", Range{}, "malformed"},
-		{"0:9223372036854775808", Range{}, "malformed"},
-		{"", Range{}, "malformed"},
+		{"0:300", sweep.Range{Start: 0, End: 300}, ""},
+		{"300", sweep.Range{Start: 0, End: 300}, ""},
+		{" 5 : 9 ", sweep.Range{Start: 5, End: 9}, ""},
+		{"9:5", sweep.Range{}, "empty"},
+		{"5:5", sweep.Range{}, "empty"},
+		{"a:b", sweep.Range{}, "malformed"},
+		{"-1:5", sweep.Range{}, "malformed"},
+		{"0:9223372036854775808", sweep.Range{}, "malformed"},
+		{"", sweep.Range{}, "malformed"},
 	} {
-		got, err := ParseRange(tc.in)
+		got, err := sweep.ParseRange(tc.in)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("ParseRange(%q): error %v, want %q", tc.in, err, tc.err)
@@ -154,7 +392,7 @@ func TestParseSteps(t *testing.T) {
 		{"x", "", "malformed"},
 		{"1,,2", "", "malformed"},
 	} {
-		got, err := ParseSteps(tc.in)
+		got, err := sweep.ParseSteps(tc.in)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("ParseSteps(%q): error %v, want %q", tc.in, err, tc.err)
@@ -167,76 +405,21 @@ func TestParseSteps(t *testing.T) {
 	}
 }
 
-// A directory with files forklab did not write is refused without
-// --overwrite, and with it only forklab's folders go.
-func TestPrepareKeepsOthersFiles(t *testing.T) {
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "pairs"), 0o755)
-	os.WriteFile(filepath.Join(dir, "pairs", "mine.csv"), []byte("precious"), 0o644)
-	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644)
-	err := Prepare(dir, false)
-	if err == nil || !strings.Contains(err.Error(), "is not an unfinished forklab sweep (it holds notes.txt)") {
-		t.Fatalf("got %v", err)
-	}
-	os.Remove(filepath.Join(dir, "notes.txt"))
-	if err := Prepare(dir, false); err == nil || !strings.Contains(err.Error(), "pairs/mine.csv") {
-		t.Fatalf("a user's file in a table folder: got %v", err)
-	}
-	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644)
-	if err := Prepare(dir, true); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "notes.txt")); string(b) != "mine" {
-		t.Fatal("--overwrite removed a file forklab did not write")
-	}
-	// An interrupted sweep's leftovers are taken over without --overwrite.
-	spec := DefaultSpec()
-	spec.Seeds = Range{0, 10}
-	fresh := t.TempDir()
-	Prepare(fresh, false)
-	os.MkdirAll(filepath.Join(fresh, "pairs", "config_id=0", "fork_step=3"), 0o755)
-	os.WriteFile(filepath.Join(fresh, "pairs", "config_id=0", "fork_step=3", ".part-000000.parquet.tmp"), nil, 0o644)
-	if err := Prepare(fresh, false); err != nil {
-		t.Fatalf("an interrupted sweep's directory: %v", err)
-	}
-}
-
-func TestLockRefusesASecondSweep(t *testing.T) {
-	dir := t.TempDir()
-	release, err := Lock(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Lock(dir); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("(pid %d)", os.Getpid())) {
-		t.Fatalf("second lock: %v", err)
-	}
-	release()
-	again, err := Lock(dir)
-	if err != nil {
-		t.Fatalf("after release: %v", err)
-	}
-	again()
-	if err := Prepare(dir, false); err != nil {
-		t.Fatalf("the lock file is forklab's own: %v", err)
-	}
-}
-
-// A spec file writes fork_at as the flag does, and its errors name keys.
 func TestReadSpecFile(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct{ name, text, want, err string }{
 		{"a.yaml", "fork_at: 3\nseeds: \"0:50\"\n", "[3] 0:50", ""},
 		{"b.yaml", "fork_at: \"1-3\"\n", "[1 2 3] 0:300", ""},
 		{"c.json", `{"fork_at": [4, 2]}`, "[2 4] 0:300", ""},
-		{"d.yaml", "params:\n  p_stal: 0.1\n", "", `unknown key "p_stal"`},
 		{"e.yaml", "replicas: five\n", "", "key replicas: a string cannot be read as a number"},
 		{"f.json", `{"fork_at": [3],}`, "", "invalid character"},
 		{"g.yaml", "- 1\n- 2\n", "", "want a mapping of keys"},
 		{"h.toml", "", "", "want a .json, .yaml or .yml file"},
+		{"i.yaml", "temprature: 0.1\n", "", `unknown key "temprature"`},
 	} {
 		p := filepath.Join(dir, tc.name)
 		os.WriteFile(p, []byte(tc.text), 0o644)
-		s, err := ReadSpecFile(p, DefaultSpec())
+		s, err := sweep.ReadSpecFile(p, sweep.DefaultSpec())
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: got %v, want %q", tc.name, err, tc.err)
@@ -249,25 +432,56 @@ func TestReadSpecFile(t *testing.T) {
 	}
 }
 
-// With a greedy model the A/A arm is off again, replica for replica: its
-// flip rate, the noise floor, is exactly zero — also in an imperfect world,
-// whose randomness belongs to the task, not to the arm.
-func TestAAWithGreedyModelNeverFlips(t *testing.T) {
-	spec := DefaultSpec()
-	spec.Seeds = Range{0, 2000}
-	spec.ForkAt = []int{2, 3}
-	spec.Arms = []fork.Arm{fork.Off, fork.AA}
-	spec.Replicas = 3
-	spec.Params.PStall, spec.Params.PObsNoise, spec.Params.PRefreshFail = 0.2, 0.1, 0.3
-	out := runSweep(t, spec, 2)
-	pairs := readRows[schemas.Pair](t, filepath.Join(out, "pairs", "*", "*", "*.parquet"))
-	n, flips := len(pairs), 0
-	for _, p := range pairs {
-		if p.Label != "unchanged" || p.ControlWins != p.TreatmentWins {
-			flips++
+// Resolve refuses what no world can play, naming the valid choices.
+func TestResolveRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*sweep.Spec)
+		err  string
+	}{
+		{"unknown world", func(s *sweep.Spec) { s.World = "chess" }, `unknown world "chess" (known: counter`},
+		{"unknown param", func(s *sweep.Spec) { s.Params = world.Params{"p_stal": 0.1} }, `world counter has no parameter "p_stal" (its parameters: target, base_budget`},
+		{"out of range", func(s *sweep.Spec) { s.Params = world.Params{"p_stall": 1.5} }, "p_stall must be a number in [0, 1], got 1.5"},
+		{"wrap-around", func(s *sweep.Spec) { s.Params = world.Params{"base_budget": 2147483648.0} }, "base_budget must be an integer in [1, 1048576], got 2147483648"},
+		{"not an integer", func(s *sweep.Spec) { s.Params = world.Params{"target": 6.5} }, "target must be an integer in [1, 1048576], got 6.5"},
+		{"grid key", func(s *sweep.Spec) { s.Grid = map[string][]any{"p_stal": {0.1}} }, `grid: unknown parameter "p_stal"`},
+		{"grid list", func(s *sweep.Spec) { s.Grid = map[string][]any{"slack": {1.0}} }, "grid: slack is a list"},
+		{"grid value", func(s *sweep.Spec) { s.Grid = map[string][]any{"p_stall": {0.1, 2.0}} }, "grid: p_stall must be a number in [0, 1], got 2"},
+		{"fork past budget", func(s *sweep.Spec) { s.ForkAt = []int{100000} }, "fork_at: step 100000 is past the most steps a run can take (9)"},
+		{"policy without arm", func(s *sweep.Spec) { s.Arms = []fork.Arm{fork.Off, fork.Policy} }, "the policy arm needs a guard rule"},
+		{"replicas", func(s *sweep.Spec) { s.Replicas = 0 }, "replicas: must be between 1 and 1000"},
+	} {
+		s := sweep.DefaultSpec()
+		tc.edit(&s)
+		_, err := s.Resolve()
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.err)
 		}
 	}
-	if n != 4000 || flips != 0 {
-		t.Fatalf("%d aa pairs, %d flips; want 4000 and 0", n, flips)
+}
+
+// The units of a sweep are produced one at a time: the largest seed range
+// costs no memory up front, and the last unit ends at END exactly, without
+// overflow.
+func TestUnitsStream(t *testing.T) {
+	s := sweep.DefaultSpec()
+	s.Seeds = sweep.Range{Start: 0, End: sweep.MaxSeed}
+	r, err := s.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	r.Units(func(u sweep.Unit) bool { n++; return n < 5 })
+	if n != 5 || r.UnitCount() != (uint64(sweep.MaxSeed)+s.ShardSeeds()-1)/s.ShardSeeds() {
+		t.Fatalf("took %d units; %d in all", n, r.UnitCount())
+	}
+	s.Seeds = sweep.Range{Start: sweep.MaxSeed - 10, End: sweep.MaxSeed}
+	if r, err = s.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	var units []sweep.Unit
+	r.Units(func(u sweep.Unit) bool { units = append(units, u); return true })
+	if len(units) != 1 || units[0].Seeds != s.Seeds {
+		t.Fatalf("units %v", units)
 	}
 }

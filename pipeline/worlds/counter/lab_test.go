@@ -1,10 +1,14 @@
 package counter_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/world"
 	"github.com/forklab/forklab/pipeline/worlds/counter"
 )
 
@@ -43,14 +47,17 @@ func TestLabMatchesForkLab(t *testing.T) {
 	compared := 0
 	for _, c := range labConfigs() {
 		w := counter.World{P: c.p}
-		ref := fork.Lab[counter.State]{World: w, Model: c.model}
+		ref, err := fork.NewLab[counter.State](w, c.model)
+		if err != nil {
+			t.Fatal(err)
+		}
 		fast := counter.Lab{World: w, Model: c.model}
 		for seed := uint64(0); seed < 2000; seed++ {
 			start := w.Start(seed)
 			s1, s2 := start, start
-			var h1, h2 []fork.Turn
+			var h1, h2 []world.Action
 			for f := 1; f <= 12; f++ {
-				s1 = ref.Advance(s1, fork.PrefixKey(seed), f, &h1)
+				ref.Advance(&s1, fork.PrefixKey(seed), f, &h1)
 				fast.Advance(&s2, fork.PrefixKey(seed), f, &h2)
 				if s1 != s2 || !slices.Equal(h1, h2) {
 					t.Fatalf("%s seed %d fork %d: Advance\nfork.Lab %+v %v\nLab      %+v %v", c.name, seed, f, s1, h1, s2, h2)
@@ -62,8 +69,8 @@ func TestLabMatchesForkLab(t *testing.T) {
 				for _, arm := range fork.Arms {
 					for r := range 3 {
 						for _, fires := range []bool{false, true} {
-							f1, ok1, iv1 := ref.Branch(s1, seed, f, arm, r, fires)
-							var f2 counter.State
+							var f1, f2 counter.State
+							ok1, iv1 := ref.Branch(&f1, &s1, seed, f, arm, r, fires)
 							before := s2
 							ok2, iv2 := fast.Branch(&f2, &s2, seed, f, arm, r, fires)
 							if s2 != before {
@@ -121,22 +128,10 @@ func BenchmarkLab(b *testing.B) {
 	for i := range starts {
 		starts[i] = w.Start(uint64(i))
 	}
-	var hist []fork.Turn
+	var hist []world.Action
+	var final counter.State
 	b.Run("lab=fork", func(b *testing.B) {
-		lab := fork.Lab[counter.State]{World: w, Model: fork.Model{NoTool: 0.5}}
-		for b.Loop() {
-			for seed, s := range starts {
-				hist = hist[:0]
-				s = lab.Advance(s, fork.PrefixKey(uint64(seed)), 3, &hist)
-				lab.Branch(s, uint64(seed), 3, fork.Off, 0, false)
-				lab.Branch(s, uint64(seed), 3, fork.On, 0, false)
-			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(starts)), "ns/seed")
-	})
-	b.Run("lab=counter", func(b *testing.B) {
-		lab := &counter.Lab{World: w, Model: fork.Model{NoTool: 0.5}}
-		var final counter.State
+		lab, _ := fork.NewLab[counter.State](w, fork.Model{NoTool: 0.5})
 		for b.Loop() {
 			for seed, s := range starts {
 				hist = hist[:0]
@@ -147,4 +142,59 @@ func BenchmarkLab(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(starts)), "ns/seed")
 	})
+	b.Run("lab=counter", func(b *testing.B) {
+		lab := &counter.Lab{World: w, Model: fork.Model{NoTool: 0.5}}
+		for b.Loop() {
+			for seed, s := range starts {
+				hist = hist[:0]
+				lab.Advance(&s, fork.PrefixKey(uint64(seed)), 3, &hist)
+				lab.Branch(&final, &s, uint64(seed), 3, fork.Off, 0, false)
+				lab.Branch(&final, &s, uint64(seed), 3, fork.On, 0, false)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(starts)), "ns/seed")
+	})
+}
+
+// The counter's own runner (pyrand batches, its fast Lab) fills every seed
+// result exactly as the generic in-process runner of lab.Builtin does:
+// tasks, checkpoints byte for byte, features, hidden truth, costs, policy
+// verdicts and every branch.
+func TestRunnerMatchesBuiltin(t *testing.T) {
+	generic := lab.Builtin[counter.State]{Decl: counter.Declaration(), New: func(p world.Params) (world.World[counter.State], error) {
+		return counter.New(counter.ParamsOf(p))
+	}}
+	fires := func(f []world.Value) bool { return f[1].I >= 2 } // repeat_run >= 2
+	for _, c := range labConfigs() {
+		wp := c.p.WorldParams()
+		plan := lab.Plan{ForkSteps: []int{1, 2, 4, 7}, Arms: []fork.Arm{fork.Off, fork.On, fork.Placebo, fork.AA, fork.Policy}, Replicas: 3, Fires: fires}
+		a, err := counter.Definition.Open(wp, c.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := generic.Open(wp, c.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ra, _ := a.Runner(plan)
+		rb, _ := b.Runner(plan)
+		var got []string
+		ctx := context.Background()
+		if err := ra.Run(ctx, 500, 1800, func(r *lab.SeedResult) error { got = append(got, fmt.Sprintf("%+v", *r)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		i := 0
+		if err := rb.Run(ctx, 500, 1800, func(r *lab.SeedResult) error {
+			if want := fmt.Sprintf("%+v", *r); got[i] != want {
+				t.Fatalf("%s seed %d:\ncounter %s\nbuiltin %s", c.name, r.Seed, got[i], want)
+			}
+			i++
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if i != 1300 {
+			t.Fatalf("%d seeds", i)
+		}
+	}
 }

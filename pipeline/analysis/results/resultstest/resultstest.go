@@ -10,19 +10,39 @@ import (
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/world"
+
+	// Tests sweep the built-in worlds.
+	_ "github.com/forklab/forklab/pipeline/worlds/counter"
+	_ "github.com/forklab/forklab/pipeline/worlds/toolloop"
 )
 
 // Dir runs spec into a new temporary results directory and returns it.
 func Dir(t testing.TB, spec sweep.Spec) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
-	if err := sweep.Prepare(out, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sweep.Run(context.Background(), spec, sweep.Options{Out: out, Version: "test"}); err != nil {
-		t.Fatal(err)
-	}
+	Run(t, spec, out)
 	return out
+}
+
+// Run runs spec into the results directory out (replacing what is there)
+// and returns the manifest.
+func Run(t testing.TB, spec sweep.Spec, out string) sweep.Manifest {
+	t.Helper()
+	r, err := spec.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sweep.Stage(out, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sweep.Run(context.Background(), r, st, sweep.Options{Version: "test"})
+	if err != nil {
+		st.Release()
+		t.Fatal(err)
+	}
+	return res.Manifest
 }
 
 // Open runs spec as Dir does and opens the results, closing them when the
@@ -46,7 +66,7 @@ func NoisySpec() sweep.Spec {
 	s.ForkAt = []int{2, 3}
 	s.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo, fork.AA}
 	s.Replicas = 3
-	s.Params.PStall, s.Params.PObsNoise, s.Params.PRefreshFail = 0.15, 0.05, 0.2
+	s.Params = world.Params{"p_stall": 0.15, "p_obs_noise": 0.05, "p_refresh_fail": 0.2}
 	s.Model.Temperature = 0.1
 	return s
 }

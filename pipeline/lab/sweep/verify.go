@@ -1,0 +1,139 @@
+package sweep
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// ErrMismatch marks a results directory whose files or manifest differ
+// from what the sweep wrote: an edited manifest, a file added, removed,
+// truncated or changed. forklab exits 4 on it (docs/exit-status.md).
+var ErrMismatch = errors.New("does not match its manifest")
+
+// checksumOf returns the CRC-32C of m's JSON with its Checksum empty: the
+// value its Checksum field holds.
+func checksumOf(m Manifest) (string, error) {
+	m.Checksum = ""
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%08x", crc32.Checksum(b, castagnoli)), nil
+}
+
+// Verify checks that dir holds exactly the sweep its manifest m describes,
+// and names the first difference (the error wraps ErrMismatch): the
+// manifest's own checksum (a hand-edited manifest), its row counts against
+// its file list and seed range, then every table file: present, of its
+// recorded size, no Parquet file the manifest does not list. With full it
+// also reads every file: its CRC-32C and, from its footer, its row count.
+func Verify(dir string, m Manifest, full bool) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s %w: %s; rerun the sweep (or restore the files)", dir, ErrMismatch, fmt.Sprintf(format, args...))
+	}
+	want, err := checksumOf(m)
+	if err != nil {
+		return err
+	}
+	if m.Checksum != want {
+		return bad("%s was edited (its checksum is %s, its content's %s)", ManifestName, m.Checksum, want)
+	}
+	rows := map[string]int64{}
+	listed := map[string]FileInfo{}
+	for _, f := range m.Files {
+		rows[strings.Split(f.Path, "/")[0]] += f.Rows
+		listed[f.Path] = f
+	}
+	for t, n := range m.Rows {
+		if rows[t] != n {
+			return bad("rows.%s is %d but its files hold %d", t, n, rows[t])
+		}
+	}
+	if n := int64(m.Spec.Seeds.Len()) * int64(len(m.Configs)); m.Rows["tasks"] != n {
+		return bad("%d task rows for %d seeds × %d configurations", m.Rows["tasks"], m.Spec.Seeds.Len(), len(m.Configs))
+	}
+	for _, f := range m.Files {
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		fi, err := os.Stat(p)
+		if err != nil {
+			return bad("%s is missing", f.Path)
+		}
+		if fi.Size() != f.Bytes {
+			return bad("%s has %d bytes, the manifest says %d", f.Path, fi.Size(), f.Bytes)
+		}
+		if !full {
+			continue
+		}
+		crc, _, err := fileCRC(p)
+		if err != nil {
+			return err
+		}
+		if crc != f.CRC32C {
+			return bad("%s has CRC-32C %s, the manifest says %s", f.Path, crc, f.CRC32C)
+		}
+		n, err := parquetRows(p)
+		if err != nil {
+			return bad("%s is not readable Parquet: %v", f.Path, err)
+		}
+		if n != f.Rows {
+			return bad("%s holds %d rows, the manifest says %d", f.Path, n, f.Rows)
+		}
+	}
+	var extra string
+	for t := range rows {
+		err := filepath.WalkDir(filepath.Join(dir, t), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || extra != "" {
+				return err
+			}
+			if !d.IsDir() && filepath.Ext(p) == ".parquet" {
+				rel, _ := filepath.Rel(dir, p)
+				if _, ok := listed[filepath.ToSlash(rel)]; !ok {
+					extra = filepath.ToSlash(rel)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return bad("%v", err)
+		}
+	}
+	if extra != "" {
+		return bad("%s is not among its files", extra)
+	}
+	return nil
+}
+
+func parquetRows(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return 0, err
+	}
+	return f.NumRows(), nil
+}
+
+// Tables lists the tables of m's files, sorted.
+func (m Manifest) Tables() []string {
+	var ts []string
+	for _, f := range m.Files {
+		t := strings.Split(f.Path, "/")[0]
+		if !slices.Contains(ts, t) {
+			ts = append(ts, t)
+		}
+	}
+	slices.Sort(ts)
+	return ts
+}
