@@ -65,4 +65,4 @@ SELECT config_id, fork_step, arm, replicas_voted, seeds, rescued, harmed,
          - newcombe_lo(sure_thing, rescued, harmed, lost_cause) AS ci_width,
        mcnemar_p(rescued, harmed)                             AS mcnemar_p
 FROM counted
-ORDER BY config_id, fork_step, arm, replicas_voted, seeds;
+ORDER BY config_id, fork_step, list_position(['off', 'on', 'placebo', 'aa', 'policy'], arm) NULLS LAST, arm, replicas_voted, seeds;

@@ -59,4 +59,4 @@ FROM long_costs AS l
 LEFT JOIN long_costs AS o
   ON o.config_id = l.config_id AND o.fork_step = l.fork_step AND o.arm = 'off' AND o.c.cost = l.c.cost
 WHERE l.c.mean IS NOT NULL
-ORDER BY l.config_id, l.fork_step, l.arm = 'off' DESC, l.arm, l.c.cost_order;
+ORDER BY l.config_id, l.fork_step, list_position(['off', 'on', 'placebo', 'aa', 'policy'], l.arm) NULLS LAST, l.arm, l.c.cost_order;

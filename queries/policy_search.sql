@@ -39,7 +39,9 @@
 --   the same for holdout_.
 --   Ranking: within the cap before over it; then most search rescues; then
 --   the simpler trigger (fewer conditions); then fewer search harms; then
---   the lower search extra cost (usd, tokens, steps, seconds); then the
+--   the lower search extra cost (usd, tokens, steps, seconds, each rounded
+--   to 6 decimals, so that sums of the same pairs in another order tie);
+--   then the
 --   feature order of the declaration, the operator order =, !=, >=, <=, and
 --   the value.
 WITH settings AS (
@@ -59,7 +61,8 @@ on_cells AS (
 -- The one-feature grid: each feature's buckets, summed.
 grid_1 AS (
     SELECT config_id, fork_step, split, feature_order, key,
-           sum(fires) AS fires, sum(rescued) AS rescued, sum(harmed) AS harmed, sum(harmed_clean) AS harmed_clean,
+           CAST(sum(fires) AS BIGINT) AS fires, CAST(sum(rescued) AS BIGINT) AS rescued,
+           CAST(sum(harmed) AS BIGINT) AS harmed, CAST(sum(harmed_clean) AS BIGINT) AS harmed_clean,
            sum(extra_steps) AS extra_steps, sum(extra_tokens) AS extra_tokens,
            sum(extra_usd) AS extra_usd, sum(extra_seconds) AS extra_seconds
     FROM (SELECT * EXCLUDE (profile), CAST(generate_subscripts(profile, 1) AS INTEGER) AS feature_order,
@@ -76,7 +79,8 @@ feature_pairs AS (
 grid_2 AS (
     SELECT c.config_id, c.fork_step, c.split, f.feature_order_1, c.profile[f.feature_order_1] AS key_1,
            f.feature_order_2, c.profile[f.feature_order_2] AS key_2,
-           sum(c.fires) AS fires, sum(c.rescued) AS rescued, sum(c.harmed) AS harmed, sum(c.harmed_clean) AS harmed_clean,
+           CAST(sum(c.fires) AS BIGINT) AS fires, CAST(sum(c.rescued) AS BIGINT) AS rescued,
+           CAST(sum(c.harmed) AS BIGINT) AS harmed, CAST(sum(c.harmed_clean) AS BIGINT) AS harmed_clean,
            sum(c.extra_steps) AS extra_steps, sum(c.extra_tokens) AS extra_tokens,
            sum(c.extra_usd) AS extra_usd, sum(c.extra_seconds) AS extra_seconds
     FROM on_cells AS c, feature_pairs AS f
@@ -84,8 +88,8 @@ grid_2 AS (
 ),
 totals AS (
     SELECT config_id, fork_step,
-           coalesce(sum(fires) FILTER (WHERE split = 'search'), 0)  AS search_pairs,
-           coalesce(sum(fires) FILTER (WHERE split = 'holdout'), 0) AS holdout_pairs
+           CAST(coalesce(sum(fires) FILTER (WHERE split = 'search'), 0) AS BIGINT)  AS search_pairs,
+           CAST(coalesce(sum(fires) FILTER (WHERE split = 'holdout'), 0) AS BIGINT) AS holdout_pairs
     FROM on_cells
     GROUP BY ALL
 ),
@@ -117,14 +121,17 @@ conditions AS (
        OR (o.op = '<=' AND b.type IN ('int', 'float') AND g.key < r.hi)
 ),
 numbered AS (
-    SELECT row_number() OVER (ORDER BY config_id, fork_step, feature_order, op_order, key) AS cond, *
-    FROM conditions
+    SELECT row_number() OVER (ORDER BY c.config_id, c.fork_step, c.feature_order, c.op_order, c.key) AS cond, c.*,
+           t.search_pairs + t.holdout_pairs AS group_pairs
+    FROM conditions AS c
+    JOIN totals AS t USING (config_id, fork_step)
 ),
 -- A condition holds on a bucket when (op, key) says so; a null bucket
 -- satisfies none.
 single_hits AS (
     SELECT c.cond AS cond_1, CAST(NULL AS BIGINT) AS cond_2, g.split,
-           sum(g.fires) AS fires, sum(g.rescued) AS rescued, sum(g.harmed) AS harmed, sum(g.harmed_clean) AS harmed_clean,
+           CAST(sum(g.fires) AS BIGINT) AS fires, CAST(sum(g.rescued) AS BIGINT) AS rescued,
+           CAST(sum(g.harmed) AS BIGINT) AS harmed, CAST(sum(g.harmed_clean) AS BIGINT) AS harmed_clean,
            sum(g.extra_steps) AS extra_steps, sum(g.extra_tokens) AS extra_tokens,
            sum(g.extra_usd) AS extra_usd, sum(g.extra_seconds) AS extra_seconds
     FROM numbered AS c
@@ -140,12 +147,12 @@ useful AS (
     SELECT c.*
     FROM numbered AS c
     JOIN (SELECT cond_1, sum(fires) AS fires FROM single_hits GROUP BY cond_1) AS h ON h.cond_1 = c.cond
-    JOIN totals AS t USING (config_id, fork_step)
-    WHERE h.fires < t.search_pairs + t.holdout_pairs
+    WHERE h.fires < c.group_pairs
 ),
 pair_hits AS (
     SELECT c1.cond AS cond_1, c2.cond AS cond_2, g.split,
-           sum(g.fires) AS fires, sum(g.rescued) AS rescued, sum(g.harmed) AS harmed, sum(g.harmed_clean) AS harmed_clean,
+           CAST(sum(g.fires) AS BIGINT) AS fires, CAST(sum(g.rescued) AS BIGINT) AS rescued,
+           CAST(sum(g.harmed) AS BIGINT) AS harmed, CAST(sum(g.harmed_clean) AS BIGINT) AS harmed_clean,
            sum(g.extra_steps) AS extra_steps, sum(g.extra_tokens) AS extra_tokens,
            sum(g.extra_usd) AS extra_usd, sum(g.extra_seconds) AS extra_seconds
     FROM grid_2 AS g
@@ -161,18 +168,18 @@ pair_hits AS (
 ),
 scored AS (
     SELECT cond_1, cond_2,
-           coalesce(sum(fires) FILTER (WHERE split = 'search'), 0)         AS search_fires,
-           coalesce(sum(rescued) FILTER (WHERE split = 'search'), 0)       AS search_rescued,
-           coalesce(sum(harmed) FILTER (WHERE split = 'search'), 0)        AS search_harmed,
-           coalesce(sum(harmed_clean) FILTER (WHERE split = 'search'), 0)  AS search_harmed_clean,
+           CAST(coalesce(sum(fires) FILTER (WHERE split = 'search'), 0) AS BIGINT)         AS search_fires,
+           CAST(coalesce(sum(rescued) FILTER (WHERE split = 'search'), 0) AS BIGINT)       AS search_rescued,
+           CAST(coalesce(sum(harmed) FILTER (WHERE split = 'search'), 0) AS BIGINT)        AS search_harmed,
+           CAST(coalesce(sum(harmed_clean) FILTER (WHERE split = 'search'), 0) AS BIGINT)  AS search_harmed_clean,
            sum(extra_steps) FILTER (WHERE split = 'search')                AS search_extra_steps,
            sum(extra_tokens) FILTER (WHERE split = 'search')               AS search_extra_tokens,
            sum(extra_usd) FILTER (WHERE split = 'search')                  AS search_extra_usd,
            sum(extra_seconds) FILTER (WHERE split = 'search')              AS search_extra_seconds,
-           coalesce(sum(fires) FILTER (WHERE split = 'holdout'), 0)        AS holdout_fires,
-           coalesce(sum(rescued) FILTER (WHERE split = 'holdout'), 0)      AS holdout_rescued,
-           coalesce(sum(harmed) FILTER (WHERE split = 'holdout'), 0)       AS holdout_harmed,
-           coalesce(sum(harmed_clean) FILTER (WHERE split = 'holdout'), 0) AS holdout_harmed_clean,
+           CAST(coalesce(sum(fires) FILTER (WHERE split = 'holdout'), 0) AS BIGINT)        AS holdout_fires,
+           CAST(coalesce(sum(rescued) FILTER (WHERE split = 'holdout'), 0) AS BIGINT)      AS holdout_rescued,
+           CAST(coalesce(sum(harmed) FILTER (WHERE split = 'holdout'), 0) AS BIGINT)       AS holdout_harmed,
+           CAST(coalesce(sum(harmed_clean) FILTER (WHERE split = 'holdout'), 0) AS BIGINT) AS holdout_harmed_clean,
            sum(extra_steps) FILTER (WHERE split = 'holdout')               AS holdout_extra_steps,
            sum(extra_tokens) FILTER (WHERE split = 'holdout')              AS holdout_extra_tokens,
            sum(extra_usd) FILTER (WHERE split = 'holdout')                 AS holdout_extra_usd,
@@ -185,18 +192,18 @@ scored AS (
 baselines AS (
     SELECT config_id, fork_step, b.trigger, b.kind,
            CASE WHEN b.kind = 1 THEN 1 ELSE 0 END AS k,
-           coalesce(sum(fires) FILTER (WHERE split = 'search'), 0)         AS search_fires,
-           coalesce(sum(rescued) FILTER (WHERE split = 'search'), 0)       AS search_rescued,
-           coalesce(sum(harmed) FILTER (WHERE split = 'search'), 0)        AS search_harmed,
-           coalesce(sum(harmed_clean) FILTER (WHERE split = 'search'), 0)  AS search_harmed_clean,
+           CAST(coalesce(sum(fires) FILTER (WHERE split = 'search'), 0) AS BIGINT)         AS search_fires,
+           CAST(coalesce(sum(rescued) FILTER (WHERE split = 'search'), 0) AS BIGINT)       AS search_rescued,
+           CAST(coalesce(sum(harmed) FILTER (WHERE split = 'search'), 0) AS BIGINT)        AS search_harmed,
+           CAST(coalesce(sum(harmed_clean) FILTER (WHERE split = 'search'), 0) AS BIGINT)  AS search_harmed_clean,
            sum(extra_steps) FILTER (WHERE split = 'search')                AS search_extra_steps,
            sum(extra_tokens) FILTER (WHERE split = 'search')               AS search_extra_tokens,
            sum(extra_usd) FILTER (WHERE split = 'search')                  AS search_extra_usd,
            sum(extra_seconds) FILTER (WHERE split = 'search')              AS search_extra_seconds,
-           coalesce(sum(fires) FILTER (WHERE split = 'holdout'), 0)        AS holdout_fires,
-           coalesce(sum(rescued) FILTER (WHERE split = 'holdout'), 0)      AS holdout_rescued,
-           coalesce(sum(harmed) FILTER (WHERE split = 'holdout'), 0)       AS holdout_harmed,
-           coalesce(sum(harmed_clean) FILTER (WHERE split = 'holdout'), 0) AS holdout_harmed_clean,
+           CAST(coalesce(sum(fires) FILTER (WHERE split = 'holdout'), 0) AS BIGINT)        AS holdout_fires,
+           CAST(coalesce(sum(rescued) FILTER (WHERE split = 'holdout'), 0) AS BIGINT)      AS holdout_rescued,
+           CAST(coalesce(sum(harmed) FILTER (WHERE split = 'holdout'), 0) AS BIGINT)       AS holdout_harmed,
+           CAST(coalesce(sum(harmed_clean) FILTER (WHERE split = 'holdout'), 0) AS BIGINT) AS holdout_harmed_clean,
            sum(extra_steps) FILTER (WHERE split = 'holdout')               AS holdout_extra_steps,
            sum(extra_tokens) FILTER (WHERE split = 'holdout')              AS holdout_extra_tokens,
            sum(extra_usd) FILTER (WHERE split = 'holdout')                 AS holdout_extra_usd,
@@ -211,13 +218,15 @@ all_candidates AS (
            CASE WHEN s.cond_2 IS NULL THEN 1 ELSE 2 END AS conditions,
            c1.feature AS feature_1, c1.rule_op AS op_1, c1.rule_value AS value_1,
            c2.feature AS feature_2, c2.rule_op AS op_2, c2.rule_value AS value_2,
-           [c1.feature_order, c1.op_order, c1.key, coalesce(c2.feature_order, 0), coalesce(c2.op_order, 0), coalesce(c2.key, 0)] AS ordering,
+           c1.group_pairs,
+           c1.feature_order AS order_1, c1.op_order AS order_2, c1.key AS order_3,
+           coalesce(c2.feature_order, 0) AS order_4, coalesce(c2.op_order, 0) AS order_5, coalesce(c2.key, 0) AS order_6,
            s.* EXCLUDE (cond_1, cond_2)
     FROM scored AS s
     JOIN numbered AS c1 ON c1.cond = s.cond_1
     LEFT JOIN numbered AS c2 ON c2.cond = s.cond_2
     UNION ALL
-    SELECT config_id, fork_step, trigger, 0, NULL, NULL, NULL, NULL, NULL, NULL, [-kind, 0, 0, 0, 0, 0],
+    SELECT config_id, fork_step, trigger, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, -kind, 0, 0, 0, 0, 0,
            search_fires * k, search_rescued * k, search_harmed * k, search_harmed_clean * k,
            search_extra_steps * k, search_extra_tokens * k, search_extra_usd * k, search_extra_seconds * k,
            holdout_fires * k, holdout_rescued * k, holdout_harmed * k, holdout_harmed_clean * k,
@@ -227,18 +236,18 @@ all_candidates AS (
 judged AS (
     SELECT a.*, t.search_pairs, t.holdout_pairs,
            CASE WHEN st.harm_scope = 'all' THEN a.search_harmed ELSE a.search_harmed_clean END <= st.max_harm AS within_cap
-    FROM all_candidates AS a
+    FROM (SELECT * FROM all_candidates
+          -- A condition or conjunction that fires on every pair is
+          -- "always" in disguise.
+          WHERE conditions = 0 OR search_fires + holdout_fires < group_pairs) AS a
     JOIN totals AS t USING (config_id, fork_step), settings AS st
-    -- A condition or conjunction that fires on every pair is "always" in
-    -- disguise.
-    WHERE a.conditions = 0 OR a.search_fires + a.holdout_fires < t.search_pairs + t.holdout_pairs
 ),
 ranked AS (
     SELECT row_number() OVER (PARTITION BY config_id, fork_step
                               ORDER BY within_cap DESC, search_rescued DESC, conditions, search_harmed,
-                                       coalesce(search_extra_usd, 0), coalesce(search_extra_tokens, 0),
-                                       coalesce(search_extra_steps, 0), coalesce(search_extra_seconds, 0),
-                                       ordering) AS rank, *
+                                       round(coalesce(search_extra_usd, 0), 6), round(coalesce(search_extra_tokens, 0), 6),
+                                       round(coalesce(search_extra_steps, 0), 6), round(coalesce(search_extra_seconds, 0), 6),
+                                       order_1, order_2, order_3, order_4, order_5, order_6) AS rank, *
     FROM judged
 )
 SELECT config_id, fork_step, rank,

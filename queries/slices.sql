@@ -53,4 +53,4 @@ FROM counted AS c
 JOIN feature_buckets AS b
   ON b.config_id = c.config_id AND b.fork_step = c.fork_step AND b.feature_order = c.feature_order
  AND b.key IS NOT DISTINCT FROM c.key
-ORDER BY c.config_id, c.fork_step, c.arm, c.feature_order, c.key NULLS LAST;
+ORDER BY c.config_id, c.fork_step, list_position(['off', 'on', 'placebo', 'aa', 'policy'], c.arm) NULLS LAST, c.arm, c.feature_order, c.key NULLS LAST;

@@ -4,7 +4,8 @@
 -- Inputs: pair_cells (the views of queries.Views), the macros of stats.sql.
 --   Only pairs with status 'ok' are labelled and counted; pairs whose
 --   checkpoint or any branch failed are counted apart, in errors.
--- Output: one row per configuration, fork step and treatment arm:
+-- Output: one row per configuration, fork step and treatment arm (in the
+--   order on, placebo, aa, policy):
 --   config_id, fork_step, arm,
 --   pairs         labelled pairs compared (status 'ok'),
 --   rescued       treatment succeeds, control fails (persuadables),
@@ -52,4 +53,4 @@ SELECT config_id, fork_step, arm, pairs, rescued, harmed,
        wilson_hi(rescued + harmed, pairs)                      AS flip_hi,
        errors
 FROM counted
-ORDER BY config_id, fork_step, arm;
+ORDER BY config_id, fork_step, list_position(['off', 'on', 'placebo', 'aa', 'policy'], arm) NULLS LAST, arm;

@@ -94,13 +94,13 @@ func ViewDefs(d world.Declaration) ([]View, error) {
 		{Name: "params", Base: true, Comment: "one row per configuration and world parameter: type, value_num, value_text",
 			Select: "SELECT * FROM read_parquet('params/*.parquet')"},
 		{Name: "tasks", Base: true, Comment: "one row per (configuration, seed): the task the seed draws",
-			Select: "SELECT config_id, * EXCLUDE (config_id)\nFROM " + readHive("tasks/*/*.parquet", false)},
+			Select: g.files("tasks/*/*.parquet", false, g.taskColumns())},
 		{Name: "checkpoints", Base: true, Comment: "one row per (configuration, fork step, seed): the run at the fork, its features, hidden truth, cost so far and checkpoint JSON",
-			Select: "SELECT config_id, fork_step, * EXCLUDE (config_id, fork_step)\nFROM " + readHive("checkpoints/*/*/*.parquet", true)},
+			Select: g.files("checkpoints/*/*/*.parquet", true, g.checkpointColumns())},
 		{Name: "branches", Base: true, Comment: "one row per (configuration, fork step, seed, arm, replica): one finished branch and its cost",
-			Select: "SELECT config_id, fork_step, * EXCLUDE (config_id, fork_step)\nFROM " + readHive("branches/*/*/*.parquet", true)},
+			Select: g.files("branches/*/*/*.parquet", true, g.branchColumns())},
 		{Name: "pair_rows", Base: true, Comment: "the pairs files as stored, partition columns first (pairs adds the configuration's parameters)",
-			Select: "SELECT config_id, fork_step, * EXCLUDE (config_id, fork_step)\nFROM " + readHive("pairs/*/*/*.parquet", true)},
+			Select: g.files("pairs/*/*/*.parquet", true, g.pairColumns())},
 		{Name: "config_params", Comment: "one row per configuration: its scalar world parameters as typed columns, list parameters as text",
 			Select: g.configParams()},
 		{Name: "pairs", Comment: "one row per (configuration, fork step, seed, treatment arm): the arm against off, labelled, with the features, hidden truth, extra cost and the configuration's parameters",
@@ -142,13 +142,94 @@ func Views(d world.Declaration) (string, error) {
 	return b.String(), nil
 }
 
-// readHive is read_parquet over a Hive-partitioned folder.
-func readHive(glob string, forkStep bool) string {
+// column is one column of a table's contract: its name and DuckDB type.
+type column struct{ name, typ string }
+
+// sqlType is the DuckDB type of a declared field.
+func sqlType(k world.Kind) string {
+	switch k {
+	case world.Bool:
+		return "BOOLEAN"
+	case world.Int:
+		return "BIGINT"
+	case world.Float:
+		return "DOUBLE"
+	}
+	return "VARCHAR"
+}
+
+func fields(prefix string, fs []world.Field) []column {
+	cols := make([]column, len(fs))
+	for i, f := range fs {
+		cols[i] = column{prefix + f.Name, sqlType(f.Kind)}
+	}
+	return cols
+}
+
+// costColumns are the cost_<field> (or extra_<field>) columns, every cost
+// field whether the world reports it or not.
+func costColumns(prefix string, typ func(string) string) []column {
+	var cols []column
+	for _, c := range world.CostFields {
+		cols = append(cols, column{prefix + c, typ(c)})
+	}
+	return cols
+}
+
+func costType(c string) string {
+	if c == world.CostSteps || c == world.CostTokens {
+		return "BIGINT"
+	}
+	return "DOUBLE"
+}
+
+func (g gen) taskColumns() []column {
+	cols := []column{{"config_id", "INTEGER"}, {"seed", "BIGINT"}, {"status", "VARCHAR"}, {"error", "VARCHAR"}}
+	return append(cols, fields("", g.d.Task)...)
+}
+
+func (g gen) checkpointColumns() []column {
+	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"status", "VARCHAR"}, {"error", "VARCHAR"}, {"over", "BOOLEAN"}}
+	cols = append(cols, fields("", g.d.Features)...)
+	cols = append(cols, fields("hidden_", g.d.Hidden)...)
+	cols = append(cols, costColumns("cost_", costType)...)
+	return append(cols, column{"checkpoint", "VARCHAR"})
+}
+
+func (g gen) branchColumns() []column {
+	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"arm", "VARCHAR"}, {"replica", "INTEGER"},
+		{"status", "VARCHAR"}, {"error", "VARCHAR"}, {"intervened", "BOOLEAN"}, {"success", "BOOLEAN"}}
+	cols = append(cols, costColumns("cost_", costType)...)
+	return append(cols, column{"details", "VARCHAR"})
+}
+
+func (g gen) pairColumns() []column {
+	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"arm", "VARCHAR"}, {"replicas", "INTEGER"},
+		{"status", "VARCHAR"}, {"error", "VARCHAR"}, {"control_wins", "INTEGER"}, {"treatment_wins", "INTEGER"},
+		{"control_success", "BOOLEAN"}, {"treatment_success", "BOOLEAN"}, {"label", "VARCHAR"}, {"quadrant", "VARCHAR"}, {"fault", "BOOLEAN"}}
+	cols = append(cols, fields("", g.d.Features)...)
+	cols = append(cols, fields("hidden_", g.d.Hidden)...)
+	return append(cols, costColumns("extra_", func(string) string { return "DOUBLE" })...)
+}
+
+// files reads a Hive-partitioned table folder under its contract: the
+// columns of cols, in that order and of those types, whichever of them the
+// files hold. A column every row of a file would leave null (an error
+// column without errors, a cost field the world does not report) is left
+// out of the file by the writer; the union by name with an empty relation
+// of the contract's columns brings it back as NULL. Columns the files hold
+// beyond the contract follow.
+func (g gen) files(glob string, forkStep bool, cols []column) string {
+	typed := make([]string, len(cols))
+	for i, c := range cols {
+		typed[i] = fmt.Sprintf("CAST(NULL AS %s) AS %s", c.typ, ident(c.name))
+	}
 	types := "{'config_id': INTEGER}"
 	if forkStep {
 		types = "{'config_id': INTEGER, 'fork_step': INTEGER}"
 	}
-	return fmt.Sprintf("read_parquet('%s', hive_partitioning = true, union_by_name = true,\n                  hive_types = %s)", glob, types)
+	return "SELECT " + strings.Join(typed, ", ") + " WHERE false\nUNION ALL BY NAME\n" +
+		fmt.Sprintf("SELECT * FROM read_parquet('%s', hive_partitioning = true, union_by_name = true,\n                           hive_types = %s)", glob, types)
 }
 
 type gen struct{ d world.Declaration }
@@ -296,8 +377,9 @@ func (g gen) values() string {
 // numeric one whose values span at most MaxValues integers (int) or that
 // takes at most MaxValues distinct values. Any other numeric feature is cut
 // at its deciles over the ok pairs (a decile is the smallest value whose
-// cumulative share reaches it, as quantile_disc); its buckets' lower edges
-// are its minimum and the distinct deciles above it.
+// cumulative share reaches it, as quantile_disc), rounded to three
+// significant digits; its buckets' lower edges are its minimum and the
+// distinct rounded deciles above it.
 var featureBins = `WITH stats AS (
     SELECT feature_order, min(value) AS lo, max(value) AS hi, count(*) AS distinct_values, sum(n) AS total
     FROM feature_values
@@ -309,8 +391,12 @@ cumulative AS (
     FROM feature_values
     WHERE value IS NOT NULL
 ),
+-- Deciles rounded to three significant digits, so that bucket labels and
+-- triggers read "0.131", not "0.1305293691080493".
 deciles AS (
-    SELECT c.feature_order, d.i, min(c.value) AS edge
+    SELECT c.feature_order, d.i,
+           CASE WHEN min(c.value) = 0 THEN 0.0
+                ELSE round(min(c.value), 2 - CAST(floor(log10(abs(min(c.value)))) AS INTEGER)) END AS edge
     FROM cumulative AS c
     JOIN stats AS s USING (feature_order), range(1, ` + fmt.Sprint(Buckets) + `) AS d(i)
     WHERE c.cum >= s.total * d.i / ` + fmt.Sprint(Buckets) + `
