@@ -29,7 +29,7 @@ sweep: build
 	$(BIN) policy $(OUT) --max-harm 0 --out $(OUT)/policy.json --overwrite > /dev/null
 	$(BIN) sweep --seeds $(SEEDS) --fork-at $(FORK_AT) --arms off,on,policy --policy $(OUT)/policy.json \
 		--out $(OUT)/rerun --overwrite
-	$(BIN) report $(OUT)/rerun --html $(OUT)/rerun/report.html --overwrite
+	$(BIN) report $(OUT)/rerun --brief --html $(OUT)/rerun/report.html --overwrite
 
 # Imperfect signals, a noisy agent, every arm, five replicas (testdata/specs/noisy.yaml).
 sweep-noisy: build

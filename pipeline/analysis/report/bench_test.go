@@ -69,13 +69,19 @@ func BenchmarkSweepEndToEnd(b *testing.B) {
 	ctx := context.Background()
 	var sweepTime, summaryTime time.Duration
 	cpu0 := cpuSeconds()
+	resolved, err := spec.Resolve()
+	if err != nil {
+		b.Fatal(err)
+	}
 	for b.Loop() {
-		out := b.TempDir()
-		if err := sweep.Prepare(out, false); err != nil {
+		out := filepath.Join(b.TempDir(), "out")
+		start := time.Now()
+		st, err := sweep.Stage(out, false, false)
+		if err != nil {
 			b.Fatal(err)
 		}
-		start := time.Now()
-		if _, err := sweep.Run(ctx, spec, sweep.Options{Out: out}); err != nil {
+		if _, err := sweep.Run(ctx, resolved, st, sweep.Options{}); err != nil {
+			st.Release()
 			b.Fatal(err)
 		}
 		swept := time.Now()

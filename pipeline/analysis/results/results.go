@@ -1,7 +1,9 @@
 // Package results opens a finished results directory in an in-process
 // DuckDB and runs the embedded queries (package queries) over its Parquet
-// tables. Paths in the views are relative to the directory, resolved through
-// DuckDB's file_search_path, so the same SQL runs from the duckdb CLI
+// tables. The views are generated from the world's declaration the
+// manifest carries (queries.Views), so the same queries read any world.
+// Paths in the views are relative to the directory, resolved through
+// DuckDB's file_search_path, so the same SQL runs in any DuckDB session
 // started in the directory.
 package results
 
@@ -34,12 +36,16 @@ type DB struct {
 	Manifest sweep.Manifest
 	db       *sql.DB
 	events   bool // the directory has exported session events
+	// holdout is the held-out share pair_cells was materialised with
+	// (Materialize); 0 when the views are live.
+	holdout float64
 }
 
 // Open checks that dir is a finished results directory (it has a manifest;
-// the error wraps sweep.ErrNotResults if not) and opens it, with the views of
-// queries/views.sql, the macros of queries/stats.sql and, when session
-// events were exported into it, the view events (EventsView).
+// the error wraps sweep.ErrNotResults if not) and opens it, with the views
+// generated from its world's declaration (queries.Views), the macros of
+// queries/stats.sql and, when session events were exported into it, the
+// view events (EventsView).
 func Open(ctx context.Context, dir string) (*DB, error) {
 	m, err := sweep.ReadManifest(dir)
 	if err != nil {
@@ -52,6 +58,10 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	if err := checkFiles(abs, m); err != nil {
 		return nil, err
 	}
+	views, err := queries.Views(m.Declaration)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the world declared in %s: %v: %w", dir, sweep.ManifestName, err, sweep.ErrNotResults)
+	}
 	db, err := sql.Open("duckdb", "")
 	if err != nil {
 		return nil, fmt.Errorf("open duckdb: %w", err)
@@ -63,10 +73,10 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("set file_search_path: %w", err)
 	}
-	for _, setup := range []string{"views", "stats"} {
-		if _, err := db.ExecContext(ctx, queries.MustGet(setup)); err != nil {
+	for _, setup := range []struct{ name, text string }{{"views (queries.Views)", views}, {"queries/stats.sql", queries.MustGet("stats")}} {
+		if _, err := db.ExecContext(ctx, setup.text); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("%s: queries/%s.sql: %w", dir, setup, QueryError(err))
+			return nil, fmt.Errorf("%s: %s: %w", dir, setup.name, QueryError(err))
 		}
 	}
 	ev, _ := filepath.Glob(filepath.Join(abs, "events", "*.parquet"))
@@ -78,6 +88,41 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	}
 	r.events = len(ev) > 0
 	return r, nil
+}
+
+// Materialized lists the views Materialize computes once, in order: the
+// one pass over the pairs (pair_groups) and what every report query reads
+// from it.
+var Materialized = []string{"pair_groups", "feature_values", "feature_bins", "pair_cells"}
+
+// Materialize reads the pairs once, with holdout as the held-out share of
+// the split (in (0, 1)), and keeps pair_groups, feature_values,
+// feature_bins and pair_cells as temporary tables that shadow their views
+// for the rest of the connection: the report's queries then read a table
+// of a few hundred rows instead of every pair. Calling it again with the
+// same holdout does nothing; another holdout recomputes them.
+func (r *DB) Materialize(ctx context.Context, holdout float64) error {
+	if r.holdout == holdout {
+		return nil
+	}
+	if !(holdout > 0 && holdout < 1) {
+		return fmt.Errorf("holdout %v: want a share strictly between 0 and 1", holdout)
+	}
+	stmts := []string{fmt.Sprintf("SET VARIABLE holdout = %s", strconv.FormatFloat(holdout, 'g', -1, 64))}
+	for _, v := range Materialized {
+		stmts = append(stmts, "DROP TABLE IF EXISTS temp."+v)
+	}
+	for _, v := range Materialized {
+		stmts = append(stmts, fmt.Sprintf("CREATE TEMP TABLE %s AS FROM main.%s", v, v))
+	}
+	for _, s := range stmts {
+		if _, err := r.db.ExecContext(ctx, s); err != nil {
+			r.holdout = 0
+			return fmt.Errorf("%s: %s: %w", r.Dir, s, QueryError(err))
+		}
+	}
+	r.holdout = holdout
+	return nil
 }
 
 // AddReportViews defines every report query as a view named as its file
