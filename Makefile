@@ -13,7 +13,7 @@ OUT     ?= out
 SEEDS   ?= 0:300
 FORK_AT ?= 3
 
-.PHONY: all build sweep sweep-noisy test test-go vet fmt-check bench clean
+.PHONY: all build sweep sweep-noisy sweep-toolloop test test-go vet fmt-check bench clean
 
 all: build
 
@@ -35,6 +35,12 @@ sweep: build
 sweep-noisy: build
 	$(BIN) sweep --spec testdata/specs/noisy.yaml --out $(OUT)-noisy --overwrite
 	$(BIN) report $(OUT)-noisy --html $(OUT)-noisy/report.html --overwrite
+
+# The tool-calling loop (testdata/specs/toolloop.yaml): 20,000 seeds, every
+# arm, a noisy model with five replicas; its report's Result is in docs/worlds.md.
+sweep-toolloop: build
+	$(BIN) sweep --spec testdata/specs/toolloop.yaml --out $(OUT)-toolloop --overwrite
+	$(BIN) report $(OUT)-toolloop --html $(OUT)-toolloop/report.html --overwrite
 
 test: vet fmt-check test-go log-conformance
 

@@ -1,12 +1,15 @@
 // Package schemas is the single definition of every table forklab writes:
-// one Go struct per table whose parquet tags name the columns. The README
-// beside this file names every column, its type, unit and meaning; BI tools
-// and ad hoc SQL rely on both, so a change here that renames, retypes or
-// removes a column bumps SchemaVersion.
+// each table's fixed columns (Configs, Params, Tasks, Checkpoints,
+// Branches, Pairs), and the rule that adds the columns a world's
+// declaration names (its task fields, features and hidden truth, typed by
+// their declared kind). The README beside this file names every column, its
+// type, unit and meaning; BI tools and ad hoc SQL rely on both, so a change
+// here that renames, retypes or removes a column bumps SchemaVersion.
 //
 // The tables of a sweep, one folder each under the results directory:
 //
-//	configs/      one row per configuration: world and model parameters
+//	configs/      one row per configuration: world, parameters, model
+//	params/       one row per configuration and world parameter
 //	tasks/        one row per (config, seed): the task drawn for the seed
 //	checkpoints/  one row per (config, seed, fork step): the run at the fork
 //	branches/     one row per (config, seed, fork step, arm, replica)
@@ -16,14 +19,18 @@
 // The folders are Hive-partitioned: tasks/config_id=0/part-000000.parquet,
 // pairs/config_id=0/fork_step=3/part-000000.parquet. The partition columns
 // config_id and fork_step live in the path, not in the files, so engines
-// prune files by them; the views of queries/views.sql put them back as
-// columns and join the configuration's parameters onto tasks and pairs.
+// prune files by them; the views (package queries) put them back as columns
+// and join the configuration's parameters onto pairs.
 //
 // Columns prefixed hidden_ hold ground truth the agent cannot see. They are
 // recorded for evaluation and are never features.
 package schemas
 
-import "github.com/forklab/forklab/pipeline/world"
+import (
+	"time"
+
+	"github.com/forklab/forklab/pipeline/world"
+)
 
 // SchemaVersion is the version of the table layout, recorded in every
 // manifest. Version 1 was the counter world's fixed columns; version 2 is
@@ -231,34 +238,49 @@ func TableColumns(table string, d world.Declaration) []Column {
 }
 
 // SessionEvent is a row of events: one event of an agent session on the
-// session log, as forklab log export writes it (to DIR/events/). The JSON
-// schema of the events themselves is session-event.schema.json; the columns
+// session log, as forklab log export (DIR/events/) and forklab log sink
+// (DIR/sink/) write it, for any world. The JSON schema of the events
+// themselves is session-event.schema.json (layout version 2); the columns
 // below flatten it, nullable where a type lacks the field, and add what the
-// fold of the whole stream knows (the session's seed; for a branch its fork
-// step, arm and replica) to every row so events join with pairs.
+// stream's events up to this one say about the session (its seed from
+// session_start; for a branch its fork step, arm and replica from the fork
+// event) so events join with pairs. A world's own data (its parameters, its
+// observations) stays JSON: obs, and event for the rest.
 type SessionEvent struct {
 	Stream string `parquet:"stream,dict"`
 	// Index is the event's position in the stream, from 0, incarnation
 	// events included.
 	Index int32 `parquet:"index"`
-	// ReadOffset is an offset to read from to see this event: the start of
-	// the read that returned it (forklab log read --offset).
+	// ReadOffset is an offset to read from to see this event (forklab log
+	// read --offset): the start of the read that returned it (log export),
+	// or the offset of the record that holds it (log sink).
 	ReadOffset string `parquet:"read_offset,dict"`
 	Type       string `parquet:"type,dict"`
 	Domain     bool   `parquet:"domain"`
 
-	Epoch  *int64  `parquet:"epoch,optional"`
-	Turn   *int32  `parquet:"turn,optional"`
+	Epoch *int64 `parquet:"epoch,optional"`
+	// Turn is the step a model turn, tool result or recovery uses.
+	Turn *int32 `parquet:"turn,optional"`
+	// Tool is the action a model turn calls or a tool result reports, by
+	// its name in the world's declaration; NoTool marks a model turn that
+	// called no tool; Action is a recovery's (or the fork event's
+	// recovery's) action.
 	Tool   *string `parquet:"tool,optional,dict"`
 	NoTool *bool   `parquet:"no_tool,optional"`
 	Action *string `parquet:"action,optional,dict"`
-	Obs    *int32  `parquet:"obs,optional"`
-	Steps  *int32  `parquet:"steps,optional"`
+	// Obs is what the agent sees after a tool result or recovery, or at
+	// the outcome: the world's observation as canonical JSON (DuckDB:
+	// obs::JSON ->> 'field'). Steps is the run's step count then.
+	Obs   *string `parquet:"obs,optional"`
+	Steps *int32  `parquet:"steps,optional"`
 
-	Success  *bool  `parquet:"success,optional"`
-	Declared *bool  `parquet:"declared,optional"`
-	Value    *int32 `parquet:"value,optional"`
+	// Success is the outcome's verdict.
+	Success *bool `parquet:"success,optional"`
 
+	// SessionSeed is the seed of the stream's session_start event, on
+	// that event and every later one (null before it); the Branch columns
+	// are the fork event's, on it and every later one. A fork's inherited
+	// events are its source's and carry no branch.
 	SessionSeed    *int64  `parquet:"session_seed,optional"`
 	BranchForkStep *int32  `parquet:"branch_fork_step,optional"`
 	BranchArm      *string `parquet:"branch_arm,optional,dict"`
@@ -266,4 +288,23 @@ type SessionEvent struct {
 
 	// Event is the event's JSON as the log holds it.
 	Event string `parquet:"event"`
+
+	// Where the log holds the event, as forklab log sink reads it from
+	// Kafka. forklab log export reads through the HTTP API, which does not
+	// say, and leaves these null.
+	//
+	// Generation is the stream generation: 1 for the first stream created
+	// under the name, one more each time the name is created again after
+	// a delete (its events start again at index 0).
+	Generation *int64 `parquet:"generation,optional"`
+	// KafkaPartition and KafkaOffset locate the record that holds the
+	// event in the data topic (for an event a fork inherits, its source's
+	// record; for a record a Writer retry wrote twice, the copy read
+	// first). One record can hold several events (a JSON array appended).
+	KafkaPartition *int32 `parquet:"kafka_partition,optional"`
+	KafkaOffset    *int64 `parquet:"kafka_offset,optional"`
+	// AppendedAt is that record's Kafka timestamp: when the log service
+	// wrote it, UTC, millisecond precision. The sink partitions its files
+	// by its date (event_date).
+	AppendedAt *time.Time `parquet:"appended_at,optional,timestamp(millisecond)"`
 }

@@ -1,15 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
 	"github.com/forklab/forklab/pipeline/sessions/session"
-	"github.com/forklab/forklab/pipeline/worlds/counter"
 	"github.com/forklab/forklab/stream/client"
 	"github.com/spf13/cobra"
 )
@@ -46,7 +47,7 @@ func workerExit(err error) error {
 		return nil
 	case errors.Is(err, agent.ErrFenced), errors.Is(err, agent.ErrClosed):
 		return exitError{3, err}
-	case errors.Is(err, agent.ErrForeign), errors.Is(err, session.ErrFold):
+	case errors.Is(err, agent.ErrForeign), errors.Is(err, session.ErrFold), errors.Is(err, agent.ErrRule):
 		return asInput(err)
 	}
 	// The log refused the request itself (a bad name or offset, a missing
@@ -63,26 +64,35 @@ func init() {
 		seed            uint64
 		until           int
 		delay, retryFor time.Duration
-		verbose         bool
+		verbose, gate   bool
 		wf              *worldFlags
 		lf              *logFlags
 	)
 	run := &cobra.Command{
-		Use:   "run --session NAME --seed N",
+		Use:   "run --session NAME --seed N [--world W] [world flags]",
 		Short: "Run one agent session on the log; resume it if it was interrupted",
-		Long: `run plays one session of the counter world with its scripted fake model and
-appends every turn to the session's stream: the model's turn (with or without
-a tool call), the tool's result, the final outcome. The session name is the
+		Long: `run plays one session of a world (--world, default counter; forklab worlds
+lists them) with its scripted fake model and appends every turn to the
+session's stream: the model's turn (with or without a tool call), the tool's
+result with what the agent sees, the final outcome. The session name is the
 producer id; each run is one incarnation with the next epoch. A run on an
 interrupted session folds its events and continues exactly where it stopped;
 on a finished session it says so and exits 0.
 
+--seed, the world and its parameters describe the session. To start one,
+--seed is required. To resume one, give the same flags (a session that holds
+another task is refused), or give --session alone: the session's own
+session_start event then decides the world, its parameters, the model and
+the seed.
+
 Exit status: 0 finished (now or before), 1 the log stayed unreachable,
-2 the stream holds events this session cannot fold (nothing appended),
-3 fenced: a newer incarnation owns the session.`,
+2 bad flags, or the stream holds events this session cannot fold (nothing
+appended), 3 fenced: a newer incarnation owns the session.`,
 		Example: `  forklab log serve &
   forklab agent run --session demo --seed 5 --delay 200ms   # kill it with ^C …
-  forklab agent run --session demo --seed 5                 # … and resume it`,
+  forklab agent run --session demo --seed 5                 # … and resume it
+  forklab agent run --session demo                          # or resume it as it was started
+  forklab agent run --session t1 --seed 3 --world counter --p-stall 0.2 --temperature 0.1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
@@ -94,39 +104,58 @@ Exit status: 0 finished (now or before), 1 the log stayed unreachable,
 			if seed > sweep.MaxSeed {
 				return usageErr("--seed must be below 2^63")
 			}
-			spec := sweep.DefaultSpec()
-			if err := wf.apply(&spec); err != nil {
-				return asInput(err)
+			fl := cmd.Flags()
+			logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab agent: "+f+"\n", a...) }
+			w := &agent.Worker{Log: lf.client(), Stream: name, Until: until, Delay: delay, RetryFor: retryFor, Logf: logf}
+			if fl.Changed("seed") {
+				spec := sweep.DefaultSpec()
+				if err := wf.apply(&spec); err != nil {
+					return asInput(err)
+				}
+				start, err := session.NewStart(spec.World, spec.Params, spec.Model, seed)
+				if err != nil {
+					return asInput(err)
+				}
+				w.Start = &start
+			} else {
+				if set := wf.changed(); len(set) > 0 {
+					return usageErr("%s describe the session's task and need --seed N (without --seed, agent run resumes the session as it was started)", strings.Join(set, ", "))
+				}
+				logf("no --seed: resuming session %s as its session_start describes it", name)
 			}
-			if _, err := counter.New(spec.Params); err != nil {
-				return asInput(err)
+			if gate && !verbose {
+				return usageErr("--gate needs -v: it waits after each event -v prints")
 			}
-			if err := spec.Model.Validate(); err != nil {
-				return asInput(err)
-			}
-			start := session.Start(spec.Params, spec.Model, seed)
-			w := &agent.Worker{Log: lf.client(), Stream: name, Start: &start, Until: until, Delay: delay, RetryFor: retryFor,
-				Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab agent: "+f+"\n", a...) }}
 			if verbose {
-				w.OnAppend = func(e session.Event, tail string) { fmt.Fprintf(os.Stderr, "%s  %s\n", tail, e.Encode()) }
+				stdin := bufio.NewReader(os.Stdin)
+				w.OnAppend = func(e session.Event, tail string) {
+					fmt.Fprintf(os.Stderr, "%s  %s\n", tail, e.Encode())
+					if gate {
+						stdin.ReadString('\n') // EOF: nobody holds the gate any more; go on
+					}
+				}
 			}
 			res, err := w.Run(cmd.Context())
 			if errors.Is(err, agent.ErrFinished) {
-				fmt.Fprintf(os.Stderr, "forklab agent: session %s already finished; nothing to do\n", name)
+				logf("session %s already finished; nothing to do", name)
 			}
 			if err == nil || errors.Is(err, agent.ErrFinished) {
 				printOutcome(name, res)
+			}
+			if errors.Is(err, agent.ErrNoSession) {
+				return usageErr("session %s does not exist; start it with --seed N", name)
 			}
 			return workerExit(err)
 		},
 	}
 	f := run.Flags()
 	f.StringVar(&name, "session", "", "session name: the stream and the producer id")
-	f.Uint64Var(&seed, "seed", 0, "task seed")
+	f.Uint64Var(&seed, "seed", 0, "task seed (required to start a session)")
 	f.IntVar(&until, "until", 0, "stop after this many steps (a prefix to fork from); 0 runs to the end")
 	f.DurationVar(&delay, "delay", 0, "pause before each append (makes sessions slow enough to interrupt)")
 	f.DurationVar(&retryFor, "retry-for", 2*time.Minute, "how long to retry while the log is unreachable")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print each appended event with the stream's tail after it")
+	f.BoolVar(&gate, "gate", false, "with -v: after each event, wait for a line on stdin before going on (forklab chaos uses it to land its faults)")
 	wf = addWorldFlags(f)
 	lf = addLogFlags(run)
 	agentCmd.AddCommand(run)
@@ -137,13 +166,17 @@ Exit status: 0 finished (now or before), 1 the log stayed unreachable,
 func printOutcome(name string, res agent.Result) {
 	s := res.Session
 	if s.Outcome == nil {
-		fmt.Printf("session %s paused at step %d after %d events (epoch %d); tail %s\n", name, s.State.Steps, s.Events, res.Epoch, res.Tail)
+		steps := 0
+		if s.Started {
+			steps = s.Play.Steps()
+		}
+		fmt.Printf("session %s paused at step %d after %d events (epoch %d); tail %s\n", name, steps, s.Events, res.Epoch, res.Tail)
 		return
 	}
 	verdict := "failure"
 	if *s.Outcome.Success {
 		verdict = "success"
 	}
-	fmt.Printf("session %s: %s (declared %t, value %d, %d steps) · %d events, epoch %d · tail %s\n",
-		name, verdict, *s.Outcome.Declared, *s.Outcome.Value, *s.Outcome.Steps, s.Events, res.Epoch, res.Tail)
+	fmt.Printf("session %s: %s (%d steps; final %s) · %d events, epoch %d · tail %s\n",
+		name, verdict, *s.Outcome.Steps, s.Outcome.Obs, s.Events, res.Epoch, res.Tail)
 }

@@ -164,9 +164,8 @@ type branchKey struct {
 }
 
 type branchOutcome struct {
-	Success    bool
-	FinalValue int
-	Steps      int
+	Success bool
+	Steps   int64 // the branch's cost in steps, from the fork to its end
 }
 
 // Forking from a file, in another process, gives for every seed of a sweep
@@ -204,14 +203,14 @@ func TestForkFromFileMatchesInMemoryFork(t *testing.T) {
 			}
 			file := filepath.Join(t.TempDir(), "checkpoints.jsonl")
 			os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
-			br, err := db.Query(context.Background(), "SELECT seed, arm, replica, success, final_value, steps FROM branches")
+			br, err := db.Query(context.Background(), "SELECT seed, arm, replica, success, cost_steps FROM branches")
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := map[branchKey]branchOutcome{}
 			for _, r := range br.Rows {
 				want[branchKey{uint64(r[0].(int64)), r[1].(string), int(r[2].(int32))}] =
-					branchOutcome{r[3].(bool), int(r[4].(int32)), int(r[5].(int32))}
+					branchOutcome{r[3].(bool), r[4].(int64)}
 			}
 			compared := 0
 			for _, arm := range tc.arms {
@@ -223,7 +222,7 @@ func TestForkFromFileMatchesInMemoryFork(t *testing.T) {
 							t.Fatal(err)
 						}
 						k := branchKey{o.Seed, string(o.Arm), o.Replica}
-						got := branchOutcome{o.Success, o.FinalValue, o.Steps}
+						got := branchOutcome{o.Success, o.Cost.Steps}
 						if w, ok := want[k]; !ok || w != got {
 							t.Fatalf("%+v: fork from file %+v, sweep %+v", k, got, w)
 						}

@@ -20,7 +20,9 @@ func init() {
 views over DIR's Parquet tables (configs, tasks, checkpoints, branches, pairs,
 manifest), every query of queries/ as a view (summary, slices, convergence,
 policy_search, qini, …), the statistics macros, and — once forklab log export
-has written DIR/events/ — the session events (events, session_events).
+has written DIR/events/ or forklab log sink DIR/sink/ — the session events
+(events, session_events). The sink's later files show in the view without a
+rerun.
 
 Paths are relative to DIR, so the directory can be moved: open the database
 from inside it (cd DIR && duckdb -readonly results.duckdb), or set DuckDB's

@@ -46,10 +46,21 @@ printed per checkpoint, in input order.
 With --stream it forks a session on the log at --offset into a new child
 stream (the protocol's fork; default name NAME/fork-ARM-rREPLICA-OFFSET):
 the checkpoint is the fold of the session's events before the offset, and
-the branch's events go to the child stream.`,
+the branch's events go to the child stream. The session may play any world:
+its session_start event names it. An offset is one the log returned: the
+tail agent run -v prints after each event, the next_offset log read prints,
+or each event's offset from forklab log read --offsets. A fork at an offset
+inside a turn (after a model turn, before its tool result) completes the
+turn first.
+
+--json prints one JSON object per outcome: world, arm, replica, seed,
+fork_step, intervened, success, cost (the branch's own, from the fork to its
+end), final (what the agent saw at the end) and, with --stream, the child
+stream, its events, epoch and tail.`,
 		Example: `  forklab checkpoint --seed 0 --fork-at 3 > cp.json
   forklab fork --checkpoint cp.json --arm on
-  forklab fork --stream demo --offset 0000000000000000_0000000000000009 --arm on`,
+  forklab log read --stream demo --offsets                 # each event's offset
+  forklab fork --stream demo --offset OFFSET --arm on --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (file == "") == (stream == "") {
@@ -83,7 +94,13 @@ the branch's events go to the child stream.`,
 				w := agent.Worker{Log: lf.client(), Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab fork: "+f+"\n", a...) }}
 				res, err := agent.Fork(cmd.Context(), w, stream, offset, child, 0, arm, replica, rule)
 				if err == nil || errors.Is(err, agent.ErrFinished) {
-					printOutcome(child, res)
+					if asJSON {
+						if jerr := json.NewEncoder(os.Stdout).Encode(streamOutcome(child, res)); jerr != nil {
+							return jerr
+						}
+					} else {
+						printOutcome(child, res)
+					}
 				}
 				return workerExit(err)
 			}
@@ -156,6 +173,34 @@ the branch's events go to the child stream.`,
 	lf = addLogFlags(cmd)
 	cmd.MarkFlagRequired("arm")
 	rootCmd.AddCommand(cmd)
+}
+
+// streamForkOutcome is forklab fork --stream --json's output: the branch's
+// outcome as forklab fork --checkpoint --json prints it, with the child
+// stream, its events and tail.
+type streamForkOutcome struct {
+	Stream string `json:"stream"`
+	forkOutcome
+	Events int    `json:"events"`
+	Epoch  int64  `json:"epoch"`
+	Tail   string `json:"tail"`
+}
+
+// streamOutcome describes a finished branch session.
+func streamOutcome(child string, res agent.Result) streamForkOutcome {
+	s := res.Session
+	o := streamForkOutcome{Stream: child, Events: s.Events, Epoch: res.Epoch, Tail: res.Tail,
+		forkOutcome: forkOutcome{World: s.Decl.Name}}
+	if b := s.Branch; b != nil {
+		o.Arm, o.Replica, o.ForkStep = b.Arm, b.Replica, b.ForkStep
+		o.Intervened = b.Recovery != ""
+		o.Cost = s.Play.Cost().Sub(b.ForkCost)
+	}
+	o.Seed = s.Seed
+	if s.Outcome != nil {
+		o.Success, o.Final = *s.Outcome.Success, s.Outcome.Obs
+	}
+	return o
 }
 
 // forkOne decodes a checkpoint, picks its world from it, and finishes the

@@ -20,19 +20,27 @@ import (
 func init() {
 	var (
 		stream, offset, offsetFile string
-		follow                     bool
+		follow, offsets            bool
 		lf                         *logFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "read --stream NAME [--offset O] [--follow]",
+		Use:   "read --stream NAME [--offset O] [--follow] [--offsets]",
 		Short: "Print a stream's messages from an offset as JSON lines, then the offset to resume from",
 		Long: `read prints the stream's messages from --offset (default -1, the beginning):
 one JSON line per message for JSON streams (session events are), the raw
 bytes otherwise. With --follow it long-polls for new messages until the
 stream is closed or it is interrupted. On exit it prints "next_offset=O" on
 stderr (and into --offset-file), so a script resumes with --offset O and gets
-exactly the missing tail.`,
+exactly the missing tail.
+
+With --offsets each line starts with the offset right after that message,
+then two spaces, then the message, as forklab agent run -v prints them:
+fork there (forklab fork --stream NAME --offset O) to keep the message and
+everything before it, or read from there to get what follows. It reads one
+append per request (the log's max_bytes extension), so messages appended
+together in one request share their offset. JSON streams only.`,
 		Example: `  forklab log read --stream demo
+  forklab log read --stream demo --offsets                  # OFFSET  EVENT, one per line
   forklab log read --stream demo --offset "$(cat next)" --offset-file next --follow`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,6 +55,9 @@ exactly the missing tail.`,
 			}
 			c := lf.client()
 			r := c.NewReader(stream, offset, mode)
+			if offsets {
+				r.MaxBytes = 1
+			}
 			out := bufio.NewWriter(os.Stdout)
 			defer out.Flush()
 			var err error
@@ -56,7 +67,15 @@ exactly the missing tail.`,
 				if err != nil {
 					break
 				}
-				if err = writeChunk(out, ch); err != nil {
+				if offsets && !isJSON(ch.ContentType) {
+					err = inputError{fmt.Errorf("--offsets prints JSON messages one per line; stream %s is %s: read it without --offsets", stream, ch.ContentType)}
+					break
+				}
+				prefix := ""
+				if offsets {
+					prefix = ch.Next + "  "
+				}
+				if err = writeChunk(out, ch, prefix); err != nil {
 					break
 				}
 				out.Flush()
@@ -72,9 +91,12 @@ exactly the missing tail.`,
 					}
 				}
 			}
+			var in inputError
 			switch {
 			case err == nil, errors.Is(err, io.EOF), ctx.Err() != nil:
 				return nil
+			case errors.As(err, &in):
+				return err
 			case client.StatusCode(err) == http.StatusGone:
 				return asInput(fmt.Errorf("offset %s of %s is older than the log retains (410 Gone); read from -1 for everything still retained", offset, stream))
 			case client.StatusCode(err) == http.StatusNotFound:
@@ -90,14 +112,20 @@ exactly the missing tail.`,
 	f.StringVar(&offset, "offset", client.Start, "offset to read from (-1: the beginning; now: the tail)")
 	f.BoolVarP(&follow, "follow", "f", false, "wait for new messages (long-poll) until the stream is closed")
 	f.StringVar(&offsetFile, "offset-file", "", "also write the next offset to this file on exit")
+	f.BoolVar(&offsets, "offsets", false, "start each line with the offset right after that message (to fork or resume there)")
 	lf = addLogFlags(cmd)
 	logCmd.AddCommand(cmd)
 }
 
-// writeChunk prints a chunk: one line per JSON message, raw bytes
-// otherwise.
-func writeChunk(w *bufio.Writer, ch client.Chunk) error {
-	if !bytes.HasPrefix(bytes.TrimSpace([]byte(ch.ContentType)), []byte("application/json")) {
+// isJSON reports a JSON stream's content type.
+func isJSON(contentType string) bool {
+	return bytes.HasPrefix(bytes.TrimSpace([]byte(contentType)), []byte("application/json"))
+}
+
+// writeChunk prints a chunk: one line per JSON message, each after prefix,
+// raw bytes otherwise.
+func writeChunk(w *bufio.Writer, ch client.Chunk, prefix string) error {
+	if !isJSON(ch.ContentType) {
 		_, err := w.Write(ch.Data)
 		return err
 	}
@@ -107,6 +135,7 @@ func writeChunk(w *bufio.Writer, ch client.Chunk) error {
 	}
 	for _, m := range msgs {
 		var buf bytes.Buffer
+		buf.WriteString(prefix)
 		if err := compactJSON(&buf, m); err != nil {
 			return err
 		}

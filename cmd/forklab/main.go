@@ -34,7 +34,7 @@ var rootCmd = &cobra.Command{
 
 func init() {
 	rootCmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageErr("%v (see 'forklab %s --help')", err, c.Name())
+		return usageErr("%v (see '%s --help')", err, c.CommandPath())
 	})
 }
 

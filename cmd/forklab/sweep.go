@@ -11,6 +11,8 @@ import (
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/sessions/agent"
+	"github.com/forklab/forklab/stream/client"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -35,9 +37,17 @@ rescued, harmed or unchanged, and writes tasks, checkpoints, branches and pairs
 as Parquet under --out, then manifest.json last.
 
 Flags override a --spec file (JSON or YAML with the keys of manifest.json's
-"spec"); the resolved spec is stored in the manifest.`,
+"spec"); the resolved spec is stored in the manifest.
+
+With --from-log URL every run and branch is played as a session on the
+session log (forklab log serve) instead of in memory: each seed's run is the
+stream PREFIX/cCONFIG/sSEED, played to the last fork step; each checkpoint is
+the fold of its events up to the fork step's offset, and each branch is a
+child stream PREFIX/cCONFIG/sSEED/fSTEP/ARM/rREPLICA forked from that offset.
+The tables are the in-memory sweep's, byte for byte, for any world.`,
 		Example: `  forklab sweep --seeds 0:300 --fork-at 3 --out out
-  forklab sweep --seeds 0:10000 --fork-at 1-4 --arms off,on,placebo,aa --temperature 0.1 --replicas 5 --out noisy`,
+  forklab sweep --seeds 0:10000 --fork-at 1-4 --arms off,on,placebo,aa --temperature 0.1 --replicas 5 --out noisy
+  forklab sweep --from-log http://127.0.0.1:4437 --seeds 0:300 --out from-log`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if workers < 0 {
@@ -45,6 +55,13 @@ Flags override a --spec file (JSON or YAML with the keys of manifest.json's
 			}
 			if logParallel < 1 {
 				return usageErr("--log-parallel must be at least 1, got %d", logParallel)
+			}
+			if fromLog == "" {
+				for _, name := range []string{"log-prefix", "log-parallel", "token"} {
+					if cmd.Flags().Changed(name) {
+						return usageErr("--%s applies only with --from-log URL", name)
+					}
+				}
 			}
 			spec := sweep.DefaultSpec()
 			var err error
@@ -104,8 +121,18 @@ Flags override a --spec file (JSON or YAML with the keys of manifest.json's
 			}
 			start := time.Now()
 			if fromLog != "" {
-				st.Abandon()
-				return usageErr("--from-log is being rewritten for any world")
+				c := client.New(fromLog)
+				if token != "" {
+					c = client.New(fromLog, client.WithToken(token))
+				}
+				if logPrefix == "" {
+					logPrefix = fmt.Sprintf("sweep-%d", time.Now().UnixNano())
+				}
+				if !quiet {
+					fmt.Fprintf(os.Stderr, "playing the sweep's sessions on %s under %s/\n", fromLog, logPrefix)
+				}
+				opt.Runners = agent.Runners(c, resolved, agent.PlayOptions{Prefix: logPrefix, Parallel: logParallel,
+					Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...) }})
 			}
 			res, err := sweep.Run(ctx, resolved, st, opt)
 			if bar != nil {

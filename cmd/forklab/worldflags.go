@@ -135,6 +135,18 @@ func (f *worldFlags) apply(spec *sweep.Spec) error {
 	return nil
 }
 
+// changed lists the world flags the user set (--world, --param, a
+// parameter flag, --temperature, --no-tool), as --name.
+func (f *worldFlags) changed() []string {
+	var set []string
+	f.fs.Visit(func(fl *pflag.Flag) {
+		if _, isParam := f.byFlag[fl.Name]; isParam || fl.Name == "world" || fl.Name == "param" || fl.Name == "temperature" || fl.Name == "no-tool" {
+			set = append(set, "--"+fl.Name)
+		}
+	})
+	return set
+}
+
 func flagList(d world.Declaration) string {
 	names := make([]string, len(d.Params))
 	for i, p := range d.Params {

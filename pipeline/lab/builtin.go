@@ -158,16 +158,19 @@ func (i *BuiltinInstance[S]) Runner(plan Plan) (Runner, error) {
 	return &builtinRunner[S]{inst: i, plan: plan}, nil
 }
 
-// builtinRunner plays seeds through fork.Lab, reusing its buffers.
+// builtinRunner plays seeds through fork.Lab, reusing its buffers. The
+// run's state and a branch's live here, so that passing them by pointer to
+// the world allocates nothing per seed.
 type builtinRunner[S any] struct {
-	inst *BuiltinInstance[S]
-	plan Plan
-	res  SeedResult
-	hist []world.Action
+	inst     *BuiltinInstance[S]
+	plan     Plan
+	res      SeedResult
+	hist     []world.Action
+	s, final S
 }
 
 func (r *builtinRunner[S]) Run(ctx context.Context, lo, hi uint64, emit func(*SeedResult) error) error {
-	l := r.inst.Lab
+	l := &r.inst.Lab
 	w := l.World
 	decl := &l.Decl
 	K := r.plan.Replicas
@@ -180,26 +183,26 @@ func (r *builtinRunner[S]) Run(ctx context.Context, lo, hi uint64, emit func(*Se
 		res := &r.res
 		res.Resize(decl, r.plan)
 		res.Seed = seed
-		s := w.Start(seed)
-		res.Task = w.Task(&s, res.Task)
+		s, final := &r.s, &r.final
+		*s = w.Start(seed)
+		res.Task = w.Task(s, res.Task)
 		r.hist = r.hist[:0]
 		prefix := fork.PrefixKey(seed)
-		var final S
 		for fi := range res.Forks {
 			f := &res.Forks[fi]
-			l.Advance(&s, prefix, f.ForkStep, &r.hist)
-			if _, err := r.inst.fork(f.ForkStep, &s, r.hist, f); err != nil {
+			l.Advance(s, prefix, f.ForkStep, &r.hist)
+			if _, err := r.inst.fork(f.ForkStep, s, r.hist, f); err != nil {
 				return fmt.Errorf("seed %d fork step %d: checkpoint: %w", seed, f.ForkStep, err)
 			}
 			if r.plan.Fires != nil {
 				f.Fires = r.plan.Fires(f.Features)
 			}
-			at := w.Cost(&s)
+			at := w.Cost(s)
 			for ai, arm := range r.plan.Arms {
 				for rep := range K {
 					b := &f.Branches[ai*K+rep]
-					b.Success, b.Intervened = l.Branch(&final, &s, seed, f.ForkStep, arm, rep, f.Fires)
-					b.Cost = w.Cost(&final).Sub(at)
+					b.Success, b.Intervened = l.Branch(final, s, seed, f.ForkStep, arm, rep, f.Fires)
+					b.Cost = w.Cost(final).Sub(at)
 				}
 			}
 		}
@@ -240,8 +243,14 @@ func (p *builtinPlay[S]) Choose(key uint64) world.Action {
 func (p *builtinPlay[S]) Step(a world.Action) { p.inst.Lab.World.Step(&p.s, a) }
 func (p *builtinPlay[S]) Success() bool       { return p.inst.Lab.World.Success(&p.s) }
 func (p *builtinPlay[S]) Observe() any        { return p.inst.Lab.World.Observe(&p.s) }
+func (p *builtinPlay[S]) Task(dst []world.Value) []world.Value {
+	return p.inst.Lab.World.Task(&p.s, dst)
+}
 func (p *builtinPlay[S]) Features(dst []world.Value) []world.Value {
 	return p.inst.Lab.World.Features(&p.s, dst)
+}
+func (p *builtinPlay[S]) Hidden(dst []world.Value) []world.Value {
+	return p.inst.Lab.World.Hidden(&p.s, dst)
 }
 func (p *builtinPlay[S]) Cost() world.Cost { return p.inst.Lab.World.Cost(&p.s) }
 func (p *builtinPlay[S]) Clone() Play      { c := *p; return &c }

@@ -160,7 +160,12 @@ type Play interface {
 	Success() bool
 	// Observe is what the agent sees now, as a JSON-ready value.
 	Observe() any
+	// Task, Features and Hidden append the run's task draws, features
+	// and hidden truths to dst, in declaration order (a sweep played on
+	// the session log reads a checkpoint's row off the fold's Play).
+	Task(dst []world.Value) []world.Value
 	Features(dst []world.Value) []world.Value
+	Hidden(dst []world.Value) []world.Value
 	Cost() world.Cost
 	// Clone returns an independent copy (a fork).
 	Clone() Play

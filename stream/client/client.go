@@ -354,13 +354,24 @@ func (ch Chunk) Messages() ([]json.RawMessage, error) {
 
 // Read reads one catch-up chunk from offset (Start for the beginning).
 func (c *Client) Read(ctx context.Context, name, offset string) (Chunk, error) {
-	return c.read(ctx, name, offset, "", "")
+	return c.read(ctx, name, offset, "", "", 0)
 }
 
-func (c *Client) read(ctx context.Context, name, offset, live, cursor string) (Chunk, error) {
+// ReadMax reads one catch-up chunk from offset of at most maxBytes of data,
+// but at least one record when any is available (the forklab log's
+// max_bytes extension). With maxBytes 1 the chunk holds one record (one
+// append), so its Next is the offset right after that record.
+func (c *Client) ReadMax(ctx context.Context, name, offset string, maxBytes int) (Chunk, error) {
+	return c.read(ctx, name, offset, "", "", maxBytes)
+}
+
+func (c *Client) read(ctx context.Context, name, offset, live, cursor string, maxBytes int) (Chunk, error) {
 	q := url.Values{}
 	if offset == "" {
 		offset = Start
+	}
+	if maxBytes > 0 {
+		q.Set("max_bytes", strconv.Itoa(maxBytes))
 	}
 	if cursor != "" {
 		q.Set("cursor", cursor)

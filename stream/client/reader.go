@@ -20,6 +20,11 @@ const (
 // where to resume: after a crash, a new Reader from Offset() gets exactly
 // the missing tail.
 type Reader struct {
+	// MaxBytes, if set, bounds each read's data (the log's max_bytes
+	// extension; at least one record is returned): 1 reads one record at
+	// a time, so Offset after each chunk is the offset after that record.
+	MaxBytes int
+
 	c      *Client
 	stream string
 	mode   Mode
@@ -52,9 +57,9 @@ func (r *Reader) Next(ctx context.Context) (Chunk, error) {
 		var ch Chunk
 		var err error
 		if r.mode == LongPoll {
-			ch, err = r.c.readLive(ctx, r.stream, r.next, &r.cursor)
+			ch, err = r.c.readLive(ctx, r.stream, r.next, &r.cursor, r.MaxBytes)
 		} else {
-			ch, err = r.c.Read(ctx, r.stream, r.next)
+			ch, err = r.c.read(ctx, r.stream, r.next, "", "", r.MaxBytes)
 		}
 		if err != nil {
 			return Chunk{}, err
@@ -69,8 +74,8 @@ func (r *Reader) Next(ctx context.Context) (Chunk, error) {
 	}
 }
 
-func (c *Client) readLive(ctx context.Context, name, offset string, cursor *string) (Chunk, error) {
-	ch, err := c.read(ctx, name, offset, "long-poll", *cursor)
+func (c *Client) readLive(ctx context.Context, name, offset string, cursor *string, maxBytes int) (Chunk, error) {
+	ch, err := c.read(ctx, name, offset, "long-poll", *cursor, maxBytes)
 	if err != nil {
 		return ch, err
 	}

@@ -143,11 +143,34 @@ func parseProducer(h http.Header) (producer, error) {
 	return p, nil
 }
 
-// readPos is a parsed offset query parameter.
+// readPos is a parsed offset query parameter, and the read's size bound.
 type readPos struct {
 	given bool // offset was in the query
 	from  kafkalog.Offset
 	now   bool // offset=now
+	// maxBytes is the max_bytes query parameter (a forklab extension,
+	// protocol §11): the response's data is at most this many bytes, but
+	// holds at least one record when any is available; 0 when absent.
+	maxBytes int
+}
+
+// parseMaxBytes reads the optional max_bytes query parameter: a positive
+// decimal integer. Reading with max_bytes=1 returns one record per
+// response, so its Stream-Next-Offset is the offset right after that
+// record (forklab log read --offsets).
+func parseMaxBytes(r *http.Request) (int, error) {
+	vals, ok := r.URL.Query()["max_bytes"]
+	if !ok {
+		return 0, nil
+	}
+	if len(vals) != 1 {
+		return 0, errors.New("max_bytes given more than once")
+	}
+	n, err := parseUint(vals[0], 1<<30)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("max_bytes %q: want an integer in [1, 2^30]", vals[0])
+	}
+	return int(n), nil
 }
 
 // parseOffsetParam reads the offset query parameter: absent or "-1" for the

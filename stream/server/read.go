@@ -10,6 +10,9 @@ import (
 // get dispatches a GET to catch-up, long-poll or SSE by its live parameter.
 func (s *Server) get(w http.ResponseWriter, r *http.Request, name string) {
 	pos, err := parseOffsetParam(r)
+	if err == nil {
+		pos.maxBytes, err = parseMaxBytes(r)
+	}
 	if err != nil {
 		fail(w, http.StatusBadRequest, "%v", err)
 		return
@@ -40,8 +43,14 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, name string) {
 	}
 }
 
+// readRequest is the log read of a GET: from pos, at most the server's
+// chunk size or the request's max_bytes, whichever is smaller.
 func (s *Server) readRequest(name string, pos readPos) kafkalog.ReadRequest {
-	return kafkalog.ReadRequest{Name: name, From: pos.from, FromTail: pos.now, MaxBytes: s.cfg.ReadChunkBytes}
+	n := s.cfg.ReadChunkBytes
+	if pos.maxBytes > 0 && pos.maxBytes < n {
+		n = pos.maxBytes
+	}
+	return kafkalog.ReadRequest{Name: name, From: pos.from, FromTail: pos.now, MaxBytes: n}
 }
 
 // catchUp handles a catch-up read (§5.6): data from the offset up to the

@@ -87,7 +87,7 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request, name string, pos re
 			return
 		}
 		first = false
-		req = kafkalog.ReadRequest{Name: name, From: res.Next, MaxBytes: s.cfg.ReadChunkBytes}
+		req = kafkalog.ReadRequest{Name: name, From: res.Next, MaxBytes: req.MaxBytes}
 	}
 }
 

@@ -3,9 +3,7 @@ package export
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"strings"
 
@@ -20,16 +18,6 @@ const DBName = "results.duckdb"
 // EventsDir is the folder of session-event Parquet files (written by
 // forklab log export) that WriteDB exposes as the view events.
 const EventsDir = "events"
-
-// tableComments describe the views of queries/views.sql (columns:
-// schemas/README.md).
-var tableComments = map[string]string{
-	"configs":     "one row per configuration of the sweep's parameter grid",
-	"tasks":       "one row per (configuration, seed): the task the seed draws, with its configuration's parameters",
-	"checkpoints": "one row per (configuration, seed, fork step): the run stopped at the fork, its features and hidden truth, the checkpoint JSON",
-	"branches":    "one row per (configuration, seed, fork step, arm, replica): one finished branch",
-	"pairs":       "one row per (configuration, seed, fork step, treatment arm): the arm against off, labelled rescued, harmed or unchanged, with its configuration's parameters",
-}
 
 // DBInfo says what WriteDB wrote.
 type DBInfo struct {
@@ -47,18 +35,24 @@ type DBInfo struct {
 // WriteDB creates DIR/results.duckdb, or refreshes the one there, so that
 // BI tools and the duckdb CLI can query the results directory DIR:
 //
-//   - views configs, tasks, checkpoints, branches, pairs over the Parquet
-//     folders (queries/views.sql: Hive-partitioned by config_id and
-//     fork_step, union_by_name across schema versions);
+//   - the views of queries.ViewDefs, generated from the world's
+//     declaration in the manifest: configs, params, tasks, checkpoints,
+//     branches, pairs (with the configuration's parameters as columns)
+//     over the Parquet folders, features and hidden (long),
+//     feature_catalog, and the helpers the report's queries read
+//     (pair_groups, pair_cells, feature_bins, feature_buckets);
 //   - view manifest over manifest.json (one row: the spec, configurations,
 //     row counts);
 //   - the report tables as views (ReportViews), computed when queried;
 //     session_events joins pairs with their events;
 //   - the statistics macros of queries/stats.sql (wilson_lo, mcnemar_p,
 //     newcombe_lo, …);
-//   - view events over events/**/*.parquet (Hive-partitioned,
-//     union_by_name) when DIR/events holds any Parquet file; a rerun adds
-//     it once it does, and drops it if the files are gone.
+//   - view events over the session events forklab log export wrote
+//     (events/**/*.parquet) and those forklab log sink writes
+//     (sink/event_date=*/*.parquet, Hive-partitioned), when any exist
+//     (results.EventsView); a rerun adds it once they do, and drops it if
+//     the files are gone. The sink's new files show in the view as they
+//     come, without a rerun.
 //
 // The database holds no data, only definitions, with paths relative to
 // DIR: DuckDB resolves them against its working directory or its
@@ -71,7 +65,8 @@ type DBInfo struct {
 // open by another program (DuckDB's lock error, with what to do); a file
 // that is not a DuckDB database.
 func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
-	if _, err := sweep.ReadManifest(dir); err != nil {
+	m, err := sweep.ReadManifest(dir)
+	if err != nil {
 		return DBInfo{}, err
 	}
 	abs, err := filepath.Abs(dir)
@@ -92,7 +87,7 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 
-	events, err := hasParquet(filepath.Join(dir, EventsDir))
+	eventsView, events, err := results.EventsView(dir)
 	if err != nil {
 		return DBInfo{}, err
 	}
@@ -100,9 +95,15 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	add := func(s string) { stmts = append(stmts, s) }
 	add("SET file_search_path = " + quote(abs))
 	add("BEGIN TRANSACTION")
-	for _, s := range queries.Split(queries.MustGet("views")) {
-		add(s)
-		info.Views = append(info.Views, createdName(s))
+	views, err := queries.ViewDefs(m.Declaration)
+	if err != nil {
+		return DBInfo{}, fmt.Errorf("%s: the world declared in %s: %v: %w", dir, sweep.ManifestName, err, sweep.ErrNotResults)
+	}
+	viewComments := map[string]string{}
+	for _, v := range views {
+		add("CREATE OR REPLACE VIEW " + v.Name + " AS\n" + v.Select)
+		info.Views = append(info.Views, v.Name)
+		viewComments[v.Name] = v.Comment
 	}
 	for _, s := range queries.Split(queries.MustGet("stats")) {
 		add(s)
@@ -111,7 +112,7 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	add(`CREATE OR REPLACE VIEW manifest AS SELECT * FROM read_json('manifest.json')`)
 	info.Views = append(info.Views, "manifest")
 	if events {
-		add(results.EventsView)
+		add(eventsView)
 		info.Views = append(info.Views, "events")
 		info.Events = true
 	} else {
@@ -129,9 +130,9 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	}
 	comments := map[string]string{
 		"manifest": "the sweep's manifest.json: spec, configurations, row counts, version (one row)",
-		"events":   "session events exported by forklab log export, one row per event",
+		"events":   "session events written by forklab log export and forklab log sink, one row per event",
 	}
-	for name, c := range tableComments {
+	for name, c := range viewComments {
 		comments[name] = c
 	}
 	for _, name := range queries.ReportViews(events) {
@@ -180,29 +181,6 @@ func createdName(stmt string) string {
 		}
 	}
 	return ""
-}
-
-// hasParquet reports whether dir holds a .parquet file at any depth; a
-// missing dir holds none.
-func hasParquet(dir string) (bool, error) {
-	found := false
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && path == dir {
-				return filepath.SkipAll
-			}
-			return err
-		}
-		if !d.IsDir() && strings.HasSuffix(d.Name(), ".parquet") {
-			found = true
-			return filepath.SkipAll
-		}
-		return nil
-	})
-	if err != nil {
-		return false, fmt.Errorf("look for session events: %w", err)
-	}
-	return found, nil
 }
 
 func openError(path string, err error) error {

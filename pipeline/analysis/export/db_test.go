@@ -197,7 +197,7 @@ func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 	if pairs != int64(800) {
 		t.Errorf("policy_search splits %v pairs of arm on, want 800 (400 seeds × 2 fork steps)", pairs)
 	}
-	if got := fmt.Sprint(queryAll(t, db, "SELECT arm, side, turns, no_tool_turns, recoveries, final_value, branch_success FROM session_events WHERE arm = 'on'").Rows); got != "[[on control 3 1 0 6 false] [on treatment 2 0 1 6 true]]" {
+	if got := fmt.Sprint(queryAll(t, db, "SELECT arm, side, turns, no_tool_turns, recoveries, final_steps, final_obs::JSON->>'obs', branch_success FROM session_events WHERE arm = 'on'").Rows); got != "[[on control 3 1 0 8 6 false] [on treatment 2 0 1 8 6 true]]" {
 		t.Errorf("session_events of seed 5: %s", got)
 	}
 	if m := scalar(t, db, "SELECT spec.replicas FROM manifest"); m != int64(3) {
@@ -231,7 +231,7 @@ func writeEvents(t *testing.T, path string, forkStep int32) {
 			case "model_turn":
 				e.NoTool = boo(i == 5 && arm == "off")
 			case "outcome":
-				e.Value, e.Success = i32(6), boo(arm == "on")
+				e.Obs, e.Steps, e.Success = str(`{"obs":6,"steps":8}`), i32(8), boo(arm == "on")
 			}
 			if typ == "recovery" && arm == "off" {
 				e.Type = "model_turn"

@@ -23,19 +23,13 @@ import (
 	"github.com/forklab/forklab/queries"
 )
 
-// EventsView defines the view events over the session events exported into
-// a results directory (forklab log export writes DIR/events/*.parquet). It
-// is created only when such files exist: DuckDB refuses a glob that matches
-// nothing.
-const EventsView = `CREATE OR REPLACE VIEW events AS SELECT * FROM read_parquet('events/**/*.parquet', hive_partitioning = true, union_by_name = true)`
-
 // DB is a results directory opened for queries. It is safe for use by one
 // goroutine at a time.
 type DB struct {
 	Dir      string
 	Manifest sweep.Manifest
 	db       *sql.DB
-	events   bool // the directory has exported session events
+	events   bool // the directory has session events (exported or sunk)
 	// holdout is the held-out share pair_cells was materialised with
 	// (Materialize); 0 when the views are live.
 	holdout float64
@@ -44,8 +38,8 @@ type DB struct {
 // Open checks that dir is a finished results directory (it has a manifest;
 // the error wraps sweep.ErrNotResults if not) and opens it, with the views
 // generated from its world's declaration (queries.Views), the macros of
-// queries/stats.sql and, when session events were exported into it, the
-// view events (EventsView).
+// queries/stats.sql and, when session events were exported or sunk into
+// it, the view events (EventsView).
 func Open(ctx context.Context, dir string) (*DB, error) {
 	m, err := sweep.ReadManifest(dir)
 	if err != nil {
@@ -79,14 +73,18 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 			return nil, fmt.Errorf("%s: %s: %w", dir, setup.name, QueryError(err))
 		}
 	}
-	ev, _ := filepath.Glob(filepath.Join(abs, "events", "*.parquet"))
-	if len(ev) > 0 {
-		if _, err := db.ExecContext(ctx, EventsView); err != nil {
+	view, events, err := EventsView(abs)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if events {
+		if _, err := db.ExecContext(ctx, view); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("%s: events view: %w", dir, QueryError(err))
 		}
 	}
-	r.events = len(ev) > 0
+	r.events = events
 	return r, nil
 }
 

@@ -47,7 +47,7 @@ func NewLab[S any](w world.World[S], m Model) (Lab[S], error) {
 
 // Supports reports an arm the world cannot play: on and policy need an on
 // intervention, placebo a placebo one.
-func (l Lab[S]) Supports(arm Arm) error {
+func (l *Lab[S]) Supports(arm Arm) error {
 	switch {
 	case (arm == On || arm == Policy) && !l.hasOn, arm == Placebo && !l.hasPlacebo:
 		return fmt.Errorf("world %s declares no intervention for arm %s (its arms: %v)", l.Decl.Name, arm, l.Decl.Arms())
@@ -59,7 +59,7 @@ func (l Lab[S]) Supports(arm Arm) error {
 // is over — the reference core's "while steps < fork_at and not done:
 // step". Noise comes from stream key. If hist is not nil, each action taken
 // is appended to it.
-func (l Lab[S]) Advance(s *S, key uint64, forkAt int, hist *[]world.Action) {
+func (l *Lab[S]) Advance(s *S, key uint64, forkAt int, hist *[]world.Action) {
 	for !l.World.Over(s) && l.World.Steps(s) < forkAt {
 		a := l.choose(s, key)
 		l.World.Step(s, a)
@@ -71,7 +71,7 @@ func (l Lab[S]) Advance(s *S, key uint64, forkAt int, hist *[]world.Action) {
 
 // Finish plays *s to the end with noise stream key and reports whether the
 // run succeeded.
-func (l Lab[S]) Finish(s *S, key uint64) bool {
+func (l *Lab[S]) Finish(s *S, key uint64) bool {
 	for !l.World.Over(s) {
 		l.World.Step(s, l.choose(s, key))
 	}
@@ -79,7 +79,7 @@ func (l Lab[S]) Finish(s *S, key uint64) bool {
 }
 
 // choose is the model's action in s.
-func (l Lab[S]) choose(s *S, key uint64) world.Action {
+func (l *Lab[S]) choose(s *S, key uint64) world.Action {
 	greedy := l.World.Script(s)
 	if l.Model.Temperature == 0 {
 		return greedy
@@ -89,7 +89,7 @@ func (l Lab[S]) choose(s *S, key uint64) world.Action {
 
 // Intervention returns the action arm applies at the fork, and false when it
 // applies none. fires is the guard rule's verdict, read only by Policy.
-func (l Lab[S]) Intervention(arm Arm, fires bool) (world.Action, bool) {
+func (l *Lab[S]) Intervention(arm Arm, fires bool) (world.Action, bool) {
 	switch arm {
 	case On:
 		return l.on, l.hasOn
@@ -106,7 +106,7 @@ func (l Lab[S]) Intervention(arm Arm, fires bool) (world.Action, bool) {
 // applies refresh even to a run already over) and plays on with the
 // branch's own noise stream. It reports whether the run succeeded and
 // whether an intervention was applied.
-func (l Lab[S]) Branch(final, s *S, seed uint64, forkStep int, arm Arm, replica int, fires bool) (success, intervened bool) {
+func (l *Lab[S]) Branch(final, s *S, seed uint64, forkStep int, arm Arm, replica int, fires bool) (success, intervened bool) {
 	*final = *s
 	if a, ok := l.Intervention(arm, fires); ok {
 		l.World.Step(final, a)
@@ -121,7 +121,7 @@ func (l Lab[S]) Branch(final, s *S, seed uint64, forkStep int, arm Arm, replica 
 
 // Checkpoint plays seed's run to forkStep and returns it as a checkpoint,
 // with the world's parameters p.
-func (l Lab[S]) Checkpoint(seed uint64, forkStep int, p world.Params) Checkpoint[S] {
+func (l *Lab[S]) Checkpoint(seed uint64, forkStep int, p world.Params) Checkpoint[S] {
 	s := l.World.Start(seed)
 	var hist []world.Action
 	l.Advance(&s, PrefixKey(seed), forkStep, &hist)
@@ -130,7 +130,7 @@ func (l Lab[S]) Checkpoint(seed uint64, forkStep int, p world.Params) Checkpoint
 }
 
 // Turns names a history of actions: turn i took step i+1.
-func (l Lab[S]) Turns(hist []world.Action) []Turn {
+func (l *Lab[S]) Turns(hist []world.Action) []Turn {
 	turns := make([]Turn, len(hist))
 	for i, a := range hist {
 		turns[i] = Turn{Step: i + 1, Action: a.Name(&l.Decl)}

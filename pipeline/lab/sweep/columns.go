@@ -51,11 +51,14 @@ type colSpec struct {
 // columns are required, which parquet-go writes several times faster.
 
 // fileLayout is the schema of one file: which of its table's columns it
-// holds, which of them nullable, and the writer options.
+// holds, which of them nullable, the slot of the row type each is written
+// from (slots.go), and the writer options.
 type fileLayout struct {
 	present  []bool // by table column
 	nullable []bool // by table column
-	index    []int  // table column -> file column, -1 if absent
+	group    []int  // table column -> slot group, -1 if absent
+	slot     []int  // table column -> slot in its group
+	class    *slotClass
 	opts     []parquet.WriterOption
 }
 
@@ -107,53 +110,56 @@ func (l *layout) fileLayout(present, nullable []bool) (*fileLayout, error) {
 	if fl, ok := l.files[key.String()]; ok {
 		return fl, nil
 	}
-	fl := &fileLayout{present: append([]bool{}, present...), nullable: append([]bool{}, nullable...), index: make([]int, len(l.cols))}
-	var fields []reflect.StructField
+	fl := &fileLayout{present: append([]bool{}, present...), nullable: append([]bool{}, nullable...),
+		group: make([]int, len(l.cols)), slot: make([]int, len(l.cols))}
+	var used [numGroups]int
+	tags := map[string]string{} // slot field -> parquet tag
 	wide := false
-	var names []string
 	for i, c := range l.cols {
+		fl.group[i], fl.slot[i] = -1, -1
 		if !present[i] {
-			fl.index[i] = -1
 			continue
 		}
-		fl.index[i] = len(fields)
-		var t reflect.Type
+		g := groupOf(c.typ, nullable[i])
+		fl.group[i], fl.slot[i] = g, used[g]
+		used[g]++
 		tag := c.name
 		switch c.typ {
-		case colInt64:
-			t, tag = reflect.TypeFor[int64](), tag+",delta"
-		case colInt32:
-			t, tag = reflect.TypeFor[int32](), tag+",delta"
-		case colBool:
-			t = reflect.TypeFor[bool]()
-		case colDouble:
-			t = reflect.TypeFor[float64]()
+		case colInt64, colInt32:
+			if !nullable[i] { // parquet-go takes no delta tag on pointers
+				tag += ",delta"
+			}
 		case colDict:
-			t, tag = reflect.TypeFor[string](), tag+",dict"
+			tag += ",dict"
 		case colText:
-			t, wide = reflect.TypeFor[string](), true
+			wide = true
 		}
-		if nullable[i] {
-			tag += ",optional"
-		}
-		fields = append(fields, reflect.StructField{Name: fmt.Sprintf("C%d", i), Type: t, Tag: reflect.StructTag(fmt.Sprintf("parquet:%q", tag))})
-		names = append(names, c.name)
+		tags[slotField(g, fl.slot[i])] = tag
 	}
-	schema := parquet.SchemaOf(reflect.New(reflect.StructOf(fields)).Elem().Interface())
-	for i, leaf := range schema.Columns() {
-		if len(leaf) != 1 || leaf[0] != names[i] {
-			return nil, fmt.Errorf("table %s: column %d is %v in the schema, want %s", l.table, i, leaf, names[i])
-		}
+	need := 0
+	for _, n := range used {
+		need = max(need, n)
+	}
+	fl.class = classFor(need)
+	if fl.class == nil {
+		return nil, fmt.Errorf("table %s: %d columns of one type; a table holds at most %d", l.table, need, maxSlots)
 	}
 	fl.opts = []parquet.WriterOption{
-		schema,
 		parquet.Compression(&zstdFastest),
 		parquet.CreatedBy("forklab", "", ""),
 		parquet.DataPageStatistics(false),
 		parquet.DefaultEncodingFor(parquet.ByteArray, &deltaBytes),
+		parquet.MaxRowsPerRowGroup(rowGroupRows),
 	}
 	if !wide {
 		fl.opts = append(fl.opts, parquet.PageBufferSize(64<<10))
+	}
+	for _, f := range fl.class.fields {
+		tag, ok := tags[f]
+		if !ok {
+			tag = "-"
+		}
+		fl.opts = append(fl.opts, parquet.StructTag(reflect.StructTag(fmt.Sprintf("parquet:%q", tag)), f).(parquet.WriterOption))
 	}
 	for i, c := range l.cols {
 		if present[i] && (c.typ == colDict || c.typ == colText) {
@@ -162,18 +168,6 @@ func (l *layout) fileLayout(present, nullable []bool) (*fileLayout, error) {
 	}
 	l.files[key.String()] = fl
 	return fl, nil
-}
-
-// colBuf holds the values of one column not yet handed to the Parquet
-// writer: the typed slice of its colType, and which rows are null.
-type colBuf struct {
-	i64   []int64
-	i32   []int32
-	b     []bool
-	f     []float64
-	s     []string
-	null  []bool
-	nulls int // nulls among the buffered values (buffered mode: in the file)
 }
 
 // rowGroupRows bounds the rows of a row group.
@@ -186,40 +180,63 @@ var errRedo = errors.New("the file's rows need another layout")
 
 // tableFile writes one table file's rows into a temporary file that a
 // syncer renames into place once synced. Rows are added a column at a time
-// with the put methods, in column order; end closes the row. Its buffers
-// are reused across files.
+// with the put methods, in column order; end closes the row.
 //
 // In streamed mode (a built-in world's sweep) the file is started with the
-// layout of files without errors and rows go to the writer in batches; a
-// row that does not fit makes end return errRedo. In buffered mode (an
-// agent's sweep, or a redo) every row is kept until commit, which picks
-// the layout from the content and replays the rows in the same batches,
-// so both modes make the same bytes for the same rows.
+// layout of files without errors, and each value goes straight into its
+// slot of the current slot row (slots.go); every batch of rows goes to the
+// writer. A row that does not fit the layout makes end return errRedo. In
+// buffered mode (an agent's sweep, or a redo) every value is kept in typed
+// column buffers until commit, which picks the layout from the content and
+// writes the rows in the same batches, so both modes make the same bytes
+// for the same rows.
 type tableFile struct {
 	l         *layout
 	path, tmp string
 	f         *os.File
-	w         *parquet.GenericWriter[any]
+	w         rowWriter
 	fl        *fileLayout
 	buffered  bool
 	bad       bool // streamed: a value did not fit the layout
-	cols      []colBuf
-	vals      []parquet.Value
-	rows      int // rows buffered
-	batch     int // rows per batch handed to the writer
-	inGroup   int // rows written to the current row group
+	rows      int  // rows in the current batch (streamed) or file (buffered)
+	batch     int  // rows per batch handed to the writer
 	n         int64
+
+	// buffered mode: the values of every column.
+	cols []colBuf
+
+	// streamed mode: the slot rows of the current batch, the current row,
+	// and per table column the byte offset of its slot (-1: left out) and
+	// whether the slot is a pointer (a nullable column), whose values live
+	// in cols until the batch is written.
+	base, cur unsafe.Pointer
+	size      uintptr
+	off       []int
+	opt       []bool
 }
 
-// batchRows is how many rows a table buffers before handing them to the
-// Parquet writer, unless the table says otherwise.
-const batchRows = 4096
+// colBuf holds one column's values: in buffered mode all of the file's,
+// in streamed mode those of a nullable column's current batch, which its
+// pointer slots point into.
+type colBuf struct {
+	i64   []int64
+	i32   []int32
+	b     []bool
+	f     []float64
+	s     []string
+	null  []bool
+	nulls int
+}
+
+// batchRows is how many rows a table hands to the Parquet writer at once:
+// few enough that their slot rows stay in the CPU's cache.
+const batchRows = 512
 
 func newTableFile(l *layout, batch int) *tableFile {
 	if batch == 0 {
 		batch = batchRows
 	}
-	return &tableFile{l: l, cols: make([]colBuf, len(l.cols)), batch: batch}
+	return &tableFile{l: l, cols: make([]colBuf, len(l.cols)), off: make([]int, len(l.cols)), opt: make([]bool, len(l.cols)), batch: batch}
 }
 
 // open starts the file dir/name (as a hidden temporary file), streamed or
@@ -231,11 +248,8 @@ func (t *tableFile) open(dir, name string, buffered bool) error {
 	t.path = filepath.Join(dir, name)
 	t.tmp = filepath.Join(dir, "."+name+".tmp")
 	t.buffered, t.bad = buffered, false
-	t.rows, t.inGroup, t.n = 0, 0, 0
-	for i := range t.cols {
-		c := &t.cols[i]
-		c.i64, c.i32, c.b, c.f, c.s, c.null, c.nulls = c.i64[:0], c.i32[:0], c.b[:0], c.f[:0], c.s[:0], c.null[:0], 0
-	}
+	t.rows, t.n = 0, 0
+	t.resetCols()
 	if buffered {
 		return nil
 	}
@@ -250,7 +264,19 @@ func (t *tableFile) open(dir, name string, buffered bool) error {
 	if err != nil {
 		return err
 	}
-	return t.start(fl)
+	if err := t.start(fl); err != nil {
+		return err
+	}
+	t.base, t.size = t.w.buffer(t.batch)
+	t.cur = t.base
+	for i := range t.off {
+		t.off[i], t.opt[i] = -1, false
+		if g := fl.group[i]; g >= 0 {
+			t.off[i] = int(fl.class.offsets[g][fl.slot[i]])
+			t.opt[i] = fl.nullable[i]
+		}
+	}
+	return nil
 }
 
 // start creates the temporary file and its writer with layout fl.
@@ -263,69 +289,139 @@ func (t *tableFile) start(fl *fileLayout) error {
 	// A fresh writer per file: a Reset writer carries state from its last
 	// file into the next one's bytes, and the files must not depend on
 	// which worker wrote what before.
-	t.w = parquet.NewGenericWriter[any](f, fl.opts...)
+	t.w = fl.class.newWriter(f, fl.opts)
 	return nil
 }
 
-// The put methods append one value to column i of the current row.
-
-func (t *tableFile) putInt64(i int, v int64) { t.cols[i].i64 = append(t.cols[i].i64, v); t.notNull(i) }
-func (t *tableFile) putInt32(i int, v int32) { t.cols[i].i32 = append(t.cols[i].i32, v); t.notNull(i) }
-func (t *tableFile) putBool(i int, v bool)   { t.cols[i].b = append(t.cols[i].b, v); t.notNull(i) }
-func (t *tableFile) putDouble(i int, v float64) {
-	t.cols[i].f = append(t.cols[i].f, v)
-	t.notNull(i)
-}
-
-// putString appends s; the string must stay valid until the table next
-// flushes (after end reports a flush), when the writer copies it.
-func (t *tableFile) putString(i int, s string) { t.cols[i].s = append(t.cols[i].s, s); t.notNull(i) }
-
-// putNull appends a null to column i. A streamed file keeps nothing for
-// a column it leaves out.
-func (t *tableFile) putNull(i int) {
-	if !t.buffered {
-		if !t.fl.present[i] {
-			return
-		}
-		if !t.fl.nullable[i] {
-			if !t.bad && debugLayout {
-				fmt.Fprintf(os.Stderr, "forklab: null in required %s.%s\n", t.l.table, t.l.cols[i].name)
-			}
-			t.bad = true
-			return
-		}
-	}
-	c := &t.cols[i]
-	switch t.l.cols[i].typ {
-	case colInt64:
-		c.i64 = append(c.i64, 0)
-	case colInt32:
-		c.i32 = append(c.i32, 0)
-	case colBool:
-		c.b = append(c.b, false)
-	case colDouble:
-		c.f = append(c.f, 0)
-	default:
-		c.s = append(c.s, "")
-	}
-	c.null = append(c.null, true)
-	c.nulls++
-}
-
-// notNull records that column i's new value is not null: in the null
-// mask of a buffered file, or of a streamed file's nullable column. A
-// streamed file that left column i out cannot take the value.
-func (t *tableFile) notNull(i int) {
-	if t.buffered {
-		t.cols[i].null = append(t.cols[i].null, false)
-		return
-	}
-	if t.fl.nullable[i] {
-		t.cols[i].null = append(t.cols[i].null, false)
-	} else if !t.fl.present[i] {
+// slot returns where column i's value of the current row goes in a
+// streamed file, or nil when the file leaves the column out (a value
+// there makes the file redo).
+func (t *tableFile) slot(i int) unsafe.Pointer {
+	o := t.off[i]
+	if o < 0 {
 		if !t.bad && debugLayout {
 			fmt.Fprintf(os.Stderr, "forklab: value in left-out %s.%s\n", t.l.table, t.l.cols[i].name)
+		}
+		t.bad = true
+		return nil
+	}
+	return unsafe.Add(t.cur, o)
+}
+
+// The put methods set column i of the current row.
+
+func (t *tableFile) putInt64(i int, v int64) {
+	c := &t.cols[i]
+	if t.buffered {
+		c.i64, c.null = append(c.i64, v), append(c.null, false)
+		return
+	}
+	if p := t.slot(i); p != nil {
+		if t.opt[i] {
+			c.i64 = append(c.i64, v)
+			*(**int64)(p) = &c.i64[len(c.i64)-1]
+			return
+		}
+		*(*int64)(p) = v
+	}
+}
+
+func (t *tableFile) putInt32(i int, v int32) {
+	c := &t.cols[i]
+	if t.buffered {
+		c.i32, c.null = append(c.i32, v), append(c.null, false)
+		return
+	}
+	if p := t.slot(i); p != nil {
+		if t.opt[i] {
+			c.i32 = append(c.i32, v)
+			*(**int32)(p) = &c.i32[len(c.i32)-1]
+			return
+		}
+		*(*int32)(p) = v
+	}
+}
+
+func (t *tableFile) putBool(i int, v bool) {
+	c := &t.cols[i]
+	if t.buffered {
+		c.b, c.null = append(c.b, v), append(c.null, false)
+		return
+	}
+	if p := t.slot(i); p != nil {
+		if t.opt[i] {
+			c.b = append(c.b, v)
+			*(**bool)(p) = &c.b[len(c.b)-1]
+			return
+		}
+		*(*bool)(p) = v
+	}
+}
+
+func (t *tableFile) putDouble(i int, v float64) {
+	c := &t.cols[i]
+	if t.buffered {
+		c.f, c.null = append(c.f, v), append(c.null, false)
+		return
+	}
+	if p := t.slot(i); p != nil {
+		if t.opt[i] {
+			c.f = append(c.f, v)
+			*(**float64)(p) = &c.f[len(c.f)-1]
+			return
+		}
+		*(*float64)(p) = v
+	}
+}
+
+// putString sets s; the string's bytes must not change until the table
+// next flushes (after end reports a flush), when the writer copies them.
+func (t *tableFile) putString(i int, v string) {
+	c := &t.cols[i]
+	if t.buffered {
+		c.s, c.null = append(c.s, v), append(c.null, false)
+		return
+	}
+	if p := t.slot(i); p != nil {
+		if t.opt[i] {
+			c.s = append(c.s, v)
+			*(**string)(p) = &c.s[len(c.s)-1]
+			return
+		}
+		*(*string)(p) = v
+	}
+}
+
+// putNull sets column i of the current row to null. A streamed file keeps
+// nothing for a column it leaves out; a null in a column it holds as
+// required makes it redo.
+func (t *tableFile) putNull(i int) {
+	c := &t.cols[i]
+	if t.buffered {
+		switch t.l.cols[i].typ {
+		case colInt64:
+			c.i64 = append(c.i64, 0)
+		case colInt32:
+			c.i32 = append(c.i32, 0)
+		case colBool:
+			c.b = append(c.b, false)
+		case colDouble:
+			c.f = append(c.f, 0)
+		default:
+			c.s = append(c.s, "")
+		}
+		c.null = append(c.null, true)
+		c.nulls++
+		return
+	}
+	o := t.off[i]
+	switch {
+	case o < 0:
+	case t.opt[i]:
+		*(*unsafe.Pointer)(unsafe.Add(t.cur, o)) = nil
+	default:
+		if !t.bad && debugLayout {
+			fmt.Fprintf(os.Stderr, "forklab: null in required %s.%s\n", t.l.table, t.l.cols[i].name)
 		}
 		t.bad = true
 	}
@@ -334,10 +430,10 @@ func (t *tableFile) notNull(i int) {
 // debugLayout prints why a streamed file is redone (FORKLAB_DEBUG_LAYOUT).
 var debugLayout = os.Getenv("FORKLAB_DEBUG_LAYOUT") != ""
 
-// end closes a row. It reports whether the buffered rows went to the
-// Parquet writer, which copies what they point to: after a flush, memory
-// the buffered strings pointed into may be reused. A streamed file whose
-// row did not fit its layout returns errRedo.
+// end closes a row. It reports whether the batch went to the Parquet
+// writer, which copies what its strings point to: after a flush, memory
+// those strings pointed into may be reused. A streamed file whose row did
+// not fit its layout returns errRedo.
 func (t *tableFile) end() (flushed bool, err error) {
 	t.rows++
 	if t.bad {
@@ -346,87 +442,34 @@ func (t *tableFile) end() (flushed bool, err error) {
 	if t.buffered {
 		return false, nil
 	}
-	if t.rows >= t.batch || t.inGroup+t.rows >= rowGroupRows {
-		return true, t.flush(0, t.rows)
+	if t.rows >= t.batch {
+		return true, t.flushStreamed()
 	}
+	t.cur = unsafe.Add(t.cur, t.size)
 	return false, nil
 }
 
-// flush hands rows [lo, hi) of the buffers to the writer, column by column,
-// and ends the row group when it is full. In streamed mode it empties the
-// buffers.
-func (t *tableFile) flush(lo, hi int) error {
-	n := hi - lo
-	if n == 0 {
+// flushStreamed writes the current batch of a streamed file.
+func (t *tableFile) flushStreamed() error {
+	if t.rows == 0 {
 		return nil
 	}
-	if cap(t.vals) < n {
-		t.vals = make([]parquet.Value, n)
+	if err := t.w.writeN(t.rows); err != nil {
+		return fmt.Errorf("%s: %w", t.path, err)
 	}
-	cws := t.w.ColumnWriters()
-	for i := range t.cols {
-		fi := t.fl.index[i]
-		if fi < 0 {
-			continue
-		}
-		c := &t.cols[i]
-		vals := t.vals[:n]
-		switch t.l.cols[i].typ {
-		case colInt64:
-			for j, v := range c.i64[lo:hi] {
-				vals[j] = parquet.Int64Value(v)
-			}
-		case colInt32:
-			for j, v := range c.i32[lo:hi] {
-				vals[j] = parquet.Int32Value(v)
-			}
-		case colBool:
-			for j, v := range c.b[lo:hi] {
-				vals[j] = parquet.BooleanValue(v)
-			}
-		case colDouble:
-			for j, v := range c.f[lo:hi] {
-				vals[j] = parquet.DoubleValue(v)
-			}
-		default:
-			for j, v := range c.s[lo:hi] {
-				vals[j] = parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(v), len(v)))
-			}
-		}
-		if t.fl.nullable[i] {
-			for j, isNull := range c.null[lo:hi] {
-				if isNull {
-					vals[j] = parquet.NullValue()
-				} else {
-					vals[j].SetDefinitionLevel(1)
-				}
-			}
-		}
-		if _, err := cws[fi].WriteRowValues(vals); err != nil {
-			return fmt.Errorf("%s: column %s: %w", t.path, t.l.cols[i].name, err)
-		}
-	}
-	clear(t.vals[:n])
-	t.n += int64(n)
-	t.inGroup += n
-	if !t.buffered {
-		t.reset()
-	}
-	if t.inGroup >= rowGroupRows {
-		t.inGroup = 0
-		return t.w.Flush()
-	}
+	t.n += int64(t.rows)
+	t.rows, t.cur = 0, t.base
+	t.resetCols()
 	return nil
 }
 
-// reset empties the buffers after a streamed flush.
-func (t *tableFile) reset() {
+// resetCols empties the column buffers.
+func (t *tableFile) resetCols() {
 	for i := range t.cols {
 		c := &t.cols[i]
 		clear(c.s) // drop references to strings
 		c.i64, c.i32, c.b, c.f, c.s, c.null, c.nulls = c.i64[:0], c.i32[:0], c.b[:0], c.f[:0], c.s[:0], c.null[:0], 0
 	}
-	t.rows = 0
 }
 
 // commit finishes the file and hands it to s, which syncs it and renames
@@ -449,21 +492,19 @@ func (t *tableFile) commit(s *syncer, done func(fileInfo)) error {
 		if err := t.start(fl); err != nil {
 			return err
 		}
-		// The batches a streamed file makes: batch rows, cut at row
-		// group boundaries.
-		for lo, group := 0, 0; lo < t.rows; {
-			hi := min(lo+t.batch, t.rows, lo+rowGroupRows-group)
-			if err := t.flush(lo, hi); err != nil {
-				return err
+		for lo := 0; lo < t.rows; lo += t.batch {
+			hi := min(lo+t.batch, t.rows)
+			if err := t.w.write(t, lo, hi); err != nil {
+				return fmt.Errorf("%s: %w", t.path, err)
 			}
-			group = (group + hi - lo) % rowGroupRows
-			lo = hi
+			t.n += int64(hi - lo)
 		}
-		t.reset()
-	} else if err := t.flush(0, t.rows); err != nil {
+		t.rows = 0
+		t.resetCols()
+	} else if err := t.flushStreamed(); err != nil {
 		return err
 	}
-	if err := t.w.Close(); err != nil {
+	if err := t.w.close(); err != nil {
 		return err
 	}
 	s.commit(t.f, t.tmp, t.path, t.n, done)
@@ -477,10 +518,11 @@ func (t *tableFile) abort() {
 		os.Remove(t.tmp)
 		t.f = nil
 	}
-	t.reset()
+	t.rows = 0
+	t.resetCols()
 }
 
-// putValue appends a declared value to column i: bools, ints, floats and
+// putValue sets a declared value of column i: bools, ints, floats and
 // enums as their column types, nulls as null.
 func (t *tableFile) putValue(i int, null bool, typ colType, iv int64, fv float64, sv string) {
 	if null {

@@ -37,7 +37,12 @@ type Manifest struct {
 	// Files lists every table file with its size, rows and CRC-32C, sorted
 	// by path; forklab verify checks them, and report, sql, db and policy
 	// refuse a directory whose files differ.
-	Files      []FileInfo `json:"files"`
+	Files []FileInfo `json:"files"`
+	// Errors counts the pairs whose status is error (a run, fork or
+	// branch failed); Cost is what every run and branch cost, as the world
+	// reports it.
+	Errors     int64      `json:"errors"`
+	Cost       world.Cost `json:"cost"`
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt time.Time  `json:"finished_at"`
 	// Checksum is the CRC-32C of the manifest's JSON with this field
@@ -141,6 +146,33 @@ func Stage(out string, overwrite, resume bool) (*Staging, error) {
 		return nil, fmt.Errorf("output %s has no interrupted sweep to resume (no %s); run without --resume", out, dir)
 	}
 	return s, nil
+}
+
+// StageShared opens out's staging directory for one of several processes
+// writing units into it at once (the shares of a static split, the workers
+// of a distributed sweep): it checks out as Stage does, creates the staging
+// directory if needed and keeps what is in it, and takes no lock. The
+// finishing step (Run with Options.FinalizeOnly, after Stage with resume)
+// checks that every unit is there.
+func StageShared(out string, overwrite bool) (*Staging, error) {
+	if fi, err := os.Stat(out); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("output %s exists and is not a directory", out)
+	}
+	if _, err := os.Stat(filepath.Join(out, ManifestName)); err == nil && !overwrite {
+		return nil, fmt.Errorf("output %s %w (%s); pass --overwrite to replace it or choose another --out", out, ErrFinished, ManifestName)
+	}
+	if !overwrite {
+		if foreign, err := foreignEntries(out); err != nil {
+			return nil, fmt.Errorf("output %s: %w", out, err)
+		} else if len(foreign) > 0 {
+			return nil, fmt.Errorf("output %s is not empty and holds no forklab sweep (it holds %s); choose an empty or new --out, or pass --overwrite to replace forklab's files in it", out, foreign[0])
+		}
+	}
+	dir := StagingDir(out)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("output %s: %w", out, unwrapPath(err))
+	}
+	return &Staging{Out: out, Dir: dir, lock: func() {}}, nil
 }
 
 // clear empties the staging directory but for its lock.

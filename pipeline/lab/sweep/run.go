@@ -45,6 +45,12 @@ type Options struct {
 	// Buffered writes every unit buffered (as agents' sweeps are), for
 	// tests that hold both ways of writing to the same bytes.
 	Buffered bool
+	// FinalizeOnly runs no unit: every unit must already be in the
+	// staging directory's ledger with its files intact (the shares of a
+	// static split, or a distributed sweep's workers, wrote them); Run then
+	// writes the configuration tables and the manifest and publishes. A
+	// missing or damaged unit is an error naming it and its seeds.
+	FinalizeOnly bool
 }
 
 // Unit is one block of a sweep's work: a shard of seeds of one
@@ -196,7 +202,18 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 		if opt.Units != nil && !opt.Units(u) {
 			return true
 		}
-		if e, ok := done[u.ID()]; ok && e.Unit == u && verifyFiles(st.Dir, e.Files) == nil {
+		e, ok := done[u.ID()]
+		var bad error
+		if !ok || e.Unit != u {
+			bad = fmt.Errorf("unit %s (config %d, seeds %s) is missing", u.ID(), u.Config, u.Seeds)
+		} else if err := verifyFiles(st.Dir, e.Files); err != nil {
+			bad = fmt.Errorf("unit %s (config %d, seeds %s) is damaged: %w", u.ID(), u.Config, u.Seeds, err)
+		}
+		if bad != nil && opt.FinalizeOnly {
+			fail(fmt.Errorf("%w: run its share again", bad))
+			return false
+		}
+		if bad == nil {
 			mu.Lock()
 			entries = append(entries, e)
 			res.Resumed++
@@ -244,6 +261,7 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 		m.Rows[t] += 0
 	}
 	m.Files = files
+	m.Errors, m.Cost = res.Errors, res.Cost
 	if err := syncTree(st.Dir); err != nil {
 		return res, fmt.Errorf("sync %s: %w", st.Dir, err)
 	}
@@ -513,8 +531,8 @@ type unitWriter struct {
 	// cols of the declared values in each table: the first feature column
 	// of checkpoints and pairs, the first task column of tasks.
 	cpFeat, pairFeat, taskCol int
-	kinds                     []world.Kind // features, then hidden
-	taskKinds                 []world.Kind
+	kinds                     []colType // features, then hidden
+	taskKinds                 []colType
 	faultIdx                  int
 	costReported              [4]bool
 	unreported, unreportedErr int
@@ -539,13 +557,13 @@ func newUnitWriter(r Resolved, ls *layouts, dir string, opt Options, s *syncer, 
 			branches: newTableFile(ls.branches, 0), pairs: newTableFile(ls.pairs, 0)}
 	}
 	for _, f := range r.Decl.Features {
-		w.kinds = append(w.kinds, f.Kind)
+		w.kinds = append(w.kinds, colTypeOf(f.Kind))
 	}
 	for _, f := range r.Decl.Hidden {
-		w.kinds = append(w.kinds, f.Kind)
+		w.kinds = append(w.kinds, colTypeOf(f.Kind))
 	}
 	for _, f := range r.Decl.Task {
-		w.taskKinds = append(w.taskKinds, f.Kind)
+		w.taskKinds = append(w.taskKinds, colTypeOf(f.Kind))
 	}
 	for i, c := range world.CostFields {
 		w.costReported[i] = r.Decl.Cost.Reports(c)
@@ -737,15 +755,29 @@ func (w *unitWriter) putCost(t *tableFile, i int, c world.Cost, null bool) {
 	}
 }
 
-// putValues writes declared values from column i on, with their kinds.
-func putValues(t *tableFile, i int, kinds []world.Kind, vals []world.Value, null bool) {
-	for k, kind := range kinds {
-		if null || k >= len(vals) {
+// putValues writes declared values from column i on, of the column types
+// types; all null when null is set.
+func putValues(t *tableFile, i int, types []colType, vals []world.Value, null bool) {
+	if null || len(vals) < len(types) {
+		for k := range types {
 			t.putNull(i + k)
-			continue
 		}
-		v := vals[k]
-		t.putValue(i+k, v.Null, colTypeOf(kind), v.I, v.F, v.S)
+		return
+	}
+	for k, typ := range types {
+		v := &vals[k]
+		switch {
+		case v.Null:
+			t.putNull(i + k)
+		case typ == colInt64:
+			t.putInt64(i+k, v.I)
+		case typ == colBool:
+			t.putBool(i+k, v.I != 0)
+		case typ == colDouble:
+			t.putDouble(i+k, v.F)
+		default:
+			t.putString(i+k, v.S)
+		}
 	}
 }
 
@@ -946,9 +978,9 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 }
 
 // putValuesAt writes features then hidden values from column i on.
-func putValuesAt(t *tableFile, i int, kinds []world.Kind, features, hidden []world.Value, nf int) {
-	putValues(t, i, kinds[:nf], features, false)
-	putValues(t, i+nf, kinds[nf:], hidden, false)
+func putValuesAt(t *tableFile, i int, types []colType, features, hidden []world.Value, nf int) {
+	putValues(t, i, types[:nf], features, false)
+	putValues(t, i+nf, types[nf:], hidden, false)
 }
 
 // putStatus2 writes the status and error columns at i and i+1.

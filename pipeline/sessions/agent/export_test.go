@@ -10,6 +10,8 @@ import (
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/sessions/session"
+	"github.com/forklab/forklab/pipeline/worlds/counter"
 	"github.com/forklab/forklab/queries"
 	"github.com/forklab/forklab/stream/client"
 )
@@ -23,27 +25,26 @@ func TestExportedEventsJoinPairs(t *testing.T) {
 	spec := sweep.DefaultSpec()
 	spec.Seeds = sweep.Range{Start: 0, End: 12}
 	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo}
-	runs, err := PlaySweep(ctx, c, spec, PlayOptions{Prefix: "exp"})
+	r, err := spec.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Another sweep's streams must not be listed.
-	if _, err := PlaySweep(ctx, c, spec, PlayOptions{Prefix: "other"}); err != nil {
+	out := filepath.Join(t.TempDir(), "out")
+	st, err := sweep.Stage(out, false, false)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := sweep.Run(ctx, r, st, sweep.Options{Runners: Runners(c, r, PlayOptions{Prefix: "exp"})}); err != nil {
+		t.Fatal(err)
+	}
+	// Another sweep's streams must not be listed.
+	sweepInto(t, r, sweep.Options{Runners: Runners(c, r, PlayOptions{Prefix: "other"})})
 	names, err := c.List(ctx, "exp/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(names) != 12*4 || !strings.HasPrefix(names[0], "exp/c0/s0") {
 		t.Fatalf("listed %d streams: %v", len(names), names[:min(4, len(names))])
-	}
-	out := t.TempDir()
-	if err := sweep.Prepare(out, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sweep.Run(ctx, spec, sweep.Options{Out: out, Runs: runs}); err != nil {
-		t.Fatal(err)
 	}
 	var rows int
 	var all []string
@@ -65,11 +66,15 @@ func TestExportedEventsJoinPairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close() // with the events view: the directory has exported events
-	tab, err := db.Query(ctx, "SELECT count(*), count(DISTINCT stream), count(*) FILTER (WHERE type = 'outcome') FROM events")
+	// The observation column is the world's JSON: the counter's reading and
+	// steps, which agree with the steps column.
+	tab, err := db.Query(ctx, "SELECT count(*), count(DISTINCT stream), count(*) FILTER (WHERE type = 'outcome'), "+
+		"count(*) FILTER (WHERE type IN ('tool_result', 'recovery', 'outcome') AND CAST(obs::JSON->>'steps' AS INTEGER) = steps) "+
+		"= count(*) FILTER (WHERE type IN ('tool_result', 'recovery', 'outcome')) FROM events")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(tab.Rows[0]); got != fmt.Sprintf("[%d 48 36]", rows) {
+	if got := fmt.Sprint(tab.Rows[0]); got != fmt.Sprintf("[%d 48 36 true]", rows) {
 		t.Fatalf("events: %s", got)
 	}
 	joined, err := db.Run(ctx, "session_events")
@@ -97,6 +102,54 @@ func TestExportedEventsJoinPairs(t *testing.T) {
 	for _, r := range joined.Rows {
 		if r[idx["arm"]] == "on" && r[idx["side"]] == "treatment" && fmt.Sprint(r[idx["recoveries"]]) != "1" {
 			t.Fatalf("an on branch without its recovery: %v", r)
+		}
+	}
+}
+
+// A row carries what the stream's events up to it say: no seed before
+// session_start, the branch from the fork event on; messages that are not
+// session events keep their JSON and an empty type.
+func TestEventFoldRow(t *testing.T) {
+	msgs := []string{
+		`{"type":"incarnation","epoch":0,"nonce":"n","pid":1,"at":"2025-01-01T00:00:00Z"}`,
+		string(session.Start(counter.Declaration(), counter.Default().WorldParams(), fork.Model{}, 7).Encode()),
+		`{"type":"model_turn","turn":1,"tool":"increment"}`,
+		`{"type":"fork","fork_step":3,"arm":"on","replica":2,"recovery":"refresh"}`,
+		`{"foreign":true}`,
+		`{"type":"outcome","success":true,"steps":5,"obs":{"obs":6,"steps":5}}`,
+	}
+	want := []string{
+		"0 incarnation domain=false seed=<nil> branch=<nil>/<nil>/<nil>",
+		"1 session_start domain=true seed=7 branch=<nil>/<nil>/<nil>",
+		"2 model_turn domain=true seed=7 branch=<nil>/<nil>/<nil>",
+		"3 fork domain=true seed=7 branch=3/on/2",
+		"4  domain=false seed=7 branch=3/on/2",
+		"5 outcome domain=true seed=7 branch=3/on/2",
+	}
+	var f EventFold
+	for i, m := range msgs {
+		r := f.Row("s", int32(i), "off", []byte(m))
+		str := func(p any) string {
+			switch v := p.(type) {
+			case *int64:
+				if v != nil {
+					return fmt.Sprint(*v)
+				}
+			case *int32:
+				if v != nil {
+					return fmt.Sprint(*v)
+				}
+			case *string:
+				if v != nil {
+					return *v
+				}
+			}
+			return "<nil>"
+		}
+		got := fmt.Sprintf("%d %s domain=%v seed=%s branch=%s/%s/%s", r.Index, r.Type, r.Domain,
+			str(r.SessionSeed), str(r.BranchForkStep), str(r.BranchArm), str(r.BranchReplica))
+		if got != want[i] || r.Event != m || r.Stream != "s" || r.ReadOffset != "off" {
+			t.Errorf("row %d: %s (event %q), want %s", i, got, r.Event, want[i])
 		}
 	}
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/forklab/forklab/pipeline/analysis/policy"
@@ -10,18 +11,40 @@ import (
 	"github.com/forklab/forklab/stream/client"
 )
 
+// ErrRule reports a guard rule that does not fit the world of the session
+// it is to decide on.
+var ErrRule = errors.New("the guard rule does not fit the session's world")
+
 // Fork forks session stream parent at offset into the new stream child
 // (the protocol's fork: the child reads as the parent's events before
 // offset, then its own), folds the child to find the checkpoint there, and
-// finishes the branch of arm and replica on it. rule decides the policy
-// arm. A fork at an offset inside a turn first completes that turn.
+// finishes the branch of arm and replica on it, for whatever world the
+// session plays. rule decides the policy arm; a rule for another world is
+// an error. A fork at an offset inside a turn first completes that turn.
 //
 // forkStep labels the branch (and, with arm and replica, selects the
 // model's noise stream, as fork.Key does); 0 takes the fold's step count.
 //
 // Forking the same parent at the same offset into the same child twice is
-// idempotent: the second call finds the branch finished and returns it.
+// idempotent: the second call finds the branch finished and returns it
+// (with ErrFinished).
 func Fork(ctx context.Context, w Worker, parent, offset, child string, forkStep int, arm fork.Arm, replica int, rule *policy.Rule) (Result, error) {
+	var fires func(*session.Session) (bool, error)
+	if rule != nil {
+		fires = func(s *session.Session) (bool, error) {
+			f, err := rule.Compile(s.Decl)
+			if err != nil {
+				return false, fmt.Errorf("%s: %w: %v", parent, ErrRule, err)
+			}
+			return f(s.Play.Features(nil)), nil
+		}
+	}
+	return forkWith(ctx, w, parent, offset, child, forkStep, arm, replica, fires)
+}
+
+// forkWith is Fork with the policy verdict computed by fires (nil: never
+// fires).
+func forkWith(ctx context.Context, w Worker, parent, offset, child string, forkStep int, arm fork.Arm, replica int, fires func(*session.Session) (bool, error)) (Result, error) {
 	c := w.Log
 	// A child that exists already (a rerun, or a worker that died after
 	// forking) is continued as it is; its fold says whose branch it is.
@@ -50,20 +73,48 @@ func Fork(ctx context.Context, w Worker, parent, offset, child string, forkStep 
 	if s.Branch != nil && (s.Branch.Arm != arm || s.Branch.Replica != replica) {
 		return Result{}, fmt.Errorf("%s: %w: it is already the branch %s/%d", child, ErrForeign, s.Branch.Arm, s.Branch.Replica)
 	}
-	step := forkStep
-	if step <= 0 {
-		step = int(s.State.Steps)
-		if !s.Between() {
-			step++ // the turn in progress completes before the fork
-		}
-	}
-	fires := rule != nil && rule.Fires(s.World.Features(s.State))
-	ev := session.ForkEvent(step, arm, replica, fires)
+	var ev session.Event
 	if s.Branch != nil {
-		ev = session.ForkEvent(s.Branch.ForkStep, arm, replica, s.Branch.Recovery != "")
+		ev = s.ForkEvent(s.Branch.ForkStep, arm, replica, s.Branch.Recovery != "")
+	} else {
+		step := forkStep
+		if step <= 0 {
+			step = s.Play.Steps()
+			if !s.Between() {
+				step++ // the turn in progress completes before the fork
+			}
+		}
+		fired := false
+		if fires != nil && arm == fork.Policy {
+			// The rule reads the features at the fork: after the turn in
+			// progress, if any, completes.
+			at, err := completeTurn(s)
+			if err != nil {
+				return Result{}, err
+			}
+			if fired, err = fires(&at); err != nil {
+				return Result{}, err
+			}
+		}
+		ev = s.ForkEvent(step, arm, replica, fired)
 	}
 	w.Fork = &ev
 	w.Start = nil
 	w.Until = 0
 	return w.Run(ctx)
+}
+
+// completeTurn returns a copy of s with the turn in progress (a tool
+// result or recovery due) folded, as the worker will append it.
+func completeTurn(s session.Session) (session.Session, error) {
+	for !s.Between() {
+		e, _, err := s.Next(0)
+		if err != nil {
+			return s, err
+		}
+		if err := s.Apply(e); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
 }

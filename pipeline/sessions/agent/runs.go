@@ -4,203 +4,201 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
+	"time"
 
-	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/session"
-	"github.com/forklab/forklab/pipeline/worlds/counter"
+	"github.com/forklab/forklab/pipeline/world"
 	"github.com/forklab/forklab/stream/client"
 )
 
-// Runs is a sweep played on the session log: every seed's run is a session
-// stream, stopped after the prefix to the last fork step, and every branch
-// is a child stream forked from it at its fork step's offset. It implements
-// sweep.Runs, so the sweep writes its tables from the log's folds; they come
-// out identical to the in-memory sweep's because every state is the fold of
-// the events the log holds.
-type Runs struct {
-	prefixes map[prefixKey]prefixRun
-	branches map[branchKey]branchRun
+// PlayOptions configure a sweep played on the session log.
+type PlayOptions struct {
+	// Prefix names the sweep's streams: PREFIX/cCONFIG/sSEED for a run,
+	// PREFIX/cCONFIG/sSEED/fSTEP/ARM/rREPLICA for a branch. The run
+	// streams must not exist yet.
+	Prefix string
+	// Parallel is the number of seeds each runner plays at once (default
+	// 16). A sweep runs one runner per worker.
+	Parallel int
+	// RetryFor bounds how long an unreachable log is retried (default 2m).
+	RetryFor time.Duration
+	// Logf reports retries; nil is silent.
+	Logf func(format string, args ...any)
 }
 
-type prefixKey struct {
-	config, seed uint64
-	forkStep     int
+// Runners returns the sweep.Options.Runners of a sweep played entirely on
+// the session log (forklab sweep --from-log), for any world: every seed's
+// run is a session stream played to the last fork step, every checkpoint
+// is the fold of its events up to the fork step's offset, and every branch
+// is a child stream forked from that offset and finished by a worker. The
+// runner fills lab.SeedResult from those folds — the task, each
+// checkpoint's JSON, features, hidden truth, cost and over flag, each
+// branch's success, intervention and cost — so the sweep writes its tables
+// from the log, and they come out byte for byte the in-memory sweep's:
+// every state is the fold of the events the log holds, and the fold
+// replays the world's own step function.
+func Runners(c *client.Client, r sweep.Resolved, o PlayOptions) func(sweep.Config, lab.Plan) (lab.Runner, error) {
+	if o.Parallel <= 0 {
+		o.Parallel = 16
+	}
+	return func(cfg sweep.Config, plan lab.Plan) (lab.Runner, error) {
+		if err := lab.CheckPlan(r.Decl, plan); err != nil {
+			return nil, err
+		}
+		return &logRunner{c: c, decl: r.Decl, cfg: cfg, plan: plan, o: o}, nil
+	}
 }
 
-type prefixRun struct {
-	state  counter.State
-	hist   []fork.Turn
+// logRunner plays one configuration's seeds on the log.
+type logRunner struct {
+	c    *client.Client
+	decl world.Declaration
+	cfg  sweep.Config
+	plan lab.Plan
+	o    PlayOptions
+}
+
+// Costly tells the sweep to write this runner's units buffered: a unit is
+// never played twice, since its streams may exist only once.
+func (r *logRunner) Costly() bool { return true }
+
+// Run plays seeds [lo, hi), Parallel at a time, and emits them in seed
+// order.
+func (r *logRunner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResult) error) error {
+	type job struct {
+		seed uint64
+		res  *lab.SeedResult
+		err  error
+		done chan struct{}
+	}
+	queue := make(chan *job, r.o.Parallel)
+	sem := make(chan struct{}, r.o.Parallel)
+	// On return: stop the producer and the seeds in flight, then wait
+	// for them (defers run last first).
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(queue)
+		for seed := lo; seed < hi; seed++ {
+			j := &job{seed: seed, done: make(chan struct{})}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				j.res, j.err = r.playSeed(ctx, j.seed)
+				<-sem
+				close(j.done)
+			}()
+			select {
+			case queue <- j:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for j := range queue {
+		<-j.done
+		if j.err != nil {
+			return j.err
+		}
+		if err := emit(j.res); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// forkPoint is the fold of a run at one fork step, and the offset there.
+type forkPoint struct {
+	s      session.Session
 	offset string
 }
 
-type branchKey struct {
-	prefixKey
-	arm     fork.Arm
-	replica int
-}
-
-type branchRun struct {
-	final               counter.State
-	success, intervened bool
-}
-
-var _ sweep.Runs = (*Runs)(nil)
-
-// Prefix implements sweep.Runs.
-func (r *Runs) Prefix(config, seed uint64, forkStep int) (counter.State, []fork.Turn, error) {
-	p, ok := r.prefixes[prefixKey{config, seed, forkStep}]
-	if !ok {
-		return counter.State{}, nil, fmt.Errorf("no session for config %d seed %d fork step %d", config, seed, forkStep)
-	}
-	return p.state, p.hist, nil
-}
-
-// Branch implements sweep.Runs.
-func (r *Runs) Branch(config, seed uint64, forkStep int, arm fork.Arm, replica int) (counter.State, bool, bool, error) {
-	b, ok := r.branches[branchKey{prefixKey{config, seed, forkStep}, arm, replica}]
-	if !ok {
-		return counter.State{}, false, false, fmt.Errorf("no branch for config %d seed %d fork step %d arm %s replica %d", config, seed, forkStep, arm, replica)
-	}
-	return b.final, b.success, b.intervened, nil
-}
-
-// PlayOptions configure PlaySweep.
-type PlayOptions struct {
-	// Prefix names the sweep's streams: PREFIX/cCONFIG/sSEED for a run,
-	// PREFIX/cCONFIG/sSEED/fSTEP/ARM/rREPLICA for a branch. The streams
-	// must not exist yet.
-	Prefix string
-	// Parallel is the number of seeds played at once (default 16).
-	Parallel int
-	// Logf reports retries; Progress is called with finished seeds.
-	Logf     func(format string, args ...any)
-	Progress func(seeds int)
-}
-
-// PlaySweep plays every run and branch of spec on the log.
-func PlaySweep(ctx context.Context, c *client.Client, spec sweep.Spec, o PlayOptions) (*Runs, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	par := o.Parallel
-	if par <= 0 {
-		par = 16
-	}
-	r := &Runs{prefixes: map[prefixKey]prefixRun{}, branches: map[branchKey]branchRun{}}
-	var mu sync.Mutex
-	type job struct {
-		config sweep.Config
-		seed   uint64
-	}
-	jobs := make(chan job)
-	errc := make(chan error, par)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for range par {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				if err := playSeed(ctx, c, spec, o, j.config, j.seed, r, &mu); err != nil {
-					errc <- err
-					cancel()
-					return
-				}
-				if o.Progress != nil {
-					o.Progress(1)
-				}
-			}
-		}()
-	}
-feed:
-	for _, cfg := range spec.Configs() {
-		for seed := spec.Seeds.Start; seed < spec.Seeds.End; seed++ {
-			select {
-			case jobs <- job{cfg, seed}:
-			case <-ctx.Done():
-				break feed
-			}
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	select {
-	case err := <-errc:
-		return nil, err
-	default:
-	}
-	return r, ctx.Err()
-}
-
-// playSeed plays one seed's run to its last fork step, recording the
-// offset, state and history at each fork step, then every branch.
-func playSeed(ctx context.Context, c *client.Client, spec sweep.Spec, o PlayOptions, cfg sweep.Config, seed uint64, r *Runs, mu *sync.Mutex) error {
-	name := fmt.Sprintf("%s/c%d/s%d", o.Prefix, cfg.ID, seed)
-	if _, err := c.Head(ctx, name); err == nil {
-		return fmt.Errorf("stream %s exists already: use a new --log-prefix", name)
+// playSeed plays seed's run to its last fork step, recording the fold and
+// the offset at each fork step, then forks and finishes every branch.
+func (r *logRunner) playSeed(ctx context.Context, seed uint64) (*lab.SeedResult, error) {
+	name := fmt.Sprintf("%s/c%d/s%d", r.o.Prefix, r.cfg.ID, seed)
+	if _, err := r.c.Head(ctx, name); err == nil {
+		return nil, fmt.Errorf("stream %s exists already: use a new --log-prefix", name)
 	} else if !client.IsNotFound(err) {
-		return err
+		return nil, fmt.Errorf("look up %s: %w", name, err)
 	}
-	start := session.Start(cfg.Params, cfg.Model, seed)
-	steps := spec.ForkAt
+	start := session.Start(r.decl, r.cfg.Params, r.cfg.Model, seed)
+	steps := r.plan.ForkSteps
 	var shadow session.Session
-	shadow.Apply(start)
-	at := map[int]prefixRun{}
-	next := 0
+	if err := shadow.Apply(start); err != nil {
+		return nil, err
+	}
+	res := &lab.SeedResult{Seed: seed}
+	res.Resize(&r.decl, r.plan)
+	res.Task = shadow.Play.Task(res.Task)
+	at := make([]forkPoint, 0, len(steps))
+	var shadowErr error
 	record := func(tail string) {
-		o := shadow.World.Observe(shadow.State)
-		for next < len(steps) && shadow.Between() && (o.Over || o.Steps >= steps[next]) {
-			at[steps[next]] = prefixRun{state: shadow.State, hist: slices.Clone(shadow.History), offset: tail}
-			next++
+		for len(at) < len(steps) && shadow.Between() && (shadow.Play.Over() || shadow.Play.Steps() >= steps[len(at)]) {
+			at = append(at, forkPoint{shadow, tail})
 		}
 	}
-	w := Worker{Log: c, Stream: name, Start: &start, Until: steps[len(steps)-1], Logf: o.Logf,
+	w := Worker{Log: r.c, Stream: name, Start: &start, Until: steps[len(steps)-1], Logf: r.o.Logf, RetryFor: r.o.RetryFor,
 		OnAppend: func(e session.Event, tail string) {
-			if e.Type != session.TypeStart {
-				if err := shadow.Apply(e); err != nil {
-					panic(err) // the worker folded the same event already
-				}
+			if e.Type != session.TypeStart && shadowErr == nil {
+				shadowErr = shadow.Apply(e) // the worker folded the same event already
 			}
 			record(tail)
 		}}
 	if _, err := w.Run(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	if next != len(steps) {
-		return fmt.Errorf("%s: the run stopped before fork step %d", name, steps[next])
+	if shadowErr != nil {
+		return nil, fmt.Errorf("%s: %w", name, shadowErr)
 	}
-	branches := map[branchKey]branchRun{}
-	for _, f := range steps {
-		p := at[f]
-		fires := spec.Policy != nil && spec.Policy.Fires(shadow.World.Features(p.state))
-		for _, arm := range spec.Arms {
-			for rep := range spec.Replicas {
-				child := fmt.Sprintf("%s/f%d/%s/r%d", name, f, arm, rep)
-				bw := Worker{Log: c, Logf: o.Logf}
-				res, err := Fork(ctx, bw, name, p.offset, child, f, arm, rep, spec.Policy)
+	if len(at) != len(steps) {
+		return nil, fmt.Errorf("%s: the run stopped before fork step %d", name, steps[len(at)])
+	}
+	K := r.plan.Replicas
+	for i, p := range at {
+		f := &res.Forks[i]
+		var err error
+		if f.Checkpoint, err = p.s.Checkpoint(f.ForkStep); err != nil {
+			return nil, fmt.Errorf("%s at fork step %d: %w", name, f.ForkStep, err)
+		}
+		f.Features = p.s.Play.Features(f.Features)
+		f.Hidden = p.s.Play.Hidden(f.Hidden)
+		f.Cost = p.s.Play.Cost()
+		f.Over = p.s.Play.Over()
+		if r.plan.Fires != nil {
+			f.Fires = r.plan.Fires(f.Features)
+		}
+		fired := f.Fires
+		for ai, arm := range r.plan.Arms {
+			for rep := range K {
+				child := fmt.Sprintf("%s/f%d/%s/r%d", name, f.ForkStep, arm, rep)
+				bw := Worker{Log: r.c, Logf: r.o.Logf, RetryFor: r.o.RetryFor}
+				br, err := forkWith(ctx, bw, name, p.offset, child, f.ForkStep, arm, rep,
+					func(*session.Session) (bool, error) { return fired, nil })
 				if err != nil && !errors.Is(err, ErrFinished) {
-					return err
+					return nil, err
 				}
-				s := res.Session
-				if s.Outcome == nil {
-					return fmt.Errorf("%s: the branch did not finish", child)
+				s := br.Session
+				if s.Outcome == nil || s.Branch == nil {
+					return nil, fmt.Errorf("%s: the branch did not finish", child)
 				}
-				_, intervened := fork.Intervention(arm, fires)
-				branches[branchKey{prefixKey{uint64(cfg.ID), seed, f}, arm, rep}] = branchRun{final: s.State, success: *s.Outcome.Success, intervened: intervened}
+				b := &f.Branches[ai*K+rep]
+				b.Success, b.Intervened = *s.Outcome.Success, s.Branch.Recovery != ""
+				b.Cost = s.Play.Cost().Sub(f.Cost)
 			}
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for f, p := range at {
-		r.prefixes[prefixKey{uint64(cfg.ID), seed, f}] = p
-	}
-	for k, b := range branches {
-		r.branches[k] = b
-	}
-	return nil
+	return res, nil
 }

@@ -1,7 +1,7 @@
 // Package agent runs agent sessions on the session log: a worker plays one
-// session of a fork-lab world with its scripted fake model and appends every
-// event to the session's stream, so that the session's state lives in the
-// log rather than in the worker.
+// session of any registered fork-lab world (lab.Lookup) with its scripted
+// fake model and appends every event to the session's stream, so that the
+// session's state lives in the log rather than in the worker.
 //
 // A worker is one incarnation of its session. The session name is the
 // producer id and the incarnation is the epoch (docs/epochs.md): on start a
@@ -21,12 +21,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"time"
 
+	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/sessions/session"
 	"github.com/forklab/forklab/stream/client"
 )
@@ -45,6 +47,10 @@ var ErrFenced = errors.New("fenced by a newer incarnation")
 // incarnation finished and closed meanwhile; like ErrFenced it means this
 // worker is a zombie, refused before writing.
 var ErrClosed = errors.New("session closed")
+
+// ErrNoSession reports a session to resume (Worker.Start nil) whose stream
+// does not exist.
+var ErrNoSession = errors.New("no such session: its stream does not exist")
 
 // ErrForeign reports a stream that holds another session than the one asked
 // for.
@@ -183,7 +189,7 @@ func (w *Worker) Run(ctx context.Context) (Result, error) {
 	tail, err := w.readFold(ctx, s, client.Start)
 	if client.IsNotFound(err) {
 		if w.Start == nil {
-			return res, fmt.Errorf("session %s does not exist", w.Stream)
+			return res, fmt.Errorf("session %s: %w", w.Stream, ErrNoSession)
 		}
 		err = w.retry(ctx, "create "+w.Stream, func() error {
 			_, _, err := w.Log.Create(ctx, w.Stream, client.CreateOptions{ContentType: ContentType})
@@ -197,8 +203,8 @@ func (w *Worker) Run(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	res.Session, res.Tail = *s, tail
-	if s.Started && w.Start != nil && !sameStart(s, *w.Start) {
-		return res, fmt.Errorf("%s: %w: it runs seed %d with its own parameters, not the session asked for", w.Stream, ErrForeign, s.Seed)
+	if s.Started && w.Start != nil && !bytes.Equal(s.Start.Encode(), w.Start.Encode()) {
+		return res, fmt.Errorf("%s: %w: it holds %s, not the session asked for (%s)", w.Stream, ErrForeign, describeStart(s.Start), describeStart(*w.Start))
 	}
 	if s.Finished() {
 		return res, fmt.Errorf("%s: %w (outcome folded from %d events)", w.Stream, ErrFinished, s.Events)
@@ -251,7 +257,10 @@ func (w *Worker) Run(ctx context.Context) (Result, error) {
 	if w.Fork != nil && s.Branch == nil {
 		// A fork inside a turn first completes the turn.
 		for !s.Between() {
-			e, _ := s.Next(0)
+			e, _, err := s.Next(0)
+			if err != nil {
+				return res, err
+			}
 			if err := w.step(ctx, app, s, e, &res, false); err != nil {
 				return res, err
 			}
@@ -261,7 +270,10 @@ func (w *Worker) Run(ctx context.Context) (Result, error) {
 		}
 	}
 	for {
-		e, ok := s.Next(w.Until)
+		e, ok, err := s.Next(w.Until)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", w.Stream, err)
+		}
 		if !ok {
 			break
 		}
@@ -321,9 +333,18 @@ func (w *Worker) append(ctx context.Context, app *client.Appender, e session.Eve
 	return r.Next, err
 }
 
-func sameStart(s *session.Session, want session.Event) bool {
-	got := session.Start(s.World.P, s.Model, s.Seed)
-	return bytes.Equal(got.Encode(), want.Encode())
+// describeStart names a session_start's world, seed, parameters and model
+// for a refusal.
+func describeStart(e session.Event) string {
+	b, _ := json.Marshal(struct {
+		P any         `json:"params"`
+		M *fork.Model `json:"model"`
+	}{e.Params, e.Model})
+	seed := "?"
+	if e.Seed != nil {
+		seed = fmt.Sprint(*e.Seed)
+	}
+	return fmt.Sprintf("world %s seed %s %s", e.World, seed, b)
 }
 
 func newNonce() string {

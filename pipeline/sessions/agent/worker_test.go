@@ -12,7 +12,9 @@ import (
 
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/sessions/session"
-	"github.com/forklab/forklab/pipeline/worlds/counter"
+	"github.com/forklab/forklab/pipeline/sessions/sessiontest"
+	"github.com/forklab/forklab/pipeline/world"
+	_ "github.com/forklab/forklab/pipeline/worlds/counter" // registers the counter world
 	"github.com/forklab/forklab/stream/client"
 	"github.com/forklab/forklab/stream/kafkalog"
 	"github.com/forklab/forklab/stream/server"
@@ -37,10 +39,24 @@ func startLog(t testing.TB, addr, dir string) *service.Service {
 	return svc
 }
 
-var noisy = func() (counter.Params, fork.Model) {
-	p := counter.Default()
-	p.PStall, p.PObsNoise = 0.1, 0.05
-	return p, fork.Model{Temperature: 0.2, NoTool: 0.5}
+// start returns the session_start of a session of the registered world.
+func start(t testing.TB, worldName string, p world.Params, m fork.Model, seed uint64) session.Event {
+	t.Helper()
+	e, err := session.NewStart(worldName, p, m, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// noisy is the start of a noisy counter session.
+func noisy(t testing.TB, seed uint64) session.Event {
+	return start(t, "counter", world.Params{"p_stall": 0.1, "p_obs_noise": 0.05}, fork.Model{Temperature: 0.2, NoTool: 0.5}, seed)
+}
+
+// tiny is the start of a session of the test-only world.
+func tiny(t testing.TB, seed uint64) session.Event {
+	return start(t, sessiontest.Name, world.Params{"goal": 5}, fork.Model{Temperature: 0.15, NoTool: 0.4}, seed)
 }
 
 // expected returns the domain events of an uninterrupted session, computed
@@ -87,13 +103,18 @@ func equalEvents(t *testing.T, got, want []string) {
 	}
 }
 
+// For the counter and for a world registered only in this test.
 func TestUninterruptedAndResumedSessionsWriteTheSameEvents(t *testing.T) {
+	sessiontest.Register(t)
 	svc := startLog(t, "127.0.0.1:0", t.TempDir())
 	c := client.New(svc.URL)
-	p, m := noisy()
 	ctx := context.Background()
-	for seed := uint64(0); seed < 6; seed++ {
-		start := session.Start(p, m, seed)
+	for i := range 8 {
+		seed := uint64(i)
+		start := noisy(t, seed)
+		if i%2 == 1 {
+			start = tiny(t, seed)
+		}
 		want := expected(t, start)
 
 		name := fmt.Sprintf("whole-%d", seed)
@@ -147,8 +168,7 @@ func TestZombieIsFenced(t *testing.T) {
 func zombie(t *testing.T, successorFinishes bool) {
 	svc := startLog(t, "127.0.0.1:0", t.TempDir())
 	c := client.New(svc.URL)
-	p, m := noisy()
-	start := session.Start(p, m, 3)
+	start := noisy(t, 3)
 	hang, wake := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	zombie := &Worker{Log: c, Stream: "zombie", Start: &start, OnAppend: func(e session.Event, _ string) {
@@ -191,8 +211,7 @@ func zombie(t *testing.T, successorFinishes bool) {
 func TestSameEpochClaimLosesWithoutWriting(t *testing.T) {
 	svc := startLog(t, "127.0.0.1:0", t.TempDir())
 	c := client.New(svc.URL)
-	p, m := noisy()
-	start := session.Start(p, m, 4)
+	start := noisy(t, 4)
 	if _, _, err := c.Create(context.Background(), "race", client.CreateOptions{ContentType: ContentType}); err != nil {
 		t.Fatal(err)
 	}
@@ -225,28 +244,58 @@ func TestFinishedForeignAndCorruptSessions(t *testing.T) {
 	svc := startLog(t, "127.0.0.1:0", t.TempDir())
 	c := client.New(svc.URL)
 	ctx := context.Background()
-	p, m := counter.Default(), fork.Model{NoTool: 0.5}
-	start := session.Start(p, m, 7)
-	if _, err := (&Worker{Log: c, Stream: "done", Start: &start}).Run(ctx); err != nil {
+	begin := start(t, "counter", nil, fork.Model{NoTool: 0.5}, 7)
+	if _, err := (&Worker{Log: c, Stream: "done", Start: &begin}).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := c.Head(ctx, "done")
-	if _, err := (&Worker{Log: c, Stream: "done", Start: &start}).Run(ctx); !errors.Is(err, ErrFinished) {
+	if _, err := (&Worker{Log: c, Stream: "done", Start: &begin}).Run(ctx); !errors.Is(err, ErrFinished) {
 		t.Fatalf("finished session: got %v", err)
 	}
-	other := session.Start(p, m, 8)
+	other := begin
+	other.Seed = new(uint64)
+	*other.Seed = 8
 	c.Create(ctx, "half", client.CreateOptions{ContentType: ContentType})
-	c.NewAppender("half", "x", 0, ContentType).Append(ctx, start.Encode())
+	c.NewAppender("half", "x", 0, ContentType).Append(ctx, begin.Encode())
 	if _, err := (&Worker{Log: c, Stream: "half", Start: &other}).Run(ctx); !errors.Is(err, ErrForeign) {
 		t.Fatalf("foreign session: got %v", err)
 	}
-	c.Create(ctx, "junk", client.CreateOptions{ContentType: ContentType})
-	c.NewAppender("junk", "x", 0, ContentType).Append(ctx, []byte(`{"type":"chat","text":"hello"}`))
-	junkBefore, _ := c.Head(ctx, "junk")
-	if _, err := (&Worker{Log: c, Stream: "junk", Start: &start}).Run(ctx); !errors.Is(err, session.ErrFold) {
-		t.Fatalf("corrupt session: got %v", err)
+	// Streams the fold refuses: the worker stops before writing anything.
+	oldVersion := begin
+	oldVersion.WorldVersion = "1"
+	events, _ := session.Uninterrupted(begin)
+	liar := events[2] // the tool_result of turn 1, with an observation the world never made
+	liar.Obs = []byte(`{"obs":4,"steps":1}`)
+	refused := map[string]client.Info{"done": before}
+	for name, tc := range map[string]struct {
+		events [][]byte
+		want   string
+	}{
+		"junk":        {[][]byte{[]byte(`{"type":"chat","text":"hello"}`)}, `not a session event`},
+		"old-version": {[][]byte{oldVersion.Encode()}, `world counter version "1"`},
+		"liar":        {[][]byte{begin.Encode(), events[1].Encode(), liar.Encode()}, `observation {"obs":4,"steps":1}, the replay {"obs":`},
+	} {
+		c.Create(ctx, name, client.CreateOptions{ContentType: ContentType})
+		app := c.NewAppender(name, "x", 0, ContentType)
+		for _, e := range tc.events {
+			if _, err := app.Append(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		refused[name], _ = c.Head(ctx, name)
+		_, err := (&Worker{Log: c, Stream: name, Start: &begin}).Run(ctx)
+		if !errors.Is(err, session.ErrFold) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: got %v, want a fold error containing %q", name, err, tc.want)
+		}
+		// Resuming without a session_start of its own refuses it too.
+		if _, err := (&Worker{Log: c, Stream: name}).Run(ctx); !errors.Is(err, session.ErrFold) {
+			t.Fatalf("%s resumed as it is: got %v", name, err)
+		}
 	}
-	for name, b := range map[string]client.Info{"done": before, "junk": junkBefore} {
+	if _, err := (&Worker{Log: c, Stream: "nothing-here"}).Run(ctx); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("resuming a missing session: got %v", err)
+	}
+	for name, b := range refused {
 		after, _ := c.Head(ctx, name)
 		if after.Tail != b.Tail {
 			t.Errorf("%s: a refusing worker appended (tail %s -> %s)", name, b.Tail, after.Tail)
@@ -264,8 +313,7 @@ func TestWorkerWaitsForTheLog(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	c := client.New("http://" + addr)
-	p, m := noisy()
-	start := session.Start(p, m, 9)
+	start := noisy(t, 9)
 	var mu sync.Mutex
 	var reports []string
 	done := make(chan error, 1)

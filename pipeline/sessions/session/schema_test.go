@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/sessions/sessiontest"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// Every event the fold produces or accepts validates against
+// Every event the fold produces or accepts, for the counter and for a
+// world registered only in this test, validates against
 // schemas/session-event.schema.json, and the schema refuses foreign ones.
 func TestEventsMatchTheSchema(t *testing.T) {
+	sessiontest.Register(t)
 	f, err := os.Open("../../../schemas/session-event.schema.json")
 	if err != nil {
 		t.Fatal(err)
@@ -44,14 +48,19 @@ func TestEventsMatchTheSchema(t *testing.T) {
 	for _, c := range configs() {
 		for seed := uint64(0); seed < 60; seed++ {
 			var s Session
-			start := Start(c.p, c.m, seed)
+			start := c.start(t, seed)
 			s.Apply(start)
 			events = append(events, start)
 			events = append(events, run(t, &s, 3)...)
 			for _, arm := range []fork.Arm{fork.On, fork.Placebo, fork.Policy} {
+				if !slices.Contains(s.Decl.Arms(), string(arm)) {
+					continue
+				}
 				b := s
-				fe := ForkEvent(3, arm, 1, seed%2 == 0)
-				b.Apply(fe)
+				fe := s.ForkEvent(s.Play.Steps(), arm, 1, seed%2 == 0)
+				if err := b.Apply(fe); err != nil {
+					t.Fatal(err)
+				}
 				events = append(events, fe)
 				events = append(events, run(t, &b, 0)...)
 			}
@@ -74,8 +83,13 @@ func TestEventsMatchTheSchema(t *testing.T) {
 	for _, bad := range []string{
 		`{"type":"model_turn","turn":1}`,
 		`{"type":"model_turn","turn":1,"tool":"increment","no_tool":true}`,
-		`{"type":"tool_result","turn":1,"tool":"increment","obs":1}`,
-		`{"type":"outcome","success":true}`,
+		`{"type":"tool_result","turn":1,"tool":"increment","obs":{"obs":1,"steps":1}}`,
+		`{"type":"model_turn","turn":1,"tool":"no_tool"}`,
+		`{"type":"outcome","success":true,"steps":3}`,
+		`{"type":"outcome","success":true,"steps":3,"obs":{},"declared":true}`,
+		`{"type":"session_start","version":1,"world":"counter","world_version":"2","params":{},"model":{"temperature":0,"no_tool":0},"seed":0}`,
+		`{"type":"session_start","version":2,"world":"counter","params":{},"model":{"temperature":0,"no_tool":0},"seed":0}`,
+		`{"type":"session_start","version":2,"world":"Counter!","world_version":"2","params":{},"model":{"temperature":0,"no_tool":0},"seed":0}`,
 		`{"type":"chat","text":"hi"}`,
 		`{"type":"incarnation","epoch":-1,"nonce":"x"}`,
 	} {

@@ -59,6 +59,9 @@ type runner struct {
 	res   lab.SeedResult
 	hist  []world.Action
 	seeds []uint64
+	// s and final are the run's state and a branch's, kept here so that
+	// passing them by pointer allocates nothing per seed.
+	s, final State
 }
 
 // Run plays seeds [lo, hi).
@@ -82,7 +85,8 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 		}
 		for l := range n {
 			seed := base + l
-			if err := r.seed(seed, r.lab.World.StartWith(seed, r.batch.Lane(int(l)))); err != nil {
+			r.s = r.lab.World.StartWith(seed, r.batch.Lane(int(l)))
+			if err := r.seed(seed); err != nil {
 				return err
 			}
 			if err := emit(&r.res); err != nil {
@@ -93,26 +97,26 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 	return nil
 }
 
-// seed fills r.res with seed's results from its start state s.
-func (r *runner) seed(seed uint64, s State) error {
+// seed fills r.res with seed's results from its start state r.s.
+func (r *runner) seed(seed uint64) error {
+	s, final := &r.s, &r.final
 	res := &r.res
 	res.Resize(&r.inst.Lab.Decl, r.plan)
 	res.Seed = seed
 	w := &r.lab.World
-	res.Task = w.Task(&s, res.Task)
+	res.Task = w.Task(s, res.Task)
 	r.hist = r.hist[:0]
 	prefix := fork.PrefixKey(seed)
 	K := r.plan.Replicas
-	var final State
 	for fi := range res.Forks {
 		f := &res.Forks[fi]
-		r.lab.Advance(&s, prefix, f.ForkStep, &r.hist)
-		f.Over = over(&s)
-		f.Features = w.Features(&s, f.Features)
-		f.Hidden = w.Hidden(&s, f.Hidden)
+		r.lab.Advance(s, prefix, f.ForkStep, &r.hist)
+		f.Over = over(s)
+		f.Features = w.Features(s, f.Features)
+		f.Hidden = w.Hidden(s, f.Hidden)
 		f.Cost = world.Cost{Steps: int64(s.Steps)}
 		var err error
-		if f.Checkpoint, err = r.inst.Encoder.Append(f.Checkpoint, f.ForkStep, r.hist, &s); err != nil {
+		if f.Checkpoint, err = r.inst.Encoder.Append(f.Checkpoint, f.ForkStep, r.hist, s); err != nil {
 			return fmt.Errorf("seed %d fork step %d: checkpoint: %w", seed, f.ForkStep, err)
 		}
 		if r.plan.Fires != nil {
@@ -121,7 +125,7 @@ func (r *runner) seed(seed uint64, s State) error {
 		for ai, arm := range r.plan.Arms {
 			for rep := range K {
 				b := &f.Branches[ai*K+rep]
-				b.Success, b.Intervened = r.lab.Branch(&final, &s, seed, f.ForkStep, arm, rep, f.Fires)
+				b.Success, b.Intervened = r.lab.Branch(final, s, seed, f.ForkStep, arm, rep, f.Fires)
 				b.Cost = world.Cost{Steps: int64(final.Steps - s.Steps)}
 			}
 		}

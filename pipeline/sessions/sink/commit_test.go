@@ -1,0 +1,262 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/forklab/forklab/stream/client"
+	"github.com/forklab/forklab/stream/kafkalog"
+	"github.com/segmentio/kafka-go"
+)
+
+// produceRaw writes forklab records of stream name straight to partition 0
+// of the data topic with chosen timestamps (the log service stamps its own
+// records with the time of the append): a create, then one append per
+// value.
+func produceRaw(t *testing.T, brokers []string, name string, times []time.Time, values []string) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "forklab.streams", RequiredAcks: kafka.RequireAll,
+		Balancer: kafka.BalancerFunc(func(kafka.Message, ...int) int { return 0 }), BatchTimeout: time.Millisecond}
+	defer w.Close()
+	h := func(op string, rec int) []kafka.Header {
+		return []kafka.Header{{Key: kafkalog.HeaderOp, Value: []byte(op)}, {Key: kafkalog.HeaderStream, Value: []byte(name)},
+			{Key: kafkalog.HeaderGen, Value: []byte("1")}, {Key: kafkalog.HeaderRec, Value: []byte(fmt.Sprint(rec))},
+			{Key: kafkalog.HeaderContentType, Value: []byte(js)}}
+	}
+	msgs := []kafka.Message{{Key: []byte(name), Headers: h("create", 0), Time: times[0]}}
+	for i, v := range values {
+		msgs = append(msgs, kafka.Message{Key: []byte(name), Value: []byte(v), Headers: h("append", i+1), Time: times[i]})
+	}
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var errCrash = errors.New("crash (test)")
+
+// crashAt returns a hook that fails the n-th time (from 1) the commit
+// reaches point: the sink stops there as if killed.
+func crashAt(point string, n int) func(string) error {
+	var mu sync.Mutex
+	seen := 0
+	return func(p string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if p == point {
+			if seen++; seen == n {
+				return errCrash
+			}
+		}
+		return nil
+	}
+}
+
+// A batch whose events fall on two dates is two files with one name. Killed
+// after the first file's rename, between the renames and the commit, or
+// after the commit, the sink started again — with other rotation settings —
+// ends the batch where its files say, writes the missing file, finds the
+// existing one byte-identical, and the union holds every event once.
+func TestSinkRedoAfterCrash(t *testing.T) {
+	day1 := time.Date(2025, 6, 1, 23, 59, 59, 0, time.UTC)
+	day2 := day1.Add(2 * time.Second)
+	for _, point := range []string{"file-renamed", "files-durable", "committed"} {
+		t.Run(point, func(t *testing.T) {
+			svc := startLog(t, t.TempDir(), 1)
+			var vals []string
+			var times []time.Time
+			for i := range 9 {
+				vals = append(vals, fmt.Sprintf(`{"i":%d}`, i))
+				times = append(times, []time.Time{day1, day2}[i%2])
+			}
+			produceRaw(t, svc.Brokers, "d/s", times, vals)
+			out := t.TempDir()
+			cfg := Config{Brokers: svc.Brokers, Out: out, RotateRecords: 100, testHook: crashAt(point, 1)}
+			if _, err := Run(context.Background(), cfg); !errors.Is(err, errCrash) {
+				t.Fatalf("crash run: %v", err)
+			}
+			name := FileName("forklab.streams", 0, 0, 9)
+			day1File := filepath.Join(out, Dir, "event_date=2025-06-01", name)
+			day2File := filepath.Join(out, Dir, "event_date=2025-06-02", name)
+			first, err := os.ReadFile(day1File)
+			if err != nil {
+				t.Fatalf("the first file of the batch: %v", err)
+			}
+			_, err = os.Stat(day2File)
+			if (point == "file-renamed") != os.IsNotExist(err) {
+				t.Fatalf("second file after a crash at %s: %v", point, err)
+			}
+			// Started again with a rotation that would cut elsewhere.
+			rep := run(t, Config{Brokers: svc.Brokers, Out: out, RotateRecords: 2})
+			want := map[string]int{"file-renamed": 1, "files-durable": 2, "committed": 0}[point]
+			if rep.Rewritten != want || len(rep.Differing) != 0 {
+				t.Fatalf("restart: %+v, want %d files found as they were", rep, want)
+			}
+			if again, _ := os.ReadFile(day1File); string(again) != string(first) {
+				t.Fatal("the first file changed")
+			}
+			files := readSink(t, out)
+			rows := byStream(t, out)[genRef{"d/s", 1}]
+			if len(files) != 2 || len(rows) != 9 || rows[8].Event != `{"i":8}` {
+				t.Fatalf("%d files, %d events", len(files), len(rows))
+			}
+			if files[0].rel != filepath.Join(Dir, "event_date=2025-06-01", name) || len(files[0].rows) != 5 || len(files[1].rows) != 4 {
+				t.Fatalf("files %s (%d rows), %s (%d rows)", files[0].rel, len(files[0].rows), files[1].rel, len(files[1].rows))
+			}
+		})
+	}
+}
+
+// With --follow a batch closes at --rotate-records events, and the rest
+// closes --rotate-interval after its first record though nothing more
+// comes; cancelling commits the open batch.
+func TestSinkFollowRotates(t *testing.T) {
+	svc := startLog(t, t.TempDir(), 1)
+	c := client.New(svc.URL)
+	ctx := context.Background()
+	_, _, err := c.Create(ctx, "f/s", client.CreateOptions{ContentType: js})
+	mustDo(t, err)
+	out := t.TempDir()
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(runCtx, Config{Brokers: svc.Brokers, Out: out, Follow: true, RotateRecords: 5, RotateInterval: 300 * time.Millisecond})
+		done <- err
+	}()
+	w := c.NewAppender("f/s", "w", 0, js)
+	for i := range 12 {
+		_, err := w.Append(ctx, []byte(fmt.Sprintf(`{"i":%d}`, i)))
+		mustDo(t, err)
+	}
+	var sizes []int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		sizes = sizes[:0]
+		total := 0
+		for _, f := range readSink(t, out) {
+			sizes = append(sizes, len(f.rows))
+			total += len(f.rows)
+		}
+		if total == 12 {
+			break
+		}
+	}
+	// Count rotations cut 5 and 5; the interval closes the last 2 (the
+	// appends may straddle a rotation interval, which closes a batch early).
+	if fmt.Sprint(sizes) != "[5 5 2]" {
+		t.Logf("files of %v events (an interval rotation came between the appends)", sizes)
+		n := 0
+		for _, s := range sizes {
+			n += s
+			if s > 5 {
+				t.Fatalf("a file of %d events: --rotate-records 5 not applied", s)
+			}
+		}
+		if n != 12 {
+			t.Fatalf("files of %v events: the interval did not close the last batch", sizes)
+		}
+	}
+	_, err = w.Append(ctx, []byte(`{"i":12}`))
+	mustDo(t, err)
+	time.Sleep(100 * time.Millisecond) // read, not yet rotated
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("follow run: %v", err)
+	}
+	rows := byStream(t, out)[genRef{"f/s", 1}]
+	if len(rows) != 13 {
+		t.Fatalf("after cancel: %d events, want the open batch committed too (13)", len(rows))
+	}
+}
+
+// Retention that removes records before the sink reads them is reported
+// with its size — the partition's offsets, the records missing in a stream,
+// a stream whose create is gone, a fork's inherited events — and the sink
+// goes on with what Kafka holds.
+func TestSinkReportsRetentionGaps(t *testing.T) {
+	svc := startLog(t, t.TempDir(), 1)
+	c := client.New(svc.URL)
+	ctx := context.Background()
+	_, _, err := c.Create(ctx, "g/a", client.CreateOptions{ContentType: js, Data: []byte(`{"i":0}`)}) // offset 0
+	mustDo(t, err)
+	wa := c.NewAppender("g/a", "w", 0, js)
+	app := func(w *client.Appender, body string) {
+		t.Helper()
+		_, err := w.Append(ctx, []byte(body))
+		mustDo(t, err)
+	}
+	app(wa, `{"i":1}`) // 1
+	app(wa, `{"i":2}`) // 2
+	out := t.TempDir()
+	var logged []string
+	var mu sync.Mutex
+	cfg := Config{Brokers: svc.Brokers, Out: out, Logf: func(f string, a ...any) {
+		mu.Lock()
+		logged = append(logged, fmt.Sprintf(f, a...))
+		mu.Unlock()
+	}}
+	run(t, cfg)
+	app(wa, `{"i":3}`)                                                                               // 3
+	_, _, err = c.Create(ctx, "g/b", client.CreateOptions{ContentType: js, Data: []byte(`{"b":0}`)}) // 4
+	mustDo(t, err)
+	wb := c.NewAppender("g/b", "w", 0, js)
+	app(wb, `{"b":1}`) // 5
+	app(wa, `{"i":4}`) // 6
+	if err := svc.Broker.Cluster().DeleteRecords("forklab.streams", 0, 6); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Fork(ctx, "g/a/f", "g/a", client.ForkOptions{}) // 7
+	mustDo(t, err)
+	app(c.NewAppender("g/a/f", "w", 0, js), `{"f":1}`) // 8
+	app(wb, `{"b":2}`)                                 // 9
+	logged = nil
+	rep := run(t, cfg)
+	var got []string
+	for _, g := range rep.Gaps {
+		got = append(got, fmt.Sprintf("%s|%d|%d|%d|%s|%d", g.What, g.From, g.To, g.Records, g.Stream, g.Events))
+	}
+	want := []string{
+		"partition 0: offsets 3 to 5 (3 records) were removed by retention before the sink read them|3|5|3||0",
+		"stream g/a (generation 1): 1 records before offset 6 are not in Kafka (removed by retention before the sink read them)|-1|5|1|g/a|0",
+		"stream g/a/f (generation 1): 3 events it inherits from g/a are not in Kafka (removed by retention before the sink read them)|-1|7|0|g/a/f|3",
+		"stream g/b (generation 1): its first 2 records, create included, were removed by retention before the sink read them; its events are numbered from 0 at offset 9|-1|8|2|g/b|0",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("gaps:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	gapLines := 0
+	for _, l := range logged {
+		if strings.HasPrefix(l, "GAP: ") {
+			gapLines++
+		}
+	}
+	if gapLines != 4 {
+		t.Fatalf("%d gap lines logged, want 4: %q", gapLines, logged)
+	}
+	st, _, _, err := loadState(filepath.Join(out, Dir), "forklab.streams", 0, "")
+	if err != nil || len(st.Gaps) != 4 || st.Next != 10 {
+		t.Fatalf("state: %v, next %d, %d gaps", err, st.Next, len(st.Gaps))
+	}
+	// Indexes go on from the events the sink saw (what retention removed
+	// cannot be counted).
+	var evs []string
+	for _, stream := range []string{"g/a", "g/a/f", "g/b"} {
+		for _, f := range readSink(t, out) {
+			for _, r := range f.rows {
+				if r.Stream == stream {
+					evs = append(evs, fmt.Sprintf("%s#%d=%s", stream, r.Index, r.Event))
+				}
+			}
+		}
+	}
+	wantEvs := `g/a#0={"i":0} g/a#1={"i":1} g/a#2={"i":2} g/a#3={"i":4} g/a/f#3={"i":4} g/a/f#4={"f":1} g/b#0={"b":2}`
+	if strings.Join(evs, " ") != wantEvs {
+		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(evs, " "), wantEvs)
+	}
+}
