@@ -135,17 +135,21 @@ func overall(r results.Row, s *Sections, m sweep.Manifest) string {
 func costSentence(rows []results.Row) string {
 	var parts []string
 	for _, c := range rows {
-		unit := c.Str("cost")
-		p := fmt.Sprintf("%s %s per run", Signed(c.Float("extra")), unit)
+		x := c.Float("extra")
+		verb := "costs"
+		if x < 0 {
+			verb = "saves"
+		}
+		p := fmt.Sprintf("%s %s %s per run", verb, Num(math.Abs(x)), c.Str("cost"))
 		if c["per_net_rescue"] != nil {
-			p += fmt.Sprintf(" (%s per net rescue)", Signed(c.Float("per_net_rescue")))
+			p += fmt.Sprintf(" (%s per net rescue)", Num(math.Abs(c.Float("per_net_rescue"))))
 		}
 		parts = append(parts, p)
 	}
 	if len(parts) == 0 {
 		return ""
 	}
-	return " Against off it costs " + strings.Join(parts, " and ") + " (from the fork to the end of the run)."
+	return " From the fork to the end of the run, against off, it " + strings.Join(parts, " and ") + "."
 }
 
 // sliceText writes a slice as a condition: "same_obs = true", "tokens_left
