@@ -65,6 +65,10 @@ writes every one, as DIR/policy-config-C-fork-F.json.`,
 			if err != nil {
 				return err
 			}
+			if len(r.Searched()) == 0 {
+				g := &r.Groups[0]
+				return usageErr("%s: no configuration or fork step could be searched; %s: %s", args[0], report.GroupTitle(db.Manifest, g.ConfigID, g.ForkStep), g.Skipped)
+			}
 			if err := report.WritePolicy(os.Stdout, r, db.Manifest, nil); err != nil {
 				return err
 			}
