@@ -208,3 +208,77 @@ func TestBruteForceCoversEveryKindOfCondition(t *testing.T) {
 		}
 	}
 }
+
+// wide is toy with a wide int feature, cut into quantile buckets.
+var wide = func() world.Declaration {
+	d := toy
+	d.Name = "wide"
+	d.Features = append(append([]world.Field{}, toy.Features...), world.Field{Name: "tokens", Kind: world.Int, Description: "0 to 5000"})
+	return d
+}()
+
+// summary.sql, slices.sql and qini.sql equal the brute force on random
+// pairs with error rows (never labelled, counted apart), an arm besides
+// on, and a wide feature cut at its deciles.
+func TestSummarySlicesQiniMatchBruteForce(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	pairs := randomPairs(r, 8)
+	for i := range pairs {
+		pairs[i].Features = append(pairs[i].Features, world.IntValue(int64(r.IntN(5001))))
+	}
+	db := analysistest.Open(t, wide, pairs)
+	if _, err := db.Exec("SET VARIABLE holdout = 0.3"); err != nil {
+		t.Fatal(err)
+	}
+
+	ok, errs := analysistest.Summary(pairs)
+	errored := 0
+	for _, row := range analysistest.Query(t, db, queries.MustGet("summary")) {
+		g := analysistest.Group{ConfigID: int(results.Int(row["config_id"])), ForkStep: int(results.Int(row["fork_step"])), Arm: row["arm"].(string)}
+		w := ok[g]
+		got := fmt.Sprint(row["pairs"], row["rescued"], row["harmed"], row["sure_thing"], row["lost_cause"], row["errors"])
+		if want := fmt.Sprint(w.Pairs, w.Rescued, w.Harmed, w.SureThing, w.LostCause, errs[g]); got != want {
+			t.Errorf("summary %+v: %s, reference %s", g, got, want)
+		}
+		errored += int(results.Int(row["errors"]))
+	}
+	if errored == 0 {
+		t.Fatal("no error pairs: the test would not show they are counted apart")
+	}
+
+	slices := analysistest.Slices(wide, pairs)
+	got := analysistest.Query(t, db, queries.MustGet("slices"))
+	if len(got) != len(slices) {
+		t.Errorf("%d slices, reference %d", len(got), len(slices))
+	}
+	buckets := 0
+	for _, row := range got {
+		k := analysistest.SliceKey{Group: analysistest.Group{ConfigID: int(results.Int(row["config_id"])), ForkStep: int(results.Int(row["fork_step"])), Arm: row["arm"].(string)},
+			Feature: row["feature"].(string), Value: row["value"].(string)}
+		w, found := slices[k]
+		if g, want := fmt.Sprint(row["pairs"], row["rescued"], row["harmed"]), fmt.Sprint(w.Pairs, w.Rescued, w.Harmed); !found || g != want {
+			t.Errorf("slice %+v: %s, reference %s (found %v)", k, g, want, found)
+		}
+		if k.Feature == "tokens" {
+			buckets++
+		}
+	}
+	if buckets < 5*8 {
+		t.Errorf("tokens cut into %d buckets over 8 configurations, want deciles", buckets)
+	}
+
+	qini := analysistest.Query(t, db, queries.MustGet("qini"))
+	if len(qini) != 11*8 {
+		t.Fatalf("%d Qini rows, want 11 for each of 8 configurations", len(qini))
+	}
+	for _, row := range qini {
+		cfg := int(results.Int(row["config_id"]))
+		pts, q := analysistest.Qini(wide, pairs, cfg, 2, 0.3)
+		p := pts[int(math.Round(results.Float(row["fire_rate"])*10))]
+		near := func(a any, b float64) bool { return math.Abs(results.Float(a)-b) < 1e-9 }
+		if results.Int(row["fired"]) != p.Fired || !near(row["rescued"], p.Rescued) || !near(row["harmed"], p.Harmed) ||
+			!near(row["net"], p.Net) || !near(row["random_net"], p.Rand) || !near(row["qini"], q) {
+			t.Errorf("config %d at %v: %v, reference %+v qini %v", cfg, p.FireRate, row, p, q)
+		}
+	}
+}
