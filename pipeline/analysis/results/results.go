@@ -67,6 +67,13 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("set file_search_path: %w", err)
 	}
+	// Every query that reads a view over the files binds it again, and with
+	// union_by_name that reads every file's footer: keep them (DuckDB checks
+	// a file's modification time before it reuses one).
+	if _, err := db.ExecContext(ctx, "SET parquet_metadata_cache = true"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("set parquet_metadata_cache: %w", err)
+	}
 	for _, setup := range []struct{ name, text string }{{"views (queries.Views)", views}, {"queries/stats.sql", queries.MustGet("stats")}} {
 		if _, err := db.ExecContext(ctx, setup.text); err != nil {
 			db.Close()
