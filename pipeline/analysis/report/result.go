@@ -134,13 +134,18 @@ func overall(r results.Row, s *Sections, m sweep.Manifest) string {
 // rescue, for each cost field: "" without cost rows.
 func costSentence(rows []results.Row) string {
 	var parts []string
+	last := ""
 	for _, c := range rows {
 		x := c.Float("extra")
-		verb := "costs"
+		verb := "costs "
 		if x < 0 {
-			verb = "saves"
+			verb = "saves "
 		}
-		p := fmt.Sprintf("%s %s %s per run", verb, Num(math.Abs(x)), c.Str("cost"))
+		p := fmt.Sprintf("%s %s per run", Num(math.Abs(x)), c.Str("cost"))
+		if verb != last {
+			p = verb + p
+		}
+		last = verb
 		if c["per_net_rescue"] != nil {
 			p += fmt.Sprintf(" (%s per net rescue)", Num(math.Abs(c.Float("per_net_rescue"))))
 		}
@@ -263,16 +268,21 @@ func guard(s *Sections, g *search.Group, m sweep.Manifest, several bool) string 
 	}
 	p += fmt.Sprintf("; with 95%% confidence its held-out harm rate is at most %s (exact Clopper–Pearson bound).", PctUp(c.Holdout.HarmUpper()))
 	var costs []string
+	last := ""
 	for _, k := range reported(r.World) {
 		x := c.Holdout.Extra[k]
 		if math.IsNaN(x) || c.Holdout.Fires == 0 {
 			continue
 		}
-		verb := "costs"
+		verb := "costs "
 		if x < 0 {
-			verb = "saves"
+			verb = "saves "
 		}
-		part := fmt.Sprintf("%s %s %s", verb, Num(math.Abs(x)), fieldName(k))
+		part := fmt.Sprintf("%s %s", Num(math.Abs(x)), fieldName(k))
+		if verb != last {
+			part = verb + part
+		}
+		last = verb
 		if n := c.Holdout.Net(); n > 0 {
 			part += fmt.Sprintf(" (%s per net rescue)", Num(math.Abs(x)/float64(n)))
 		}
