@@ -23,8 +23,10 @@ WITH branch_costs AS (
            count(*)           AS branches,
            avg(cost_steps)    AS steps,
            avg(cost_tokens)   AS tokens,
-           avg(cost_usd)      AS usd,
-           avg(cost_seconds)  AS seconds
+           -- Doubles summed as DECIMAL: the same mean whatever order the
+           -- threads add them in.
+           CAST(avg(CAST(cost_usd AS DECIMAL(38, 18))) AS DOUBLE)     AS usd,
+           CAST(avg(CAST(cost_seconds AS DECIMAL(38, 18))) AS DOUBLE) AS seconds
     FROM branches
     WHERE status = 'ok'
     GROUP BY ALL
@@ -52,9 +54,9 @@ long_costs AS (
 SELECT l.config_id, l.fork_step, l.arm, l.c.cost AS cost,
        l.branches, l.c.mean AS mean, o.c.mean AS mean_off,
        CAST(l.pairs AS BIGINT) AS pairs,
-       l.c.total_extra / l.pairs AS extra,
+       CAST(l.c.total_extra AS DOUBLE) / l.pairs AS extra,
        CAST(l.net AS BIGINT) AS net,
-       CASE WHEN l.net > 0 THEN l.c.total_extra / l.net END AS per_net_rescue
+       CASE WHEN l.net > 0 THEN CAST(l.c.total_extra AS DOUBLE) / l.net END AS per_net_rescue
 FROM long_costs AS l
 LEFT JOIN long_costs AS o
   ON o.config_id = l.config_id AND o.fork_step = l.fork_step AND o.arm = 'off' AND o.c.cost = l.c.cost

@@ -257,11 +257,13 @@ SELECT config_id, fork_step, rank,
        CAST(search_rescued AS BIGINT) AS search_rescued, CAST(search_harmed AS BIGINT) AS search_harmed,
        CAST(search_harmed_clean AS BIGINT) AS search_harmed_clean,
        CAST(search_rescued - search_harmed AS BIGINT) AS search_net,
-       search_extra_steps, search_extra_tokens, search_extra_usd, search_extra_seconds,
+       CAST(search_extra_steps AS DOUBLE) AS search_extra_steps, CAST(search_extra_tokens AS DOUBLE) AS search_extra_tokens,
+       CAST(search_extra_usd AS DOUBLE) AS search_extra_usd, CAST(search_extra_seconds AS DOUBLE) AS search_extra_seconds,
        CAST(holdout_pairs AS BIGINT) AS holdout_pairs, CAST(holdout_fires AS BIGINT) AS holdout_fires,
        CAST(holdout_rescued AS BIGINT) AS holdout_rescued, CAST(holdout_harmed AS BIGINT) AS holdout_harmed,
        CAST(holdout_harmed_clean AS BIGINT) AS holdout_harmed_clean,
        CAST(holdout_rescued - holdout_harmed AS BIGINT) AS holdout_net,
-       holdout_extra_steps, holdout_extra_tokens, holdout_extra_usd, holdout_extra_seconds
+       CAST(holdout_extra_steps AS DOUBLE) AS holdout_extra_steps, CAST(holdout_extra_tokens AS DOUBLE) AS holdout_extra_tokens,
+       CAST(holdout_extra_usd AS DOUBLE) AS holdout_extra_usd, CAST(holdout_extra_seconds AS DOUBLE) AS holdout_extra_seconds
 FROM ranked
 ORDER BY config_id, fork_step, rank;

@@ -350,9 +350,17 @@ func (g gen) groups() string {
 	return "SELECT p.config_id, p.fork_step, p.arm, p.status,\n       " + heldOut + " AS held_out,\n" +
 		"       p.quadrant, p.fault,\n       " + strings.Join(cols, ", ") + ",\n" +
 		"       count(*) AS n,\n" +
-		"       sum(p.extra_steps) AS extra_steps, sum(p.extra_tokens) AS extra_tokens,\n" +
-		"       sum(p.extra_usd) AS extra_usd, sum(p.extra_seconds) AS extra_seconds\n" +
+		"       " + exactSum("extra_steps") + ", " + exactSum("extra_tokens") + ",\n" +
+		"       " + exactSum("extra_usd") + ", " + exactSum("extra_seconds") + "\n" +
 		"FROM pair_rows AS p\nGROUP BY ALL"
+}
+
+// exactSum sums a pairs' extra cost column exactly, as DECIMAL(38, 18):
+// a sum of doubles depends on the order DuckDB's threads add them in, and
+// the same sweep would then show 24.000000000000004 one day and 24 the
+// next. The queries turn the sums back into DOUBLE when they print them.
+func exactSum(col string) string {
+	return fmt.Sprintf("sum(CAST(p.%s AS DECIMAL(38, 18))) AS %s", col, col)
 }
 
 // values is feature_values: how many ok pairs took each value of each

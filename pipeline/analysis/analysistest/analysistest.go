@@ -25,6 +25,7 @@ import (
 	"testing"
 
 	"github.com/duckdb/duckdb-go/v2"
+	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/world"
 	"github.com/forklab/forklab/queries"
 )
@@ -122,11 +123,10 @@ func Open(t testing.TB, d world.Declaration, pairs []Pair) *sql.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("duckdb", "")
+	db, err := duck.Open("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { db.Close() })
 	exec := func(q string) {
 		t.Helper()
