@@ -3,9 +3,9 @@
 --
 -- Inputs: pair_cells and feature_buckets (the views of queries.Views), the
 --   macros of stats.sql. Only pairs with status 'ok' count. A bool or enum
---   feature is sliced by value, a number by value when it takes few values
---   and otherwise by quantile buckets (feature_bins says which, with the
---   edges). The hidden_ columns are ground truth, never features, and are
+--   feature is sliced by value, and so is an int whose values span fewer
+--   than 12 integers; any other number by quantile buckets (feature_bins
+--   says which, with the edges). The hidden_ columns are ground truth, never features, and are
 --   not sliced here.
 -- Output: one row per configuration, fork step, treatment arm, feature and
 --   bucket, in declaration order and bucket order: config_id, fork_step,

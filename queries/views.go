@@ -2,6 +2,7 @@ package queries
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/forklab/forklab/pipeline/world"
@@ -9,21 +10,18 @@ import (
 
 // Bucketing of numeric features, for slices and policy triggers.
 const (
-	// MaxValues is the most distinct values a numeric feature may take
-	// and still be sliced value by value: an int feature whose values span
-	// at most MaxValues integers, or any numeric feature with at most
-	// MaxValues distinct values among the sampled checkpoints (and not
-	// many more among all of them).
+	// MaxValues bounds the int features sliced value by value: those
+	// whose values span at most MaxValues integers (max - min < MaxValues).
 	MaxValues = 12
 	// Buckets is the number of quantile buckets of any other numeric
 	// feature: edges at its deciles (equal edges merge, so there may be
 	// fewer).
 	Buckets = 10
-	// QuantileSample is about how many checkpoints the quantiles and
-	// distinct-value counts are read from: a deterministic sample chosen
-	// by a hash of the seed, so the same sweep always gets the same
-	// buckets. A sweep with fewer checkpoints uses all of them.
-	QuantileSample = 100_000
+	// Digits is how many significant digits such a feature's values keep
+	// (truncated towards minus infinity) before they are counted: its
+	// bucket edges have that many, and the one pass over the pairs groups
+	// at most a few thousand values of it, however many the runs took.
+	Digits = 3
 )
 
 // View is one view over a results directory of schema version 2 (the
@@ -64,20 +62,23 @@ type View struct {
 //     description, from the declaration;
 //   - pair_groups: the one pass over the pairs the report's queries share:
 //     pairs counted once per configuration, fork step, arm, status, side
-//     of the split (held_out), quadrant, fault flag and feature values,
-//     with their extra costs summed;
+//     of the split (held_out), quadrant, fault flag and feature values (a
+//     wide int or a float truncated to Digits significant digits), with
+//     their extra costs summed exactly;
+//   - feature_ranges: for each int feature, whether its values span fewer
+//     than MaxValues integers, from the files' column statistics;
 //   - feature_values, feature_bins: how often each numeric feature took
 //     each value, and so how each feature is bucketed (by value, or at
-//     its deciles);
+//     its deciles, values truncated to Digits significant digits);
 //   - pair_cells: pair_groups with each feature replaced by its bucket
 //     (the list profile, in declaration order), split and label spelt
 //     out: the small table slices, the policy search, the Qini curve and
 //     the summary read;
 //   - feature_buckets: each bucket present, its label and edges.
 //
-// Only the generated views (config_params, pairs, features, hidden,
-// feature_catalog, pair_groups, feature_values, pair_cells) depend on the
-// declaration; the queries of this package read them and nothing
+// Only the generated views (the file views, config_params, features,
+// hidden, feature_catalog, feature_ranges, pair_groups, feature_values,
+// pair_cells) depend on the declaration; the queries of this package read them and nothing
 // world-specific. pair_groups reads every pair; a caller running several
 // queries materialises it once (CREATE TEMP TABLE pair_groups AS FROM
 // main.pair_groups shadows the view; see results.DB.Prepare).
@@ -111,6 +112,8 @@ func ViewDefs(d world.Declaration) ([]View, error) {
 			Select: g.long("checkpoints", d.Hidden, "hidden_")},
 		{Name: "feature_catalog", Comment: "one row per declared feature: feature_order, feature, type, enum_values, description",
 			Select: g.catalog()},
+		{Name: "feature_ranges", Base: true, Comment: "one row: for each int feature, whether its values span fewer than 12 integers (read from the pairs files' column statistics)",
+			Select: g.ranges()},
 		{Name: "pair_groups", Comment: "pairs counted once per configuration, fork step, arm, status, side of the split (held_out), quadrant, fault and feature values, with summed extra cost: the one pass over the pairs the report's queries share",
 			Select: g.groups()},
 		{Name: "feature_values", Comment: "one row per numeric feature and value: how many ok pairs took it",
@@ -344,15 +347,72 @@ const heldOut = "((CAST(p.seed & 4294967295 AS UBIGINT) * 2654435761) & 42949672
 // feature values are counted once, their extra costs summed.
 func (g gen) groups() string {
 	var cols []string
-	for _, f := range g.d.Features {
-		cols = append(cols, "p."+ident(f.Name))
+	for i, f := range g.d.Features {
+		col := "p." + ident(f.Name)
+		switch f.Kind {
+		case world.Int:
+			// A narrow int keeps its values; a wide one is truncated.
+			col = fmt.Sprintf("CASE WHEN r.small%d THEN CAST(%s AS DOUBLE) ELSE %s END AS %s", i+1, col, truncate("CAST("+col+" AS DOUBLE)"), ident(f.Name))
+		case world.Float:
+			col = truncate(col) + " AS " + ident(f.Name)
+		}
+		cols = append(cols, col)
+	}
+	var small []string
+	for i, f := range g.d.Features {
+		if f.Kind == world.Int {
+			small = append(small, fmt.Sprintf("coalesce(bool_and(small) FILTER (WHERE feature_order = %d), false) AS small%d", i+1, i+1))
+		}
+	}
+	ranges := "(SELECT 1) AS r"
+	if len(small) > 0 {
+		ranges = "(SELECT " + strings.Join(small, ", ") + " FROM feature_ranges) AS r"
 	}
 	return "SELECT p.config_id, p.fork_step, p.arm, p.status,\n       " + heldOut + " AS held_out,\n" +
-		"       p.quadrant, p.fault,\n       " + strings.Join(cols, ", ") + ",\n" +
+		"       p.quadrant, p.fault,\n       " + strings.Join(cols, ",\n       ") + ",\n" +
 		"       count(*) AS n,\n" +
 		"       " + exactSum("extra_steps") + ", " + exactSum("extra_tokens") + ",\n" +
 		"       " + exactSum("extra_usd") + ", " + exactSum("extra_seconds") + "\n" +
-		"FROM pair_rows AS p\nGROUP BY ALL"
+		"FROM pair_rows AS p, " + ranges + "\nGROUP BY ALL"
+}
+
+// truncate is x truncated towards minus infinity to Digits significant
+// digits (NULL stays NULL). Since a bucket edge has Digits significant
+// digits, x >= edge exactly when truncate(x) >= edge: the truncation
+// changes no bucket and no trigger. The 1e-7 guards against a product
+// such as 0.57 * 1000 = 569.9999999999999.
+func truncate(x string) string {
+	scale := fmt.Sprintf("(%d - CAST(floor(log10(abs(%s))) AS INTEGER))", Digits-1, x)
+	return fmt.Sprintf("CASE WHEN %[1]s IS NULL OR %[1]s = 0 OR isinf(%[1]s) OR isnan(%[1]s) THEN %[1]s\n"+
+		"                WHEN %[2]s >= 0 THEN floor(%[1]s * pow(10, %[2]s) + 1e-7) / pow(10, %[2]s)\n"+
+		"                ELSE floor(%[1]s / pow(10, -%[2]s) + 1e-7) * pow(10, -%[2]s) END", x, scale)
+}
+
+// ranges is feature_ranges: one row per int feature, saying whether its
+// values span fewer than MaxValues integers (small), read from the Parquet
+// column statistics of the pairs files (no scan: the footers are read
+// anyway). A row group without statistics where the column has values
+// makes the answer false: the feature is then cut at its deciles.
+func (g gen) ranges() string {
+	var items []string
+	for i, f := range g.d.Features {
+		if f.Kind != world.Int {
+			continue
+		}
+		c := fmt.Sprintf("path_in_schema = %s", lit(f.Name))
+		items = append(items, fmt.Sprintf("{'feature_order': %[3]d, 'small':\n"+
+			"               coalesce(max(TRY_CAST(stats_max_value AS DOUBLE)) FILTER (WHERE %[1]s)\n"+
+			"                 - min(TRY_CAST(stats_min_value AS DOUBLE)) FILTER (WHERE %[1]s) < %[2]d, false)\n"+
+			"               AND count(*) FILTER (WHERE %[1]s AND coalesce(stats_null_count, 0) < num_values\n"+
+			"                   AND (TRY_CAST(stats_min_value AS DOUBLE) IS NULL OR TRY_CAST(stats_max_value AS DOUBLE) IS NULL)) = 0}",
+			c, MaxValues, i+1))
+	}
+	if len(items) == 0 {
+		return "SELECT CAST(NULL AS INTEGER) AS feature_order, CAST(NULL AS BOOLEAN) AS small WHERE false"
+	}
+	return "SELECT CAST(r.feature_order AS INTEGER) AS feature_order, r.small\n" +
+		"FROM (SELECT unnest([" + strings.Join(items, ",\n           ") + "]) AS r\n" +
+		"      FROM parquet_metadata('pairs/*/*/*.parquet'))"
 }
 
 // exactSum sums a pairs' extra cost column exactly, as DECIMAL(38, 18):
@@ -364,7 +424,8 @@ func exactSum(col string) string {
 }
 
 // values is feature_values: how many ok pairs took each value of each
-// numeric feature, read from pair_groups.
+// numeric feature, read from pair_groups (a wide int or a float truncated
+// to Digits significant digits there).
 func (g gen) values() string {
 	var items []string
 	for i, f := range g.d.Features {
@@ -380,14 +441,14 @@ func (g gen) values() string {
 		"      FROM pair_groups WHERE status = 'ok')\nGROUP BY ALL"
 }
 
-// featureBins is feature_bins, generic: it reads feature_values and
-// feature_catalog. A bool or enum feature is sliced by value; so is a
-// numeric one whose values span at most MaxValues integers (int) or that
-// takes at most MaxValues distinct values. Any other numeric feature is cut
-// at its deciles over the ok pairs (a decile is the smallest value whose
-// cumulative share reaches it, as quantile_disc), rounded to three
-// significant digits; its buckets' lower edges are its minimum and the
-// distinct rounded deciles above it.
+// featureBins is feature_bins, generic: it reads feature_values,
+// feature_catalog and feature_ranges' verdicts (through pair_groups: a
+// narrow int keeps its values there). A bool or enum feature is sliced by
+// value, and so is an int whose values span fewer than MaxValues integers.
+// Any other numeric feature is cut at the deciles of its values over the
+// ok pairs (truncated to Digits significant digits; a decile is the
+// smallest value whose cumulative share reaches it, as quantile_disc); its
+// buckets' lower edges are its minimum and the distinct deciles above it.
 var featureBins = `WITH stats AS (
     SELECT feature_order, min(value) AS lo, max(value) AS hi, count(*) AS distinct_values, sum(n) AS total
     FROM feature_values
@@ -399,12 +460,8 @@ cumulative AS (
     FROM feature_values
     WHERE value IS NOT NULL
 ),
--- Deciles rounded to three significant digits, so that bucket labels and
--- triggers read "0.131", not "0.1305293691080493".
 deciles AS (
-    SELECT c.feature_order, d.i,
-           CASE WHEN min(c.value) = 0 THEN 0.0
-                ELSE round(min(c.value), 2 - CAST(floor(log10(abs(min(c.value)))) AS INTEGER)) END AS edge
+    SELECT c.feature_order, d.i, min(c.value) AS edge
     FROM cumulative AS c
     JOIN stats AS s USING (feature_order), range(1, ` + fmt.Sprint(Buckets) + `) AS d(i)
     WHERE c.cum >= s.total * d.i / ` + fmt.Sprint(Buckets) + `
@@ -420,17 +477,24 @@ edges AS (
     SELECT s.feature_order, s.lo, s.hi, s.distinct_values, list_prepend(s.lo, coalesce(a.above, [])) AS edges
     FROM stats AS s
     LEFT JOIN above AS a USING (feature_order)
+),
+-- An int is sliced by value when its values kept their digits in
+-- pair_groups (feature_ranges found it narrow) or need no truncation.
+by_value AS (
+    SELECT c.feature_order, c.feature, c.type,
+           c.type IN ('bool', 'enum') OR e.lo IS NULL
+             OR (c.type = 'int' AND e.hi - e.lo < ` + fmt.Sprint(MaxValues) + `
+                 AND (coalesce(r.small, false) OR greatest(abs(e.lo), abs(e.hi)) < ` + fmt.Sprintf("%g", math.Pow(10, Digits)) + `)) AS by_value
+    FROM feature_catalog AS c
+    LEFT JOIN edges AS e USING (feature_order)
+    LEFT JOIN feature_ranges AS r USING (feature_order)
 )
-SELECT c.feature_order, c.feature, c.type,
-       c.type IN ('bool', 'enum') OR e.lo IS NULL
-         OR (c.type = 'int' AND e.hi - e.lo < ` + fmt.Sprint(MaxValues) + `) OR e.distinct_values <= ` + fmt.Sprint(MaxValues) + ` AS by_value,
+SELECT v.feature_order, v.feature, v.type, v.by_value,
        e.distinct_values, e.lo AS min_value, e.hi AS max_value,
-       CASE WHEN c.type IN ('bool', 'enum') OR e.lo IS NULL
-                 OR (c.type = 'int' AND e.hi - e.lo < ` + fmt.Sprint(MaxValues) + `) OR e.distinct_values <= ` + fmt.Sprint(MaxValues) + `
-            THEN NULL ELSE e.edges END AS edges
-FROM feature_catalog AS c
+       CASE WHEN v.by_value THEN NULL ELSE e.edges END AS edges
+FROM by_value AS v
 LEFT JOIN edges AS e USING (feature_order)
-ORDER BY c.feature_order`
+ORDER BY v.feature_order`
 
 // key is the bucket key of feature f in pair_cells: bool 0/1, an enum's
 // position among its declared values (0 for an undeclared value), a

@@ -202,8 +202,21 @@ func Open(t testing.TB, d world.Declaration, pairs []Pair) *sql.DB {
 	for c := range configs {
 		exec(fmt.Sprintf("INSERT INTO configs VALUES (%d, '%s', '%s', '{}', 0, 0.5)", c, d.Name, d.Version))
 	}
+	// feature_ranges reads the files' statistics; here, the table.
+	var ranges []string
+	for i, f := range d.Features {
+		if f.Kind == world.Int {
+			ranges = append(ranges, fmt.Sprintf("{'feature_order': %d, 'small': coalesce(max(%q) - min(%q) < 12, false)}", i+1, f.Name, f.Name))
+		}
+	}
+	if len(ranges) > 0 {
+		exec("CREATE VIEW feature_ranges AS SELECT CAST(r.feature_order AS INTEGER) AS feature_order, r.small FROM (SELECT unnest([" +
+			strings.Join(ranges, ", ") + "]) AS r FROM pair_rows)")
+	} else {
+		exec("CREATE VIEW feature_ranges AS SELECT CAST(NULL AS INTEGER) AS feature_order, CAST(NULL AS BOOLEAN) AS small WHERE false")
+	}
 	for _, v := range views {
-		if v.Base && v.Name != "pair_rows" && v.Name != "configs" && v.Name != "params" && v.Name != "tasks" && v.Name != "checkpoints" && v.Name != "branches" {
+		if v.Base && v.Name != "pair_rows" && v.Name != "feature_ranges" && v.Name != "configs" && v.Name != "params" && v.Name != "tasks" && v.Name != "checkpoints" && v.Name != "branches" {
 			t.Fatalf("unexpected base view %s", v.Name)
 		}
 		if !v.Base {
@@ -296,19 +309,21 @@ func numText(x float64) string {
 	return strconv.FormatFloat(x, 'g', -1, 64)
 }
 
-// round3 rounds x to three significant digits as DuckDB's round(x, d)
-// does with d = 2 - floor(log10(|x|)).
-func round3(x float64) float64 {
-	if x == 0 {
-		return 0
+// Truncate truncates x towards minus infinity to three significant
+// digits, as the views do to a wide int or a float before counting its
+// values (with the same 1e-7 guard against 0.57 * 1000 =
+// 569.9999999999999).
+func Truncate(x float64) float64 {
+	if x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		return x
 	}
-	d := 2 - int(math.Floor(math.Log10(math.Abs(x))))
-	if d < 0 {
-		m := math.Pow(10, float64(-d))
-		return math.Round(x/m) * m
+	s := 2 - int(math.Floor(math.Log10(math.Abs(x))))
+	if s >= 0 {
+		m := math.Pow(10, float64(s))
+		return math.Floor(x*m+1e-7) / m
 	}
-	m := math.Pow(10, float64(d))
-	return math.Round(x*m) / m
+	m := math.Pow(10, float64(-s))
+	return math.Floor(x/m+1e-7) * m
 }
 
 // Cut is how a feature is bucketed: by value, or at Edges (lower edges,
@@ -320,10 +335,10 @@ type Cut struct {
 
 // Cuts computes every feature's cut from the ok pairs of every arm,
 // configuration and fork step, as feature_bins documents it: bool and enum
-// by value; a number by value when an int spans fewer than 13 integers or
-// the number takes at most 12 distinct values; otherwise at its deciles
-// (the smallest value whose cumulative count reaches i/10 of all), rounded
-// to three significant digits, above its minimum.
+// by value, and an int whose values span fewer than 12 integers; any other
+// number at the deciles of its values truncated to three significant
+// digits (the smallest value whose cumulative count reaches i/10 of all),
+// above its minimum.
 func Cuts(d world.Declaration, pairs []Pair) []Cut {
 	cuts := make([]Cut, len(d.Features))
 	for i, f := range d.Features {
@@ -331,14 +346,21 @@ func Cuts(d world.Declaration, pairs []Pair) []Cut {
 		if f.Kind != world.Int && f.Kind != world.Float {
 			continue
 		}
+		lo, hi, any := math.Inf(1), math.Inf(-1), false
+		for _, p := range pairs {
+			if !p.Error && !p.Features[i].Null {
+				x := p.Features[i].Number(f.Kind)
+				lo, hi, any = math.Min(lo, x), math.Max(hi, x), true
+			}
+		}
+		if !any || (f.Kind == world.Int && hi-lo < 12) {
+			continue
+		}
 		count := map[float64]int64{}
 		for _, p := range pairs {
 			if !p.Error && !p.Features[i].Null {
-				count[p.Features[i].Number(f.Kind)]++
+				count[Truncate(p.Features[i].Number(f.Kind))]++
 			}
-		}
-		if len(count) == 0 {
-			continue
 		}
 		vals := make([]float64, 0, len(count))
 		var total int64
@@ -347,21 +369,17 @@ func Cuts(d world.Declaration, pairs []Pair) []Cut {
 			total += n
 		}
 		sort.Float64s(vals)
-		lo, hi := vals[0], vals[len(vals)-1]
-		if (f.Kind == world.Int && hi-lo < 12) || len(vals) <= 12 {
-			continue
-		}
 		cuts[i].ByValue = false
-		edges := []float64{lo}
+		edges := []float64{vals[0]}
 		seen := map[float64]bool{}
 		for q := int64(1); q < 10; q++ {
 			var cum int64
 			for _, v := range vals {
 				cum += count[v]
 				if float64(cum) >= float64(total*q)/10 {
-					if e := round3(v); e > lo && !seen[e] {
-						seen[e] = true
-						edges = append(edges, e)
+					if v > vals[0] && !seen[v] {
+						seen[v] = true
+						edges = append(edges, v)
 					}
 					break
 				}
@@ -396,6 +414,7 @@ func (c Cut) Key(f world.Field, v world.Value) (float64, bool) {
 	if c.ByValue {
 		return x, true
 	}
+	x = Truncate(x)
 	k := c.Edges[0]
 	for _, e := range c.Edges {
 		if x >= e {

@@ -143,10 +143,11 @@ func (r *DB) Materialize(ctx context.Context, holdout float64) error {
 }
 
 // fileArg is a relative path given to one of DuckDB's file readers.
-var fileArg = regexp.MustCompile(`(?i)\b(read_(?:parquet|json|json_auto|ndjson|csv|csv_auto|text|blob)\s*\(\s*)'([^'/][^']*)'`)
+var fileArg = regexp.MustCompile(`(?i)\b((?:read_(?:parquet|json|json_auto|ndjson|csv|csv_auto|text|blob)|parquet_metadata)\s*\(\s*)'([^'/][^']*)'`)
 
 // AbsPaths returns SQL text with the relative paths its file readers
-// (read_parquet('pairs/…'), read_json, …) take made absolute under dir.
+// (read_parquet('pairs/…'), read_json, …, parquet_metadata) take made
+// absolute under dir.
 // The sandbox (duck.Lock) checks a path before DuckDB resolves it against
 // file_search_path, so the views forklab runs in process read absolute
 // paths; the text of queries/ keeps relative ones, for the duckdb CLI and
