@@ -23,10 +23,10 @@ WITH branch_costs AS (
            count(*)           AS branches,
            avg(cost_steps)    AS steps,
            avg(cost_tokens)   AS tokens,
-           -- Doubles summed as DECIMAL: the same mean whatever order the
-           -- threads add them in.
-           CAST(avg(CAST(cost_usd AS DECIMAL(38, 18))) AS DOUBLE)     AS usd,
-           CAST(avg(CAST(cost_seconds AS DECIMAL(38, 18))) AS DOUBLE) AS seconds
+           -- Doubles summed as DECIMAL (to 10^-6): the same mean whatever
+           -- order the threads add them in.
+           CAST(avg(CAST(cost_usd AS DECIMAL(18, 6))) AS DOUBLE)     AS usd,
+           CAST(avg(CAST(cost_seconds AS DECIMAL(18, 6))) AS DOUBLE) AS seconds
     FROM branches
     WHERE status = 'ok'
     GROUP BY ALL

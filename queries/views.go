@@ -115,7 +115,7 @@ func ViewDefs(d world.Declaration) ([]View, error) {
 		{Name: "feature_ranges", Base: true, Comment: "one row: for each int feature, whether its values span fewer than 12 integers (read from the pairs files' column statistics)",
 			Select: g.ranges()},
 		{Name: "pair_groups", Comment: "pairs counted once per configuration, fork step, arm, status, side of the split (held_out), quadrant, fault and feature values, with summed extra cost: the one pass over the pairs the report's queries share",
-			Select: g.groups()},
+			Select: g.groups(nil)},
 		{Name: "feature_values", Comment: "one row per numeric feature and value: how many ok pairs took it",
 			Select: g.values()},
 		{Name: "feature_bins", Comment: "one row per feature: how slices and triggers bucket it (by value, or quantile edges)",
@@ -344,36 +344,51 @@ const heldOut = "((CAST(p.seed & 4294967295 AS UBIGINT) * 2654435761) & 42949672
 // groups is pair_groups: the one pass over the pairs every report query
 // shares. Pairs with the same configuration, fork step, arm, status, side
 // of the split, quadrant (which says the label too), fault flag and
-// feature values are counted once, their extra costs summed.
-func (g gen) groups() string {
-	var cols []string
+// feature values are counted once, their extra costs summed. A narrow int
+// keeps its values, a wide int or a float is truncated to Digits
+// significant digits. narrow says which ints are narrow: nil reads it from
+// feature_ranges row by row (the view); PairGroups passes what
+// feature_ranges said, so the pass groups raw integers.
+func (g gen) groups(narrow map[string]bool) string {
+	var cols, small []string
 	for i, f := range g.d.Features {
 		col := "p." + ident(f.Name)
-		switch f.Kind {
-		case world.Int:
-			// A narrow int keeps its values; a wide one is truncated.
+		switch {
+		case f.Kind == world.Int && narrow == nil:
 			col = fmt.Sprintf("CASE WHEN r.small%d THEN CAST(%s AS DOUBLE) ELSE %s END AS %s", i+1, col, truncate("CAST("+col+" AS DOUBLE)"), ident(f.Name))
-		case world.Float:
+			small = append(small, fmt.Sprintf("coalesce(bool_and(small) FILTER (WHERE feature_order = %d), false) AS small%d", i+1, i+1))
+		case f.Kind == world.Int && !narrow[f.Name]:
+			col = truncate("CAST("+col+" AS DOUBLE)") + " AS " + ident(f.Name)
+		case f.Kind == world.Float:
 			col = truncate(col) + " AS " + ident(f.Name)
 		}
 		cols = append(cols, col)
 	}
-	var small []string
-	for i, f := range g.d.Features {
-		if f.Kind == world.Int {
-			small = append(small, fmt.Sprintf("coalesce(bool_and(small) FILTER (WHERE feature_order = %d), false) AS small%d", i+1, i+1))
-		}
-	}
-	ranges := "(SELECT 1) AS r"
+	from := "pair_rows AS p"
 	if len(small) > 0 {
-		ranges = "(SELECT " + strings.Join(small, ", ") + " FROM feature_ranges) AS r"
+		from += ", (SELECT " + strings.Join(small, ", ") + " FROM feature_ranges) AS r"
 	}
 	return "SELECT p.config_id, p.fork_step, p.arm, p.status,\n       " + heldOut + " AS held_out,\n" +
 		"       p.quadrant, p.fault,\n       " + strings.Join(cols, ",\n       ") + ",\n" +
 		"       count(*) AS n,\n" +
 		"       " + exactSum("extra_steps") + ", " + exactSum("extra_tokens") + ",\n" +
 		"       " + exactSum("extra_usd") + ", " + exactSum("extra_seconds") + "\n" +
-		"FROM pair_rows AS p, " + ranges + "\nGROUP BY ALL"
+		"FROM " + from + "\nGROUP BY ALL"
+}
+
+// PairGroups returns the query of the view pair_groups for world d with
+// the verdicts of feature_ranges already known (narrow: the int features
+// whose values span fewer than MaxValues integers): the same rows, a
+// narrow int's values grouped as the integers they are rather than through
+// a CASE per row. results.DB.Materialize runs it.
+func PairGroups(d world.Declaration, narrow map[string]bool) (string, error) {
+	if err := d.Validate(); err != nil {
+		return "", err
+	}
+	if narrow == nil {
+		narrow = map[string]bool{}
+	}
+	return gen{d: d}.groups(narrow), nil
 }
 
 // truncate is x truncated towards minus infinity to Digits significant
@@ -415,12 +430,13 @@ func (g gen) ranges() string {
 		"      FROM parquet_metadata('pairs/*/*/*.parquet'))"
 }
 
-// exactSum sums a pairs' extra cost column exactly, as DECIMAL(38, 18):
-// a sum of doubles depends on the order DuckDB's threads add them in, and
-// the same sweep would then show 24.000000000000004 one day and 24 the
-// next. The queries turn the sums back into DOUBLE when they print them.
+// exactSum sums a pairs' extra cost column exactly, each value to 10^-6
+// (DECIMAL(18, 6): a millionth of a step, token, dollar or second): a sum
+// of doubles depends on the order DuckDB's threads add them in, and the
+// same sweep would then show 24.000000000000004 one day and 24 the next.
+// The queries turn the sums back into DOUBLE when they print them.
 func exactSum(col string) string {
-	return fmt.Sprintf("sum(CAST(p.%s AS DECIMAL(38, 18))) AS %s", col, col)
+	return fmt.Sprintf("sum(CAST(p.%s AS DECIMAL(18, 6))) AS %s", col, col)
 }
 
 // values is feature_values: how many ok pairs took each value of each

@@ -621,7 +621,8 @@ func searchGroup(d world.Declaration, cuts []Cut, ps []Pair, o SearchOptions) []
 					if math.IsNaN(s.Extra[i]) {
 						s.Extra[i] = 0
 					}
-					s.Extra[i] += *x
+					// The views sum extra costs to a millionth.
+					s.Extra[i] += math.Round(*x*1e6) / 1e6
 				}
 			}
 		}

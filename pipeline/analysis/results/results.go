@@ -125,11 +125,29 @@ func (r *DB) Materialize(ctx context.Context, holdout float64) error {
 	if !(holdout > 0 && holdout < 1) {
 		return fmt.Errorf("holdout %v: want a share strictly between 0 and 1", holdout)
 	}
+	// Which int features are narrow decides how the pass groups them:
+	// asked first, it lets the pass group their integers as they are.
+	narrow := map[string]bool{}
+	t, err := r.Query(ctx, "SELECT c.feature FROM feature_ranges AS r JOIN feature_catalog AS c USING (feature_order) WHERE r.small")
+	if err != nil {
+		return fmt.Errorf("%s: feature_ranges: %w", r.Dir, err)
+	}
+	for _, row := range t.Rows {
+		narrow[fmt.Sprint(row[0])] = true
+	}
+	groups, err := queries.PairGroups(r.Manifest.Declaration, narrow)
+	if err != nil {
+		return err
+	}
 	stmts := []string{fmt.Sprintf("SET VARIABLE holdout = %s", strconv.FormatFloat(holdout, 'g', -1, 64))}
 	for _, v := range Materialized {
 		stmts = append(stmts, "DROP TABLE IF EXISTS temp."+v)
 	}
 	for _, v := range Materialized {
+		if v == "pair_groups" {
+			stmts = append(stmts, "CREATE TEMP TABLE pair_groups AS\n"+groups)
+			continue
+		}
 		stmts = append(stmts, fmt.Sprintf("CREATE TEMP TABLE %s AS FROM main.%s", v, v))
 	}
 	for _, s := range stmts {

@@ -104,3 +104,27 @@ func TestMaterializeHoldout(t *testing.T) {
 		t.Error("holdout 1 accepted")
 	}
 }
+
+// The pass Materialize runs (queries.PairGroups, narrow ints grouped as
+// integers) counts the same cells as the view pair_groups does (a CASE per
+// row), for a world with narrow ints, wide ints and a float.
+func TestMaterializedPassEqualsView(t *testing.T) {
+	spec := sweep.DefaultSpec()
+	spec.World, spec.ForkAt, spec.Params = "toolloop", []int{2}, world.Params{}
+	spec.Seeds = sweep.Range{Start: 0, End: 600}
+	db := resultstest.Open(t, spec)
+	view := rows(t, db, "SELECT * EXCLUDE (n), n FROM main.pair_groups ORDER BY ALL")
+	cells := rows(t, db, "SELECT * FROM main.pair_cells ORDER BY ALL")
+	if err := db.Materialize(context.Background(), 0.3); err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(t, db, "SELECT * EXCLUDE (n), n FROM temp.pair_groups ORDER BY ALL"); got != view {
+		t.Errorf("materialised pair_groups differs from the view")
+	}
+	if got := rows(t, db, "SELECT * FROM temp.pair_cells ORDER BY ALL"); got != cells {
+		t.Errorf("materialised pair_cells differs from the view")
+	}
+	if got := rows(t, db, "SELECT count(*) FILTER (WHERE small), count(*) FILTER (WHERE NOT small) FROM feature_ranges"); got != "[[6 2]]" {
+		t.Errorf("toolloop's narrow and wide ints: %s", got)
+	}
+}
