@@ -18,7 +18,16 @@ import (
 // agentCmd groups the agent-session subcommands.
 var agentCmd = &cobra.Command{
 	Use:   "agent",
-	Short: "Agent sessions whose state lives in the session log",
+	Short: "Agents: sessions on the session log, and your own agent over the forklab-agent/1 protocol",
+	Long: `agent groups the commands about agents.
+
+run plays one agent session whose every turn is an event on the session log:
+killed and started again, it folds the events and goes on; a zombie of it is
+fenced. check tests an agent you wrote against the forklab-agent/1 protocol
+(docs/agent-protocol.md); serve speaks that protocol for a built-in world.`,
+	Example: `  forklab agent run --session demo --seed 5
+  forklab agent check 'python3 examples/agents/seed_core.py'
+  forklab agent serve --world counter`,
 }
 
 // logFlags are the flags that reach the session log.
