@@ -4,15 +4,17 @@
 // drawings inlined as SVG and the styles sit in the page.
 //
 // The page shows what forklab report prints, from the same numbers
-// (report.Collect): per treatment arm the headline (rescued, harmed,
-// unchanged, net, with the Newcombe interval and McNemar's p); per-slice
-// bars of rescued against harmed for every pre-decision feature, so
-// rescues and harms that cancel in the net stand out; the policy
-// frontier, every candidate trigger as a point (harms against rescues) on
-// the search seeds beside the held-out seeds, the chosen one marked; the
-// uplift (Qini) curve; for noisy sweeps how the counts and interval widths
-// change with the number of replicas voted and of seeds; the Result
-// paragraphs; and the sweep's parameters from its manifest.
+// (report.Collect), for any world: per treatment arm the headline
+// (rescued, harmed, unchanged, net, with the Newcombe interval, McNemar's
+// p and the cost against off); per-slice bars of rescued against harmed
+// for every pre-decision feature the world declares (numbers by value or
+// by quantile bucket), so rescues and harms that cancel in the net stand
+// out; for every configuration and fork step the policy frontier, every
+// candidate trigger as a point (harms against rescues) on the search seeds
+// beside the held-out seeds, the chosen one marked, and the uplift (Qini)
+// curve; for noisy sweeps how the counts and interval widths change with
+// the number of replicas voted and of seeds; the Result paragraphs; and
+// the sweep's parameters from its manifest.
 package htmlreport
 
 import (

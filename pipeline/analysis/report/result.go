@@ -172,14 +172,6 @@ func sliceText(r results.Row) string {
 	return r.Str("feature") + " = " + v
 }
 
-func configsIn(s *Sections) int {
-	seen := map[int64]bool{}
-	for _, r := range s.Summary.Records() {
-		seen[r.Int("config_id")] = true
-	}
-	return len(seen)
-}
-
 // where names the slice with the best and the worst net for r's
 // configuration, fork step and arm.
 func where(r results.Row, s *Sections) string {
