@@ -16,6 +16,11 @@
 #   bench-cpu       user and system seconds of `forklab sweep` over 1,000,000
 #                   seeds with one worker: the figure to compare on a busy
 #                   machine, where wall time says little
+#   bench-report    the whole report (forklab report) over a sweep of
+#                   BENCH_REPORT_SEEDS seeds (default 10,000,000; or the
+#                   finished sweep FORKLAB_BENCH_REPORT_DIR): best wall
+#                   seconds, CPU seconds, peak memory, and the ratios to the
+#                   per-feature SQL's 12.8 s and 1.2 GB (target 3 s, 512 MiB)
 #   bench-profile   CPU profile of the end-to-end benchmark into
 #                   $(BENCH_OUT)/cpu.prof, and its top functions
 #
@@ -27,13 +32,16 @@ BENCH_BIN   ?= $(if $(BIN),$(BIN),bin/forklab)
 BENCH_OUT   ?= /tmp/forklab-bench
 BENCH_COUNT ?= 3
 
-.PHONY: bench-sweep bench-mem bench-stages bench-cpu bench-profile
+.PHONY: bench-sweep bench-mem bench-stages bench-cpu bench-profile bench-report
 
 bench-sweep:
 	$(BENCH_GO) test -run '^$$' -bench 'SweepEndToEnd' -benchtime 3x -count $(BENCH_COUNT) -timeout 60m ./pipeline/analysis/report
 
 bench-mem:
 	$(BENCH_GO) test -run '^$$' -bench 'SweepPeakMemory' -benchtime 1x -timeout 60m ./pipeline/analysis/report
+
+bench-report:
+	$(BENCH_GO) test -run '^$$' -bench 'ReportAtScale' -benchtime $(BENCH_COUNT)x -timeout 60m ./pipeline/analysis/report
 
 bench-stages:
 	$(BENCH_GO) test -run '^$$' -bench 'Stages' -benchtime 5x -count $(BENCH_COUNT) ./pipeline/lab/sweep

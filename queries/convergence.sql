@@ -2,31 +2,36 @@
 -- voted and the number of seeds? (For noisy sweeps: with a greedy model every
 -- replica is the same and only the seeds matter.)
 --
--- Inputs: branches and tasks (views.sql), the macros of stats.sql.
---   Replicas voted: k = 1, 3, 5, … up to the sweep's replicas, the first k
---   replicas of each arm, labelled by strict majority (odd k: no ties).
---   Seeds: the first n seeds of the sweep's range, n = 100, 300, 1000, 3000,
---   … below the total, and all of them.
+-- Inputs: branches and tasks (the views of queries.Views), the macros of
+--   stats.sql. Replicas voted: k = 1, 3, 5, … up to the sweep's replicas,
+--   the first k replicas of each arm, labelled by strict majority (odd k: no
+--   ties), as the sweep labels pairs. A pair counts only when the first k
+--   replicas of both sides finished (status 'ok'). Seeds: the first n seeds
+--   of each configuration's range, n = 100, 300, 1000, 3000, … below its
+--   total, and all of them.
 -- Output: one row per configuration, fork step, treatment arm, k and n:
 --   config_id, fork_step, arm, replicas_voted, seeds, rescued, harmed,
 --   unchanged, net, net_rate, net_lo, net_hi (Newcombe 95%), ci_width
 --   (net_hi − net_lo), mcnemar_p.
-WITH first_seed AS (
-    SELECT min(seed) AS s0, count(DISTINCT seed) AS total FROM tasks
+WITH first_seeds AS (
+    SELECT config_id, min(seed) AS s0, count(DISTINCT seed) AS total FROM tasks GROUP BY config_id
 ),
 replica_counts AS (
     SELECT range AS k FROM range(1, (SELECT max(replica) + 2 FROM branches), 2)
 ),
 seed_counts AS (
-    SELECT n FROM (VALUES (100), (300), (1000), (3000), (10000), (30000), (100000), (300000),
-                          (1000000), (3000000)) AS v(n), first_seed
-    WHERE n < total
+    SELECT f.config_id, f.s0, v.n
+    FROM first_seeds AS f,
+         (VALUES (100), (300), (1000), (3000), (10000), (30000), (100000), (300000),
+                 (1000000), (3000000)) AS v(n)
+    WHERE v.n < f.total
     UNION
-    SELECT total FROM first_seed
+    SELECT config_id, s0, total FROM first_seeds
 ),
 votes AS (
     SELECT b.config_id, b.fork_step, b.seed, b.arm, r.k,
-           2 * count(*) FILTER (WHERE b.success) > r.k AS success
+           2 * count(*) FILTER (WHERE b.status = 'ok' AND b.success) > r.k AS success,
+           count(*) FILTER (WHERE b.status = 'ok') = r.k                    AS complete
     FROM branches AS b
     JOIN replica_counts AS r ON b.replica < r.k
     GROUP BY b.config_id, b.fork_step, b.seed, b.arm, r.k
@@ -37,17 +42,17 @@ paired AS (
     FROM votes AS t
     JOIN votes AS c ON c.config_id = t.config_id AND c.fork_step = t.fork_step
                    AND c.seed = t.seed AND c.k = t.k AND c.arm = 'off'
-    WHERE t.arm <> 'off'
+    WHERE t.arm <> 'off' AND t.complete AND c.complete
 ),
 counted AS (
     SELECT p.config_id, p.fork_step, p.arm, p.k AS replicas_voted, n.n AS seeds,
-           count(*) FILTER (WHERE p.treatment AND NOT p.control) AS rescued,
-           count(*) FILTER (WHERE p.control AND NOT p.treatment) AS harmed,
-           count(*) FILTER (WHERE p.control AND p.treatment)     AS sure_thing,
+           count(*) FILTER (WHERE p.treatment AND NOT p.control)     AS rescued,
+           count(*) FILTER (WHERE p.control AND NOT p.treatment)     AS harmed,
+           count(*) FILTER (WHERE p.control AND p.treatment)         AS sure_thing,
            count(*) FILTER (WHERE NOT p.control AND NOT p.treatment) AS lost_cause,
-           count(*) AS pairs
-    FROM paired AS p, seed_counts AS n, first_seed AS f
-    WHERE p.seed - f.s0 < n.n
+           count(*)                                                  AS pairs
+    FROM paired AS p
+    JOIN seed_counts AS n ON n.config_id = p.config_id AND p.seed - n.s0 < n.n
     GROUP BY ALL
 )
 SELECT config_id, fork_step, arm, replicas_voted, seeds, rescued, harmed,
@@ -60,4 +65,4 @@ SELECT config_id, fork_step, arm, replicas_voted, seeds, rescued, harmed,
          - newcombe_lo(sure_thing, rescued, harmed, lost_cause) AS ci_width,
        mcnemar_p(rescued, harmed)                             AS mcnemar_p
 FROM counted
-ORDER BY config_id, fork_step, arm, replicas_voted, seeds;
+ORDER BY config_id, fork_step, list_position(['off', 'on', 'placebo', 'aa', 'policy'], arm) NULLS LAST, arm, replicas_voted, seeds;

@@ -1,65 +1,84 @@
 -- How much net gain does recovery bring as it fires on more runs, best runs
--- first? The uplift (Qini) curve of the always-on arm on held-out seeds.
+-- first? For every configuration and fork step, the uplift (Qini) curve of
+-- the always-on arm on the held-out seeds.
 --
--- Inputs: pairs of arm 'on' (views.sql) of one configuration; variables
---   config_id [0] and holdout [0.3] as in policy_search.sql (same split).
--- Score: each held-out pair is scored by the net rate (rescued − harmed) /
---   pairs of its feature cell (equal same_obs, repeat_run, obs_value,
---   steps_used, budget_left) on the search seeds — a lookup-table uplift
---   model; cells unseen in the search set score 0. Pairs fire best score
---   first (ties by seed, then fork step).
--- Output: eleven rows, firing rate 0, 0.1, …, 1:
---   fire_rate, fired (pairs fired), rescued, harmed, net (cumulative
---   rescued − harmed among fired pairs), random_net (net expected from
---   firing the same share at random: fire_rate × total net),
---   qini (the Qini coefficient: area between the curve and the random line
---   with both axes as shares of held-out pairs, i.e. the mean over firing
---   rates of (net − random_net) / pairs; the same on every row).
-WITH settings AS (
-    SELECT coalesce(getvariable('config_id'), 0) AS config_id,
-           coalesce(getvariable('holdout'), 0.3) AS holdout
+-- Inputs: pair_cells (the views of queries.Views, which make the split as
+--   policy_search.sql reads it: variable holdout, default 0.3), arm 'on',
+--   pairs with status 'ok'.
+-- Score: each bucket profile (the buckets of every feature, as slices and
+--   policy_search.sql cut them) is scored by its net rate (rescued − harmed)
+--   / pairs on the search seeds — a lookup-table uplift model; profiles
+--   unseen there score 0. Held-out pairs fire best score first. Pairs of
+--   equal score cannot be told apart, so they fire together, in proportion:
+--   between the boundaries of equal-score groups the curve is a straight
+--   line (the mean over every order of the tied pairs), and rescued, harmed
+--   and net can be fractional there.
+-- Output: per configuration and fork step, eleven rows, firing rate 0, 0.1,
+--   …, 1: config_id, fork_step, fire_rate, fired (held-out pairs fired:
+--   round(fire_rate × held-out pairs)), rescued, harmed, net (rescued −
+--   harmed among them), random_net (net expected from firing the same
+--   share at random: fire_rate × total net), and
+--   qini, the Qini coefficient of the whole curve (the same on each row of
+--   a configuration and fork step): the area between the curve and the
+--   random line, both axes as shares of the held-out pairs — positive when
+--   the score ranks rescues before harms, 0 for a random ranking.
+WITH on_cells AS (
+    SELECT config_id, fork_step, split, profile, n,
+           CASE WHEN label = 'rescued' THEN n ELSE 0 END AS rescued,
+           CASE WHEN label = 'harmed' THEN n ELSE 0 END  AS harmed
+    FROM pair_cells
+    WHERE arm = 'on' AND status = 'ok'
 ),
-split_pairs AS (
-    SELECT p.*,
-           CASE WHEN ((p.seed::HUGEINT * 2654435761) % 4294967296) / 4294967296.0 < s.holdout
-                THEN 'holdout' ELSE 'search' END AS split,
-           CASE p.label WHEN 'rescued' THEN 1 WHEN 'harmed' THEN -1 ELSE 0 END AS gain
-    FROM pairs AS p, settings AS s
-    WHERE p.arm = 'on' AND p.config_id = s.config_id
-),
-cell_scores AS (
-    SELECT same_obs, repeat_run, obs_value, steps_used, budget_left, avg(gain) AS score
-    FROM split_pairs WHERE split = 'search'
+scores AS (
+    SELECT config_id, fork_step, profile, (sum(rescued) - sum(harmed)) / sum(n) AS score
+    FROM on_cells
+    WHERE split = 'search'
     GROUP BY ALL
 ),
-held_out_ordered AS (
-    SELECT row_number() OVER (ORDER BY coalesce(c.score, 0) DESC, h.seed, h.fork_step) AS k,
-           count(*) OVER () AS m, h.gain
-    FROM split_pairs AS h
-    LEFT JOIN cell_scores AS c USING (same_obs, repeat_run, obs_value, steps_used, budget_left)
+-- Held-out pairs grouped by score: each group fires as one.
+score_groups AS (
+    SELECT h.config_id, h.fork_step, coalesce(s.score, 0) AS score,
+           sum(h.n) AS n, sum(h.rescued) AS rescued, sum(h.harmed) AS harmed
+    FROM on_cells AS h
+    LEFT JOIN scores AS s USING (config_id, fork_step, profile)
     WHERE h.split = 'holdout'
+    GROUP BY ALL
 ),
+-- Cumulative counts at the end of each group, best score first.
 curve AS (
-    SELECT k, m,
-           sum(CASE WHEN gain = 1 THEN 1 ELSE 0 END) OVER (ORDER BY k)  AS rescued,
-           sum(CASE WHEN gain = -1 THEN 1 ELSE 0 END) OVER (ORDER BY k) AS harmed,
-           sum(gain) OVER (ORDER BY k)                                  AS net,
-           sum(gain) OVER ()                                            AS total_net
-    FROM held_out_ordered
+    SELECT config_id, fork_step, n, rescued, harmed,
+           sum(n) OVER w                 AS x1,
+           sum(rescued) OVER w           AS rescued1,
+           sum(harmed) OVER w            AS harmed1,
+           sum(n) OVER g                 AS m,
+           sum(rescued - harmed) OVER g  AS total_net
+    FROM score_groups
+    WINDOW w AS (PARTITION BY config_id, fork_step ORDER BY score DESC ROWS UNBOUNDED PRECEDING),
+           g AS (PARTITION BY config_id, fork_step)
 ),
+segments AS (
+    SELECT *, x1 - n AS x0, rescued1 - rescued AS rescued0, harmed1 - harmed AS harmed0 FROM curve
+),
+-- The area under the straight segments minus the random line's, over m².
 area AS (
-    SELECT coalesce(sum(net - k * total_net / m) / (max(m) * max(m)), 0) AS qini FROM curve
+    SELECT config_id, fork_step,
+           sum((x1 - x0) * ((rescued0 - harmed0) + (rescued1 - harmed1)) / 2
+               - total_net / m * (x1 * x1 - x0 * x0) / 2) / (max(m) * max(m)) AS qini,
+           max(m) AS m, max(total_net) AS total_net
+    FROM segments
+    GROUP BY ALL
 ),
 deciles AS (
-    SELECT i / 10.0 AS fire_rate FROM range(0, 11) AS r(i)
+    SELECT a.config_id, a.fork_step, a.m, a.total_net, a.qini, r.i / 10.0 AS fire_rate, round(r.i / 10.0 * a.m) AS fired
+    FROM area AS a, range(0, 11) AS r(i)
 )
-SELECT d.fire_rate,
-       coalesce(c.k, 0)                                AS fired,
-       coalesce(c.rescued, 0)                          AS rescued,
-       coalesce(c.harmed, 0)                           AS harmed,
-       coalesce(c.net, 0)                              AS net,
-       d.fire_rate * coalesce((SELECT max(total_net) FROM curve), 0) AS random_net,
-       a.qini
+SELECT d.config_id, d.fork_step, d.fire_rate, CAST(d.fired AS BIGINT) AS fired,
+       coalesce(s.rescued0 + (d.fired - s.x0) / s.n * s.rescued, 0)                         AS rescued,
+       coalesce(s.harmed0 + (d.fired - s.x0) / s.n * s.harmed, 0)                           AS harmed,
+       coalesce((s.rescued0 - s.harmed0) + (d.fired - s.x0) / s.n * (s.rescued - s.harmed), 0) AS net,
+       d.fire_rate * d.total_net + 0.0                                                      AS random_net,
+       d.qini
 FROM deciles AS d
-LEFT JOIN curve AS c ON c.k = round(d.fire_rate * c.m), area AS a
-ORDER BY d.fire_rate;
+LEFT JOIN segments AS s
+  ON s.config_id = d.config_id AND s.fork_step = d.fork_step AND d.fired > s.x0 AND d.fired <= s.x1
+ORDER BY d.config_id, d.fork_step, d.fire_rate;

@@ -3,12 +3,13 @@
 // with the question, its inputs and its output columns, then CTEs named for
 // what they hold.
 //
-// views.sql defines the views the other files read (tasks, checkpoints,
-// branches, pairs) over a results directory with paths relative to it, so
-// the files also run unchanged from the duckdb command-line tool started in
-// the results directory:
-//
-//	cd out && cat ../queries/views.sql ../queries/summary.sql | duckdb
+// The files read views, never a world's own columns: Views generates, from
+// a world's declaration, the views over a results directory (tasks,
+// checkpoints, branches, pairs, features, …) and the small helper views the
+// queries share (pair_cells: every pair counted once per bucket of every
+// feature). stats.sql defines the statistics macros. With both defined, the
+// files run unchanged in any DuckDB session opened in the results
+// directory; forklab sql and results.duckdb expose them as views.
 package queries
 
 import (
@@ -55,12 +56,12 @@ func Names() []string {
 	return names
 }
 
-// ReportViews lists the query files results.duckdb (forklab db) and forklab sql expose as views, named as
-// the files: every file of queries/ that is one query (not views.sql or
-// stats.sql, which define objects), in name order; those that read the
+// ReportViews lists the query files results.duckdb (forklab db) and forklab
+// sql expose as views, named as the files: every file of queries/ that is
+// one query (not stats.sql, which defines macros), in name order; those that read the
 // events view (session_events) only when the directory has events. The
-// views are computed when queried: policy_search and qini read the
-// variables of DefaultVars then (SET VARIABLE holdout = 0.2 changes them).
+// views are computed when queried: policy_search and qini read their
+// variables then (SET VARIABLE holdout = 0.2 changes them).
 func ReportViews(events bool) []string {
 	var names []string
 	for _, name := range Names() {

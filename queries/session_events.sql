@@ -1,7 +1,7 @@
 -- What happened inside each pair's branches? A sweep played on the session
 -- log (forklab sweep --from-log), joined with the events of its sessions.
 --
--- Inputs: pairs (views.sql) and events: the session events exported into the
+-- Inputs: pairs (queries.Views) and events: the session events exported into the
 --   results directory with forklab log export --prefix PREFIX --out DIR
 --   (results.duckdb exposes them as the view events; from the duckdb CLI,
 --   CREATE VIEW events AS SELECT * FROM read_parquet('events/*.parquet')).

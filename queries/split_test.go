@@ -33,8 +33,8 @@ func TestSplitStatements(t *testing.T) {
 }
 
 // Every embedded query file splits into the statements it declares: the
-// report queries are one statement each; views.sql and stats.sql hold one
-// CREATE per object.
+// report queries are one statement each; stats.sql holds one CREATE per
+// macro.
 func TestSplitQueryFiles(t *testing.T) {
 	for _, name := range Names() {
 		text := MustGet(name)

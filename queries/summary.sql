@@ -1,10 +1,13 @@
 -- What does each arm do, overall, against the control arm off, and how sure
 -- are we?
 --
--- Inputs: pairs (views.sql), the macros of stats.sql.
--- Output: one row per configuration, fork step and treatment arm:
+-- Inputs: pair_cells (the views of queries.Views), the macros of stats.sql.
+--   Only pairs with status 'ok' are labelled and counted; pairs whose
+--   checkpoint or any branch failed are counted apart, in errors.
+-- Output: one row per configuration, fork step and treatment arm (in the
+--   order on, placebo, aa, policy):
 --   config_id, fork_step, arm,
---   pairs         pairs compared,
+--   pairs         labelled pairs compared (status 'ok'),
 --   rescued       treatment succeeds, control fails (persuadables),
 --   harmed        control succeeds, treatment fails (sleeping dogs),
 --   unchanged     both the same; = sure_thing + lost_cause,
@@ -17,27 +20,22 @@
 --   rescue_rate, rescue_lo, rescue_hi   rescued / pairs, Wilson 95%,
 --   harm_rate, harm_lo, harm_hi         harmed / pairs, Wilson 95%,
 --   flip_rate, flip_lo, flip_hi         (rescued + harmed) / pairs, Wilson
---                 95%: for arm aa, the noise floor any rescue count must beat.
-WITH quadrants AS (
-    -- One pass over the pairs: the quadrant says the label too.
-    SELECT config_id, fork_step, arm, quadrant, count(*) AS n
-    FROM pairs
-    GROUP BY ALL
-),
-counted AS (
+--                 95%: for arm aa, the noise floor any rescue count must beat,
+--   errors        pairs not labelled because their checkpoint or a branch
+--                 of either side failed (status 'error').
+WITH counted AS (
     SELECT config_id, fork_step, arm,
-           CAST(sum(n) AS BIGINT)                                                  AS pairs,
-           CAST(coalesce(sum(n) FILTER (WHERE quadrant = 'persuadable'), 0) AS BIGINT)  AS rescued,
-           CAST(coalesce(sum(n) FILTER (WHERE quadrant = 'sleeping_dog'), 0) AS BIGINT) AS harmed,
-           CAST(coalesce(sum(n) FILTER (WHERE quadrant = 'sure_thing'), 0) AS BIGINT)   AS sure_thing,
-           CAST(coalesce(sum(n) FILTER (WHERE quadrant = 'lost_cause'), 0) AS BIGINT)   AS lost_cause
-    FROM quadrants
+           CAST(coalesce(sum(n) FILTER (WHERE status = 'ok'), 0) AS BIGINT)                                AS pairs,
+           CAST(coalesce(sum(n) FILTER (WHERE status = 'ok' AND quadrant = 'persuadable'), 0) AS BIGINT)  AS rescued,
+           CAST(coalesce(sum(n) FILTER (WHERE status = 'ok' AND quadrant = 'sleeping_dog'), 0) AS BIGINT) AS harmed,
+           CAST(coalesce(sum(n) FILTER (WHERE status = 'ok' AND quadrant = 'sure_thing'), 0) AS BIGINT)   AS sure_thing,
+           CAST(coalesce(sum(n) FILTER (WHERE status = 'ok' AND quadrant = 'lost_cause'), 0) AS BIGINT)   AS lost_cause,
+           CAST(coalesce(sum(n) FILTER (WHERE status <> 'ok'), 0) AS BIGINT)                              AS errors
+    FROM pair_cells
     GROUP BY config_id, fork_step, arm
-),
-labelled AS (
-    SELECT *, sure_thing + lost_cause AS unchanged FROM counted
 )
-SELECT config_id, fork_step, arm, pairs, rescued, harmed, unchanged,
+SELECT config_id, fork_step, arm, pairs, rescued, harmed,
+       sure_thing + lost_cause                                 AS unchanged,
        sure_thing, lost_cause,
        rescued - harmed                                        AS net,
        (rescued - harmed) / pairs                              AS net_rate,
@@ -52,6 +50,7 @@ SELECT config_id, fork_step, arm, pairs, rescued, harmed, unchanged,
        wilson_hi(harmed, pairs)                                AS harm_hi,
        (rescued + harmed) / pairs                              AS flip_rate,
        wilson_lo(rescued + harmed, pairs)                      AS flip_lo,
-       wilson_hi(rescued + harmed, pairs)                      AS flip_hi
-FROM labelled
-ORDER BY config_id, fork_step, arm;
+       wilson_hi(rescued + harmed, pairs)                      AS flip_hi,
+       errors
+FROM counted
+ORDER BY config_id, fork_step, list_position(['off', 'on', 'placebo', 'aa', 'policy'], arm) NULLS LAST, arm;

@@ -3,36 +3,50 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/forklab/forklab/internal/atomicfile"
 	"os"
+	"path/filepath"
+	"strings"
 
+	"github.com/forklab/forklab/internal/atomicfile"
 	"github.com/forklab/forklab/pipeline/analysis/report"
 	"github.com/forklab/forklab/pipeline/analysis/search"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
 )
 
 func init() {
 	var (
-		out       string
-		overwrite bool
-		opt       = search.Defaults()
+		out, outDir string
+		overwrite   bool
+		opt         = search.Defaults()
 	)
 	cmd := &cobra.Command{
 		Use:   "policy DIR",
 		Short: "Search guard triggers on part of the seeds, judge them on the rest, write the chosen rule",
-		Long: `policy enumerates triggers over the pre-decision features of DIR's always-on
-pairs (each feature against each value, and conjunctions of two), keeps those
-whose harms stay within --max-harm on the search seeds, picks the one with the
-most rescues (ties go to the simpler trigger), and reports it and the baselines
-on the held-out seeds with an exact 95% upper bound on the harm rate. The
-rule is written to --out as JSON for 'forklab sweep --arms off,on,policy
---policy FILE'.`,
+		Long: `policy enumerates triggers over the pre-decision features DIR's world
+declares, on the always-on pairs of every configuration and fork step (each
+feature against each of its values or bucket edges, and conjunctions of two),
+keeps those whose harms stay within --max-harm on the search seeds, picks the
+one with the most rescues (ties go to the simpler, then the less harmful, then
+the cheaper trigger), and reports it and the baselines on the held-out seeds
+with an exact 95% upper bound on the harm rate and their extra cost.
+
+--out writes the chosen rule as JSON for 'forklab sweep --arms off,on,policy
+--policy FILE'. The rule names its world and version, configuration and fork
+step. A sweep with several configurations or fork steps has one rule each:
+--out then needs --config (and --fork-step) to say which, and --out-dir DIR
+writes every one, as DIR/policy-config-C-fork-F.json.`,
 		Example: `  forklab policy out --max-harm 0 --out policy.json
-  forklab sweep --arms off,on,policy --policy policy.json --out rerun`,
+  forklab sweep --arms off,on,policy --policy policy.json --out rerun
+  forklab policy grid --config 1 --out policy.json
+  forklab policy grid --out-dir policies`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := opt.Validate(); err != nil {
 				return asInput(err)
+			}
+			if out != "" && outDir != "" {
+				return usageErr("--out and --out-dir: give one")
 			}
 			if out != "" && !overwrite {
 				if _, err := os.Stat(out); err == nil {
@@ -51,32 +65,87 @@ rule is written to --out as JSON for 'forklab sweep --arms off,on,policy
 			if err != nil {
 				return err
 			}
-			if err := report.WritePolicy(os.Stdout, r); err != nil {
+			if len(r.Searched()) == 0 {
+				g := &r.Groups[0]
+				return usageErr("%s: no configuration or fork step could be searched; %s: %s", args[0], report.GroupTitle(db.Manifest, g.ConfigID, g.ForkStep), g.Skipped)
+			}
+			if err := report.WritePolicy(os.Stdout, r, db.Manifest, nil); err != nil {
 				return err
 			}
-			if out == "" {
-				return nil
+			switch {
+			case out != "":
+				if len(r.Groups) > 1 {
+					return usageErr("%s", chooseOne(r, db.Manifest, args[0]))
+				}
+				g := &r.Groups[0]
+				if g.Skipped != "" {
+					return usageErr("%s: %s: no rule chosen: %s", args[0], report.GroupTitle(db.Manifest, g.ConfigID, g.ForkStep), g.Skipped)
+				}
+				return writeRule(out, args[0], g, opt)
+			case outDir != "":
+				if err := os.MkdirAll(outDir, 0o755); err != nil {
+					return asInput(fmt.Errorf("--out-dir: %w", err))
+				}
+				for i := range r.Groups {
+					g := &r.Groups[i]
+					if g.Skipped != "" {
+						fmt.Fprintf(os.Stderr, "no rule for %s: %s\n", report.GroupTitle(db.Manifest, g.ConfigID, g.ForkStep), g.Skipped)
+						continue
+					}
+					path := filepath.Join(outDir, fmt.Sprintf("policy-config-%d-fork-%d.json", g.ConfigID, g.ForkStep))
+					if _, err := os.Stat(path); err == nil && !overwrite {
+						return usageErr("%s exists; pass --overwrite to replace it", path)
+					}
+					if err := writeRule(path, args[0], g, opt); err != nil {
+						return err
+					}
+				}
 			}
-			rule := r.Chosen.Rule
-			rule.Note = fmt.Sprintf("chosen by forklab policy on %s: most search rescues with at most %d harms on %s runs; search %d rescued / %d harmed, held out %d rescued / %d harmed",
-				args[0], opt.MaxHarm, opt.Scope, r.Chosen.Search.Rescued, r.Chosen.Search.Harmed, r.Chosen.Holdout.Rescued, r.Chosen.Holdout.Harmed)
-			b, err := rule.Encode()
-			if err != nil {
-				return err
-			}
-			if err := atomicfile.WriteFile(out, b); err != nil {
-				return asInput(fmt.Errorf("write policy: %w", err))
-			}
-			fmt.Fprintf(os.Stderr, "wrote %s: recover when %s\n", out, rule)
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&opt.MaxHarm, "max-harm", opt.MaxHarm, "cap on harms (see --harm-scope)")
-	f.StringVar(&opt.Scope, "harm-scope", opt.Scope, "clean: the cap counts harms on runs without a fault (the seed's cap); all: every harm")
+	f.StringVar(&opt.Scope, "harm-scope", opt.Scope, "clean: the cap counts harms on runs whose declared fault flag is false (the seed's cap); all: every harm")
 	f.Float64Var(&opt.Holdout, "holdout", opt.Holdout, "share of seeds held out, in (0, 1), split by a stable hash of the seed")
-	f.IntVar(&opt.ConfigID, "config", 0, "configuration of a grid sweep to search")
-	f.StringVarP(&out, "out", "o", "", "write the chosen rule to this JSON file")
-	f.BoolVar(&overwrite, "overwrite", false, "replace --out if it exists")
+	f.IntVar(&opt.ConfigID, "config", -1, "search only this configuration of a grid sweep (default: every one)")
+	f.IntVar(&opt.ForkStep, "fork-step", -1, "search only this fork step (default: every one)")
+	f.StringVarP(&out, "out", "o", "", "write the chosen rule to this JSON file (one configuration and fork step)")
+	f.StringVar(&outDir, "out-dir", "", "write one rule per configuration and fork step into this directory")
+	f.BoolVar(&overwrite, "overwrite", false, "replace --out (or the files in --out-dir) if they exist")
 	rootCmd.AddCommand(cmd)
+}
+
+// chooseOne is the refusal of --out for a sweep with several
+// configurations or fork steps: it names each one and its chosen rule.
+func chooseOne(r *search.Result, m sweep.Manifest, dir string) string {
+	var choices []string
+	for i := range r.Groups {
+		g := &r.Groups[i]
+		c := fmt.Sprintf("--config %d --fork-step %d (%s", g.ConfigID, g.ForkStep, report.GroupTitle(m, g.ConfigID, g.ForkStep))
+		if g.Skipped == "" {
+			c += ": recover when " + g.Chosen.Rule.String()
+		} else {
+			c += ": not searched, too few pairs"
+		}
+		choices = append(choices, c+")")
+	}
+	return fmt.Sprintf("%s has one rule per configuration and fork step, %d here; choose one for --out with %s; or write all with --out-dir DIR",
+		dir, len(r.Groups), strings.Join(choices, " or "))
+}
+
+// writeRule writes g's chosen rule to path, noting where it came from.
+func writeRule(path, dir string, g *search.Group, opt search.Options) error {
+	rule := g.Chosen.Rule
+	rule.Note = fmt.Sprintf("chosen by forklab policy on %s (config %d, fork step %d): most search rescues with at most %d harms on %s runs; search %d rescued / %d harmed, held out %d rescued / %d harmed",
+		dir, g.ConfigID, g.ForkStep, opt.MaxHarm, opt.Scope, g.Chosen.Search.Rescued, g.Chosen.Search.Harmed, g.Chosen.Holdout.Rescued, g.Chosen.Holdout.Harmed)
+	b, err := rule.Encode()
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(path, b); err != nil {
+		return asInput(fmt.Errorf("write policy: %w", err))
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s: recover when %s\n", path, rule)
+	return nil
 }

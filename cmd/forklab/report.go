@@ -17,22 +17,27 @@ func init() {
 	var (
 		htmlOut   string
 		overwrite bool
+		brief     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "report DIR",
 		Short: "Print the rescue/harm report of a results directory, read through DuckDB; --html writes it as a page with charts",
-		Long: `report prints, from DIR's Parquet tables through DuckDB: per treatment arm the
-headline (rescued, harmed, unchanged, net, Newcombe interval, McNemar's p), the
-slices by pre-decision feature, for noisy sweeps how counts and intervals move
-with replicas and seeds, the guard policy search with its held-out check, the
-uplift (Qini) curve, and a Result paragraph.
+		Long: `report prints, from DIR's Parquet tables through DuckDB, for whatever world
+made them: per configuration, fork step and treatment arm the headline
+(rescued, harmed, unchanged, net, Newcombe interval, McNemar's p, the mean cost
+against off and per net rescue), the slices by every pre-decision feature the
+world declares, for noisy sweeps how counts and intervals move with replicas
+and seeds, the guard policy search of every configuration and fork step with
+its held-out check, cost and uplift (Qini) curve, and a Result paragraph.
+--brief prints only the headlines and the Result.
 
 --html FILE also writes the same report as one self-contained HTML page with
 charts (rescued against harmed per slice, the policy frontier, the Qini curve,
 replicas and seeds) and the sweep's parameters: it fetches nothing from the
 network and opens offline in any browser. An existing FILE needs --overwrite.`,
 		Example: `  forklab report out
-  forklab report out --html out/report.html --overwrite`,
+  forklab report out --html out/report.html --overwrite
+  forklab report out/rerun --brief`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var out *export.Output
@@ -52,7 +57,11 @@ network and opens offline in any browser. An existing FILE needs --overwrite.`,
 			if err != nil {
 				return err
 			}
-			if err := report.WriteSections(os.Stdout, db, s); err != nil {
+			write := report.WriteSections
+			if brief {
+				write = report.WriteBrief
+			}
+			if err := write(os.Stdout, db, s); err != nil {
 				return err
 			}
 			if out == nil {
@@ -70,6 +79,7 @@ network and opens offline in any browser. An existing FILE needs --overwrite.`,
 	}
 	cmd.Flags().StringVar(&htmlOut, "html", "", "also write the report as a self-contained HTML page to this file")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "let --html replace an existing file")
+	cmd.Flags().BoolVar(&brief, "brief", false, "print only the headlines and the Result paragraphs (the HTML page stays whole)")
 	rootCmd.AddCommand(cmd)
 }
 

@@ -26,16 +26,6 @@ const DBName = "results.duckdb"
 // forklab log export) that WriteDB exposes as the view events.
 const EventsDir = "events"
 
-// tableComments describe the views of queries/views.sql (columns:
-// schemas/README.md).
-var tableComments = map[string]string{
-	"configs":     "one row per configuration of the sweep's parameter grid",
-	"tasks":       "one row per (configuration, seed): the task the seed draws, with its configuration's parameters",
-	"checkpoints": "one row per (configuration, seed, fork step): the run stopped at the fork, its features and hidden truth, the checkpoint JSON",
-	"branches":    "one row per (configuration, seed, fork step, arm, replica): one finished branch",
-	"pairs":       "one row per (configuration, seed, fork step, treatment arm): the arm against off, labelled rescued, harmed or unchanged, with its configuration's parameters",
-}
-
 // DBInfo says what WriteDB wrote.
 type DBInfo struct {
 	// Path is the database file.
@@ -52,9 +42,12 @@ type DBInfo struct {
 // WriteDB creates DIR/results.duckdb, or replaces the one there, so that
 // BI tools and the duckdb CLI can query the results directory DIR:
 //
-//   - views configs, tasks, checkpoints, branches, pairs over the Parquet
-//     folders (queries/views.sql: Hive-partitioned by config_id and
-//     fork_step, union_by_name across schema versions);
+//   - the views of queries.ViewDefs, generated from the world's
+//     declaration in the manifest: configs, params, tasks, checkpoints,
+//     branches, pairs (with the configuration's parameters as columns)
+//     over the Parquet folders, features and hidden (long),
+//     feature_catalog, and the helpers the report's queries read
+//     (pair_groups, pair_cells, feature_bins, feature_buckets);
 //   - view manifest over manifest.json (one row: the spec, configurations,
 //     row counts);
 //   - the report tables as views (ReportViews), computed when queried;
@@ -86,7 +79,8 @@ type DBInfo struct {
 // open for writing by another program (DuckDB's lock error, with what to
 // do), or not a DuckDB database.
 func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
-	if _, err := sweep.ReadManifest(dir); err != nil {
+	m, err := sweep.ReadManifest(dir)
+	if err != nil {
 		return DBInfo{}, err
 	}
 	abs, err := filepath.Abs(dir)
@@ -132,9 +126,21 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	add("SET file_search_path = " + quote(abs))
 	add("BEGIN TRANSACTION")
 	add(ownSweepView(manifest, abs))
-	for _, s := range queries.Split(queries.MustGet("views")) {
-		add(ownSweep(s))
-		info.Views = append(info.Views, createdName(s))
+	views, err := queries.ViewDefs(m.Declaration)
+	if err != nil {
+		return DBInfo{}, fmt.Errorf("%s: the world declared in %s: %v: %w", dir, sweep.ManifestName, err, sweep.ErrNotResults)
+	}
+	viewComments := map[string]string{}
+	for _, v := range views {
+		stmt := "CREATE OR REPLACE VIEW " + v.Name + " AS\n" + v.Select
+		if v.Base {
+			// Only the views that read files need the check; the others
+			// read them.
+			stmt = ownSweep(stmt)
+		}
+		add(stmt)
+		info.Views = append(info.Views, v.Name)
+		viewComments[v.Name] = v.Comment
 	}
 	for _, s := range queries.Split(queries.MustGet("stats")) {
 		add(s)
@@ -169,7 +175,7 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 		"events":     "session events written by forklab log export and forklab log sink, one row per event",
 		ownSweepName: "true when manifest.json is the sweep this database was written for; an error naming both directories otherwise (every view that reads files checks it)",
 	}
-	for name, c := range tableComments {
+	for name, c := range viewComments {
 		comments[name] = c
 	}
 	for _, name := range queries.ReportViews(events) {

@@ -47,13 +47,14 @@ type Options struct {
 type Var struct{ Name, Value string }
 
 // DefaultVars are the variables the report queries read
-// (queries/policy_search.sql, queries/qini.sql), at the values forklab
-// report uses (search.Defaults): config_id 0, max_harm 0, harm_scope
-// 'clean', holdout 0.3. Ad hoc SQL sees them through getvariable().
+// (queries/policy_search.sql; holdout, through the split of the view
+// pair_cells), at the values forklab report uses (search.Defaults):
+// max_harm 0, harm_scope 'clean', holdout 0.3. Ad hoc SQL sees them through
+// getvariable(). (The search runs for every configuration and fork step:
+// there is no config_id to set.)
 func DefaultVars() []Var {
 	o := search.Defaults()
 	return []Var{
-		{"config_id", strconv.Itoa(o.ConfigID)},
 		{"max_harm", strconv.Itoa(o.MaxHarm)},
 		{"harm_scope", quote(o.Scope)},
 		{"holdout", strconv.FormatFloat(o.Holdout, 'g', -1, 64)},

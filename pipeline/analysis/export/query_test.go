@@ -208,12 +208,12 @@ func TestQueryCSVStreamsLargeResult(t *testing.T) {
 
 func TestQueryVariables(t *testing.T) {
 	db := seedResults(t)
-	q := "SELECT getvariable('config_id') AS c, getvariable('max_harm') AS m, getvariable('harm_scope') AS s, getvariable('holdout') AS h"
+	q := "SELECT getvariable('max_harm') AS m, getvariable('harm_scope') AS s, getvariable('holdout') AS h"
 	got, err := runSQL(t, db, q, Options{Format: CSV})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != "c,m,s,h\n0,0,clean,0.3\n" {
+	if got != "m,s,h\n0,clean,0.3\n" {
 		t.Errorf("defaults: %q", got)
 	}
 	var vars []Var
@@ -228,7 +228,7 @@ func TestQueryVariables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != "c,m,s,h,n\n0,0,all,0.5,it's\n" {
+	if got != "m,s,h,n\n0,all,0.5,it's\n" {
 		t.Errorf("with --var: %q", got)
 	}
 	// A statement before the last one runs first, in every format.
@@ -396,7 +396,7 @@ func TestQueryArrow(t *testing.T) {
 		for _, fl := range schema.Fields() {
 			types = append(types, fl.Name+":"+fl.Type.String())
 		}
-		if got := strings.Join(types, " "); got != "seed:int64 label:utf8 same_obs:bool budget_left:int32 p_stall:float64" {
+		if got := strings.Join(types, " "); got != "seed:int64 label:utf8 same_obs:bool budget_left:int64 p_stall:float64" {
 			t.Errorf("%s schema: %s", f, got)
 		}
 		rows, rescued := 0, 0

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/forklab/forklab/pipeline/analysis/results/resultstest"
+	"fmt"
 	"html"
 	"image"
 	"image/png"
@@ -15,6 +15,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/forklab/forklab/pipeline/analysis/results"
+	"github.com/forklab/forklab/pipeline/analysis/results/resultstest"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/world"
 )
 
 // chromium finds Debian's chromium (or $FORKLAB_CHROMIUM). Without one the
@@ -38,17 +43,18 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// headless runs chromium headless on a 1280×800 window, offline: every
-// host name resolves to nothing, and the background services that call
-// home are off (without that the browser stalls trying to reach them).
-func headless(t *testing.T, bin string, args ...string) []byte {
+// headless runs chromium headless on a window of size ("1280,800"),
+// offline: every host name resolves to nothing, and the background
+// services that call home are off (without that the browser stalls trying
+// to reach them).
+func headless(t *testing.T, bin, size string, args ...string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--disable-default-apps", "--disable-extensions", "--hide-scrollbars", "--mute-audio",
-		"--host-resolver-rules=MAP * ~NOTFOUND", "--user-data-dir=" + t.TempDir(), "--window-size=1280,800"}
+		"--host-resolver-rules=MAP * ~NOTFOUND", "--user-data-dir=" + t.TempDir(), "--window-size=" + size}
 	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -67,6 +73,15 @@ type measure struct {
 	ShortestChart               float64
 	CountsOverflow              int
 	Headline                    string
+	// ChartsPastRight and BoxesPastRight count charts and table boxes
+	// whose right edge lies past the window's: clipped, out of reach.
+	ChartsPastRight, BoxesPastRight int
+	// TablesPastCell counts tables outside a scroll box that run past
+	// their container: cut off, or drawn over their neighbour.
+	TablesPastCell int
+	// ConfigsScroll: the configurations table is wider than its box, so
+	// part of it is out of sight until scrolled.
+	ConfigsScroll bool
 }
 
 // measureScript lays the page out in the browser and writes what a reader
@@ -77,6 +92,7 @@ const measureScript = `<script>
   var m = {ViewportWidth: window.innerWidth, ScrollWidth: document.documentElement.scrollWidth,
     BodyFontPx: parseFloat(getComputedStyle(document.body).fontSize), SmallestFontPx: 1e9,
     Charts: 0, ChartsShown: 0, NarrowestChart: 1e9, WidestChart: 0, ShortestChart: 1e9, CountsOverflow: 0,
+    ChartsPastRight: 0, BoxesPastRight: 0, TablesPastCell: 0, ConfigsScroll: false,
     Headline: (document.querySelector('#headline .card') || {}).innerText || ''};
   document.querySelectorAll('p, td, th, dt, dd, figcaption, summary, h1, h2, h3, nav a').forEach(function (e) {
     if (e.getClientRects().length && e.innerText.trim()) {
@@ -91,6 +107,17 @@ const measureScript = `<script>
     m.NarrowestChart = Math.min(m.NarrowestChart, r.width);
     m.WidestChart = Math.max(m.WidestChart, r.width);
     m.ShortestChart = Math.min(m.ShortestChart, r.height);
+    if (r.right > window.innerWidth + 0.5) { m.ChartsPastRight++; }
+  });
+  document.querySelectorAll('table').forEach(function (t) {
+    var p = t.parentElement;
+    if (!p.classList.contains('scroll') && t.getBoundingClientRect().right > p.getBoundingClientRect().right + 0.5) { m.TablesPastCell++; }
+  });
+  var cb = document.querySelector('#configs .scroll');
+  if (cb) { m.ConfigsScroll = cb.scrollWidth > cb.clientWidth + 0.5; }
+  document.querySelectorAll('.scroll').forEach(function (b) {
+    var r = b.getBoundingClientRect();
+    if (r.width && r.right > window.innerWidth + 0.5) { m.BoxesPastRight++; }
   });
   document.querySelectorAll('.card').forEach(function (c) {
     var cr = c.getBoundingClientRect();
@@ -98,18 +125,17 @@ const measureScript = `<script>
       if (d.getBoundingClientRect().right > cr.right + 0.5) { m.CountsOverflow++; }
     });
   });
-  document.body.setAttribute('data-measure', JSON.stringify(m));
+  window.parent.document.body.setAttribute('data-measure', JSON.stringify(m));
 })();
 </script>
 </body>`
 
-// The report of a noisy sweep, rendered by headless Chromium at 1280×800:
-// no sideways scrolling, text of readable size, charts drawn at a
-// readable width, headline numbers inside their cards, and a screenshot
-// that shows the headline's colours.
-func TestBrowserReadableAt1280x800(t *testing.T) {
-	bin := chromium(t)
-	db := resultstest.Open(t, resultstest.NoisySpec())
+// layout renders the report of db in headless Chromium, width px wide,
+// and returns what the measuring script read, and the page's path.
+// Chromium's window is at least 500 px wide, so narrower widths are laid
+// out in an iframe of that width (a viewport of its own).
+func layout(t *testing.T, bin string, db *results.DB, width int) (measure, string) {
+	t.Helper()
 	page, _ := render(t, db)
 	dir := t.TempDir()
 	report := filepath.Join(dir, "report.html")
@@ -117,11 +143,17 @@ func TestBrowserReadableAt1280x800(t *testing.T) {
 		t.Fatal(err)
 	}
 	probe := filepath.Join(dir, "probe.html")
-	if err := os.WriteFile(probe, []byte(strings.Replace(page, "</body>", measureScript, 1)), 0o644); err != nil {
+	measured := strings.Replace(page, "</body>", measureScript, 1)
+	size := fmt.Sprintf("%d,800", width)
+	if width < 500 {
+		measured = fmt.Sprintf(`<!DOCTYPE html><html><body style="margin:0"><iframe width="%d" height="800" style="border:0" srcdoc="%s"></iframe></body></html>`,
+			width, html.EscapeString(measured))
+		size = "1280,800"
+	}
+	if err := os.WriteFile(probe, []byte(measured), 0o644); err != nil {
 		t.Fatal(err)
 	}
-
-	dom := headless(t, bin, "--dump-dom", "file://"+probe)
+	dom := headless(t, bin, size, "--dump-dom", "file://"+probe)
 	mm := regexp.MustCompile(`data-measure="([^"]*)"`).FindSubmatch(dom)
 	if mm == nil {
 		t.Fatalf("the page was not laid out (no measurement in the DOM):\n%.500s", dom)
@@ -130,28 +162,39 @@ func TestBrowserReadableAt1280x800(t *testing.T) {
 	if err := json.Unmarshal([]byte(html.UnescapeString(string(mm[1]))), &m); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%+v", m)
+	t.Logf("%s: %+v", size, m)
+	return m, report
+}
+
+// The report of a noisy sweep, rendered by headless Chromium at 1280×800:
+// no sideways scrolling, text of readable size, charts drawn at a
+// readable width, headline numbers inside their cards, and a screenshot
+// that shows the headline's colours.
+func TestBrowserReadableAt1280x800(t *testing.T) {
+	bin := chromium(t)
+	db := resultstest.Open(t, resultstest.NoisySpec())
+	m, report := layout(t, bin, db, 1280)
 	if m.ViewportWidth != 1280 || m.ScrollWidth > m.ViewportWidth {
 		t.Errorf("page is %d px wide in a %d px window: it scrolls sideways", m.ScrollWidth, m.ViewportWidth)
 	}
 	if m.BodyFontPx < 14 || m.SmallestFontPx < 12 {
 		t.Errorf("text too small: body %.1f px, smallest %.1f px", m.BodyFontPx, m.SmallestFontPx)
 	}
-	if m.Charts != 45 || m.ChartsShown < 25 {
-		t.Errorf("%d charts, %d laid out; want 45, at least the arm-on groups' 25", m.Charts, m.ChartsShown)
+	if m.Charts != 48 || m.ChartsShown < 25 {
+		t.Errorf("%d charts, %d laid out; want 48, at least the arm-on groups' 25", m.Charts, m.ChartsShown)
 	}
 	if m.NarrowestChart < 340 || m.WidestChart > 660 || m.ShortestChart < 200 {
 		t.Errorf("charts drawn %.0f to %.0f px wide, at least %.0f px high: want 340–660 wide, 200 high", m.NarrowestChart, m.WidestChart, m.ShortestChart)
 	}
-	if m.CountsOverflow != 0 {
-		t.Errorf("%d headline numbers stick out of their card", m.CountsOverflow)
+	if m.CountsOverflow != 0 || m.ChartsPastRight != 0 || m.BoxesPastRight != 0 {
+		t.Errorf("%d headline numbers stick out of their card, %d charts and %d tables past the window's edge", m.CountsOverflow, m.ChartsPastRight, m.BoxesPastRight)
 	}
-	if !strings.Contains(m.Headline, "aa vs off · fork step 2 · 400 pairs") || !strings.Contains(m.Headline, "McNemar exact p") {
+	if !strings.Contains(m.Headline, "on vs off · fork step 2 · 400 pairs") || !strings.Contains(m.Headline, "McNemar exact p") {
 		t.Errorf("first card reads %q", m.Headline)
 	}
-
+	dir := filepath.Dir(report)
 	shot := filepath.Join(dir, "shot.png")
-	headless(t, bin, "--screenshot="+shot, "file://"+report)
+	headless(t, bin, "1280,800", "--screenshot="+shot, "file://"+report)
 	f, err := os.Open(shot)
 	if err != nil {
 		t.Fatalf("no screenshot: %v", err)
@@ -204,4 +247,35 @@ func pixels(img image.Image) (inked, blue, vermillion int) {
 		}
 	}
 	return
+}
+
+// Issue 12 I: at 420 px (a phone) no chart or table runs past the window
+// (wide tables scroll inside their box), and at 1280 px the configurations
+// table of a grid sweep is whole or scrolls, never cut off.
+func TestBrowserNarrowAndGrid(t *testing.T) {
+	bin := chromium(t)
+	db := resultstest.Open(t, resultstest.NoisySpec())
+	m, _ := layout(t, bin, db, 420)
+	if m.ViewportWidth != 420 || m.ScrollWidth > m.ViewportWidth || m.ChartsPastRight != 0 || m.BoxesPastRight != 0 || m.TablesPastCell != 0 {
+		t.Errorf("at 420 px: page %d px wide, %d charts and %d tables past the edge, %d tables past their cell",
+			m.ScrollWidth, m.ChartsPastRight, m.BoxesPastRight, m.TablesPastCell)
+	}
+	if m.NarrowestChart < 300 {
+		t.Errorf("at 420 px a chart is drawn %.0f px wide", m.NarrowestChart)
+	}
+	spec := sweep.DefaultSpec()
+	spec.Grid = map[string][]any{"p_stall": {0.0, 0.2}, "p_obs_noise": {0.0, 0.1}}
+	m, _ = layout(t, bin, resultstest.Open(t, spec), 1280)
+	if m.ConfigsScroll || m.TablesPastCell != 0 {
+		t.Errorf("counter grid at 1280 px: the configurations table is cut (scrolls %v), %d tables past their cell", m.ConfigsScroll, m.TablesPastCell)
+	}
+	// toolloop's 21 parameters make the configurations table wide.
+	spec = sweep.DefaultSpec()
+	spec.World, spec.ForkAt, spec.Params, spec.Seeds = "toolloop", []int{2}, world.Params{}, sweep.Range{Start: 0, End: 200}
+	spec.Grid = map[string][]any{"p_fault": {0.2, 0.4}}
+	m, _ = layout(t, bin, resultstest.Open(t, spec), 1280)
+	if m.ScrollWidth > m.ViewportWidth || m.ChartsPastRight != 0 || m.BoxesPastRight != 0 || m.TablesPastCell != 0 {
+		t.Errorf("grid at 1280 px: page %d px wide, %d charts and %d tables past the edge, %d tables past their cell",
+			m.ScrollWidth, m.ChartsPastRight, m.BoxesPastRight, m.TablesPastCell)
+	}
 }

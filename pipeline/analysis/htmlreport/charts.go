@@ -17,12 +17,18 @@ import (
 )
 
 // niceTicks puts labelled ticks at round steps (1, 2 or 5 × 10^k, about
-// five across the range, zero among them when in range) and unlabelled ones
-// halfway, labelled by label.
-type niceTicks struct{ label func(float64) string }
+// five across the range, zero among them when in range; or every step when
+// step is set) and unlabelled ones halfway, labelled by label.
+type niceTicks struct {
+	label func(float64) string
+	step  float64
+}
 
 func (t niceTicks) Ticks(min, max float64) []plot.Tick {
-	step := niceStep((max - min) / 5)
+	step := t.step
+	if step <= 0 {
+		step = niceStep((max - min) / 5)
+	}
 	var ticks []plot.Tick
 	for i := math.Ceil(min / step * 2); i/2*step <= max; i++ {
 		v := i / 2 * step
@@ -87,7 +93,6 @@ func roundTo(v float64) float64 { return math.Round(v*1e9)/1e9 + 0 }
 // where rescues and harms cancel shows two long bars and a net near zero.
 func sliceChart(feature string, rs []results.Row) (template.HTML, error) {
 	p := newPlot("", "pairs  (▲ rescued · ▼ harmed)")
-	p.Y.Tick.Marker = niceTicks{absLabel}
 	var up, down plotter.Values
 	var net plotter.XYs
 	var labels []string
@@ -124,9 +129,30 @@ func sliceChart(feature string, rs []results.Row) (template.HTML, error) {
 	p.Add(dots)
 	p.NominalX(labels...)
 	p.X.Tick.Label.Font.Size = 10
-	// Room above and below so a full bar never touches the frame.
+	// Long labels (quantile buckets: "[1440, 1750)") or many of them are
+	// turned, so they neither overlap nor run off the chart.
+	long := 0
+	for _, l := range labels {
+		long = max(long, len([]rune(l)))
+	}
+	if long*len(labels) > 48 {
+		p.X.Tick.Label.Rotation = math.Pi / 5
+		p.X.Tick.Label.XAlign = draw.XRight
+		p.X.Tick.Label.YAlign = draw.YCenter
+	}
+	// The axis runs out to whole labelled steps on each side that has
+	// bars, so the rescued half and the harmed half each carry a label
+	// (a bar just short of the next round number left its half bare).
+	step := niceStep(math.Max(hi-lo, 1) / 5)
+	p.Y.Tick.Marker = niceTicks{label: absLabel, step: step}
 	pad := math.Max(1, 0.08*(hi-lo))
 	p.Y.Min, p.Y.Max = lo-pad, hi+pad
+	if hi > 0 {
+		p.Y.Max = math.Max(p.Y.Max, math.Ceil(hi/step)*step+0.02*step)
+	}
+	if lo < 0 {
+		p.Y.Min = math.Min(p.Y.Min, math.Floor(lo/step)*step-0.02*step)
+	}
 	p.X.Min, p.X.Max = -0.6, float64(len(rs))-0.4
 	return svgOf(p, vg.Points(360), vg.Points(240), fmt.Sprintf("%s: rescued (up) and harmed (down) pairs per value, net as a triangle", feature))
 }
@@ -137,7 +163,7 @@ func sliceChart(feature string, rs []results.Row) (template.HTML, error) {
 // triggers coincide; the upper-left envelope (most rescues for at most so
 // many harms) as a step line; the chosen trigger ringed and named, the
 // baselines always and never named.
-func frontierChart(r *search.Result, holdout bool) (template.HTML, error) {
+func frontierChart(r *search.Group, holdout bool) (template.HTML, error) {
 	side := func(c search.Candidate) search.Side {
 		if holdout {
 			return c.Holdout
@@ -149,7 +175,7 @@ func frontierChart(r *search.Result, holdout bool) (template.HTML, error) {
 		title = "held-out seeds"
 	}
 	p := newPlot("harmed pairs ("+title+")", "rescued pairs")
-	p.X.Tick.Marker, p.Y.Tick.Marker = niceTicks{numLabel}, niceTicks{numLabel}
+	p.X.Tick.Marker, p.Y.Tick.Marker = niceTicks{label: numLabel}, niceTicks{label: numLabel}
 	type key struct {
 		x, y   int64
 		within bool
@@ -298,7 +324,7 @@ func qiniChart(rs []results.Row) (template.HTML, error) {
 	}
 	pad := math.Max(1, 0.06*(hi-lo))
 	p.Y.Min, p.Y.Max = lo-pad, hi+pad
-	p.Y.Tick.Marker = niceTicks{numLabel}
+	p.Y.Tick.Marker = niceTicks{label: numLabel}
 	p.X.Tick.Marker = plot.TickerFunc(func(min, max float64) []plot.Tick {
 		var t []plot.Tick
 		for i := 0; i <= 10; i++ {
@@ -335,7 +361,7 @@ func convergenceCharts(rs []results.Row) (netRate, width template.HTML, legend [
 	}
 	pw.Y.Scale = plot.LogScale{}
 	pw.Y.Tick.Marker = logTicks{pctLabel}
-	pn.Y.Tick.Marker = niceTicks{pctLabel}
+	pn.Y.Tick.Marker = niceTicks{label: pctLabel}
 	zero := plotter.NewFunction(func(float64) float64 { return 0 })
 	zero.Color, zero.Width = colNet, vg.Points(0.5)
 	pn.Add(zero)

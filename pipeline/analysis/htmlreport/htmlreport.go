@@ -4,15 +4,17 @@
 // drawings inlined as SVG and the styles sit in the page.
 //
 // The page shows what forklab report prints, from the same numbers
-// (report.Collect): per treatment arm the headline (rescued, harmed,
-// unchanged, net, with the Newcombe interval and McNemar's p); per-slice
-// bars of rescued against harmed for every pre-decision feature, so
-// rescues and harms that cancel in the net stand out; the policy
-// frontier, every candidate trigger as a point (harms against rescues) on
-// the search seeds beside the held-out seeds, the chosen one marked; the
-// uplift (Qini) curve; for noisy sweeps how the counts and interval widths
-// change with the number of replicas voted and of seeds; the Result
-// paragraphs; and the sweep's parameters from its manifest.
+// (report.Collect), for any world: per treatment arm the headline
+// (rescued, harmed, unchanged, net, with the Newcombe interval, McNemar's
+// p and the cost against off); per-slice bars of rescued against harmed
+// for every pre-decision feature the world declares (numbers by value or
+// by quantile bucket), so rescues and harms that cancel in the net stand
+// out; for every configuration and fork step the policy frontier, every
+// candidate trigger as a point (harms against rescues) on the search seeds
+// beside the held-out seeds, the chosen one marked, and the uplift (Qini)
+// curve; for noisy sweeps how the counts and interval widths change with
+// the number of replicas voted and of seeds; the Result paragraphs; and
+// the sweep's parameters from its manifest.
 package htmlreport
 
 import (
@@ -23,6 +25,7 @@ import (
 	"github.com/forklab/forklab/pipeline/world"
 	"html/template"
 	"io"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
@@ -71,9 +74,8 @@ type page struct {
 	Noise       string
 	Headlines   []headline
 	SliceGroups []sliceGroup
-	Policy      *policyView
+	Policies    []policyView
 	SearchNote  string
-	Qini        *qiniView
 	Convergence []convGroup
 	Result      []string
 	Params      []kv
@@ -116,6 +118,7 @@ type headline struct {
 	RescueRate, RescueLo, RescueHi      string
 	HarmRate, HarmLo, HarmHi            string
 	FlipRate, FlipLo, FlipHi            string
+	Cost, Errors                        string
 	Bar                                 []segment
 	Arm                                 string
 	Primary                             bool
@@ -139,19 +142,24 @@ type sliceGroup struct {
 	Table  table
 }
 
+// policyView is the policy search of one configuration and fork step.
 type policyView struct {
+	Title      string
+	Open       bool
+	Skipped    string
 	Header     string
 	Chosen     string
 	Search     template.HTML
 	Holdout    template.HTML
 	Table      table
 	Candidates int
+	Qini       *qiniView
 }
 
 type qiniView struct {
-	SVG         template.HTML
-	Coefficient string
-	Table       table
+	SVG     template.HTML
+	Caption string
+	Table   table
 }
 
 type convGroup struct {
@@ -184,22 +192,23 @@ func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 		p.Noise = strings.Join(parts, " · ")
 	}
 	summary := s.Summary.Records()
+	costs := s.Costs.Records()
 	primary := primaryArm(summary)
 	for _, r := range summary {
-		p.Headlines = append(p.Headlines, headlineOf(r, configs, r.Str("arm") == primary))
+		h := headlineOf(r, configs, r.Str("arm") == primary)
+		h.Cost = report.CostLine(report.CostsOf(costs, r))
+		if e := r.Int("errors"); e > 0 {
+			h.Errors = report.Count(e, "pair") + " errored (a checkpoint or branch failed): not labelled, not counted"
+		}
+		p.Headlines = append(p.Headlines, h)
 	}
 	var err error
 	if p.SliceGroups, err = sliceGroups(s.Slices.Records(), configs, primary); err != nil {
 		return nil, err
 	}
 	if s.Search != nil {
-		if p.Policy, err = policyOf(s.Search); err != nil {
+		if p.Policies, err = policies(s.Search, m, s.Qini); err != nil {
 			return nil, err
-		}
-		if s.Qini != nil {
-			if p.Qini, err = qiniOf(s.Qini); err != nil {
-				return nil, err
-			}
 		}
 	}
 	if s.Convergence != nil {
@@ -249,7 +258,7 @@ func headlineOf(r results.Row, configs, primary bool) headline {
 		Rescued: r.Int("rescued"), Harmed: r.Int("harmed"), Unchanged: r.Int("unchanged"), Net: r.Int("net"),
 		NetText: signed(r.Int("net")), NetClass: netClass(r.Int("net")),
 		SureThing: r.Int("sure_thing"), LostCause: r.Int("lost_cause"), Discordant: r.Int("rescued") + r.Int("harmed"),
-		NetRate: pct(r.Float("net_rate")), NetLo: pct(r.Float("net_lo")), NetHi: pct(r.Float("net_hi")), P: pval(r.Float("mcnemar_p")),
+		NetRate: pct(r.Float("net_rate")), NetLo: pct(r.Float("net_lo")), NetHi: pct(r.Float("net_hi")), P: report.PEquals(r.Float("mcnemar_p")),
 		RescueRate: pct(r.Float("rescue_rate")), RescueLo: pct(r.Float("rescue_lo")), RescueHi: pct(r.Float("rescue_hi")),
 		HarmRate: pct(r.Float("harm_rate")), HarmLo: pct(r.Float("harm_lo")), HarmHi: pct(r.Float("harm_hi")),
 		FlipRate: pct(r.Float("flip_rate")), FlipLo: pct(r.Float("flip_lo")), FlipHi: pct(r.Float("flip_hi")),
@@ -324,65 +333,88 @@ func oneDecimal(x float64) string {
 
 func num(n int64) cell { return cell{Text: fmt.Sprint(n), Num: true} }
 
-func policyOf(r *search.Result) (*policyView, error) {
+// policies is the policy search of every configuration and fork step,
+// each with its frontier charts, the chosen trigger and the baselines, and
+// its uplift (Qini) curve.
+func policies(r *search.Result, m sweep.Manifest, qini *results.Table) ([]policyView, error) {
 	o := r.Options
-	scope := "clean runs"
-	if o.Scope == "all" {
-		scope = "all runs"
+	var views []policyView
+	costs := []int{}
+	for i, f := range world.CostFields {
+		if r.World.Cost.Reports(f) {
+			costs = append(costs, i)
+		}
 	}
-	v := &policyView{
-		Header: fmt.Sprintf("arm on · config %d · cap: at most %d harms on %s · %d search / %d held-out pairs (%.0f%% of seeds held out)",
-			o.ConfigID, o.MaxHarm, scope, r.Chosen.Search.Pairs, r.Chosen.Holdout.Pairs, 100*o.Holdout),
-		Chosen: r.Chosen.Trigger, Candidates: len(r.Candidates),
-		Table: table{Groups: []group{{"", 2}, {"search seeds", 5}, {"held-out seeds", 6}},
+	for gi := range r.Groups {
+		g := &r.Groups[gi]
+		v := policyView{Title: report.GroupTitle(m, g.ConfigID, g.ForkStep), Open: gi == 0 || len(r.Groups) <= 2, Skipped: g.Skipped}
+		if g.Skipped != "" {
+			views = append(views, v)
+			continue
+		}
+		v.Header = fmt.Sprintf("arm on · %s · cap: at most %s %s · %d search / %d held-out pairs (%.0f%% of seeds held out)",
+			v.Title, report.Count(int64(o.MaxHarm), "harm"), report.ScopeText(o.Scope, r.World), g.Chosen.Search.Pairs, g.Chosen.Holdout.Pairs, 100*o.Holdout)
+		v.Chosen, v.Candidates = g.Chosen.Trigger, len(g.Candidates)
+		v.Table = table{Groups: []group{{"", 2}, {"search seeds", 5}, {"held-out seeds", 6 + len(costs)}},
 			Columns: []string{"trigger", "cap", "fires", "rescued", "harmed", "harmed clean", "net",
-				"fires", "rescued", "harmed", "harmed clean", "net", "harm rate ≤ (95%)"}},
-	}
-	rows := []search.Candidate{r.Chosen}
-	for _, b := range r.Baselines {
-		if b.Trigger != r.Chosen.Trigger {
-			rows = append(rows, b)
+				"fires", "rescued", "harmed", "harmed clean", "net", "harm rate ≤ (95%)"}}
+		for _, k := range costs {
+			v.Table.Columns = append(v.Table.Columns, "extra "+world.CostFields[k])
 		}
-	}
-	for i, c := range rows {
-		name, class := c.Trigger, ""
-		if i == 0 {
-			name, class = "▶ "+name+" (chosen)", "chosen"
+		for i, c := range report.Shown(g) {
+			name, class := c.Trigger, ""
+			if i == 0 {
+				name, class = "▶ "+name+" (chosen)", "chosen"
+			}
+			capOK := "ok"
+			if !c.WithinCap {
+				capOK = "over"
+			}
+			row := []cell{{Text: name, Class: class}, {Text: capOK},
+				num(c.Search.Fires), num(c.Search.Rescued), num(c.Search.Harmed), num(c.Search.HarmedClean),
+				{Text: signed(c.Search.Net()), Num: true, Class: netClass(c.Search.Net())},
+				num(c.Holdout.Fires), num(c.Holdout.Rescued), num(c.Holdout.Harmed), num(c.Holdout.HarmedClean),
+				{Text: signed(c.Holdout.Net()), Num: true, Class: netClass(c.Holdout.Net())},
+				{Text: report.PctUp(c.Holdout.HarmUpper()), Num: true}}
+			for _, k := range costs {
+				x := c.Holdout.Extra[k]
+				if math.IsNaN(x) {
+					x = 0
+				}
+				row = append(row, cell{Text: report.Signed(x), Num: true})
+			}
+			v.Table.Rows = append(v.Table.Rows, row)
 		}
-		capOK := "ok"
-		if !c.WithinCap {
-			capOK = "over"
+		var err error
+		if v.Search, err = frontierChart(g, false); err != nil {
+			return nil, err
 		}
-		v.Table.Rows = append(v.Table.Rows, []cell{{Text: name, Class: class}, {Text: capOK},
-			num(c.Search.Fires), num(c.Search.Rescued), num(c.Search.Harmed), num(c.Search.HarmedClean),
-			{Text: signed(c.Search.Net()), Num: true, Class: netClass(c.Search.Net())},
-			num(c.Holdout.Fires), num(c.Holdout.Rescued), num(c.Holdout.Harmed), num(c.Holdout.HarmedClean),
-			{Text: signed(c.Holdout.Net()), Num: true, Class: netClass(c.Holdout.Net())},
-			{Text: report.PctUp(c.Holdout.HarmUpper()), Num: true}})
+		if v.Holdout, err = frontierChart(g, true); err != nil {
+			return nil, err
+		}
+		if qini != nil {
+			if rows := report.QiniRows(qini, g.ConfigID, g.ForkStep); len(rows) > 0 {
+				if v.Qini, err = qiniOf(rows); err != nil {
+					return nil, err
+				}
+			}
+		}
+		views = append(views, v)
 	}
-	var err error
-	if v.Search, err = frontierChart(r, false); err != nil {
-		return nil, err
-	}
-	if v.Holdout, err = frontierChart(r, true); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return views, nil
 }
 
-func qiniOf(t *results.Table) (*qiniView, error) {
-	rs := t.Records()
+func qiniOf(rs []results.Row) (*qiniView, error) {
 	svg, err := qiniChart(rs)
 	if err != nil {
 		return nil, err
 	}
-	v := &qiniView{SVG: svg, Table: table{Columns: []string{"fired", "pairs fired", "rescued", "harmed", "net", "random net"}}}
-	if len(rs) > 0 {
-		v.Coefficient = report.Format(rs[0]["qini"])
-	}
+	v := &qiniView{SVG: svg, Caption: report.QiniCaption(rs[0].Float("qini")),
+		Table: table{Columns: []string{"fired", "pairs fired", "rescued", "harmed", "net", "random net"}}}
 	for _, r := range rs {
 		v.Table.Rows = append(v.Table.Rows, []cell{{Text: fmt.Sprintf("%.0f%%", 100*r.Float("fire_rate")), Num: true}, num(r.Int("fired")),
-			num(r.Int("rescued")), num(r.Int("harmed")), {Text: signed(r.Int("net")), Num: true, Class: netClass(r.Int("net"))},
+			{Text: report.Num(r.Float("rescued")), Num: true}, {Text: report.Num(r.Float("harmed")), Num: true},
+			{Text: report.Signed(r.Float("net")), Num: true, Class: netClass(int64(math.Round(r.Float("net"))))},
 			{Text: oneDecimal(r.Float("random_net")), Num: true}})
 	}
 	return v, nil

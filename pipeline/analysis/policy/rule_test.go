@@ -6,57 +6,113 @@ import (
 	"testing"
 
 	"github.com/forklab/forklab/pipeline/world"
+	"github.com/forklab/forklab/pipeline/worlds/counter"
 )
 
-func TestFires(t *testing.T) {
-	f := world.Features{SameObs: true, RepeatRun: 2, ObsValue: 1, StepsUsed: 3, BudgetLeft: 5}
+// A toy world with every kind of feature, declared only here.
+var kinds = world.Declaration{
+	Name: "kinds", Version: "3", Description: "one feature of each kind",
+	Features: []world.Field{
+		{Name: "flag", Kind: world.Bool, Description: "a bool"},
+		{Name: "count", Kind: world.Int, Description: "an int"},
+		{Name: "ratio", Kind: world.Float, Description: "a float"},
+		{Name: "mood", Kind: world.Enum, Values: []string{"calm", "busy"}, Description: "an enum"},
+		{Name: "gap", Kind: world.Int, Nullable: true, Description: "an int that may be missing"},
+	},
+	Interventions: []world.Intervention{{Arm: "on", Action: "fix", Description: "fix it"}},
+	Cost:          world.CostModel{Fields: []string{world.CostSteps}, Description: "steps"},
+}
+
+func rule(body string) string {
+	return `{"policy_version": 2, "world": "kinds", "world_version": "3", ` + body + `}`
+}
+
+// Compile evaluates every operator on every kind of feature, and a
+// missing value satisfies no condition.
+func TestCompileFires(t *testing.T) {
+	fs := []world.Value{world.BoolValue(true), world.IntValue(2), world.FloatValue(0.25), world.EnumValue("busy"), world.NullValue()}
 	for _, tc := range []struct {
-		rule string
+		body string
 		want bool
 	}{
-		{`{"policy_version":1,"all":[]}`, true},
-		{`{"policy_version":1,"never":true}`, false},
-		{`{"policy_version":1,"all":[{"feature":"same_obs","op":"=","value":true}]}`, true},
-		{`{"policy_version":1,"all":[{"feature":"same_obs","op":"!=","value":true}]}`, false},
-		{`{"policy_version":1,"all":[{"feature":"repeat_run","op":">=","value":2},{"feature":"obs_value","op":"<","value":2}]}`, true},
-		{`{"policy_version":1,"all":[{"feature":"repeat_run","op":">","value":2}]}`, false},
-		{`{"policy_version":1,"all":[{"feature":"budget_left","op":"<=","value":5},{"feature":"steps_used","op":"=","value":3}]}`, true},
-		{`{"policy_version":1,"all":[{"feature":"budget_left","op":"<=","value":4}]}`, false},
+		{`"all": []`, true},
+		{`"never": true, "all": []`, false},
+		{`"all": [{"feature": "flag", "op": "=", "value": true}]`, true},
+		{`"all": [{"feature": "flag", "op": "!=", "value": true}]`, false},
+		{`"all": [{"feature": "count", "op": ">=", "value": 2}, {"feature": "ratio", "op": "<", "value": 0.5}]`, true},
+		{`"all": [{"feature": "count", "op": ">", "value": 2}]`, false},
+		{`"all": [{"feature": "count", "op": "<=", "value": 2}, {"feature": "ratio", "op": ">", "value": 0.2}]`, true},
+		{`"all": [{"feature": "mood", "op": "=", "value": "busy"}]`, true},
+		{`"all": [{"feature": "mood", "op": "!=", "value": "busy"}]`, false},
+		{`"all": [{"feature": "gap", "op": ">=", "value": 0}]`, false},
+		{`"all": [{"feature": "gap", "op": "!=", "value": 1}]`, false},
 	} {
-		r, err := Decode([]byte(tc.rule))
+		r, err := Decode([]byte(rule(tc.body)))
 		if err != nil {
-			t.Fatalf("%s: %v", tc.rule, err)
+			t.Fatalf("%s: %v", tc.body, err)
 		}
-		if got := r.Fires(f); got != tc.want {
-			t.Errorf("%s (%s) fires %t, want %t", tc.rule, r, got, tc.want)
+		fires, err := r.Compile(kinds)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		if got := fires(fs); got != tc.want {
+			t.Errorf("%s (%s) fires %t, want %t", tc.body, r, got, tc.want)
 		}
 	}
 }
 
+// A rule that cannot run on a world is refused with what was wrong:
+// another world or version, an unknown feature (naming the known ones), an
+// operator the feature's type does not allow, a value of the wrong type;
+// and a malformed file before any world is looked at.
 func TestBadRules(t *testing.T) {
-	for _, tc := range []struct{ rule, want string }{
-		{`{"policy_version":2,"all":[]}`, "policy_version is 2"},
-		{`{"policy_version":1,"all":[{"feature":"sensor_stuck","op":"=","value":true}]}`, `unknown feature "sensor_stuck"`},
-		{`{"policy_version":1,"all":[{"feature":"repeat_run","op":"~","value":2}]}`, `unknown operator "~"`},
-		{`{"policy_version":1,"all":[{"feature":"same_obs","op":">=","value":true}]}`, "use = or !="},
-		{`{"policy_version":1,"all":[{"feature":"same_obs","op":"=","value":1}]}`, "compare it with true or false"},
-		{`{"policy_version":1,"all":[{"feature":"obs_value","op":"=","value":"3"}]}`, "must be a boolean or a number"},
-		{`{"policy_version":1,"never":true,"all":[{"feature":"obs_value","op":"=","value":3}]}`, "cannot also list conditions"},
-		{`{"policy_version":1,"all":[],"when":"always"}`, `unknown field "when"`},
-		{`{"policy_version":1,"all":[]} {}`, "trailing data"},
+	for _, tc := range []struct{ text, want string }{
+		{`{"policy_version": 1, "all": []}`, "policy_version is 1, this forklab reads 2"},
+		{`{"policy_version": 2, "all": []}`, "names no world"},
+		{rule(`"never": true, "all": [{"feature": "count", "op": "=", "value": 3}]`), "cannot also list conditions"},
+		{rule(`"all": [{"feature": "count", "op": "~", "value": 2}]`), `unknown operator "~"`},
+		{rule(`"all": [], "when": "always"`), `unknown field "when"`},
+		{rule(`"all": []`) + ` {}`, "trailing data"},
 	} {
-		_, err := Decode([]byte(tc.rule))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: got %v, want %q", tc.rule, err, tc.want)
+		if _, err := Decode([]byte(tc.text)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.text, err, tc.want)
 		}
 	}
-	for _, f := range []string{"unknown-feature.json", "unknown-op.json"} {
-		if _, err := ReadFile("../../../testdata/policy/" + f); err == nil {
-			t.Errorf("%s was accepted", f)
+	for _, tc := range []struct{ text, want string }{
+		{`{"policy_version": 2, "world": "counter", "world_version": "2", "all": []}`, "the rule is for world counter, not kinds"},
+		{`{"policy_version": 2, "world": "kinds", "world_version": "2", "all": []}`, "version 2, this sweep plays version 3"},
+		{rule(`"all": [{"feature": "sensor_stuck", "op": "=", "value": true}]`), `unknown feature "sensor_stuck" (world kinds's features: flag, count, ratio, mood, gap)`},
+		{rule(`"all": [{"feature": "flag", "op": ">=", "value": true}]`), "flag is bool, use = or !=, not >="},
+		{rule(`"all": [{"feature": "mood", "op": "<", "value": "calm"}]`), "mood is enum, use = or !="},
+		{rule(`"all": [{"feature": "flag", "op": "=", "value": 1}]`), "compare it with true or false"},
+		{rule(`"all": [{"feature": "count", "op": "=", "value": "3"}]`), "compare it with a number"},
+		{rule(`"all": [{"feature": "mood", "op": "=", "value": "sad"}]`), "compare it with one of calm, busy"},
+	} {
+		r, err := Decode([]byte(tc.text))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.text, err)
+		}
+		if _, err := r.Compile(kinds); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.text, err, tc.want)
+		}
+	}
+	d := counter.Declaration()
+	for f, want := range map[string]string{
+		"unknown-feature.json": `unknown feature "sensor_stuck"`, "unknown-op.json": `unknown operator "~"`,
+		"other-world.json": "the rule is for world toolloop, not counter", "v1.json": "policy_version is 1",
+	} {
+		r, err := ReadFile("../../../testdata/policy/" + f)
+		if err == nil {
+			err = r.Check(d)
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", f, err, want)
 		}
 	}
 }
 
+// A rule file round-trips, and fires on the counter's features as the
+// seed's should_recover does: when the observation repeated.
 func TestEncodeRoundTrips(t *testing.T) {
 	b, err := os.ReadFile("../../../testdata/policy/same-obs.json")
 	if err != nil {
@@ -66,9 +122,21 @@ func TestEncodeRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := r.Encode()
+	out, err := r.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
 	r2, err := Decode(out)
-	if err != nil || r2.String() != "same_obs = true" || r.String() != "same_obs = true" {
+	if err != nil || r2.String() != "same_obs = true" || r.String() != "same_obs = true" || r2.World != "counter" {
 		t.Fatalf("round trip: %v %q %q", err, r, r2)
+	}
+	fires, err := r2.Compile(counter.Declaration())
+	if err != nil {
+		t.Fatal(err)
+	}
+	repeat := []world.Value{world.BoolValue(true), world.IntValue(2), world.IntValue(1), world.IntValue(3), world.IntValue(5)}
+	fresh := []world.Value{world.BoolValue(false), world.IntValue(0), world.IntValue(3), world.IntValue(3), world.IntValue(4)}
+	if !fires(repeat) || fires(fresh) {
+		t.Error("same_obs = true does not fire exactly where the observation repeated")
 	}
 }

@@ -1,17 +1,18 @@
 // Package report turns a results directory into the text report forklab
-// prints, every number read through DuckDB from the embedded queries: per
-// treatment arm a headline (rescued, harmed, unchanged, net, with the
-// interval and McNemar's p), the slices by pre-decision feature, for noisy
-// sweeps how counts and intervals move with replicas and seeds, the guard
-// policy search with its held-out check and the uplift (Qini) curve, and a
-// closing "Result" paragraph written from the numbers.
+// prints, every number read through DuckDB from the embedded queries, for
+// any world: per configuration, fork step and treatment arm a headline
+// (rescued, harmed, unchanged, net, with the interval, McNemar's p, the
+// mean cost against off and the cost per net rescue), the slices by every
+// pre-decision feature the world declares, for noisy sweeps how counts and
+// intervals move with replicas and seeds, the guard policy search of every
+// configuration and fork step with its held-out check and uplift (Qini)
+// curve, and a closing "Result" paragraph written from the numbers.
 package report
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"io"
 	"math"
 	"sort"
@@ -19,17 +20,22 @@ import (
 
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/analysis/search"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/world"
 )
 
 // Sections is everything Write prints, for other renderers (the HTML report).
 type Sections struct {
 	Summary     *results.Table
 	Slices      *results.Table
+	Costs       *results.Table
 	Convergence *results.Table // nil unless the sweep is noisy
-	Search      *search.Result // nil when there is no arm on or too few pairs
+	Search      *search.Result // nil when there is no arm on
 	SearchNote  string         // why Search is nil
-	Qini        *results.Table
-	Result      []string // paragraphs
+	Qini        *results.Table // every searched configuration and fork step
+	Result      []string       // paragraphs
+	// World is the sweep's world.
+	World world.Declaration
 }
 
 // Noisy reports whether a sweep's replicas can differ: a model with
@@ -43,31 +49,37 @@ func Noisy(db *results.DB) bool {
 	return db.Manifest.Spec.Replicas > 1
 }
 
-// Collect runs every query the report needs.
+// Collect runs every query the report needs. The pairs are read once
+// (results.DB.Materialize); every query reads the small table of cells.
 func Collect(ctx context.Context, db *results.DB) (*Sections, error) {
-	s := &Sections{}
-	var err error
-	if s.Summary, err = db.Run(ctx, "summary"); err != nil {
+	s := &Sections{World: db.Manifest.Declaration}
+	opt := search.Defaults()
+	if err := db.Materialize(ctx, opt.Holdout); err != nil {
 		return nil, err
 	}
-	if s.Slices, err = db.Run(ctx, "slices"); err != nil {
-		return nil, err
+	var err error
+	for _, q := range []struct {
+		name string
+		t    **results.Table
+	}{{"summary", &s.Summary}, {"slices", &s.Slices}, {"costs", &s.Costs}} {
+		if *q.t, err = db.Run(ctx, q.name); err != nil {
+			return nil, err
+		}
 	}
 	if Noisy(db) {
 		if s.Convergence, err = db.Run(ctx, "convergence"); err != nil {
 			return nil, err
 		}
 	}
-	opt := search.Defaults()
 	s.Search, err = search.Run(ctx, db, opt)
 	if errors.Is(err, search.ErrInput) {
-		s.Search, s.SearchNote = nil, err.Error()
+		s.Search, s.SearchNote = nil, strings.TrimPrefix(err.Error(), search.ErrInput.Error()+": ")
 	} else if err != nil {
 		return nil, err
 	} else if s.Qini, err = search.Qini(ctx, db, opt); err != nil {
 		return nil, err
 	}
-	s.Result = resultParagraphs(s)
+	s.Result = resultParagraphs(s, db.Manifest)
 	return s, nil
 }
 
@@ -83,32 +95,9 @@ func Write(ctx context.Context, w io.Writer, db *results.DB) error {
 // WriteSections prints the report of already collected sections s of the
 // results in db to w.
 func WriteSections(w io.Writer, db *results.DB, s *Sections) error {
-	m := db.Manifest
-	fmt.Fprintf(w, "forklab report · %s · world %s · seeds %s · fork at %s · arms %s · replicas %d",
-		db.Dir, m.Spec.World, m.Spec.Seeds, List(m.Spec.ForkAt), List(m.Spec.Arms), m.Spec.Replicas)
-	if len(m.Configs) > 1 {
-		fmt.Fprintf(w, " · %d configurations", len(m.Configs))
-	}
-	fmt.Fprintln(w)
-	if c := m.Configs[0]; len(m.Configs) == 1 {
-		var parts []string
-		if c.Model.Temperature > 0 {
-			parts = append(parts, fmt.Sprintf("temperature %g", c.Model.Temperature))
-		}
-		for _, p := range m.Declaration.Params {
-			if def, err := p.Parse(p.Default); err == nil && fmt.Sprint(def) != fmt.Sprint(c.Params[p.Name]) {
-				parts = append(parts, p.Name+" "+c.Params.Text(p.Name))
-			}
-		}
-		if len(parts) > 0 {
-			fmt.Fprintln(w, strings.Join(parts, " · "))
-		}
-	}
-	fmt.Fprintln(w)
-	for _, r := range s.Summary.Records() {
-		writeHeadline(w, r, ConfigLabel(m, r.Int("config_id")))
-	}
-	fmt.Fprintln(w, "SLICES (pre-decision features; net rate with Newcombe 95% CI; McNemar exact p)")
+	writeHeader(w, db)
+	writeHeadlines(w, db, s)
+	fmt.Fprintln(w, "SLICES (every pre-decision feature, by value or by quantile bucket; net rate with Newcombe 95% CI; McNemar exact p)")
 	if err := writeSlices(w, s.Slices); err != nil {
 		return err
 	}
@@ -121,22 +110,77 @@ func WriteSections(w io.Writer, db *results.DB, s *Sections) error {
 	}
 	fmt.Fprintln(w)
 	if s.Search != nil {
-		if err := WritePolicy(w, s.Search); err != nil {
-			return err
-		}
-		fmt.Fprintln(w, "\nUPLIFT (QINI) CURVE on held-out pairs of arm on, best-scored first")
-		if err := WriteTable(w, s.Qini); err != nil {
+		if err := WritePolicy(w, s.Search, db.Manifest, s.Qini); err != nil {
 			return err
 		}
 	} else {
 		fmt.Fprintf(w, "POLICY SEARCH skipped: %s\n", s.SearchNote)
 	}
-	fmt.Fprintln(w, "\nRESULT")
+	writeResult(w, s)
+	return nil
+}
+
+// WriteBrief prints the short form of the report: the header, the
+// headlines and the Result paragraphs, without the tables (forklab report
+// --brief; make sweep prints the rerun's report so).
+func WriteBrief(w io.Writer, db *results.DB, s *Sections) error {
+	writeHeader(w, db)
+	writeHeadlines(w, db, s)
+	fmt.Fprintln(w, "RESULT")
 	for _, p := range s.Result {
 		fmt.Fprintln(w, wrap(p, 80))
 		fmt.Fprintln(w)
 	}
 	return nil
+}
+
+func writeHeader(w io.Writer, db *results.DB) {
+	m := db.Manifest
+	fmt.Fprintf(w, "forklab report · %s · world %s %s · seeds %s · fork at %s · arms %s · replicas %d",
+		db.Dir, m.Declaration.Name, m.Declaration.Version, m.Spec.Seeds, List(m.Spec.ForkAt), List(m.Spec.Arms), m.Spec.Replicas)
+	if len(m.Configs) > 1 {
+		fmt.Fprintf(w, " · %d configurations", len(m.Configs))
+	}
+	fmt.Fprintln(w)
+	if line := ParamsLine(m); line != "" {
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintln(w)
+}
+
+// ParamsLine names what a one-configuration sweep set away from the
+// world's defaults, and a noisy model: "temperature 0.1 · p_stall 0.2"; ""
+// when nothing was.
+func ParamsLine(m sweep.Manifest) string {
+	if len(m.Configs) != 1 {
+		return ""
+	}
+	c := m.Configs[0]
+	var parts []string
+	if c.Model.Temperature > 0 {
+		parts = append(parts, fmt.Sprintf("temperature %g", c.Model.Temperature))
+	}
+	for _, p := range m.Declaration.Params {
+		if def, err := p.Parse(p.Default); err == nil && fmt.Sprint(def) != fmt.Sprint(c.Params[p.Name]) {
+			parts = append(parts, p.Name+" "+c.Params.Text(p.Name))
+		}
+	}
+	return strings.Join(parts, " · ")
+}
+
+func writeHeadlines(w io.Writer, db *results.DB, s *Sections) {
+	costs := s.Costs.Records()
+	for _, r := range s.Summary.Records() {
+		writeHeadline(w, r, ConfigLabel(db.Manifest, r.Int("config_id")), CostsOf(costs, r))
+	}
+}
+
+func writeResult(w io.Writer, s *Sections) {
+	fmt.Fprintln(w, "\nRESULT")
+	for _, p := range s.Result {
+		fmt.Fprintln(w, wrap(p, 80))
+		fmt.Fprintln(w)
+	}
 }
 
 // ConfigLabel names configuration id of a grid sweep by its grid values,
@@ -165,20 +209,61 @@ func ConfigLabel(m sweep.Manifest, id int64) string {
 	return fmt.Sprintf("config %d (%s)", id, strings.Join(parts, ", "))
 }
 
-func writeHeadline(w io.Writer, r results.Row, config string) {
+func writeHeadline(w io.Writer, r results.Row, config string, costs []results.Row) {
 	suffix := ""
 	if config != "" {
 		suffix = " · " + config
 	}
-	fmt.Fprintf(w, "%s vs off · fork step %d%s · %d pairs\n", r.Str("arm"), r.Int("fork_step"), suffix, r.Int("pairs"))
+	fmt.Fprintf(w, "%s vs off · fork step %d%s · %d pairs", r.Str("arm"), r.Int("fork_step"), suffix, r.Int("pairs"))
+	if e := r.Int("errors"); e > 0 {
+		fmt.Fprintf(w, " (and %s that errored, not labelled)", Count(e, "pair"))
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  rescued %d   harmed %d   unchanged %d   net %+d\n", r.Int("rescued"), r.Int("harmed"), r.Int("unchanged"), r.Int("net"))
-	fmt.Fprintf(w, "  sure things %d · lost causes %d · net rate %s (95%% CI %s to %s, Newcombe) · McNemar exact p = %s on %d discordant pairs\n",
+	fmt.Fprintf(w, "  sure things %d · lost causes %d · net rate %s (95%% CI %s to %s, Newcombe) · McNemar exact p %s on %d discordant pairs\n",
 		r.Int("sure_thing"), r.Int("lost_cause"), Pct(r.Float("net_rate")), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")),
-		PValue(r.Float("mcnemar_p")), r.Int("rescued")+r.Int("harmed"))
-	fmt.Fprintf(w, "  rescue rate %s [%s, %s] · harm rate %s [%s, %s] · flip rate %s [%s, %s] (Wilson 95%%)\n\n",
+		PEquals(r.Float("mcnemar_p")), r.Int("rescued")+r.Int("harmed"))
+	fmt.Fprintf(w, "  rescue rate %s [%s, %s] · harm rate %s [%s, %s] · flip rate %s [%s, %s] (Wilson 95%%)\n",
 		Pct(r.Float("rescue_rate")), Pct(r.Float("rescue_lo")), Pct(r.Float("rescue_hi")),
 		Pct(r.Float("harm_rate")), Pct(r.Float("harm_lo")), Pct(r.Float("harm_hi")),
 		Pct(r.Float("flip_rate")), Pct(r.Float("flip_lo")), Pct(r.Float("flip_hi")))
+	if line := CostLine(costs); line != "" {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
+	fmt.Fprintln(w)
+}
+
+// CostsOf returns the rows of costs.sql for summary row r's configuration,
+// fork step and arm.
+func CostsOf(costs []results.Row, r results.Row) []results.Row {
+	var out []results.Row
+	for _, c := range costs {
+		if c.Int("config_id") == r.Int("config_id") && c.Int("fork_step") == r.Int("fork_step") && c.Str("arm") == r.Str("arm") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// CostLine says what an arm costs, one cost field after another: "cost:
+// 4.49 steps per branch against off's 4.38 (+0.11 per run); +0.5 steps
+// per net rescue". "" without cost rows.
+func CostLine(rows []results.Row) string {
+	var parts []string
+	for _, c := range rows {
+		unit := c.Str("cost")
+		p := fmt.Sprintf("%s %s per branch against off's %s (%s per run)", Num(c.Float("mean")), unit, Num(c.Float("mean_off")), Signed(c.Float("extra")))
+		if c["per_net_rescue"] != nil {
+			p += fmt.Sprintf(", %s %s per net rescue", Signed(c.Float("per_net_rescue")), unit)
+		} else {
+			p += ", no net rescue to pay for"
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "cost: " + strings.Join(parts, "; ")
 }
 
 func writeSlices(w io.Writer, t *results.Table) error {
@@ -235,20 +320,61 @@ func PctUp(x float64) string {
 	return fmt.Sprintf("%.1f%%", math.Ceil(x*1e3-1e-9)/10)
 }
 
-// PValue formats a p-value: "1" near one, three decimals down to 0.001,
-// two significant digits below (5.3e-23).
+// PValue formats a p-value, the one rule every table, headline and page
+// uses: "1" near one, three decimals down to 0.001, two significant digits
+// below (5.3e-23), and "< 1e-300" below 1e-300, where a float64 keeps no
+// precision (subnormal) or the exact tail underflowed to 0.
 func PValue(p float64) string {
 	switch {
-	case p <= 0:
-		return "< 1e-300" // the exact tail underflows a float64
-	}
-	switch {
+	case p < 1e-300:
+		return "< 1e-300"
 	case p >= 0.9995:
 		return "1"
 	case p >= 0.001:
 		return fmt.Sprintf("%.3f", p)
 	}
 	return fmt.Sprintf("%.2g", p)
+}
+
+// PEquals is PValue after "p": "= 0.578", or "< 1e-300" (never "= <
+// 1e-300").
+func PEquals(p float64) string {
+	s := PValue(p)
+	if strings.HasPrefix(s, "<") {
+		return s
+	}
+	return "= " + s
+}
+
+// Num formats a mean or a cost: at most two decimals, no trailing zeros,
+// thousands as digits: 4.49, 1927.8, 12.
+func Num(x float64) string {
+	if math.IsNaN(x) {
+		return "NaN"
+	}
+	s := fmt.Sprintf("%.2f", x)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	if s == "-0" {
+		return "0"
+	}
+	return s
+}
+
+// Signed is Num with its sign: +0.11, -0.5, 0.
+func Signed(x float64) string {
+	s := Num(x)
+	if s != "0" && !strings.HasPrefix(s, "-") {
+		return "+" + s
+	}
+	return s
+}
+
+// Count writes n with its noun, "1 harm", "2 harms".
+func Count(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // List joins values with commas as the report prints lists of fork steps

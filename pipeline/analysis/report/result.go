@@ -2,40 +2,59 @@ package report
 
 import (
 	"fmt"
-	"github.com/forklab/forklab/pipeline/analysis/results"
 	"math"
+	"strings"
+
+	"github.com/forklab/forklab/pipeline/analysis/results"
+	"github.com/forklab/forklab/pipeline/analysis/search"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/world"
 )
 
 // maxResultGroups bounds the (configuration, fork step) combinations the
 // Result section describes one by one; the tables hold the rest.
 const maxResultGroups = 4
 
-// resultParagraphs writes the "Result" section from the numbers: what
-// recovery does overall and where, what the placebo and A/A arms show, what
-// the chosen guard keeps and gives up on held-out seeds, and, when the sweep
-// ran the policy arm, what the rerun shows.
-func resultParagraphs(s *Sections) []string {
+// resultParagraphs writes the "Result" section from the numbers, for any
+// world: what recovery does overall and where, what it costs, what the
+// placebo and A/A arms show, what the chosen guard keeps, gives up and
+// costs on held-out seeds, and, when the sweep ran the policy arm, what the
+// rerun shows.
+func resultParagraphs(s *Sections, m sweep.Manifest) []string {
 	var out []string
 	sum := s.Summary.Records()
+	costs := s.Costs.Records()
+	lead := "on"
+	if countArm(sum, "on") == 0 && len(sum) > 0 {
+		lead = sum[0].Str("arm")
+	}
 	groups := 0
 	for _, r := range sum {
-		if r.Str("arm") != "on" {
+		if r.Str("arm") != lead {
 			continue
 		}
 		groups++
 		if groups > maxResultGroups {
-			out = append(out, fmt.Sprintf("(%d more configurations or fork steps: see SUMMARY and SLICES.)", countArm(sum, "on")-maxResultGroups))
+			out = append(out, fmt.Sprintf("(%d more configurations or fork steps: see the headlines and SLICES.)", countArm(sum, lead)-maxResultGroups))
 			break
 		}
-		out = append(out, overall(r, s)+where(r, s))
+		out = append(out, overall(r, s, m)+where(r, s)+costSentence(CostsOf(costs, r)))
+	}
+	errored := int64(0)
+	for _, r := range sum {
+		errored += r.Int("errors")
+	}
+	if errored > 0 {
+		out = append(out, fmt.Sprintf("%s errored (a checkpoint or a branch failed) and %s not labelled: the counts above leave %s out.",
+			Count(errored, "pair"), map[bool]string{true: "is", false: "are"}[errored == 1], map[bool]string{true: "it", false: "them"}[errored == 1]))
 	}
 	for _, r := range sum {
-		if r.Int("config_id") != 0 || (len(sum) > 0 && r.Int("fork_step") != sum[0].Int("fork_step")) {
+		if r.Int("config_id") != sum[0].Int("config_id") || r.Int("fork_step") != sum[0].Int("fork_step") {
 			continue
 		}
 		switch r.Str("arm") {
 		case "placebo":
-			out = append(out, placebo(r, find(sum, r, "on")))
+			out = append(out, placebo(r, find(sum, r, "on"), s))
 		case "aa":
 			out = append(out, fmt.Sprintf("The A/A arm (off against off with independent noise) flips %s of pairs (95%% CI %s to %s): "+
 				"that is the noise floor a rescue or harm rate has to clear.", Pct(r.Float("flip_rate")), Pct(r.Float("flip_lo")), Pct(r.Float("flip_hi"))))
@@ -48,11 +67,18 @@ func resultParagraphs(s *Sections) []string {
 			} else {
 				p += "); this sweep has no always-on arm to compare with."
 			}
-			out = append(out, p)
+			out = append(out, p+costSentence(CostsOf(costs, r)))
 		}
 	}
 	if s.Search != nil {
-		out = append(out, guard(s))
+		searched := s.Search.Searched()
+		for i, g := range searched {
+			if i == maxResultGroups {
+				out = append(out, fmt.Sprintf("(%d more searched configurations or fork steps: see POLICY SEARCH.)", len(searched)-maxResultGroups))
+				break
+			}
+			out = append(out, guard(s, g, m, len(s.Search.Groups) > 1))
+		}
 	}
 	return out
 }
@@ -77,7 +103,7 @@ func find(rs []results.Row, r results.Row, arm string) results.Row {
 	return nil
 }
 
-func overall(r results.Row, s *Sections) string {
+func overall(r results.Row, s *Sections, m sweep.Manifest) string {
 	net := r.Int("net")
 	verdict := "a difference indistinguishable from zero at the 5% level"
 	if r.Float("mcnemar_p") < 0.05 {
@@ -87,25 +113,63 @@ func overall(r results.Row, s *Sections) string {
 			verdict = "a loss unlikely to be chance"
 		}
 	}
-	p := fmt.Sprintf("Recovery at fork step %d", r.Int("fork_step"))
-	if cfgs := configsIn(s); cfgs > 1 {
-		p += fmt.Sprintf(" (config %d)", r.Int("config_id"))
+	what := "Recovery"
+	if r.Str("arm") != "on" {
+		what = "The " + r.Str("arm") + " arm"
 	}
-	p += fmt.Sprintf(" rescues %d of %d runs and harms %d: net %+d (net rate %s, 95%% CI %s to %s; McNemar exact p = %s), %s.",
+	p := fmt.Sprintf("%s at fork step %d", what, r.Int("fork_step"))
+	if l := ConfigLabel(m, r.Int("config_id")); l != "" {
+		p += " (" + l + ")"
+	}
+	p += fmt.Sprintf(" rescues %d of %d runs and harms %d: net %+d (net rate %s, 95%% CI %s to %s; McNemar exact p %s), %s.",
 		r.Int("rescued"), r.Int("pairs"), r.Int("harmed"), net, Pct(r.Float("net_rate")), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")),
-		PValue(r.Float("mcnemar_p")), verdict)
+		PEquals(r.Float("mcnemar_p")), verdict)
 	if flips := r.Int("rescued") + r.Int("harmed"); flips > 0 && float64(abs(net)) < 0.5*float64(flips) && r.Float("mcnemar_p") >= 0.05 {
 		p += fmt.Sprintf(" The small net hides %d runs that flip one way or the other.", flips)
 	}
 	return p
 }
 
-func configsIn(s *Sections) int {
-	seen := map[int64]bool{}
-	for _, r := range s.Summary.Records() {
-		seen[r.Int("config_id")] = true
+// costSentence says what an arm costs beyond off, per run and per net
+// rescue, for each cost field: "" without cost rows.
+func costSentence(rows []results.Row) string {
+	var parts []string
+	last := ""
+	for _, c := range rows {
+		x := c.Float("extra")
+		verb := "costs "
+		if x < 0 {
+			verb = "saves "
+		}
+		p := fmt.Sprintf("%s %s per run", Num(math.Abs(x)), c.Str("cost"))
+		if verb != last {
+			p = verb + p
+		}
+		last = verb
+		if c["per_net_rescue"] != nil {
+			p += fmt.Sprintf(" (%s per net rescue)", Num(math.Abs(c.Float("per_net_rescue"))))
+		}
+		parts = append(parts, p)
 	}
-	return len(seen)
+	if len(parts) == 0 {
+		return ""
+	}
+	return " From the fork to the end of the run, against off, it " + strings.Join(parts, " and ") + "."
+}
+
+// sliceText writes a slice as a condition: "same_obs = true", "tokens_left
+// < 1440", "budget_used is in [0.118, 0.131)".
+func sliceText(r results.Row) string {
+	v := r.Str("value")
+	switch {
+	case strings.HasPrefix(v, "<"), strings.HasPrefix(v, ">="):
+		return r.Str("feature") + " " + v
+	case strings.HasPrefix(v, "["):
+		return r.Str("feature") + " is in " + v
+	case v == "null":
+		return r.Str("feature") + " is missing"
+	}
+	return r.Str("feature") + " = " + v
 }
 
 // where names the slice with the best and the worst net for r's
@@ -129,7 +193,7 @@ func where(r results.Row, s *Sections) string {
 	}
 	p := ""
 	if best.Int("net") > 0 {
-		p += fmt.Sprintf(" It helps most where %s = %s (%d rescued, %d harmed", best.Str("feature"), best.Str("value"), best.Int("rescued"), best.Int("harmed"))
+		p += fmt.Sprintf(" It helps most where %s (%d rescued, %d harmed", sliceText(best), best.Int("rescued"), best.Int("harmed"))
 		p += fmt.Sprintf(", net %+d)", best.Int("net"))
 	}
 	if worst.Int("net") < 0 {
@@ -138,7 +202,7 @@ func where(r results.Row, s *Sections) string {
 		} else {
 			p += " and"
 		}
-		p += fmt.Sprintf(" harms most where %s = %s (%d rescued, %d harmed, net %+d)", worst.Str("feature"), worst.Str("value"),
+		p += fmt.Sprintf(" harms most where %s (%d rescued, %d harmed, net %+d)", sliceText(worst),
 			worst.Int("rescued"), worst.Int("harmed"), worst.Int("net"))
 	}
 	if p != "" {
@@ -147,50 +211,81 @@ func where(r results.Row, s *Sections) string {
 	return p
 }
 
-func placebo(r, on results.Row) string {
-	p := fmt.Sprintf("The placebo, a step burned with nothing new read, rescues %d and harms %d (net %+d; net rate 95%% CI %s to %s)",
-		r.Int("rescued"), r.Int("harmed"), r.Int("net"), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")))
+func placebo(r, on results.Row, s *Sections) string {
+	what := "The placebo"
+	if iv, ok := s.World.Intervention("placebo"); ok && iv.Description != "" {
+		what += " (" + iv.Description + ")"
+	}
+	p := fmt.Sprintf("%s rescues %d and harms %d (net %+d; net rate 95%% CI %s to %s)",
+		what, r.Int("rescued"), r.Int("harmed"), r.Int("net"), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")))
 	if on == nil {
 		return p + "."
 	}
 	switch {
 	case r.Int("rescued") == 0:
-		p += fmt.Sprintf(": none of recovery's %d rescues come from merely interrupting the run; they need the fresh reading.", on.Int("rescued"))
+		p += fmt.Sprintf(": none of recovery's %d rescues come from merely interrupting the run; they need what the recovery does.", on.Int("rescued"))
 	case r.Int("rescued") >= on.Int("rescued"):
-		p += fmt.Sprintf(": interrupting the run alone rescues as many as recovery does (%d), so the refresh's new information adds no rescues.", on.Int("rescued"))
+		p += fmt.Sprintf(": interrupting the run alone rescues as many as recovery does (%d), so what the recovery does adds no rescues.", on.Int("rescued"))
 	default:
-		p += fmt.Sprintf(": interrupting the run alone accounts for up to %d of recovery's %d rescues; the fresh reading accounts for the rest.",
+		p += fmt.Sprintf(": interrupting the run alone accounts for up to %d of recovery's %d rescues; what the recovery does accounts for the rest.",
 			r.Int("rescued"), on.Int("rescued"))
 	}
 	return p
 }
 
-func guard(s *Sections) string {
+func guard(s *Sections, g *search.Group, m sweep.Manifest, several bool) string {
 	r := s.Search
-	c := r.Chosen
-	var always *struct{ rescued, harmed int64 }
-	for _, b := range r.Baselines {
+	c := g.Chosen
+	var always *search.Candidate
+	for i, b := range g.Baselines {
 		if b.Trigger == "always" {
-			always = &struct{ rescued, harmed int64 }{b.Holdout.Rescued, b.Holdout.Harmed}
+			always = &g.Baselines[i]
 		}
 	}
-	scope := "on clean runs (no fault)"
-	if r.Options.Scope == "all" {
-		scope = "in all"
+	scope := ScopeText(r.Options.Scope, r.World)
+	at := ""
+	if several {
+		at = " for " + GroupTitle(m, g.ConfigID, g.ForkStep)
 	}
-	kept := pick(r.Options.Scope == "all", c.Search.Harmed, c.Search.HarmedClean)
-	p := fmt.Sprintf("The guard chosen on %d search pairs, recover only when %s, keeps %s with %s %s there (cap %d).",
-		c.Search.Pairs, c.Rule.String(), count(c.Search.Rescued, "rescue"), count(kept, "harm"), scope, r.Options.MaxHarm)
+	p := fmt.Sprintf("The guard chosen%s on %d search pairs, recover only when %s, keeps %s with %s %s there (cap %d).",
+		at, c.Search.Pairs, ruleText(c), Count(c.Search.Rescued, "rescue"), Count(c.Search.Capped(r.Options.Scope), "harm"), scope, r.Options.MaxHarm)
 	if c.Trigger == "never" {
-		p = fmt.Sprintf("No trigger over the recorded features keeps any rescue with at most %d harms %s on the search pairs, so the guard is never to recover.",
-			r.Options.MaxHarm, scope)
+		p = fmt.Sprintf("No trigger over the recorded features%s keeps any rescue with at most %s %s on the search pairs, so the guard is never to recover.",
+			at, Count(int64(r.Options.MaxHarm), "harm"), scope)
 	}
 	p += fmt.Sprintf(" On the %d held-out pairs it keeps %s and lets through %s (net %+d)", c.Holdout.Pairs,
-		count(c.Holdout.Rescued, "rescue"), count(c.Holdout.Harmed, "harm"), c.Holdout.Net())
+		Count(c.Holdout.Rescued, "rescue"), Count(c.Holdout.Harmed, "harm"), c.Holdout.Net())
 	if always != nil {
-		p += fmt.Sprintf(", where always-on rescues %d and harms %d", always.rescued, always.harmed)
+		p += fmt.Sprintf(", where always-on rescues %d and harms %d", always.Holdout.Rescued, always.Holdout.Harmed)
 	}
 	p += fmt.Sprintf("; with 95%% confidence its held-out harm rate is at most %s (exact Clopper–Pearson bound).", PctUp(c.Holdout.HarmUpper()))
+	var costs []string
+	last := ""
+	for _, k := range reported(r.World) {
+		x := c.Holdout.Extra[k]
+		if math.IsNaN(x) || c.Holdout.Fires == 0 {
+			continue
+		}
+		verb := "costs "
+		if x < 0 {
+			verb = "saves "
+		}
+		part := fmt.Sprintf("%s %s", Num(math.Abs(x)), fieldName(k))
+		if verb != last {
+			part = verb + part
+		}
+		last = verb
+		if n := c.Holdout.Net(); n > 0 {
+			part += fmt.Sprintf(" (%s per net rescue)", Num(math.Abs(x)/float64(n)))
+		}
+		if always != nil && !math.IsNaN(always.Holdout.Extra[k]) {
+			part += fmt.Sprintf(" where always-on %s %s", map[bool]string{true: "saves", false: "costs"}[always.Holdout.Extra[k] < 0], Num(math.Abs(always.Holdout.Extra[k])))
+		}
+		costs = append(costs, part)
+	}
+	if len(costs) > 0 {
+		p += " Against off, on the held-out runs it fires on, it " + strings.Join(costs, " and ") + "."
+	}
 	if c.Conditions == 2 {
 		p += " A single feature was not enough here: the rule needs two conditions."
 	}
@@ -200,19 +295,6 @@ func guard(s *Sections) string {
 	return p
 }
 
-func pick(all bool, a, b int64) int64 {
-	if all {
-		return a
-	}
-	return b
-}
+func fieldName(k int) string { return world.CostFields[k] }
 
 func abs(x int64) int64 { return int64(math.Abs(float64(x))) }
-
-// count writes n with its noun, "1 harm", "2 harms".
-func count(n int64, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}

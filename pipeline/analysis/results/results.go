@@ -1,7 +1,9 @@
 // Package results opens a finished results directory in an in-process
 // DuckDB and runs the embedded queries (package queries) over its Parquet
-// tables. Paths in the views are relative to the directory, resolved through
-// DuckDB's file_search_path, so the same SQL runs from the duckdb CLI
+// tables. The views are generated from the world's declaration the
+// manifest carries (queries.Views), so the same queries read any world.
+// Paths in the views are relative to the directory, resolved through
+// DuckDB's file_search_path, so the same SQL runs in any DuckDB session
 // started in the directory.
 package results
 
@@ -28,14 +30,18 @@ type DB struct {
 	Manifest sweep.Manifest
 	db       *sql.DB
 	events   bool // the directory has session events (exported or sunk)
+	// holdout is the held-out share pair_cells was materialised with
+	// (Materialize); 0 when the views are live.
+	holdout float64
 }
 
 // Open checks that dir is a finished results directory (it has a manifest;
-// the error wraps sweep.ErrNotResults if not) and opens it, with the views of
-// queries/views.sql, the macros of queries/stats.sql and, when session
-// events were exported or sunk into it, the view events (EventsView). The
-// database is in memory and sandboxed (duck.Lock): SQL run on it reads only
-// dir, writes no file, and cannot change a setting.
+// the error wraps sweep.ErrNotResults if not) and opens it, with the views
+// generated from its world's declaration (queries.Views), the macros of
+// queries/stats.sql and, when session events were exported or sunk into
+// it, the view events (EventsView). The database is in memory and
+// sandboxed (duck.Lock): SQL run on it reads only dir, writes no file, and
+// cannot change a setting.
 func Open(ctx context.Context, dir string) (*DB, error) {
 	return OpenSandboxed(ctx, dir, duck.Sandbox{})
 }
@@ -55,6 +61,10 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 	if err := checkFiles(abs, m); err != nil {
 		return nil, err
 	}
+	views, err := queries.Views(m.Declaration)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the world declared in %s: %v: %w", dir, sweep.ManifestName, err, sweep.ErrNotResults)
+	}
 	db, err := duck.Open("")
 	if err != nil {
 		return nil, fmt.Errorf("open duckdb: %w", err)
@@ -64,10 +74,17 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 		db.Close()
 		return nil, fmt.Errorf("set file_search_path: %w", err)
 	}
-	for _, setup := range []string{"views", "stats"} {
-		if _, err := db.ExecContext(ctx, AbsPaths(queries.MustGet(setup), abs)); err != nil {
+	// Every query that reads a view over the files binds it again, and with
+	// union_by_name that reads every file's footer: keep them (DuckDB checks
+	// a file's modification time before it reuses one).
+	if _, err := db.ExecContext(ctx, "SET parquet_metadata_cache = true"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("set parquet_metadata_cache: %w", err)
+	}
+	for _, setup := range []struct{ name, text string }{{"views (queries.Views)", views}, {"queries/stats.sql", queries.MustGet("stats")}} {
+		if _, err := db.ExecContext(ctx, AbsPaths(setup.text, abs)); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("%s: queries/%s.sql: %w", dir, setup, QueryError(err))
+			return nil, fmt.Errorf("%s: %s: %w", dir, setup.name, QueryError(err))
 		}
 	}
 	view, events, err := EventsView(abs)
@@ -90,11 +107,65 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 	return r, nil
 }
 
+// Materialized lists the views Materialize computes once, in order: the
+// one pass over the pairs (pair_groups) and what every report query reads
+// from it.
+var Materialized = []string{"pair_groups", "feature_values", "feature_bins", "pair_cells"}
+
+// Materialize reads the pairs once, with holdout as the held-out share of
+// the split (in (0, 1)), and keeps pair_groups, feature_values,
+// feature_bins and pair_cells as temporary tables that shadow their views
+// for the rest of the connection: the report's queries then read a table
+// of a few hundred rows instead of every pair. Calling it again with the
+// same holdout does nothing; another holdout recomputes them.
+func (r *DB) Materialize(ctx context.Context, holdout float64) error {
+	if r.holdout == holdout {
+		return nil
+	}
+	if !(holdout > 0 && holdout < 1) {
+		return fmt.Errorf("holdout %v: want a share strictly between 0 and 1", holdout)
+	}
+	// Which int features are narrow decides how the pass groups them:
+	// asked first, it lets the pass group their integers as they are.
+	narrow := map[string]bool{}
+	t, err := r.Query(ctx, "SELECT c.feature FROM feature_ranges AS r JOIN feature_catalog AS c USING (feature_order) WHERE r.small")
+	if err != nil {
+		return fmt.Errorf("%s: feature_ranges: %w", r.Dir, err)
+	}
+	for _, row := range t.Rows {
+		narrow[fmt.Sprint(row[0])] = true
+	}
+	groups, err := queries.PairGroups(r.Manifest.Declaration, narrow)
+	if err != nil {
+		return err
+	}
+	stmts := []string{fmt.Sprintf("SET VARIABLE holdout = %s", strconv.FormatFloat(holdout, 'g', -1, 64))}
+	for _, v := range Materialized {
+		stmts = append(stmts, "DROP TABLE IF EXISTS temp."+v)
+	}
+	for _, v := range Materialized {
+		if v == "pair_groups" {
+			stmts = append(stmts, "CREATE TEMP TABLE pair_groups AS\n"+groups)
+			continue
+		}
+		stmts = append(stmts, fmt.Sprintf("CREATE TEMP TABLE %s AS FROM main.%s", v, v))
+	}
+	for _, s := range stmts {
+		if _, err := r.db.ExecContext(ctx, s); err != nil {
+			r.holdout = 0
+			return fmt.Errorf("%s: %s: %w", r.Dir, s, QueryError(err))
+		}
+	}
+	r.holdout = holdout
+	return nil
+}
+
 // fileArg is a relative path given to one of DuckDB's file readers.
-var fileArg = regexp.MustCompile(`(?i)\b(read_(?:parquet|json|json_auto|ndjson|csv|csv_auto|text|blob)\s*\(\s*)'([^'/][^']*)'`)
+var fileArg = regexp.MustCompile(`(?i)\b((?:read_(?:parquet|json|json_auto|ndjson|csv|csv_auto|text|blob)|parquet_metadata)\s*\(\s*)'([^'/][^']*)'`)
 
 // AbsPaths returns SQL text with the relative paths its file readers
-// (read_parquet('pairs/…'), read_json, …) take made absolute under dir.
+// (read_parquet('pairs/…'), read_json, …, parquet_metadata) take made
+// absolute under dir.
 // The sandbox (duck.Lock) checks a path before DuckDB resolves it against
 // file_search_path, so the views forklab runs in process read absolute
 // paths; the text of queries/ keeps relative ones, for the duckdb CLI and
