@@ -262,6 +262,9 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	}
 	m.Files = files
 	m.Errors, m.Cost = res.Errors, res.Cost
+	if err := removeTemps(st.Dir); err != nil {
+		return res, fmt.Errorf("staging %s: %w", st.Dir, err)
+	}
 	if err := syncTree(st.Dir); err != nil {
 		return res, fmt.Errorf("sync %s: %w", st.Dir, err)
 	}
@@ -348,6 +351,30 @@ func verifyFiles(dir string, files []FileInfo) error {
 		}
 	}
 	return nil
+}
+
+// tmpInfix marks a temporary file: ".NAME.tmp-RANDOM", as tableFile and
+// atomicfile name them.
+const tmpInfix = ".tmp-"
+
+// removeTemps removes the temporary files under root that writers killed
+// mid-file left behind (a unit's files are only ever renamed into place
+// whole), so that none is published.
+func removeTemps(root string) error {
+	return filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil // a writer's rename got there first
+			}
+			return err
+		}
+		if n := d.Name(); !d.IsDir() && strings.HasPrefix(n, ".") && strings.Contains(n, tmpInfix) {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // syncTree syncs every directory under root (their entries are renamed
