@@ -26,6 +26,7 @@ func init() {
 		wf                                             *worldFlags
 		fromLog, logPrefix, token                      string
 		logParallel                                    int
+		sf                                             *scaleFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "sweep",
@@ -55,6 +56,9 @@ The tables are the in-memory sweep's, byte for byte, for any world.`,
 			}
 			if logParallel < 1 {
 				return usageErr("--log-parallel must be at least 1, got %d", logParallel)
+			}
+			if err := sf.check(cmd, resume, fromLog != ""); err != nil {
+				return err
 			}
 			if fromLog == "" {
 				for _, name := range []string{"log-prefix", "log-parallel", "token"} {
@@ -102,6 +106,9 @@ The tables are the in-memory sweep's, byte for byte, for any world.`,
 			resolved, err := spec.Resolve()
 			if err != nil {
 				return asInput(err)
+			}
+			if sf.shard != "" || sf.distributed {
+				return sf.run(cmd, resolved, out, overwrite, quiet, workers)
 			}
 			st, err := sweep.Stage(out, overwrite, resume)
 			if err != nil {
@@ -180,5 +187,7 @@ The tables are the in-memory sweep's, byte for byte, for any world.`,
 	f.IntVar(&logParallel, "log-parallel", 16, "seeds played on the log at once")
 	f.StringVar(&token, "token", os.Getenv("FORKLAB_TOKEN"), "bearer token for --from-log (default $FORKLAB_TOKEN)")
 	wf = addWorldFlags(f)
+	sf = addScaleFlags(f)
+	cmd.AddCommand(finalizeCmd())
 	rootCmd.AddCommand(cmd)
 }

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+)
+
+// sameSweep fails unless dir holds the single-process sweep want's Parquet
+// files byte for byte, its manifest lists the same files (sizes, rows,
+// checksums) and rows, and forklab report prints the same report.
+func sameSweep(t *testing.T, want, dir string) {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(want, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(p) != ".parquet" {
+			return err
+		}
+		rel, _ := filepath.Rel(want, p)
+		a, _ := os.ReadFile(p)
+		b, err := os.ReadFile(filepath.Join(dir, rel))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s differs from the single-process sweep's (%v)", rel, err)
+		}
+		n++
+		return nil
+	})
+	if err != nil || n < 5 {
+		t.Fatalf("compared %d files: %v", n, err)
+	}
+	mw, err := sweep.ReadManifest(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := sweep.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mw.Files) != len(md.Files) {
+		t.Fatalf("manifests list %d and %d files", len(mw.Files), len(md.Files))
+	}
+	for i := range mw.Files {
+		if mw.Files[i] != md.Files[i] {
+			t.Errorf("manifest file %+v, single-process %+v", md.Files[i], mw.Files[i])
+		}
+	}
+	for k, v := range mw.Rows {
+		if md.Rows[k] != v {
+			t.Errorf("manifest rows.%s = %d, single-process %d", k, md.Rows[k], v)
+		}
+	}
+	mustRun(t, "verify", dir)
+	rw := strings.ReplaceAll(mustRun(t, "report", want), want, "DIR")
+	rd := strings.ReplaceAll(mustRun(t, "report", dir), dir, "DIR")
+	if rw != rd {
+		t.Errorf("report differs from the single-process one:\n%s\nwant:\n%s", rd, rw)
+	}
+}
+
+// Three share processes at once, then finalize: the single-process sweep's
+// files, manifest rows and report. A finalize before the last share names
+// it; a share out of range or with --resume is refused with status 2.
+func TestShardsThenFinalize(t *testing.T) {
+	args := []string{"--seeds", "0:150000", "--fork-at", "1-3", "--p-stall", "0.1", "-q"}
+	single := filepath.Join(t.TempDir(), "single")
+	mustRun(t, append([]string{"sweep", "--out", single}, args...)...)
+	out := filepath.Join(t.TempDir(), "out")
+	var procs []*exec.Cmd
+	for _, i := range []string{"0", "2"} {
+		c := exec.Command(forklabBin, append([]string{"sweep", "--out", out, "--shard", i + "/3", "--workers", "1"}, args...)...)
+		c.Stderr = os.Stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, c)
+	}
+	for _, c := range procs {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("%v: %v", c.Args, err)
+		}
+	}
+	_, errs, code := run(t, "sweep", "finalize", out)
+	if code != 1 || !strings.Contains(errs, "1 of 4 units are missing, of share(s) 1/3 (c0-s000001 (config 0, seeds 43648:87296))") {
+		t.Fatalf("finalize without share 1/3: exit %d, %s", code, errs)
+	}
+	mustRun(t, append([]string{"sweep", "--out", out, "--shard", "1/3"}, args...)...)
+	mustRun(t, "sweep", "finalize", out, "-q")
+	sameSweep(t, single, out)
+	if _, errs, code := run(t, "sweep", "finalize", out); code != 2 || !strings.Contains(errs, "nothing to finalize") {
+		t.Errorf("finalize again: exit %d, %s", code, errs)
+	}
+	for _, bad := range [][]string{{"--shard", "3/3"}, {"--shard", "1/3", "--resume"}, {"--shard", "x"}} {
+		if _, errs, code := run(t, append([]string{"sweep", "--out", t.TempDir()}, bad...)...); code != 2 {
+			t.Errorf("sweep %v: exit %d, %s", bad, code, errs)
+		}
+	}
+}

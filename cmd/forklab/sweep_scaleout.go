@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/forklab/forklab/pipeline/analysis/export"
+	"github.com/forklab/forklab/pipeline/lab/scaleout"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/mattn/go-isatty"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// scaleFlags are forklab sweep's flags for sweeps spread over processes:
+// a share of a static split, or a distributed sweep's coordinator.
+type scaleFlags struct {
+	shard       string
+	share       scaleout.Share
+	distributed bool
+}
+
+func addScaleFlags(f *pflag.FlagSet) *scaleFlags {
+	sf := &scaleFlags{}
+	f.StringVar(&sf.shard, "shard", "", "run only share I/N of the sweep's units (I from 0, e.g. $JOB_COMPLETION_INDEX/3) into --out; then forklab sweep finalize")
+	return sf
+}
+
+// check refuses flag combinations that do not go together.
+func (sf *scaleFlags) check(cmd *cobra.Command, resume, fromLog bool) error {
+	if sf.shard != "" {
+		sh, err := scaleout.ParseShare(sf.shard)
+		if err != nil {
+			return asInput(fmt.Errorf("--shard: %w", err))
+		}
+		sf.share = sh
+		if resume {
+			return usageErr("--resume does not apply to --shard: a share run again keeps the units it finished")
+		}
+	}
+	return nil
+}
+
+// run runs the share or the distributed sweep.
+func (sf *scaleFlags) run(cmd *cobra.Command, r sweep.Resolved, out string, overwrite, quiet bool, workers int) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runShare(ctx, r, out, sf.share, overwrite, quiet, workers)
+}
+
+// seedBar is a progress bar of seeds on stderr, or nil when stderr is not
+// a terminal or quiet is set.
+func seedBar(what string, total int64, quiet bool) *progressbar.ProgressBar {
+	if quiet || !isatty.IsTerminal(os.Stderr.Fd()) {
+		return nil
+	}
+	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription(what), progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(), progressbar.OptionSetItsString("seeds"),
+		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+}
+
+func runShare(ctx context.Context, r sweep.Resolved, out string, sh scaleout.Share, overwrite, quiet bool, workers int) error {
+	var total uint64
+	r.Units(func(u sweep.Unit) bool {
+		if sh.Owns(r.UnitSeq(u)) {
+			total += u.Seeds.Len()
+		}
+		return true
+	})
+	opt := sweep.Options{Workers: workers, Version: version}
+	bar := seedBar("share "+sh.String(), int64(total), quiet)
+	if bar != nil {
+		opt.Progress = func(n, _ int) { bar.Add(n) }
+	}
+	start := time.Now()
+	res, err := scaleout.RunShare(ctx, r, out, sh, overwrite, opt)
+	if bar != nil {
+		bar.Finish()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return exitError{130, fmt.Errorf("share %s interrupted; the units it finished are kept: run it again to go on", sh)}
+		}
+		if errors.Is(err, sweep.ErrFinished) {
+			return asInput(err)
+		}
+		return fmt.Errorf("share %s: %w (the units it finished are kept: run it again to go on)", sh, err)
+	}
+	if !quiet {
+		kept := ""
+		if res.Kept > 0 {
+			kept = fmt.Sprintf(" (%d kept from an earlier run)", res.Kept)
+		}
+		fmt.Fprintf(os.Stderr, "share %s: %d units, %d seeds in %s%s; when every share is done: forklab sweep finalize %s\n",
+			sh, res.Units, total, time.Since(start).Round(time.Millisecond), kept, out)
+	}
+	return nil
+}
+
+func finalizeCmd() *cobra.Command {
+	var (
+		overwrite, quiet bool
+		wait             time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "finalize DIR",
+		Short: "Check that every share (or unit) of a spread sweep is in DIR and publish it with its manifest",
+		Long: `finalize finishes a sweep whose units other processes wrote into DIR: the
+shares of a static split (forklab sweep … --shard I/N --out DIR), or the
+workers of a distributed sweep whose coordinator is gone. It reads the spec
+the units were written for, checks that every unit is present (naming the
+shares that have not finished and the first missing units), checks every
+file against the size and CRC-32C its unit recorded, writes the
+configuration tables and manifest.json, publishes DIR atomically and writes
+DIR/results.duckdb.
+
+With --wait it waits up to that long for shares still running (a
+finishing job started beside them).
+
+Exit status 0: published; 1: units are missing or damaged (named), or the
+wait ran out; 2: DIR holds nothing to finalize.`,
+		Example: `  forklab sweep --seeds 0:3000000 --shard 0/3 --out /data/big &
+  forklab sweep --seeds 0:3000000 --shard 1/3 --out /data/big &
+  forklab sweep --seeds 0:3000000 --shard 2/3 --out /data/big
+  wait; forklab sweep finalize /data/big`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if wait < 0 {
+				return usageErr("--wait must be 0 or more, got %s", wait)
+			}
+			out := args[0]
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			start := time.Now()
+			res, err := scaleout.Finalize(ctx, out, scaleout.FinalizeOptions{Overwrite: overwrite, Wait: wait, Version: version})
+			if err != nil {
+				switch {
+				case ctx.Err() != nil:
+					return exitError{130, fmt.Errorf("finalize interrupted; %s is as it was", out)}
+				case errors.Is(err, sweep.ErrFinished), errors.Is(err, os.ErrNotExist):
+					return asInput(err)
+				}
+				if _, serr := sweep.StagedSpec(out); serr != nil {
+					return asInput(err)
+				}
+				return err
+			}
+			return published(ctx, out, res, start, quiet)
+		},
+	}
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace a finished sweep in DIR")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for shares still running (e.g. 2h)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary line")
+	return cmd
+}
+
+// published writes out's results.duckdb and the summary line of a sweep
+// just published.
+func published(ctx context.Context, out string, res sweep.Result, start time.Time, quiet bool) error {
+	if _, err := export.WriteDB(ctx, out); err != nil {
+		return fmt.Errorf("write %s/results.duckdb: %w", out, err)
+	}
+	if !quiet {
+		m := res.Manifest
+		errs := ""
+		if m.Errors > 0 {
+			errs = fmt.Sprintf(", %d error pairs", m.Errors)
+		}
+		fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs%s in %s\n",
+			out, m.Rows["tasks"], m.Rows["checkpoints"], m.Rows["branches"], m.Rows["pairs"], errs,
+			time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
