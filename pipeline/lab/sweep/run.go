@@ -205,9 +205,9 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 		e, ok := done[u.ID()]
 		var bad error
 		if !ok || e.Unit != u {
-			bad = fmt.Errorf("unit %s (config %d, seeds %s) is missing", u.ID(), u.Config, u.Seeds)
+			bad = &UnitError{Unit: u, Err: errMissing}
 		} else if err := verifyFiles(st.Dir, e.Files); err != nil {
-			bad = fmt.Errorf("unit %s (config %d, seeds %s) is damaged: %w", u.ID(), u.Config, u.Seeds, err)
+			bad = &UnitError{Unit: u, Err: fmt.Errorf("is damaged: %w", err)}
 		}
 		if bad != nil && opt.FinalizeOnly {
 			fail(fmt.Errorf("%w: run its share again", bad))

@@ -106,6 +106,31 @@ func StagedSpec(out string) (Spec, error) {
 	return s, nil
 }
 
+// UnitError is a unit the finishing step (Run with FinalizeOnly) found
+// missing or damaged in the staging directory.
+type UnitError struct {
+	Unit Unit
+	Err  error
+}
+
+func (e *UnitError) Error() string {
+	return fmt.Sprintf("unit %s (config %d, seeds %s) %v", e.Unit.ID(), e.Unit.Config, e.Unit.Seeds, e.Err)
+}
+
+func (e *UnitError) Unwrap() error { return e.Err }
+
+var errMissing = errors.New("is missing")
+
+// Redo removes u's ledger entry from st, so that u counts as unfinished
+// and is written again (a unit the finishing step found damaged).
+func Redo(st *Staging, u Unit) error {
+	err := os.Remove(filepath.Join(st.Dir, ledgerDir, u.ID()+".json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
 // ErrPanic marks a unit whose world panicked: UnitWriter.Write recovers
 // the panic and returns it as an error wrapping ErrPanic.
 var ErrPanic = errors.New("panic")
