@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,11 +25,22 @@ type scaleFlags struct {
 	shard       string
 	share       scaleout.Share
 	distributed bool
+	brokers     string
+	queue       string
+	partitions  int
+	maxAttempts int
+	lease       time.Duration
 }
 
 func addScaleFlags(f *pflag.FlagSet) *scaleFlags {
 	sf := &scaleFlags{}
 	f.StringVar(&sf.shard, "shard", "", "run only share I/N of the sweep's units (I from 0, e.g. $JOB_COMPLETION_INDEX/3) into --out; then forklab sweep finalize")
+	f.BoolVar(&sf.distributed, "distributed", false, "publish the units on Kafka (--brokers) for forklab workers, follow them, finalize --out when all are in")
+	f.StringVar(&sf.brokers, "brokers", os.Getenv("FORKLAB_BROKERS"), "Kafka bootstrap brokers host:port,… for --distributed (default $FORKLAB_BROKERS)")
+	f.StringVar(&sf.queue, "queue", scaleout.DefaultQueue, "--distributed: queue name (topics QUEUE.units, QUEUE.results; the workers' group QUEUE.workers)")
+	f.IntVar(&sf.partitions, "partitions", scaleout.DefaultPartitions, "--distributed: partitions of the units topic (the most workers busy at once); grows an existing topic")
+	f.IntVar(&sf.maxAttempts, "max-attempts", 3, "--distributed: attempts at a unit before it is written as error rows")
+	f.DurationVar(&sf.lease, "lease", 10*time.Second, "--distributed: how long a unit whose worker went silent counts as still running")
 	return sf
 }
 
@@ -43,6 +55,34 @@ func (sf *scaleFlags) check(cmd *cobra.Command, resume, fromLog bool) error {
 		if resume {
 			return usageErr("--resume does not apply to --shard: a share run again keeps the units it finished")
 		}
+		if sf.distributed {
+			return usageErr("--shard and --distributed do not go together: a static split or work units on Kafka")
+		}
+	}
+	fl := cmd.Flags()
+	if !sf.distributed {
+		for _, name := range []string{"brokers", "queue", "partitions", "max-attempts", "lease"} {
+			if fl.Changed(name) {
+				return usageErr("--%s applies only with --distributed", name)
+			}
+		}
+		return nil
+	}
+	switch {
+	case sf.brokers == "":
+		return usageErr("--distributed needs --brokers host:port,… (or $FORKLAB_BROKERS): the Kafka cluster the workers read")
+	case resume:
+		return usageErr("--resume does not apply to --distributed: run the same command again to pick a stopped coordinator's sweep up")
+	case fromLog:
+		return usageErr("--from-log does not go with --distributed")
+	case sf.partitions < 1 || sf.partitions > 100000:
+		return usageErr("--partitions must be between 1 and 100000, got %d", sf.partitions)
+	case sf.maxAttempts < 1 || sf.maxAttempts > 100:
+		return usageErr("--max-attempts must be between 1 and 100, got %d", sf.maxAttempts)
+	case sf.lease < time.Second:
+		return usageErr("--lease must be at least 1s, got %s", sf.lease)
+	case fl.Changed("workers"):
+		return usageErr("--workers does not apply to --distributed: start forklab worker processes (--parallel each)")
 	}
 	return nil
 }
@@ -51,7 +91,66 @@ func (sf *scaleFlags) check(cmd *cobra.Command, resume, fromLog bool) error {
 func (sf *scaleFlags) run(cmd *cobra.Command, r sweep.Resolved, out string, overwrite, quiet bool, workers int) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if sf.distributed {
+		return sf.coordinate(ctx, r, out, overwrite, quiet)
+	}
 	return runShare(ctx, r, out, sf.share, overwrite, quiet, workers)
+}
+
+// coordinate runs the coordinator of a distributed sweep.
+func (sf *scaleFlags) coordinate(ctx context.Context, r sweep.Resolved, out string, overwrite, quiet bool) error {
+	q := scaleout.Queue{Brokers: splitList(sf.brokers), Name: sf.queue, Partitions: sf.partitions}
+	logf := func(f string, a ...any) {
+		if !quiet {
+			fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...)
+		}
+	}
+	total := int64(r.Spec.Seeds.Len()) * int64(len(r.Configs))
+	bar := seedBar("sweep", total, quiet)
+	var lastLine time.Time
+	var heard time.Time
+	hinted := false
+	progress := func(s scaleout.Status) {
+		if s.Workers > 0 || s.Done > 0 {
+			heard = time.Now()
+		}
+		what := fmt.Sprintf("units %d/%d · %d workers · %d running", s.Done, s.Units, s.Workers, s.Running)
+		if s.Failed > 0 {
+			what += fmt.Sprintf(" · %d attempts failed", s.Failed)
+		}
+		if s.Poison > 0 {
+			what += fmt.Sprintf(" · %d units as error rows", s.Poison)
+		}
+		switch {
+		case bar != nil:
+			bar.Describe(what)
+			bar.Set64(int64(s.SeedsDone))
+		case !quiet && time.Since(lastLine) >= 10*time.Second:
+			lastLine = time.Now()
+			fmt.Fprintf(os.Stderr, "forklab sweep: %s · seeds %d/%d\n", what, s.SeedsDone, s.Seeds)
+		}
+		if !quiet && !hinted && heard.IsZero() && time.Since(s.Since) > 15*time.Second {
+			hinted = true
+			logf("no worker has reported yet: start some with forklab worker --brokers %s --queue %s", sf.brokers, q.Name)
+		}
+	}
+	start := time.Now()
+	res, err := scaleout.Coordinate(ctx, r, scaleout.CoordinatorConfig{Queue: q, Out: out, Overwrite: overwrite,
+		MaxAttempts: sf.maxAttempts, Lease: sf.lease, Version: version, Progress: progress, Logf: logf})
+	if bar != nil {
+		bar.Finish()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return exitError{130, fmt.Errorf("coordinator stopped; the workers carry on: run the same command again to pick the sweep up")}
+		}
+		if errors.Is(err, sweep.ErrFinished) || strings.Contains(err.Error(), "holds an unfinished distributed sweep") ||
+			strings.Contains(err.Error(), "is not empty and holds no forklab sweep") {
+			return asInput(err)
+		}
+		return err
+	}
+	return published(ctx, out, res, start, quiet)
 }
 
 // seedBar is a progress bar of seeds on stderr, or nil when stderr is not
