@@ -4,6 +4,8 @@
 package atomicfile
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -15,8 +17,44 @@ type File struct {
 	done bool
 }
 
-// Create starts writing path: a temporary file ".NAME.tmp-*" beside it.
+// ErrNotRegular reports a path that exists and is not a regular file (a
+// symbolic link, a device, a directory, a pipe): forklab replaces only
+// regular files.
+var ErrNotRegular = errors.New("is not a regular file; forklab replaces only regular files")
+
+// CheckReplaceable reports path when it exists and is not a regular file
+// (ErrNotRegular): a symlink or a device node must not be swapped for a
+// regular file behind its owner's back.
+func CheckReplaceable(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode().IsRegular() {
+		return nil
+	}
+	return fmt.Errorf("%s %w (it is a %s)", path, ErrNotRegular, kind(fi.Mode()))
+}
+
+func kind(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeDevice != 0:
+		return "device"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file"
+}
+
+// Create starts writing path: a temporary file ".NAME.tmp-*" beside it. It
+// refuses a path that exists and is not a regular file (CheckReplaceable).
 func Create(path string) (*File, error) {
+	if err := CheckReplaceable(path); err != nil {
+		return nil, err
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -48,5 +49,35 @@ func TestSyncDir(t *testing.T) {
 	}
 	if err := SyncDir(filepath.Join(dir, "missing")); !os.IsNotExist(err) {
 		t.Fatalf("sync of a missing directory: %v", err)
+	}
+}
+
+// A symlink, a device node or a directory at the path is refused, not
+// replaced by a regular file, and nothing is left behind.
+func TestRefusesNonRegular(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	os.WriteFile(target, []byte("keep"), 0o644)
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub")
+	os.Mkdir(sub, 0o755)
+	for _, p := range []string{link, sub, "/dev/null"} {
+		err := WriteFile(p, []byte("new"))
+		if !errors.Is(err, ErrNotRegular) {
+			t.Errorf("%s: got %v, want ErrNotRegular", p, err)
+		}
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Fatal("the link's target changed")
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatal("the link was replaced")
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 3 {
+		t.Fatalf("left behind: %v", entries)
 	}
 }
