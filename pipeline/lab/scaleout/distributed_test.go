@@ -11,12 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/forklab/forklab/pipeline/lab"
-	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/scaleout"
+	"github.com/forklab/forklab/pipeline/lab/scaleout/faulty"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/world"
-	"github.com/forklab/forklab/pipeline/worlds/counter"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -214,47 +212,14 @@ func assertReplicated(t testing.TB, brokers []string, topic string, rf int) {
 	}
 }
 
-// panicky is the counter world whose runner panics on seed 5000.
-type panicky struct{ lab.Definition }
-
-func (p panicky) Declaration() world.Declaration {
-	d := p.Definition.Declaration()
-	d.Name = "panicky"
-	return d
-}
-
-func (p panicky) Open(params world.Params, m fork.Model) (lab.Instance, error) {
-	inst, err := p.Definition.Open(params, m)
-	return panickyInstance{inst}, err
-}
-
-type panickyInstance struct{ lab.Instance }
-
-func (i panickyInstance) Runner(plan lab.Plan) (lab.Runner, error) {
-	rn, err := i.Instance.Runner(plan)
-	return panickyRunner{rn}, err
-}
-
-type panickyRunner struct{ lab.Runner }
-
-func (r panickyRunner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResult) error) error {
-	return r.Runner.Run(ctx, lo, hi, func(res *lab.SeedResult) error {
-		if res.Seed == 5000 {
-			panic("panicky: seed 5000")
-		}
-		return emit(res)
-	})
-}
-
 // A unit whose world panics is tried MaxAttempts times, then written as
 // error rows naming each attempt; the other units finish as they would
 // have, and the sweep finishes.
 func TestPoisonUnit(t *testing.T) {
-	lab.Register(panicky{counter.Definition})
-	defer lab.Unregister("panicky")
 	brokers := cluster(t, 1)
 	spec := smallUnits()
-	spec.World = "panicky"
+	spec.World = faulty.Name
+	spec.Params = world.Params{"crash_seed": 5000}
 	r, err := spec.Resolve()
 	if err != nil {
 		t.Fatal(err)
@@ -281,13 +246,14 @@ func TestPoisonUnit(t *testing.T) {
 	got := query(t, out, `SELECT status, min(seed), max(seed), count(*), count(label), min(error) FROM {pairs} GROUP BY status ORDER BY status`)
 	wantErr := "unit c0-s000004 failed 2 attempts, the retry limit, and was not run again: attempt 1 (worker "
 	if len(got) != 2 || got[0][0] != "error" || got[0][1] != "4096" || got[0][2] != "5119" || got[0][3] != "2048" || got[0][4] != "0" ||
-		!strings.HasPrefix(got[0][5], wantErr) || !strings.Contains(got[0][5], "panic: panicky: seed 5000 (at distributed_test.go:") ||
+		!strings.HasPrefix(got[0][5], wantErr) || !strings.Contains(got[0][5], "): panic: faulty: seed 5000 (at faulty.go:") ||
 		!strings.Contains(got[0][5], "; attempt 2 (worker ") || got[1][0] != "ok" || got[1][3] != fmt.Sprint(2*(spec.Seeds.Len()-1024)) {
 		t.Fatalf("pairs by status: %q", got)
 	}
 	// The other units are the counter's own.
 	counterSpec := spec
 	counterSpec.World = "counter"
+	counterSpec.Params = nil
 	want := query(t, singleProcess(t, counterSpec), `SELECT seed, fork_step, arm, label FROM {pairs} WHERE seed NOT BETWEEN 4096 AND 5119 ORDER BY ALL`)
 	have := query(t, out, `SELECT seed, fork_step, arm, label FROM {pairs} WHERE status = 'ok' ORDER BY ALL`)
 	if fmt.Sprint(want) != fmt.Sprint(have) {

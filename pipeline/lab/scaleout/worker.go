@@ -390,6 +390,18 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 		return ctx.Err()
 	case outputError(err, s.st.Dir):
 		ra.withdraw()
+		if rec, rerr := readRecord(s.st.Dir); rerr != nil || rec.Sweep != msg.Sweep {
+			// Another worker finished the unit too, and the coordinator
+			// published the sweep under this one's feet.
+			m.logf("unit %s of sweep %s: the sweep was published meanwhile: dropped", id, short(msg.Sweep))
+			return nil
+		}
+		if e, ok := sweep.Finished(s.st, u, false); ok {
+			r := report
+			r.Kind, r.Again, r.Seeds, r.Errors, r.Bytes = KindDone, true, u.Seeds.Len(), e.Errors, entryBytes(e)
+			m.w.count(func(st *WorkerStats) { st.Again++ })
+			return m.mustReport(ctx, r)
+		}
 		return errFatal{fmt.Errorf("unit %s of sweep %s: cannot write %s: %w", id, short(msg.Sweep), msg.Out, err)}
 	}
 	reason := attemptError(u, err)

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+)
+
+// startBroker runs forklab log serve (the embedded Kafka-protocol broker)
+// as its own process and returns its Kafka address.
+func startBroker(t *testing.T) string {
+	t.Helper()
+	free := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
+	kafkaAddr, httpAddr := free(), free()
+	_, port, _ := net.SplitHostPort(kafkaAddr)
+	cmd := exec.Command(forklabBin, "log", "serve", "--addr", httpAddr, "--kafka-port", port, "--data-dir", t.TempDir(), "--quiet")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	for range 600 {
+		if c, err := net.Dial("tcp", kafkaAddr); err == nil {
+			c.Close()
+			return kafkaAddr
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the embedded broker did not come up")
+	return ""
+}
+
+// proc is a forklab process the test started.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	errb *bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+func startProc(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: exec.Command(forklabBin, args...), errb: &bytes.Buffer{}, done: make(chan struct{})}
+	p.cmd.Stderr = p.errb
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	return p
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// runningAttempts lists the running attempts in out's staging directory
+// whose heartbeat is fresh: worker member id → attempt file.
+func runningAttempts(out string) map[string]string {
+	dir := filepath.Join(sweep.StagingDir(out), ".forklab-units", "attempts")
+	found := map[string]string{}
+	units, _ := os.ReadDir(dir)
+	for _, u := range units {
+		files, _ := os.ReadDir(filepath.Join(dir, u.Name()))
+		for _, f := range files {
+			p := filepath.Join(dir, u.Name(), f.Name())
+			var a struct{ Worker, State string }
+			b, err := os.ReadFile(p)
+			fi, serr := os.Stat(p)
+			if err != nil || serr != nil || json.Unmarshal(b, &a) != nil || a.State != "running" || time.Since(fi.ModTime()) > time.Second {
+				continue
+			}
+			found[a.Worker] = p
+		}
+	}
+	return found
+}
+
+// chaosPlan is how hard the chaos driver hits a distributed sweep.
+type chaosPlan struct {
+	seeds string
+	// kills is how many workers it SIGKILLs mid-unit (each replaced by a
+	// new one); stops how many it stops for good (SIGTERM: they finish
+	// their unit and leave), each after a kill.
+	kills, stops int
+	// coordinatorKill: SIGKILL the coordinator once, after the first
+	// worker kill, and start it again.
+	coordinatorKill bool
+}
+
+// The distributed sweep under chaos: 3 worker processes on the embedded
+// broker; the driver SIGKILLs workers at random while they are in the
+// middle of a unit (the unit's attempt record is left "running", the proof),
+// starts new ones, stops some for good, and kills and restarts the
+// coordinator once. Every unit is finished, none lost: the files are the
+// single-process sweep's byte for byte, the manifest lists the same rows
+// and checksums, the report is the same. FORKLAB_CHAOS_DISTRIBUTED=1 (make
+// chaos-distributed) runs the long version: 12 kills, 2 stops.
+func TestDistributedChaos(t *testing.T) {
+	plan := chaosPlan{seeds: "0:2000000", kills: 3, stops: 1, coordinatorKill: true}
+	long := os.Getenv("FORKLAB_CHAOS_DISTRIBUTED") != ""
+	if long {
+		plan = chaosPlan{seeds: "0:12000000", kills: 12, stops: 2, coordinatorKill: true}
+	}
+	began := time.Now()
+	broker := startBroker(t)
+	spec := []string{"--seeds", plan.seeds, "--p-stall", "0.1", "--temperature", "0.05"}
+	single := filepath.Join(t.TempDir(), "single")
+	mustRun(t, append([]string{"sweep", "--out", single, "-q"}, spec...)...)
+
+	out := filepath.Join(t.TempDir(), "out")
+	coordArgs := append([]string{"sweep", "--distributed", "--brokers", broker, "--queue", "chaos", "--partitions", "12",
+		"--max-attempts", "20", "--lease", "2s", "--out", out}, spec...)
+	t.Logf("%s: the single-process sweep is done", time.Since(began).Round(time.Millisecond))
+	coord := startProc(t, "coordinator", coordArgs...)
+	var (
+		mu      sync.Mutex
+		workers = map[string]*proc{}
+		nextID  int
+	)
+	startWorker := func() {
+		id := fmt.Sprintf("w%d", nextID)
+		nextID++
+		workers[id] = startProc(t, id, "worker", "--brokers", broker, "--queue", "chaos", "--id", id, "--parallel", "1",
+			"--session-timeout", "6s", "-q")
+	}
+	mu.Lock()
+	for range 3 {
+		startWorker()
+	}
+	mu.Unlock()
+	defer func() {
+		for _, w := range workers {
+			w.cmd.Process.Kill()
+			<-w.done
+		}
+	}()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13))
+	kills, stops, coordKilled := 0, 0, false
+	var killed []string // attempt files left running by a kill
+	next := time.Now().Add(300 * time.Millisecond)
+	deadline := time.Now().Add(15 * time.Minute)
+	for !coord.exited() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sweep did not finish in 15 minutes; coordinator: %s", coord.errb)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if kills >= plan.kills && stops >= plan.stops || time.Now().Before(next) {
+			continue
+		}
+		// A worker in the middle of a unit.
+		running := runningAttempts(out)
+		var victims []string
+		for member, file := range running {
+			id := strings.TrimSuffix(member, "-0")
+			if w, ok := workers[id]; ok && !w.exited() {
+				victims = append(victims, id+"\x00"+file)
+			}
+		}
+		if len(victims) == 0 {
+			continue
+		}
+		id, file, _ := strings.Cut(victims[rng.IntN(len(victims))], "\x00")
+		w := workers[id]
+		if kills < plan.kills {
+			w.cmd.Process.Signal(syscall.SIGKILL)
+			<-w.done
+			if b, err := os.ReadFile(file); err == nil && bytes.Contains(b, []byte(`"state":"running"`)) {
+				kills++
+				killed = append(killed, file)
+			}
+			delete(workers, id)
+			startWorker()
+			if plan.coordinatorKill && !coordKilled {
+				coordKilled = true
+				coord.cmd.Process.Signal(syscall.SIGKILL)
+				<-coord.done
+				coord = startProc(t, "coordinator", coordArgs...)
+			}
+		} else {
+			// Stopped for good: it finishes its unit and leaves; one
+			// worker more is started only if fewer than two are left.
+			w.cmd.Process.Signal(syscall.SIGTERM)
+			stops++
+			left := 0
+			for _, o := range workers {
+				if !o.exited() && o != w {
+					left++
+				}
+			}
+			if left < 2 {
+				startWorker()
+			}
+		}
+		next = time.Now().Add(time.Duration(300+rng.IntN(700)) * time.Millisecond)
+	}
+	if coord.err != nil {
+		t.Fatalf("coordinator: %v: %s", coord.err, coord.errb)
+	}
+	if plan.coordinatorKill && !strings.Contains(coord.errb.String(), "picking up sweep") {
+		t.Errorf("the restarted coordinator did not pick the sweep up: %s", coord.errb)
+	}
+	if kills < plan.kills || stops < plan.stops {
+		t.Fatalf("the sweep finished after %d of %d kills and %d of %d stops: make it longer", kills, plan.kills, stops, plan.stops)
+	}
+	// Every killed attempt was left mid-unit, and was redone.
+	for _, f := range killed {
+		b, _ := os.ReadFile(f)
+		if len(b) > 0 {
+			t.Errorf("attempt record %s survived the publish", f)
+		}
+	}
+	for id, w := range workers {
+		if !w.exited() {
+			w.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		<-w.done
+		if w.err != nil && w.cmd.ProcessState.ExitCode() != -1 {
+			t.Errorf("worker %s: %v: %s", id, w.err, w.errb)
+		}
+	}
+	t.Logf("%s: the distributed sweep is done: %d workers killed mid-unit, %d stopped, coordinator killed and restarted: %v; %d workers started in all",
+		time.Since(began).Round(time.Millisecond), kills, stops, coordKilled, nextID)
+	sameSweep(t, single, out, long)
+	m, err := sweep.ReadManifest(out)
+	if err != nil || m.Errors != 0 {
+		t.Fatalf("manifest errors %d (%v), want none", m.Errors, err)
+	}
+}
+
+// A unit whose world kills the worker process (the faulty world's
+// crash=exit) is tried --max-attempts times, each by a new worker, and
+// written as error rows naming the silent attempts; the other units finish
+// as the counter's, and the sweep completes.
+func TestDistributedPoisonUnitKillsWorkers(t *testing.T) {
+	broker := startBroker(t)
+	out := filepath.Join(t.TempDir(), "out")
+	coord := startProc(t, "coordinator", "sweep", "--distributed", "--brokers", broker, "--queue", "poison", "--partitions", "4",
+		"--max-attempts", "2", "--lease", "1s", "--out", out, "--world", "faulty", "--param", "crash_seed=300000", "--param", "crash=exit",
+		"--seeds", "0:600000", "-q")
+	var workers []*proc
+	defer func() {
+		for _, w := range workers {
+			w.cmd.Process.Kill()
+			<-w.done
+		}
+	}()
+	alive := func() int {
+		n := 0
+		for _, w := range workers {
+			if !w.exited() {
+				n++
+			}
+		}
+		return n
+	}
+	crashed := 0
+	deadline := time.Now().Add(5 * time.Minute)
+	for !coord.exited() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sweep did not finish; coordinator: %s", coord.errb)
+		}
+		// A supervisor: keep two workers up.
+		for alive() < 2 {
+			workers = append(workers, startProc(t, "w", "worker", "--brokers", broker, "--queue", "poison", "--parallel", "1",
+				"--session-timeout", "6s", "-q"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if coord.err != nil {
+		t.Fatalf("coordinator: %v: %s", coord.err, coord.errb)
+	}
+	for _, w := range workers {
+		if w.exited() && w.cmd.ProcessState.ExitCode() == 3 {
+			crashed++
+		}
+	}
+	if crashed != 2 {
+		t.Errorf("%d workers exited with the faulty world's status 3, want 2 (the attempt limit)", crashed)
+	}
+	got := mustRun(t, "sql", out, `SELECT status, min(seed) AS lo, max(seed) AS hi, count(*) AS pairs, count(label) AS labelled FROM pairs GROUP BY status ORDER BY status`, "--format", "csv")
+	// Unit 2 holds seeds 262144:393216.
+	want := "status,lo,hi,pairs,labelled\nerror,262144,393215,131072,0\nok,0,599999,468928,468928\n"
+	if got != want {
+		t.Fatalf("pairs by status:\n%s\nwant:\n%s", got, want)
+	}
+	reason := mustRun(t, "sql", out, `SELECT DISTINCT error FROM pairs WHERE status = 'error'`, "--format", "csv")
+	if !strings.Contains(reason, "unit c0-s000002 failed 2 attempts, the retry limit, and was not run again: attempt 1 (worker ") ||
+		strings.Count(reason, "the worker stopped while running it (no heartbeat since") != 2 {
+		t.Fatalf("error text: %s", reason)
+	}
+	counter := filepath.Join(t.TempDir(), "counter")
+	mustRun(t, "sweep", "--seeds", "0:600000", "--out", counter, "-q")
+	q := `SELECT seed, fork_step, arm, label FROM pairs WHERE status = 'ok' AND NOT seed BETWEEN 262144 AND 393215 ORDER BY ALL`
+	if a, b := mustRun(t, "sql", counter, q, "--format", "csv"), mustRun(t, "sql", out, q, "--format", "csv"); a != b {
+		t.Fatal("the units around the poison unit differ from the counter's")
+	}
+}
