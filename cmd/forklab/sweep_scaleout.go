@@ -206,7 +206,7 @@ func runShare(ctx context.Context, r sweep.Resolved, out string, sh scaleout.Sha
 func finalizeCmd() *cobra.Command {
 	var (
 		overwrite, quiet bool
-		wait             time.Duration
+		wait, poll       time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "finalize DIR",
@@ -231,14 +231,14 @@ wait ran out; 2: DIR holds nothing to finalize.`,
   wait; forklab sweep finalize /data/big`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if wait < 0 {
-				return usageErr("--wait must be 0 or more, got %s", wait)
+			if wait < 0 || poll <= 0 {
+				return usageErr("--wait must be 0 or more and --poll positive, got %s and %s", wait, poll)
 			}
 			out := args[0]
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			start := time.Now()
-			res, err := scaleout.Finalize(ctx, out, scaleout.FinalizeOptions{Overwrite: overwrite, Wait: wait, Version: version})
+			res, err := scaleout.Finalize(ctx, out, scaleout.FinalizeOptions{Overwrite: overwrite, Wait: wait, Poll: poll, Version: version})
 			if err != nil {
 				switch {
 				case ctx.Err() != nil:
@@ -256,6 +256,7 @@ wait ran out; 2: DIR holds nothing to finalize.`,
 	}
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace a finished sweep in DIR")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for shares still running (e.g. 2h)")
+	cmd.Flags().DurationVar(&poll, "poll", 5*time.Second, "with --wait, how often to look for the missing units")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary line")
 	return cmd
 }

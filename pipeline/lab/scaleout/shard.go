@@ -204,6 +204,35 @@ func Missing(r sweep.Resolved, st *sweep.Staging) error {
 	return fmt.Errorf("%s %w: %d of %d units are missing (%s%s)", st.Out, ErrIncomplete, total, r.UnitCount(), strings.Join(missing, ", "), more)
 }
 
+// errNoStaged: no unit has been written yet.
+var errNoStaged = errors.New("no staged units")
+
+// noStaged is StagedSpec's error, which is errNoStaged.
+type noStaged struct{ err error }
+
+func (e noStaged) Error() string        { return e.err.Error() }
+func (e noStaged) Is(target error) bool { return target == errNoStaged }
+
+// finalizable resolves the staged spec into r and checks that every unit
+// is in.
+func finalizable(out string, opt FinalizeOptions, r *sweep.Resolved) error {
+	spec, err := sweep.StagedSpec(out)
+	if err != nil {
+		if _, merr := os.Stat(filepath.Join(out, sweep.ManifestName)); merr == nil && !opt.Overwrite {
+			return fmt.Errorf("output %s %w already and has no staged units: nothing to finalize", out, sweep.ErrFinished)
+		}
+		return noStaged{err}
+	}
+	if *r, err = spec.Resolve(); err != nil {
+		return fmt.Errorf("the staged spec: %w", err)
+	}
+	st, err := sweep.StageShared(out, opt.Overwrite)
+	if err != nil {
+		return err
+	}
+	return Missing(*r, st)
+}
+
 // FinalizeOptions control Finalize.
 type FinalizeOptions struct {
 	// Overwrite replaces a finished sweep in out.
@@ -225,32 +254,21 @@ type FinalizeOptions struct {
 // refused: their files need not be the same bytes.
 func Finalize(ctx context.Context, out string, opt FinalizeOptions) (sweep.Result, error) {
 	var res sweep.Result
-	spec, err := sweep.StagedSpec(out)
-	if err != nil {
-		if _, merr := os.Stat(filepath.Join(out, sweep.ManifestName)); merr == nil && !opt.Overwrite {
-			return res, fmt.Errorf("output %s %w already and has no staged units: nothing to finalize", out, sweep.ErrFinished)
-		}
-		return res, err
-	}
-	r, err := spec.Resolve()
-	if err != nil {
-		return res, fmt.Errorf("the staged spec: %w", err)
-	}
 	if opt.Poll <= 0 {
 		opt.Poll = 5 * time.Second
 	}
 	deadline := time.Now().Add(opt.Wait)
+	var r sweep.Resolved
 	for {
-		st, err := sweep.StageShared(out, opt.Overwrite)
-		if err != nil {
-			return res, err
-		}
-		err = Missing(r, st)
-		if err == nil || !errors.Is(err, ErrIncomplete) || opt.Wait <= 0 || time.Now().After(deadline) {
-			if err != nil {
-				return res, err
-			}
+		err := finalizable(out, opt, &r)
+		if err == nil {
 			break
+		}
+		// Waiting: for the first share to record the spec, then for the
+		// missing units.
+		if _, serr := os.Stat(filepath.Join(out, sweep.ManifestName)); serr == nil && !opt.Overwrite ||
+			opt.Wait <= 0 || time.Now().After(deadline) || !errors.Is(err, ErrIncomplete) && !errors.Is(err, errNoStaged) {
+			return res, err
 		}
 		select {
 		case <-ctx.Done():
