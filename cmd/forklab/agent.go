@@ -47,7 +47,7 @@ func workerExit(err error) error {
 		return nil
 	case errors.Is(err, agent.ErrFenced), errors.Is(err, agent.ErrClosed):
 		return exitError{3, err}
-	case errors.Is(err, agent.ErrForeign), errors.Is(err, session.ErrFold), errors.Is(err, agent.ErrRule):
+	case errors.Is(err, agent.ErrForeign), errors.Is(err, session.ErrFold), errors.Is(err, agent.ErrRule), errors.Is(err, agent.ErrArm):
 		return asInput(err)
 	}
 	// The log refused the request itself (a bad name or offset, a missing

@@ -69,7 +69,7 @@ timing depends on the machine).`,
 			cfg.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab chaos: "+f+"\n", a...) }
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if _, _, err := chaos.Plan(cfg); err != nil {
+			if _, err := chaos.Plan(cfg); err != nil {
 				return asInput(err)
 			}
 			rep, err := chaos.Run(ctx, cfg)

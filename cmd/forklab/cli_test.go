@@ -90,13 +90,13 @@ func TestBadInputExitsTwoAndWritesNothingComplete(t *testing.T) {
 		{"malformed seeds", []string{"sweep", "--seeds", "0-300", "--out", unfinished + "/a"}, "--seeds: seed range \"0-300\" is malformed", unfinished + "/a", false},
 		{"empty seeds", []string{"sweep", "--seeds", "300:0", "--out", unfinished + "/b"}, "is empty", unfinished + "/b", false},
 		{"fork step 0", []string{"sweep", "--fork-at", "0", "--out", unfinished + "/c"}, "fork step 0 is below 1", unfinished + "/c", false},
-		{"fork past budget", []string{"sweep", "--fork-at", "12", "--out", unfinished + "/d"}, "past the largest budget", unfinished + "/d", false},
+		{"fork past budget", []string{"sweep", "--fork-at", "12", "--out", unfinished + "/d"}, "fork_at: step 12 is past the most steps a run can take (9): no run reaches it", unfinished + "/d", false},
 		{"finished sweep", []string{"sweep", "--seeds", "0:10", "--out", finished}, "holds a finished sweep (manifest.json); pass --overwrite", "", false},
 		{"out is a file", []string{"sweep", "--out", notADir}, "exists and is not a directory", "", false},
 		{"unwritable out", []string{"sweep", "--out", "/proc/forklab-test-out"}, "cannot be created", "", false},
 		{"truncated checkpoint", []string{"fork", "--checkpoint", cp + "truncated.json", "--arm", "on"}, "JSON ends early", "", false},
 		{"malformed checkpoint", []string{"fork", "--checkpoint", cp + "malformed.json", "--arm", "on"}, "malformed JSON at byte", "", false},
-		{"unknown checkpoint field", []string{"fork", "--checkpoint", cp + "unknown-field.json", "--arm", "on"}, `unknown field "wrld"`, "", false},
+		{"unknown checkpoint field", []string{"fork", "--checkpoint", cp + "unknown-field.json", "--arm", "on"}, `unknown field "modle"`, "", false},
 		{"edited checkpoint state", []string{"fork", "--checkpoint", cp + "edited-value.json", "--arm", "on"}, "its state is not the one seed 0 reaches at fork step 3", "", false},
 		{"edited checkpoint steps", []string{"fork", "--checkpoint", cp + "edited-steps.json", "--arm", "on"}, "its state is not the one seed 0 reaches", "", false},
 		{"edited checkpoint history", []string{"fork", "--checkpoint", cp + "edited-history.json", "--arm", "on"}, "its history has 2 turns, seed 0 takes 3", "", false},
@@ -114,7 +114,15 @@ func TestBadInputExitsTwoAndWritesNothingComplete(t *testing.T) {
 		{"arms without off", []string{"sweep", "--arms", "on,placebo", "--out", unfinished + "/h"}, "has no control: include off", unfinished + "/h", false},
 		{"unknown arm in sweep", []string{"sweep", "--arms", "off,maybe", "--out", unfinished + "/i"}, `unknown arm "maybe"`, unfinished + "/i", false},
 		{"replicas 0", []string{"sweep", "--replicas", "0", "--out", unfinished + "/j"}, "replicas: must be between 1 and 1000, got 0", unfinished + "/j", false},
-		{"probability", []string{"sweep", "--p-stall", "1.5", "--out", unfinished + "/k"}, "p_stall must be a probability in [0, 1], got 1.5", unfinished + "/k", false},
+		{"probability", []string{"sweep", "--p-stall", "1.5", "--out", unfinished + "/k"}, "--p-stall: p_stall must be a number in [0, 1], got 1.5", unfinished + "/k", false},
+		{"unknown world", []string{"sweep", "--world", "chess", "--out", unfinished + "/n"}, `unknown world "chess" (known: counter, toolloop)`, unfinished + "/n", false},
+		{"unknown param", []string{"sweep", "--param", "p_stal=0.1", "--out", unfinished + "/o"}, `world counter has no parameter "p_stal" (its parameters: target, base_budget, slack, freeze_at, p_stall, p_obs_noise, p_refresh_fail)`, unfinished + "/o", false},
+		{"param of another world", []string{"sweep", "--world", "toolloop", "--p-stall", "0.1", "--out", unfinished + "/p"}, "--p-stall is not a parameter of world toolloop", unfinished + "/p", false},
+		{"wrap-around", []string{"sweep", "--base-budget", "2147483648", "--out", unfinished + "/q"}, "base_budget must be an integer in [1, 1048576], got 2147483648", unfinished + "/q", false},
+		{"policy of another world", []string{"sweep", "--arms", "off,policy", "--policy", "../../testdata/policy/other-world.json", "--out", unfinished + "/r"}, "the rule is for world toolloop, not counter", unfinished + "/r", false},
+		{"policy v1", []string{"sweep", "--arms", "off,policy", "--policy", "../../testdata/policy/v1.json", "--out", unfinished + "/s"}, "policy_version is 1, this forklab reads 2", unfinished + "/s", false},
+		{"checkpoint past the budget", []string{"checkpoint", "--seed", "0", "--fork-at", "100000"}, "step 100000 is past the most steps a run can take (9)", "", false},
+		{"checkpoint of another version", []string{"fork", "--checkpoint", cp + "other-version.json", "--arm", "on"}, `world counter version "1", this forklab plays version "2"`, "", false},
 		{"temperature", []string{"sweep", "--temperature", "-0.1", "--out", unfinished + "/l"}, "temperature must be in [0, 1], got -0.1", unfinished + "/l", false},
 		{"spec unknown key", []string{"sweep", "--spec", "../../testdata/specs/unknown-key.yaml", "--out", unfinished + "/m"}, `unknown key "temprature"`, unfinished + "/m", false},
 		{"bad sql", []string{"sql", finished, "SELEC 1"}, "syntax error at or near \"SELEC\"\n\nLINE 1: SELEC 1\n        ^", "", true},
@@ -148,7 +156,7 @@ func TestBadInputExitsTwoAndWritesNothingComplete(t *testing.T) {
 	part := filepath.Join(doctored, "pairs", "config_id=0", "fork_step=3", "part-000000.parquet")
 	b, _ := os.ReadFile(part)
 	os.WriteFile(strings.Replace(part, "000000", "000001", 1), b, 0o644)
-	if _, errs, code := run(t, "report", doctored); code != 2 || !strings.Contains(errs, "pairs holds 2 Parquet files but manifest.json lists 1") {
+	if _, errs, code := run(t, "report", doctored); code != 4 || !strings.Contains(errs, "part-000001.parquet is not among its files") {
 		t.Errorf("report of a doctored directory: exit %d, %q", code, errs)
 	}
 	// The refused sweep left the finished one intact.
@@ -240,11 +248,11 @@ func TestForkFromFileMatchesInMemoryFork(t *testing.T) {
 // One checkpoint per file, one process per branch, as a user would do it.
 func TestForkSingleCheckpointFile(t *testing.T) {
 	stdout := mustRun(t, "fork", "--checkpoint", "../../testdata/checkpoints/seed0-fork3.json", "--arm", "on")
-	if want := "seed 0 · fork step 3 · arm on · replica 0: success (declared true, value 6, 8 steps)\n"; stdout != want {
+	if want := "seed 0 · fork step 3 · arm on · replica 0: success (intervened; 5 steps after the fork; final observation {\"obs\":6,\"steps\":8})\n"; stdout != want {
 		t.Errorf("got %q, want %q", stdout, want)
 	}
 	stdout = mustRun(t, "fork", "--checkpoint", "../../testdata/checkpoints/seed0-fork3.json", "--arm", "off")
-	if want := "seed 0 · fork step 3 · arm off · replica 0: failure (declared false, value 9, 9 steps)\n"; stdout != want {
+	if want := "seed 0 · fork step 3 · arm off · replica 0: failure (6 steps after the fork; final observation {\"obs\":1,\"steps\":9})\n"; stdout != want {
 		t.Errorf("got %q, want %q", stdout, want)
 	}
 }

@@ -28,8 +28,14 @@ Paths are relative to DIR, so the directory can be moved: open the database
 from inside it (cd DIR && duckdb -readonly results.duckdb), or set DuckDB's
 file_search_path to DIR (docs/bi.md shows Python and BI tools).
 
-Rerun it at any time: it replaces forklab's views in one transaction, adds
-events when they appear, and keeps anything else stored in the file.`,
+Every view checks first that the manifest.json it finds is this sweep's, so
+opened from another results directory it fails, naming both, rather than show
+that sweep's data. The statistics macros work however the file is attached.
+
+Rerun it at any time: it writes a new file and renames it over the old one, so
+readers holding the old one open (a BI tool, duckdb -readonly) are no obstacle;
+it adds events when they appear, and copies anything else stored in the old
+file.`,
 		Example: `  forklab db out && cd out && duckdb -readonly results.duckdb -c "SELECT * FROM summary"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

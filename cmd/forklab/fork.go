@@ -155,8 +155,12 @@ stream, its events, epoch and tail.`,
 				if o.Success {
 					verdict = "success"
 				}
-				fmt.Fprintf(w, "seed %d · fork step %d · arm %s · replica %d: %s (intervened %t, %d steps; final %s)\n",
-					o.Seed, o.ForkStep, o.Arm, o.Replica, verdict, o.Intervened, o.Cost.Steps, o.Final)
+				iv := ""
+				if o.Intervened {
+					iv = "intervened; "
+				}
+				fmt.Fprintf(w, "seed %d · fork step %d · arm %s · replica %d: %s (%s%d steps after the fork; final observation %s)\n",
+					o.Seed, o.ForkStep, o.Arm, o.Replica, verdict, iv, o.Cost.Steps, o.Final)
 			}
 			return nil
 		},

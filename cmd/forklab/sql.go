@@ -14,7 +14,8 @@ func init() {
 	var (
 		format, out, file string
 		overwrite         bool
-		vars              []string
+		vars, settings    []string
+		allow             export.Allow
 	)
 	formats := make([]string, len(export.Formats))
 	for i, f := range export.Formats {
@@ -34,19 +35,30 @@ The query is the second argument, a file (--file FILE), or standard input
 A query that starts with a comment ("-- …") needs --file, "-", or "--" before
 it, or it is taken for a flag.
 
-Formats: table (aligned text), csv, json (one array), ndjson (JSON Lines),
-parquet (zstd), arrow (Arrow IPC file, .arrow) and arrows (Arrow IPC stream,
-.arrows). csv, json, ndjson and parquet are written by DuckDB's COPY, which
-streams the result in bounded memory (a name ending .gz is gzipped); arrow
-comes through DuckDB's Arrow interface one record batch at a time. --out
-writes a file under a temporary name and renames it when complete; an
-existing file needs --overwrite.`,
+By default the query only reads, and only the results directory: statements
+that change anything (CREATE, INSERT, COPY, ATTACH, …) need --allow-writes;
+files outside DIR need --allow-path PATH (or --allow-external-access for any);
+DuckDB's configuration is locked (settings go in --setting NAME=VALUE); no
+extension is installed or loaded (--allow-extensions). Every connection runs
+in UTC. A refused statement exits 2 naming the flag that allows it.
+
+Formats: table (aligned text, every value as DuckDB renders it), csv, json
+(one array), ndjson (JSON Lines), parquet (zstd), arrow (Arrow IPC file,
+.arrow) and arrows (Arrow IPC stream, .arrows). Every format is exact: a
+type a format cannot hold exactly is converted to one it can (HUGEINT to
+DECIMAL(38,0) in Parquet and Arrow) or refused, naming the column and the
+cast to use (docs/bi.md). csv, json, ndjson and parquet are written by
+DuckDB's COPY, which streams the result in bounded memory (a name ending .gz
+is gzipped); arrow comes through DuckDB's Arrow interface one record batch
+at a time. --out writes a file under a temporary name and renames it when
+complete; an existing file needs --overwrite.`,
 		Example: `  forklab sql out "SELECT label, count(*) FROM pairs GROUP BY label"
   forklab sql out --file queries/summary.sql --format csv
   forklab sql out "SELECT * FROM pairs" --format parquet --out pairs.parquet
   forklab sql out "SELECT * FROM branches" --format arrow --out branches.arrow
   forklab sql out --file queries/policy_search.sql --var max_harm=2 --var harm_scope=all
-  echo "SELECT count(*) FROM tasks" | forklab sql out -`,
+  echo "SELECT count(*) FROM tasks" | forklab sql out -
+  forklab sql out --allow-path labels.csv "SELECT * FROM pairs JOIN 'labels.csv' USING (seed)"`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := export.ParseFormat(format)
@@ -70,7 +82,7 @@ existing file needs --overwrite.`,
 			if err != nil {
 				return asInput(err)
 			}
-			opt := export.Options{Format: f, Out: out, Overwrite: overwrite}
+			opt := export.Options{Format: f, Out: out, Overwrite: overwrite, Allow: allow}
 			for _, v := range vars {
 				pv, err := export.ParseVar(v)
 				if err != nil {
@@ -78,15 +90,14 @@ existing file needs --overwrite.`,
 				}
 				opt.Vars = append(opt.Vars, pv)
 			}
-			db, err := openResults(cmd, args[0])
-			if err != nil {
-				return err
+			for _, v := range settings {
+				st, err := export.ParseSetting(v)
+				if err != nil {
+					return asInput(err)
+				}
+				opt.Settings = append(opt.Settings, st)
 			}
-			defer db.Close()
-			if err := db.AddReportViews(cmd.Context()); err != nil {
-				return err
-			}
-			err = export.Query(cmd.Context(), db, text, opt)
+			err = export.Run(cmd.Context(), args[0], text, opt)
 			if export.BadInput(err) {
 				return asInput(err)
 			}
@@ -107,6 +118,11 @@ existing file needs --overwrite.`,
 	fl.BoolVar(&overwrite, "overwrite", false, "let --out replace an existing file")
 	fl.StringVar(&file, "file", "", "read the query from this file (- for standard input)")
 	fl.StringArrayVar(&vars, "var", nil, "set a DuckDB variable before the query: NAME=VALUE (repeatable)")
+	fl.StringArrayVar(&settings, "setting", nil, "set a DuckDB setting before the configuration is locked: NAME=VALUE, e.g. threads=2 (repeatable)")
+	fl.BoolVar(&allow.Writes, "allow-writes", false, "run statements that change something (CREATE, INSERT, COPY, ATTACH, …), not only reads")
+	fl.StringArrayVar(&allow.Paths, "allow-path", nil, "let the query read this file or directory too (and write it, with --allow-writes) (repeatable)")
+	fl.BoolVar(&allow.ExternalAccess, "allow-external-access", false, "let the query read and write any file, and the network through extensions")
+	fl.BoolVar(&allow.Extensions, "allow-extensions", false, "let INSTALL and LOAD run, and DuckDB fetch and load the extensions a query needs (implies --allow-external-access)")
 	rootCmd.AddCommand(cmd)
 }
 

@@ -79,7 +79,7 @@ func TestSQLDBAndHTMLCommands(t *testing.T) {
 		{"missing file", []string{"sql", dir, "--file", filepath.Join(files, "nope.sql")}, "read the query: open"},
 		{"comment taken for a flag", []string{"sql", dir, "-- c\nSELECT 1"}, `the query starts with "--" and was taken for a flag`},
 		{"bad var", []string{"sql", dir, "SELECT 1", "--var", "holdout"}, "--var: variable \"holdout\" is not NAME=VALUE"},
-		{"csv of a statement", []string{"sql", dir, "CREATE TEMP TABLE t AS SELECT 1", "-f", "csv"}, "the last statement is not one"},
+		{"csv of a statement", []string{"sql", dir, "CREATE TEMP TABLE t AS SELECT 1", "-f", "csv", "--allow-writes"}, "the last statement is not one"},
 		{"not results", []string{"sql", files, "SELECT 1"}, "has no manifest.json"},
 		{"db of nothing", []string{"db", files}, "has no manifest.json"},
 	} {
@@ -95,5 +95,57 @@ func TestSQLDBAndHTMLCommands(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(files, "results.duckdb")); err == nil {
 		t.Error("db of a non-results directory wrote results.duckdb")
+	}
+}
+
+// forklab sql is read-only over its results directory by default, and runs
+// in UTC whatever TZ the host has (issue 12 A): each refusal exits 2
+// naming the flag that allows it, and the results stay whole.
+func TestSQLSandboxCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	mustRun(t, "sweep", "--seeds", "0:300", "--out", dir, "-q")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"COPY (SELECT 1 AS k, 2 AS v) TO '" + dir + "/tasks' (FORMAT parquet, PARTITION_BY (k), OVERWRITE); SELECT 'ok'"}, "--allow-writes"},
+		{[]string{"SELECT * FROM read_csv('/etc/passwd')"}, "--allow-path /etc/passwd"},
+		{[]string{"SET threads = 1; SELECT 1"}, "--setting NAME=VALUE"},
+		{[]string{"INSTALL httpfs"}, "--allow-extensions"},
+		{[]string{"SELECT 1", "--setting", "enable_external_access=true"}, "--allow-external-access"},
+	} {
+		stdout, stderr, code := run(t, append([]string{"sql", dir}, tc.args...)...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, tc.want) {
+			t.Errorf("sql %q: exit %d, stdout %q, stderr %q; want exit 2 naming %s", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
+	if out := mustRun(t, "report", dir); !strings.Contains(out, "rescued 75   harmed 83   unchanged 142   net -8") {
+		t.Errorf("report after the refused COPY:\n%.300s", out)
+	}
+	other := filepath.Join(t.TempDir(), "w.csv")
+	if out := mustRun(t, "sql", dir, "--allow-writes", "--allow-path", filepath.Dir(other), "COPY (SELECT 42 AS n) TO '"+other+"'; SELECT 'ok' AS r"); out != "r\nok\n" {
+		t.Errorf("--allow-writes --allow-path: %q", out)
+	}
+	if b, _ := os.ReadFile(other); string(b) != "n\n42\n" {
+		t.Errorf("written by --allow-writes: %q", b)
+	}
+
+	// Exact output (issue 12 B): a UUID in the table format, a HUGEINT
+	// sum in Parquet.
+	if out := mustRun(t, "sql", dir, "SELECT '01936457-ab44-7710-bc9d-1f3414ac9deb'::UUID AS u"); out != "u\n01936457-ab44-7710-bc9d-1f3414ac9deb\n" {
+		t.Errorf("UUID as a table: %q", out)
+	}
+	pq := filepath.Join(t.TempDir(), "s.parquet")
+	mustRun(t, "sql", dir, "SELECT sum(seed) + 18014398509481987 - 44850 AS s FROM tasks", "--format", "parquet", "--out", pq)
+	if out := mustRun(t, "sql", dir, "--allow-path", pq, "SELECT s::VARCHAR AS s, typeof(s) AS t FROM '"+pq+"'", "-f", "csv"); out != "s,t\n18014398509481987,\"DECIMAL(38,0)\"\n" {
+		t.Errorf("HUGEINT sum through Parquet: %q", out)
+	}
+
+	// Two UTC timestamps of one day group into one date under any TZ.
+	cmd := exec.Command(forklabBin, "sql", dir, "--format", "csv",
+		"SELECT CAST(ts AS DATE) AS day, count(*) AS n FROM (VALUES (TIMESTAMPTZ '2024-03-01 01:00:00+00'), (TIMESTAMPTZ '2024-03-01 23:00:00+00')) AS v(ts) GROUP BY ALL")
+	cmd.Env = append(os.Environ(), "TZ=America/Los_Angeles")
+	if out, err := cmd.Output(); err != nil || string(out) != "day,n\n2024-03-01,2\n" {
+		t.Errorf("TZ=America/Los_Angeles: %q, %v; want one day, 2024-03-01", out, err)
 	}
 }

@@ -169,6 +169,15 @@ func TestReadOffsetsAndForkFromThem(t *testing.T) {
 	if got["stream"] != "off/fork-on-r0-"+at || got["fork_step"] != 2.0 || got["intervened"] != true {
 		t.Errorf("fork --stream --json: %v", got)
 	}
+	// A guard rule for another world is refused before the fork writes.
+	rule := filepath.Join(t.TempDir(), "rule.json")
+	os.WriteFile(rule, []byte(`{"policy_version":2,"world":"toolloop","world_version":"1","all":[]}`), 0o644)
+	if _, errs, code := run(t, "fork", "--log", url, "--stream", "off", "--offset", at, "--arm", "policy", "--policy", rule); code != 2 || !strings.Contains(errs, "guard rule does not fit") {
+		t.Errorf("fork --arm policy with another world's rule: exit %d, %q", code, errs)
+	}
+	if _, errs, code := run(t, "log", "read", "--log", url, "--stream", "off/fork-policy-r0-"+at); code != 2 || !strings.Contains(errs, "does not exist") {
+		t.Errorf("the refused fork left its child stream: exit %d, %q", code, errs)
+	}
 	// --offsets is for JSON streams.
 	req, _ := http.NewRequest("PUT", url+"/v1/stream/bytes", nil)
 	req.Header.Set("Content-Type", "text/plain")

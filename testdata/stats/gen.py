@@ -2,9 +2,10 @@
 """Writes golden.json: reference values for pipeline/analysis/stats and
 queries/stats.sql, computed independently of forklab with Python's standard
 library: McNemar's exact p and the Clopper-Pearson bound from exact rational
-binomial sums, Wilson and Newcombe from their published formulas with
+binomial sums (for large counts, McNemar's p from ln n! to 50 decimal digits), Wilson and Newcombe from their published formulas with
 statistics.NormalDist. Run: python3 testdata/stats/gen.py"""
 import json, math, os
+from decimal import Decimal, getcontext
 from fractions import Fraction
 from statistics import NormalDist
 
@@ -62,12 +63,42 @@ def cp_upper(x, m, conf=0.95):
             break
     return (lo + hi) / 2
 
+def ln_factorial(m):
+    """ln m! to 50 digits: exactly below 2000, by Stirling's series above
+    (its next term is below 1e-36 there)."""
+    if m < 2000:
+        return Decimal(math.factorial(m)).ln()
+    m = Decimal(m)
+    ln2pi = Decimal("1.8378770664093454835606594728112352797227949472756")
+    return ((m + Decimal("0.5")) * m.ln() - m + ln2pi / 2 + 1 / (12 * m) - 1 / (360 * m ** 3)
+            + 1 / (1260 * m ** 5) - 1 / (1680 * m ** 7) + 1 / (1188 * m ** 9))
+
+def mcnemar_large(b, c):
+    """McNemar's exact p for counts too large for exact integer sums: the
+    top term C(n, k)/2^n from ln n! to 50 digits, then the terms below it by
+    their exact ratio k/(n-k+1), until they add less than 1e-45."""
+    getcontext().prec = 50
+    n, k = b + c, min(b, c)
+    if n - 2 * k <= 1:
+        return 1.0
+    term = (ln_factorial(n) - ln_factorial(k) - ln_factorial(n - k) - n * Decimal(2).ln()).exp()
+    total = Decimal(0)
+    for i in range(k, -1, -1):
+        total += term
+        if term < total * Decimal("1e-45"):
+            break
+        term = term * i / (n - i + 1)
+    return float(min(Decimal(1), 2 * total))
+
 tables = [(72, 75, 83, 70), (59, 6, 16, 80), (1, 1, 7, 12), (0, 0, 0, 10), (10, 0, 0, 0),
           (5, 3, 0, 2), (0, 7, 0, 0), (120, 30, 31, 119), (400, 0, 9, 91), (3, 40, 1, 2)]
 out = {
     "z95": Z,
     "mcnemar": [[b, c, mcnemar(b, c)] for b, c in [(75, 83), (0, 0), (0, 1), (1, 1), (0, 12), (9, 1),
                                                      (30, 31), (200, 260), (1000, 1100)]],
+    "mcnemar_large": [[b, c, mcnemar_large(b, c)] for b, c in [(5000, 5200), (249746, 250019), (1000000, 1003000),
+                                                                 (3, 1000000), (500000000, 500040000),
+                                                                 (2000000000, 2000100000)]],
     "wilson": [[x, n, *wilson(x, n)] for x, n in [(75, 300), (0, 10), (10, 10), (1, 2), (83, 300), (37, 1000)]],
     "newcombe": [[*t, *newcombe(*t)] for t in tables],
     "clopper_pearson_upper": [[x, m, cp_upper(x, m)] for x, m in [(0, 1), (0, 29), (0, 150), (1, 150), (3, 40), (5, 300), (40, 40)]],

@@ -20,16 +20,20 @@ import (
 // fail with ErrNoArrow.
 const ArrowAvailable = true
 
-// writeArrow runs text and writes the last statement's result with
-// apache/arrow-go's ipc writer (the IPC file format when file is set, else
-// the stream format), read through DuckDB's Arrow interface a row group
-// at a time (readBack; its temporary database goes in tmpDir).
-func writeArrow(ctx context.Context, conn *sql.Conn, text string, file bool, w io.Writer, tmpDir string) error {
-	last, err := runAllButLast(ctx, conn, text)
+// writeArrow writes the result of stmt (of shape sh) with apache/arrow-go's
+// ipc writer (the IPC file format when file is set, else the stream
+// format), exactly (exactColumns), read through DuckDB's Arrow interface a
+// row group at a time (readBack; its temporary database goes in dir).
+func writeArrow(ctx context.Context, conn *sql.Conn, stmt string, sh shape, file bool, w io.Writer, dir string) error {
+	format := ArrowStream
+	if file {
+		format = Arrow
+	}
+	ex, err := exactColumns(format, sh.cols, sh.types)
 	if err != nil {
 		return err
 	}
-	queries, done, err := readBack(ctx, conn, last, tmpDir)
+	queries, done, err := readBack(ctx, conn, stmt, sh, ex, dir)
 	defer done()
 	if err != nil {
 		return err

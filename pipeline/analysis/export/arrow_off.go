@@ -13,6 +13,6 @@ import (
 // fail with ErrNoArrow.
 const ArrowAvailable = false
 
-func writeArrow(ctx context.Context, conn *sql.Conn, text string, file bool, w io.Writer, tmpDir string) error {
+func writeArrow(ctx context.Context, conn *sql.Conn, stmt string, sh shape, file bool, w io.Writer, dir string) error {
 	return ErrNoArrow
 }

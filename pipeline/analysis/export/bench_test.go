@@ -95,7 +95,7 @@ func TestPeakMemoryChild(t *testing.T) {
 	peakRSS(true)
 	q := fmt.Sprintf("SELECT range AS i, range * 2 AS j, 'seed-' || range AS s FROM range(%d)", rows)
 	o := Options{Format: f, Out: filepath.Join(t.TempDir(), "result."+string(f)), Stdout: io.Discard}
-	if err := Query(context.Background(), db, q, o); err != nil {
+	if err := Run(context.Background(), db.Dir, q, o); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := peakRSS(false)

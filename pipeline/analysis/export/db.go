@@ -2,11 +2,18 @@ package export
 
 import (
 	"context"
-	"database/sql"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
+	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/queries"
@@ -42,7 +49,7 @@ type DBInfo struct {
 	Events bool
 }
 
-// WriteDB creates DIR/results.duckdb, or refreshes the one there, so that
+// WriteDB creates DIR/results.duckdb, or replaces the one there, so that
 // BI tools and the duckdb CLI can query the results directory DIR:
 //
 //   - views configs, tasks, checkpoints, branches, pairs over the Parquet
@@ -53,7 +60,8 @@ type DBInfo struct {
 //   - the report tables as views (ReportViews), computed when queried;
 //     session_events joins pairs with their events;
 //   - the statistics macros of queries/stats.sql (wilson_lo, mcnemar_p,
-//     newcombe_lo, …);
+//     newcombe_lo, …), each self-contained, so they work in a database
+//     attached under any name;
 //   - view events over the session events forklab log export wrote
 //     (events/**/*.parquet) and those forklab log sink writes
 //     (sink/event_date=*/*.parquet, Hive-partitioned), when any exist
@@ -64,13 +72,19 @@ type DBInfo struct {
 // The database holds no data, only definitions, with paths relative to
 // DIR: DuckDB resolves them against its working directory or its
 // file_search_path setting, so `cd DIR && duckdb results.duckdb` works
-// wherever DIR has been moved (see docs/bi.md).
+// wherever DIR has been moved (see docs/bi.md). Opened from another
+// results directory, those paths would find that directory's files: every
+// view that reads files checks first that manifest.json is its own sweep's
+// (ownSweep) and fails, naming both, if it is not.
 //
-// A rerun replaces forklab's own views and macros in one transaction and
-// keeps whatever else a user stored in the file. Errors: DIR not a
-// finished results directory (wraps sweep.ErrNotResults); the file held
-// open by another program (DuckDB's lock error, with what to do); a file
-// that is not a DuckDB database.
+// The new database is written under a temporary name beside the old one
+// and renamed over it, so readers that hold the old file open (a BI tool,
+// duckdb -readonly) never make a rebuild fail and keep reading the old one
+// until they reopen. A rerun copies whatever else a user stored in the old
+// file (tables, views, macros, …) into the new one. Errors: DIR not a
+// finished results directory (wraps sweep.ErrNotResults); the old file held
+// open for writing by another program (DuckDB's lock error, with what to
+// do), or not a DuckDB database.
 func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	if _, err := sweep.ReadManifest(dir); err != nil {
 		return DBInfo{}, err
@@ -79,40 +93,57 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	if err != nil {
 		return DBInfo{}, err
 	}
-	info := DBInfo{Path: filepath.Join(dir, DBName)}
-	db, err := sql.Open("duckdb", filepath.Join(abs, DBName))
-	if err == nil {
-		err = db.PingContext(ctx)
-	}
+	manifest, err := os.ReadFile(filepath.Join(abs, sweep.ManifestName))
 	if err != nil {
-		if db != nil {
-			db.Close()
-		}
-		return DBInfo{}, openError(info.Path, err)
+		return DBInfo{}, fmt.Errorf("read manifest: %w", err)
+	}
+	info := DBInfo{Path: filepath.Join(dir, DBName)}
+	final := filepath.Join(abs, DBName)
+	reserve, err := os.CreateTemp(abs, "."+DBName+".tmp-*")
+	if err != nil {
+		return DBInfo{}, fmt.Errorf("write %s: %w", info.Path, err)
+	}
+	tmp := reserve.Name()
+	reserve.Close()
+	os.Remove(tmp) // DuckDB creates it
+	defer duck.RemoveFiles(tmp)
+
+	db, err := duck.Open("")
+	if err != nil {
+		return DBInfo{}, err
 	}
 	defer db.Close()
-	db.SetMaxOpenConns(1)
-
 	eventsView, events, err := results.EventsView(dir)
 	if err != nil {
 		return DBInfo{}, err
 	}
 	var stmts []string
 	add := func(s string) { stmts = append(stmts, s) }
+	add("ATTACH " + quote(tmp) + " AS forklab_new")
+	if _, err := os.Stat(final); err == nil {
+		// The user's own objects come along; forklab's are replaced below.
+		if _, err := db.ExecContext(ctx, "ATTACH "+quote(final)+" AS forklab_old (READ_ONLY)"); err != nil {
+			return DBInfo{}, openError(info.Path, err)
+		}
+		add("COPY FROM DATABASE forklab_old TO forklab_new")
+		add("DETACH forklab_old")
+	}
+	add("USE forklab_new")
 	add("SET file_search_path = " + quote(abs))
 	add("BEGIN TRANSACTION")
+	add(ownSweepView(manifest, abs))
 	for _, s := range queries.Split(queries.MustGet("views")) {
-		add(s)
+		add(ownSweep(s))
 		info.Views = append(info.Views, createdName(s))
 	}
 	for _, s := range queries.Split(queries.MustGet("stats")) {
 		add(s)
 		info.Macros = append(info.Macros, createdName(s))
 	}
-	add(`CREATE OR REPLACE VIEW manifest AS SELECT * FROM read_json('manifest.json')`)
+	add(ownSweep("CREATE OR REPLACE VIEW manifest AS SELECT * FROM read_json(" + quote(manifestGlob) + ")"))
 	info.Views = append(info.Views, "manifest")
 	if events {
-		add(eventsView)
+		add(ownSweep(eventsView))
 		info.Views = append(info.Views, "events")
 		info.Events = true
 	} else {
@@ -123,14 +154,20 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 		}
 		add("DROP VIEW IF EXISTS events")
 	}
+	// Macros of earlier versions of stats.sql, now written out in the ones
+	// that called them.
+	for _, old := range []string{"wilson_center", "wilson_half", "mcnemar_tail", "newcombe_parts"} {
+		add("DROP MACRO IF EXISTS " + old)
+	}
 	for _, name := range queries.ReportViews(events) {
 		text := queries.MustGet(name)
 		add("CREATE OR REPLACE VIEW " + name + " AS\n" + queries.Split(text)[0])
 		info.Views = append(info.Views, name)
 	}
 	comments := map[string]string{
-		"manifest": "the sweep's manifest.json: spec, configurations, row counts, version (one row)",
-		"events":   "session events written by forklab log export and forklab log sink, one row per event",
+		"manifest":   "the sweep's manifest.json: spec, configurations, row counts, version (one row)",
+		"events":     "session events written by forklab log export and forklab log sink, one row per event",
+		ownSweepName: "true when manifest.json is the sweep this database was written for; an error naming both directories otherwise (every view that reads files checks it)",
 	}
 	for name, c := range tableComments {
 		comments[name] = c
@@ -138,18 +175,109 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	for _, name := range queries.ReportViews(events) {
 		comments[name] = Question(queries.MustGet(name)) + " (queries/" + name + ".sql)"
 	}
-	for _, v := range info.Views {
+	for _, v := range append([]string{ownSweepName}, info.Views...) {
 		add("COMMENT ON VIEW " + v + " IS " + quote(comments[v]+". Paths are relative to the results directory: run duckdb from it, or SET file_search_path to it."))
 	}
 	add("COMMIT")
-	add("CHECKPOINT")
+	add("CHECKPOINT forklab_new")
+	add("USE memory")
+	add("DETACH forklab_new")
 	for _, s := range stmts {
 		if _, err := db.ExecContext(ctx, s); err != nil {
 			db.ExecContext(ctx, "ROLLBACK")
 			return DBInfo{}, fmt.Errorf("write %s: %s: %w", info.Path, firstLine(s), results.QueryError(err))
 		}
 	}
+	if err := db.Close(); err != nil {
+		return DBInfo{}, fmt.Errorf("write %s: %w", info.Path, err)
+	}
+	if _, err := os.Stat(tmp + ".wal"); err == nil {
+		return DBInfo{}, fmt.Errorf("write %s: DuckDB left a write-ahead log beside the new database", info.Path)
+	}
+	if err := syncFile(tmp); err != nil {
+		return DBInfo{}, fmt.Errorf("write %s: %w", info.Path, err)
+	}
+	// A log left by a writer that crashed belongs to the old file; beside
+	// the new one DuckDB would replay it.
+	if err := os.Remove(final + ".wal"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return DBInfo{}, fmt.Errorf("write %s: remove the old write-ahead log: %w", info.Path, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return DBInfo{}, fmt.Errorf("write %s: %w", info.Path, err)
+	}
+	if d, err := os.Open(abs); err == nil {
+		d.Sync()
+		d.Close()
+	}
 	return info, nil
+}
+
+// ownSweepName is the view that says whether manifest.json is the sweep a
+// results.duckdb was written for.
+const ownSweepName = "forklab_sweep"
+
+// manifestGlob finds manifest.json as the views find their Parquet files:
+// DuckDB looks for a glob in file_search_path's directories (all of them)
+// when it is set, and in the working directory when not, but for a plain
+// name in the working directory first. A glob that matches only
+// manifest.json gives the check the files the views read.
+const manifestGlob = "manifes[t].json"
+
+// ownSweepView defines the view forklab_sweep: one row, true when DuckDB
+// finds exactly one manifest.json where the views look for their files and
+// it is byte for byte the one the database was written for (its SHA-256);
+// otherwise an error naming the database's own directory and sweep (its
+// start time) and what was found instead. manifest is that manifest's
+// content, dir its directory.
+func ownSweepView(manifest []byte, dir string) string {
+	sum := sha256.Sum256(manifest)
+	var m struct {
+		StartedAt string `json:"started_at"`
+	}
+	json.Unmarshal(manifest, &m)
+	started := m.StartedAt
+	if started == "" {
+		started = "at an unknown time"
+	}
+	own := "results.duckdb holds the views of the sweep in " + dir + " (started " + started + ")"
+	where := "open results.duckdb from that directory (or the one it moved to), or SET file_search_path to it alone"
+	found := "CASE WHEN filename LIKE '/%' THEN filename ELSE filename || ' in DuckDB''s working directory' END"
+	return "CREATE OR REPLACE VIEW " + ownSweepName + " AS\n" +
+		"SELECT CASE\n" +
+		"    WHEN count(*) = 1 AND bool_and(sha256(content) = " + quote(hex.EncodeToString(sum[:])) + ") THEN true\n" +
+		"    WHEN count(*) = 0 THEN error(" + quote(own+", but finds no manifest.json: "+where) + " || '')\n" +
+		"    WHEN count(*) > 1 THEN error(" + quote(own+", but finds a manifest.json in several directories (") + " || string_agg(" + found + ", ', ') || " + quote("): "+where) + ")\n" +
+		"    ELSE error(" + quote(own+", but the manifest.json it reads, ") + " || string_agg(" + found + ", ', ')\n" +
+		"        || ', is another sweep''s (started ' || coalesce(string_agg(json_extract_string(content, '$.started_at'), ', '), 'at an unknown time')\n" +
+		"        || " + quote("), and its views would show that sweep's data: "+where) + ")\n" +
+		"END AS own_sweep\n" +
+		"FROM read_text(" + quote(manifestGlob) + ")"
+}
+
+// createView matches a CREATE OR REPLACE VIEW statement: its head up to AS,
+// and its query.
+var createView = regexp.MustCompile(`(?is)^(.*?CREATE\s+OR\s+REPLACE\s+VIEW\s+\S+\s+AS)\s+(.*)$`)
+
+// ownSweep returns a CREATE OR REPLACE VIEW statement with its query read
+// only once forklab_sweep says manifest.json is the database's own sweep
+// (the condition fails the query otherwise; it never drops a row).
+// Other statements are returned as they are.
+func ownSweep(stmt string) string {
+	m := createView.FindStringSubmatch(stmt)
+	if m == nil {
+		return stmt
+	}
+	return m[1] + "\nSELECT * FROM (\n" + m[2] + "\n) WHERE (SELECT own_sweep FROM " + ownSweepName + ")"
+}
+
+// syncFile flushes a file to disk.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // Question returns the question a query file's header comment asks: its
@@ -198,8 +326,8 @@ func openError(path string, err error) error {
 func firstLine(s string) string {
 	for _, line := range strings.Split(s, "\n") {
 		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "--") {
-			if len(line) > 60 {
-				line = line[:60] + "…"
+			if r := []rune(line); len(r) > 60 {
+				line = string(r[:60]) + "…"
 			}
 			return line
 		}

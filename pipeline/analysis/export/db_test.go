@@ -1,18 +1,21 @@
 package export
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"github.com/forklab/forklab/pipeline/analysis/results/resultstest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/queries"
@@ -86,7 +89,7 @@ func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 	if !reflect.DeepEqual(info.Views, wantViews) || !info.Events || len(wantViews) < 13 {
 		t.Fatalf("views %v (events %v), want %v", info.Views, info.Events, wantViews)
 	}
-	if want := []string{"z95", "wilson_center", "wilson_half", "wilson_lo", "wilson_hi", "mcnemar_tail", "mcnemar_p", "newcombe_phi", "newcombe_parts", "newcombe_lo", "newcombe_hi"}; !reflect.DeepEqual(info.Macros, want) {
+	if want := []string{"z95", "wilson_lo", "wilson_hi", "mcnemar_p", "newcombe_phi", "newcombe_lo", "newcombe_hi"}; !reflect.DeepEqual(info.Macros, want) {
 		t.Fatalf("macros %v, want %v", info.Macros, want)
 	}
 	if _, err := os.Stat(filepath.Join(dir, DBName+".wal")); err == nil {
@@ -165,8 +168,8 @@ func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 				t.Errorf("macro %s: %v definitions in results.duckdb", obj, n)
 			}
 			// The macro evaluates the same in both catalogs.
-			args := map[string]string{"z95": "", "wilson_center": "3, 10", "wilson_half": "3, 10", "newcombe_parts": "70, 75, 83, 72", "wilson_lo": "3, 10", "wilson_hi": "3, 10",
-				"mcnemar_tail": "75, 83", "mcnemar_p": "75, 83", "newcombe_phi": "70, 75, 83, 72", "newcombe_lo": "70, 75, 83, 72", "newcombe_hi": "70, 75, 83, 72"}[obj]
+			args := map[string]string{"z95": "", "wilson_lo": "3, 10", "wilson_hi": "3, 10",
+				"mcnemar_p": "75, 83", "newcombe_phi": "70, 75, 83, 72", "newcombe_lo": "70, 75, 83, 72", "newcombe_hi": "70, 75, 83, 72"}[obj]
 			a := scalar(t, att, "SELECT results."+obj+"("+args+")")
 			b := scalar(t, att, "SELECT memory."+obj+"("+args+")")
 			if fmt.Sprint(a) != fmt.Sprint(b) {
@@ -358,5 +361,185 @@ func TestWriteDBNotResults(t *testing.T) {
 	_, err = WriteDB(context.Background(), res)
 	if err == nil || !strings.Contains(err.Error(), "remove it and rerun") {
 		t.Errorf("WriteDB over a text file: %v", err)
+	}
+}
+
+// The macros and views work in a database attached under any name, as
+// docs/bi.md tells Python users to attach it (issue 12 D: mcnemar_p called
+// mcnemar_tail, which DuckDB looked for in the default database).
+func TestResultsDBAttachedUnderAnyName(t *testing.T) {
+	ctx := context.Background()
+	dir := resultstest.Dir(t, sweep.DefaultSpec())
+	info, err := WriteDB(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(dir)
+	args := map[string]string{"z95": "", "wilson_lo": "3, 10", "wilson_hi": "3, 10", "mcnemar_p": "75, 83",
+		"newcombe_phi": "70, 75, 83, 72", "newcombe_lo": "70, 75, 83, 72", "newcombe_hi": "70, 75, 83, 72"}
+	direct := openDB(t, "")
+	if _, err := direct.Exec(queries.MustGet("stats")); err != nil {
+		t.Fatal(err)
+	}
+	for _, alias := range []string{"forklab", "x", `"my results"`} {
+		db := openDB(t, "")
+		if _, err := db.Exec("ATTACH " + quote(filepath.Join(abs, DBName)) + " AS " + alias + " (READ_ONLY); SET file_search_path = " + quote(abs)); err != nil {
+			t.Fatal(err)
+		}
+		if p := scalar(t, db, "SELECT "+alias+".mcnemar_p(75, 83)"); p != 0.5777428358653729 {
+			t.Errorf("%s.mcnemar_p(75, 83) = %v, want 0.5777428358653729", alias, p)
+		}
+		for _, m := range info.Macros {
+			a, ok := args[m]
+			if !ok {
+				t.Fatalf("no arguments for macro %s", m)
+			}
+			if got, want := scalar(t, db, "SELECT "+alias+"."+m+"("+a+")"), scalar(t, direct, "SELECT "+m+"("+a+")"); got != want {
+				t.Errorf("%s.%s(%s) = %v, want %v", alias, m, a, got, want)
+			}
+		}
+		for _, v := range info.Views {
+			queryAll(t, db, "SELECT * FROM "+alias+"."+v+" LIMIT 1")
+		}
+		if got := fmt.Sprint(queryAll(t, db, "SELECT rescued, harmed FROM "+alias+".summary").Rows); got != "[[75 83]]" {
+			t.Errorf("%s.summary: %s", alias, got)
+		}
+	}
+}
+
+// Opened from inside another results directory, or with file_search_path
+// set to one, the views refuse to read that sweep's files, naming both
+// directories (issue 12 D: a 12,000-pair sweep's database reported the 300
+// pairs of the directory it was opened from).
+func TestResultsDBRefusesAnotherSweep(t *testing.T) {
+	ctx := context.Background()
+	own := resultstest.Dir(t, sweep.DefaultSpec())
+	small := sweep.DefaultSpec()
+	small.Seeds = sweep.Range{Start: 0, End: 50}
+	other := resultstest.Dir(t, small)
+	if _, err := WriteDB(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	ownAbs, _ := filepath.Abs(own)
+	otherAbs, _ := filepath.Abs(other)
+	path := filepath.Join(ownAbs, DBName)
+
+	t.Chdir(other)
+	for _, tc := range []struct{ dsn, found string }{
+		// From inside the other directory.
+		{path + "?access_mode=read_only", "the manifest.json it reads, ./manifest.json in DuckDB's working directory, is another sweep's"},
+		// Pointed at it.
+		{path + "?access_mode=read_only&file_search_path=" + otherAbs, "the manifest.json it reads, " + filepath.Join(otherAbs, "manifest.json") + ", is another sweep's"},
+		// Pointed at both: the Parquet globs would read both sweeps.
+		{path + "?access_mode=read_only&file_search_path=" + ownAbs + "," + otherAbs, "finds a manifest.json in several directories"},
+	} {
+		db := openDB(t, tc.dsn)
+		for _, v := range []string{"pairs", "tasks", "configs", "checkpoints", "branches", "manifest", "summary", "slices", "policy_search"} {
+			_, err := db.Exec("SELECT count(*) FROM " + v)
+			if err == nil || !strings.Contains(err.Error(), "results.duckdb holds the views of the sweep in "+ownAbs+" (started ") || !strings.Contains(err.Error(), tc.found) {
+				t.Errorf("%s with %s: %v", v, tc.dsn, err)
+			}
+		}
+		db.Close()
+	}
+	// With file_search_path set to its own directory, it reads that one,
+	// wherever DuckDB runs.
+	db := openDB(t, path+"?access_mode=read_only&file_search_path="+ownAbs)
+	if n := scalar(t, db, "SELECT count(*) FROM pairs"); n != int64(300) {
+		t.Errorf("own sweep: %v pairs", n)
+	}
+	if ok := scalar(t, db, "SELECT own_sweep FROM forklab_sweep"); ok != true {
+		t.Errorf("forklab_sweep = %v", ok)
+	}
+	if r := scalar(t, db, "SELECT spec.seeds FROM manifest"); r != "0:300" {
+		t.Errorf("manifest view: seeds %v", r)
+	}
+}
+
+// A reader in another process holding results.duckdb open read-only does
+// not stop a rebuild (issue 12 D: forklab db exited 1); the reader keeps
+// the old file, a new reader gets the new one, and no temporary file is
+// left.
+func TestWriteDBWhileAReaderHoldsIt(t *testing.T) {
+	ctx := context.Background()
+	dir := resultstest.Dir(t, sweep.DefaultSpec())
+	if _, err := WriteDB(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(dir)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDBReaderProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "FORKLAB_DB_READER="+filepath.Join(abs, DBName))
+	cmd.Dir = abs
+	in, _ := cmd.StdinPipe()
+	outPipe, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer in.Close()
+	lines := bufio.NewScanner(outPipe)
+	next := func() string {
+		for lines.Scan() {
+			if l := lines.Text(); strings.HasPrefix(l, "reader ") {
+				return l
+			}
+		}
+		t.Fatalf("the reader process ended: %v", lines.Err())
+		return ""
+	}
+	if l := next(); l != "reader 300" {
+		t.Fatalf("reader: %q", l)
+	}
+
+	// The rebuild adds a view the old file lacks.
+	writeEvents(t, filepath.Join(abs, EventsDir, "part-0.parquet"), 3)
+	info, err := WriteDB(ctx, dir)
+	if err != nil {
+		t.Fatalf("forklab db while a reader holds results.duckdb: %v", err)
+	}
+	if !info.Events {
+		t.Error("the rebuild has no events view")
+	}
+	fmt.Fprintln(in, "again")
+	if l := next(); l != "reader 300" {
+		t.Errorf("the reader after the rebuild: %q", l)
+	}
+	t.Chdir(abs)
+	db := openDB(t, DBName+"?access_mode=read_only")
+	if n := scalar(t, db, "SELECT count(*) FROM events"); n != int64(14) {
+		t.Errorf("a new reader sees %v events, want 14", n)
+	}
+	left, _ := filepath.Glob(filepath.Join(abs, "."+DBName+".tmp-*"))
+	if _, err := os.Stat(filepath.Join(abs, DBName+".wal")); err == nil || len(left) > 0 {
+		t.Errorf("files left: %v, wal: %v", left, err)
+	}
+}
+
+// TestDBReaderProcess is TestWriteDBWhileAReaderHoldsIt's reader: it opens
+// $FORKLAB_DB_READER read-only in its working directory, prints the pairs
+// it counts, and again for every line on standard input.
+func TestDBReaderProcess(t *testing.T) {
+	path := os.Getenv("FORKLAB_DB_READER")
+	if path == "" {
+		t.Skip("run by TestWriteDBWhileAReaderHoldsIt")
+	}
+	db, err := duck.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	count := func() {
+		var n int64
+		if err := db.QueryRow("SELECT count(*) FROM pairs").Scan(&n); err != nil {
+			fmt.Println("reader error", err)
+			return
+		}
+		fmt.Println("reader", n)
+	}
+	count()
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		count()
 	}
 }

@@ -10,13 +10,8 @@ import (
 )
 
 // streamFile runs write, which writes a file by name (DuckDB's COPY), into
-// a temporary file and copies it to w (no named pipes on this system).
-func streamFile(ctx context.Context, w io.Writer, write func(ctx context.Context, path string) error) error {
-	dir, err := os.MkdirTemp("", "forklab-sql-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
+// a file in dir and copies it to w (no named pipes on this system).
+func streamFile(ctx context.Context, w io.Writer, dir string, write func(ctx context.Context, path string) error) error {
 	path := filepath.Join(dir, "result")
 	if err := write(ctx, path); err != nil {
 		return err

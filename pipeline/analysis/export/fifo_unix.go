@@ -12,15 +12,11 @@ import (
 )
 
 // streamFile runs write, which writes a file by name (DuckDB's COPY), and
-// copies the bytes to w as they are written, through a named pipe: nothing
-// is staged on disk or in memory. If w fails (a closed pipe), the rest is
-// drained and write is cancelled, so the writer never meets a broken pipe.
-func streamFile(ctx context.Context, w io.Writer, write func(ctx context.Context, path string) error) error {
-	dir, err := os.MkdirTemp("", "forklab-sql-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
+// copies the bytes to w as they are written, through a named pipe in dir:
+// nothing is staged on disk or in memory. If w fails (a closed pipe), the
+// rest is drained and write is cancelled, so the writer never meets a
+// broken pipe.
+func streamFile(ctx context.Context, w io.Writer, dir string, write func(ctx context.Context, path string) error) error {
 	fifo := filepath.Join(dir, "result")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		return fmt.Errorf("make named pipe %s: %w", fifo, err)

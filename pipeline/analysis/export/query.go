@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/forklab/forklab/queries"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,12 +13,16 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/duckdb/duckdb-go/v2"
+	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/analysis/search"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/queries"
 	"github.com/mattn/go-isatty"
 )
 
-// Options says how Query writes its result.
+// Options says how Run writes its result and what the query may do.
 type Options struct {
 	// Format is the output format; "" is Table.
 	Format Format
@@ -29,6 +32,12 @@ type Options struct {
 	Overwrite bool
 	// Vars are DuckDB variables set before the query, over DefaultVars.
 	Vars []Var
+	// Allow widens what the query may do (see Allow); the zero value is
+	// read-only over the results directory.
+	Allow Allow
+	// Settings are DuckDB settings (--setting NAME=VALUE) made before the
+	// configuration is locked.
+	Settings []duck.Setting
 	// Stdout receives the result when Out is ""; nil is os.Stdout.
 	Stdout io.Writer
 }
@@ -84,29 +93,56 @@ func (e inputErr) Error() string { return e.err.Error() }
 func (e inputErr) Unwrap() error { return e.err }
 
 // BadInput reports whether err was caused by the caller's input: a query
-// DuckDB rejected, an empty query, a bad variable, an output file that
-// exists or cannot be written, binary output to a terminal.
+// DuckDB rejected, an empty query, a bad variable or setting, a statement
+// or file the sandbox refused (Refused), a column a format cannot hold, an
+// output file that exists or cannot be written, binary output to a
+// terminal, a directory that is not a finished results directory.
 func BadInput(err error) bool {
 	var qf *QueryFailed
 	var in inputErr
-	return errors.As(err, &qf) || errors.As(err, &in) || errors.Is(err, ErrExists) || errors.Is(err, ErrBadOutput)
+	var rf *Refused
+	return errors.As(err, &qf) || errors.As(err, &in) || errors.As(err, &rf) || errors.Is(err, ErrExists) ||
+		errors.Is(err, ErrBadOutput) || errors.Is(err, sweep.ErrNotResults)
 }
 
-// Query runs SQL text (one or more statements; the last one's rows are the
-// result) over the views and macros of db, with DefaultVars and then
-// o.Vars set, and writes the result in o.Format to o.Out or o.Stdout.
+// ParseSetting reads a DuckDB setting NAME=VALUE for --setting; VALUE is
+// taken as ParseVar takes it. Settings the sandbox owns are refused with
+// the flag that controls them.
+func ParseSetting(s string) (duck.Setting, error) {
+	v, err := ParseVar(s)
+	if err != nil {
+		return duck.Setting{}, inputErr{fmt.Errorf("setting %q is not NAME=VALUE", s)}
+	}
+	if duck.Reserved(v.Name) {
+		return duck.Setting{}, &Refused{"--allow-external-access", fmt.Sprintf("--setting %s: forklab sql sets %s itself: the --allow-path, --allow-external-access and --allow-extensions flags widen what a query reaches", v.Name, v.Name)}
+	}
+	return duck.Setting{Name: v.Name, Value: v.Value}, nil
+}
+
+// Run is forklab sql: it opens the results directory dir (results.Open,
+// with the report's queries as views: AddReportViews) sandboxed for o, runs
+// SQL text over it (one or more statements; the last one's rows are the
+// result) with DefaultVars and then o.Vars set, and writes the result in
+// o.Format to o.Out or o.Stdout.
 //
-// Results stream in bounded memory: CSV, JSON, NDJSON and Parquet run
-// DuckDB's COPY (the last statement must be a query), which writes rows as
-// the query makes them; Table and Arrow read a query's rows back from a
-// temporary on-disk table a row group at a time (readBack), Table printing
-// the first 1000 rows aligned and later rows in the same columns, Arrow
-// writing one record batch at a time.
+// By default the query is read-only over dir: a statement that does not
+// only read is refused (Refused, naming the flag that allows it), only
+// dir's files are readable, DuckDB's configuration is locked and no
+// extension is installed or loaded; o.Allow and o.Settings widen that.
+//
+// Every format is exact (exactColumns): a type a format cannot hold is
+// converted to one it holds exactly, or refused naming the column and the
+// cast to use. Results stream in bounded memory: CSV, JSON, NDJSON and
+// Parquet run DuckDB's COPY (the last statement must be a query), which
+// writes rows as the query makes them; Table and Arrow read a query's rows
+// back from a temporary on-disk table a row group at a time (readBack),
+// Table printing the first 1000 rows aligned and later rows in the same
+// columns, Arrow writing one record batch at a time.
 //
 // Errors: see BadInput for those caused by input. An output file is
 // written under a temporary name and renamed when complete; on error it
 // is removed and an existing file at Out is left untouched.
-func Query(ctx context.Context, db *results.DB, text string, o Options) error {
+func Run(ctx context.Context, dir, text string, o Options) error {
 	if o.Format == "" {
 		o.Format = Table
 	}
@@ -116,15 +152,76 @@ func Query(ctx context.Context, db *results.DB, text string, o Options) error {
 	if (o.Format == Arrow || o.Format == ArrowStream) && !ArrowAvailable {
 		return ErrNoArrow
 	}
-	stdout := o.Stdout
-	if stdout == nil {
-		stdout = os.Stdout
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
 	}
 	if o.Out == "" && o.Format.Binary() {
-		if f, ok := stdout.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		if f, ok := o.Stdout.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 			return inputErr{fmt.Errorf("--format %s is binary: pass --out FILE or redirect the output", o.Format)}
 		}
 	}
+	var out *Output
+	if o.Out != "" {
+		var err error
+		if out, err = CreateOutput(o.Out, o.Overwrite); err != nil {
+			return err
+		}
+		defer out.Abort()
+	}
+	// Scratch space for what DuckDB itself writes: readBack's database,
+	// the named pipe to standard output, what a query spills. Beside the output, or in the
+	// system's temporary folder.
+	scratchIn := ""
+	if out != nil {
+		scratchIn = filepath.Dir(out.Path())
+	}
+	scratch, err := os.MkdirTemp(scratchIn, ".forklab-sql-")
+	if err != nil {
+		return fmt.Errorf("temporary folder: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	sb := duck.Sandbox{
+		Dirs:           []string{scratch},
+		ExternalAccess: o.Allow.ExternalAccess || o.Allow.Extensions,
+		Extensions:     o.Allow.Extensions,
+		Settings:       o.Settings,
+		TempDir:        filepath.Join(scratch, "spill"),
+	}
+	if out != nil {
+		sb.Files = append(sb.Files, out.TempPath())
+	}
+	for _, p := range o.Allow.Paths {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			sb.Dirs = append(sb.Dirs, p)
+		} else {
+			sb.Files = append(sb.Files, p)
+		}
+	}
+	db, err := results.OpenSandboxed(ctx, dir, sb)
+	if err != nil {
+		var se *duck.SettingError
+		if errors.Is(err, duck.ErrReserved) || errors.As(err, &se) {
+			return inputErr{err}
+		}
+		return err
+	}
+	defer db.Close()
+	if err := db.AddReportViews(ctx); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(dir)
+	if err := query(ctx, db, text, o, out, scratch); err != nil {
+		return sandboxHint(err, abs)
+	}
+	if out != nil {
+		return out.Commit()
+	}
+	return nil
+}
+
+// query runs text on db and writes its result to out, or o.Stdout when
+// out is nil; DuckDB's own files go in scratch.
+func query(ctx context.Context, db *results.DB, text string, o Options, out *Output, scratch string) error {
 	conn, err := db.SQL().Conn(ctx)
 	if err != nil {
 		return err
@@ -135,63 +232,80 @@ func Query(ctx context.Context, db *results.DB, text string, o Options) error {
 			return inputErr{fmt.Errorf("variable %s = %s: %w", v.Name, v.Value, results.QueryError(err))}
 		}
 	}
-	var out *Output
-	if o.Out != "" {
-		if out, err = CreateOutput(o.Out, o.Overwrite); err != nil {
+	stmts := queries.Split(text)
+	for i, s := range stmts[:len(stmts)-1] {
+		if _, err := guard(ctx, conn, o.Allow, i+1, s); err != nil {
 			return err
 		}
-		defer out.Abort()
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			return &QueryFailed{results.QueryError(err)}
+		}
+	}
+	last := stmts[len(stmts)-1]
+	sh, err := guard(ctx, conn, o.Allow, len(stmts), last)
+	if err != nil {
+		return err
 	}
 	switch o.Format {
 	case Table, Arrow, ArrowStream:
-		w := stdout
+		w := o.Stdout
 		if out != nil {
 			w = out.File()
 		}
 		bw := bufio.NewWriterSize(w, 1<<16)
-		tmp := "" // for readBack's database: beside the output, or the system's temporary folder
-		if out != nil {
-			tmp = filepath.Dir(out.Path())
-		}
 		if o.Format == Table {
-			err = writeTable(ctx, conn, text, bw, tmp)
+			err = writeTable(ctx, conn, last, sh, bw, scratch)
 		} else {
-			err = writeArrow(ctx, conn, text, o.Format == Arrow, bw, tmp)
+			err = writeArrow(ctx, conn, last, sh, o.Format == Arrow, bw, scratch)
 		}
 		if err == nil {
 			err = bw.Flush()
 		}
-	case CSV, JSON, NDJSON, Parquet:
-		err = copyQuery(ctx, conn, text, o.Format, out, stdout)
-	default:
-		return inputErr{fmt.Errorf("unknown format %q", o.Format)}
-	}
-	if err != nil {
 		return err
+	case CSV, JSON, NDJSON, Parquet:
+		return copyQuery(ctx, conn, last, sh, o.Format, out, o.Stdout, scratch)
 	}
-	if out != nil {
-		return out.Commit()
-	}
-	return nil
+	return inputErr{fmt.Errorf("unknown format %q", o.Format)}
 }
 
-// copyQuery runs every statement of text but the last, then COPY (last)
-// TO the output in format f: to out's temporary file, or streamed to
-// stdout through a named pipe.
-func copyQuery(ctx context.Context, conn *sql.Conn, text string, f Format, out *Output, stdout io.Writer) error {
-	last, err := runAllButLast(ctx, conn, text)
+// guard prepares statement n (1-based) and refuses it unless it only reads
+// or a allows it (checkStatement; for EXPLAIN ANALYZE, the statement it
+// runs too). It returns the statement's shape.
+func guard(ctx context.Context, conn *sql.Conn, a Allow, n int, stmt string) (shape, error) {
+	sh, err := describe(ctx, conn, stmt)
 	if err != nil {
-		return err
+		return sh, err
 	}
-	query, _, err := describe(ctx, conn, last)
-	if err != nil {
-		return err
+	if err := checkStatement(a, n, stmt, sh.kind); err != nil {
+		return sh, err
 	}
-	if !query {
+	if inner := explainInner(stmt); inner != "" && sh.kind == duckdb.STATEMENT_TYPE_EXPLAIN {
+		ish, err := describe(ctx, conn, inner)
+		if err != nil {
+			return sh, err
+		}
+		if err := checkStatement(a, n, inner, ish.kind); err != nil {
+			return sh, err
+		}
+	}
+	return sh, nil
+}
+
+// copyQuery runs COPY (last) TO the output in format f: to out's
+// temporary file, or streamed to stdout through a named pipe in scratch.
+func copyQuery(ctx context.Context, conn *sql.Conn, last string, sh shape, f Format, out *Output, stdout io.Writer, scratch string) error {
+	if !sh.query() {
 		return inputErr{fmt.Errorf("--format %s writes the rows of a query (SELECT, WITH, FROM, VALUES, …); the last statement is not one (use --format table for other statements)", f)}
 	}
+	q, err := wrapExact(f, last, sh)
+	if err != nil {
+		return err
+	}
 	run := func(ctx context.Context, path string) error {
-		_, err := conn.ExecContext(ctx, "COPY (\n"+last+"\n) TO "+quote(path)+" ("+f.copyOptions()+")")
+		// USE_TMP_FILE false: the file is forklab's own temporary file
+		// already, and DuckDB's tmp_ copy beside it would be outside the
+		// sandbox.
+		_, err := conn.ExecContext(ctx, "COPY (\n"+q+"\n) TO "+quote(path)+" ("+f.copyOptions()+", USE_TMP_FILE false)")
 		if err != nil {
 			return &QueryFailed{results.QueryError(err)}
 		}
@@ -200,7 +314,7 @@ func copyQuery(ctx context.Context, conn *sql.Conn, text string, f Format, out *
 	if out != nil {
 		return run(ctx, out.TempPath())
 	}
-	return streamFile(ctx, stdout, run)
+	return streamFile(ctx, stdout, scratch, run)
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

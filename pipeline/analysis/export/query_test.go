@@ -3,6 +3,7 @@ package export
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -14,8 +15,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/analysis/report"
 	"github.com/forklab/forklab/pipeline/analysis/results"
+	"github.com/forklab/forklab/pipeline/analysis/results/resultstest"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 )
 
@@ -34,12 +37,7 @@ func seedResults(t testing.TB) *results.DB {
 			t.Fatal(err)
 		}
 		seedDir = filepath.Join(dir, "out")
-		if err := sweep.Prepare(seedDir, false); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sweep.Run(context.Background(), sweep.DefaultSpec(), sweep.Options{Out: seedDir, Version: "test"}); err != nil {
-			t.Fatal(err)
-		}
+		resultstest.Run(t, sweep.DefaultSpec(), seedDir)
 	})
 	db, err := results.Open(context.Background(), seedDir)
 	if err != nil {
@@ -47,6 +45,57 @@ func seedResults(t testing.TB) *results.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// duckText runs q on a DuckDB outside any sandbox and returns its rows,
+// every value as DuckDB's text, columns joined by |, rows by newlines.
+func duckText(t testing.TB, q string) string {
+	t.Helper()
+	var lines []string
+	for _, r := range duckRows(t, q) {
+		lines = append(lines, strings.Join(r, "|"))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// duckRows runs q on a DuckDB outside any sandbox and returns its rows,
+// every value as DuckDB's text (NULL as NULL).
+func duckRows(t testing.TB, q string) [][]string {
+	t.Helper()
+	db, err := duck.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT COLUMNS(*)::VARCHAR FROM (" + q + ")")
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out [][]string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		cells := make([]string, len(cols))
+		for i, v := range vals {
+			cells[i] = v.String
+			if !v.Valid {
+				cells[i] = "NULL"
+			}
+		}
+		out = append(out, cells)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return out
 }
 
 func TestMain(m *testing.M) {
@@ -57,11 +106,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func query(t *testing.T, db *results.DB, text string, o Options) (string, error) {
+func runSQL(t *testing.T, db *results.DB, text string, o Options) (string, error) {
 	t.Helper()
 	var buf bytes.Buffer
 	o.Stdout = &buf
-	err := Query(context.Background(), db, text, o)
+	err := Run(context.Background(), db.Dir, text, o)
 	return buf.String(), err
 }
 
@@ -79,7 +128,7 @@ func TestQueryTextFormats(t *testing.T) {
 		{JSON, "[\n\t{\"label\":\"harmed\",\"n\":83},\n\t{\"label\":\"rescued\",\"n\":75},\n\t{\"label\":\"unchanged\",\"n\":142}\n]\n"},
 		{NDJSON, "{\"label\":\"harmed\",\"n\":83}\n{\"label\":\"rescued\",\"n\":75}\n{\"label\":\"unchanged\",\"n\":142}\n"},
 	} {
-		got, err := query(t, db, byLabel, Options{Format: tc.format})
+		got, err := runSQL(t, db, byLabel, Options{Format: tc.format})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.format, err)
 		}
@@ -97,28 +146,32 @@ func TestQueryTableOfStatements(t *testing.T) {
 		"SHOW TABLES":                "\npairs\n",
 		"PRAGMA table_info('pairs')": " label ",
 	} {
-		got, err := query(t, db, q, Options{})
+		got, err := runSQL(t, db, q, Options{})
 		if err != nil || !strings.Contains(got, want) {
 			t.Errorf("%s: %v\n%s", q, err, got)
 		}
 	}
 }
 
-// The table format prints what forklab report's tables print.
-func TestQueryTableMatchesReport(t *testing.T) {
+// The table format prints every value as DuckDB's own text (CAST AS
+// VARCHAR), aligned as forklab report aligns its tables.
+func TestQueryTableIsDuckDBText(t *testing.T) {
 	db := seedResults(t)
-	got, err := query(t, db, "SELECT * FROM pairs ORDER BY seed", Options{})
+	got, err := runSQL(t, db, "SELECT * FROM pairs ORDER BY seed", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab, err := db.Query(context.Background(), "SELECT * FROM pairs ORDER BY seed")
+	tab, err := db.Query(context.Background(), "SELECT COLUMNS(*)::VARCHAR FROM (FROM pairs ORDER BY seed)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var want bytes.Buffer
 	report.WriteTable(&want, tab)
 	if got != want.String() {
-		t.Errorf("table differs from report.WriteTable:\n%s\nwant\n%s", got[:300], want.String()[:300])
+		t.Errorf("table differs from DuckDB's text:\n%s\nwant\n%s", got[:300], want.String()[:300])
+	}
+	if !strings.Contains(got, "  0.0  ") || !strings.Contains(got, "  false  ") {
+		t.Errorf("p_stall 0 should print as DuckDB prints a DOUBLE 0 (0.0), booleans as false:\n%s", got[:600])
 	}
 }
 
@@ -126,7 +179,7 @@ func TestQueryTableMatchesReport(t *testing.T) {
 // a longer cell pushes only its own line.
 func TestQueryTableStreamsBlocks(t *testing.T) {
 	db := seedResults(t)
-	got, err := query(t, db, "SELECT range AS n, CASE WHEN range = 1500 THEN 'wide-cell' ELSE 'x' END AS s, 1 AS k FROM range(2000)", Options{})
+	got, err := runSQL(t, db, "SELECT range AS n, CASE WHEN range = 1500 THEN 'wide-cell' ELSE 'x' END AS s, 1 AS k FROM range(2000)", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +197,7 @@ func TestQueryTableStreamsBlocks(t *testing.T) {
 // A result far larger than a pipe's buffer streams through COPY to stdout.
 func TestQueryCSVStreamsLargeResult(t *testing.T) {
 	db := seedResults(t)
-	got, err := query(t, db, "SELECT range AS i, range * 2 AS j FROM range(300000)", Options{Format: CSV})
+	got, err := runSQL(t, db, "SELECT range AS i, range * 2 AS j FROM range(300000)", Options{Format: CSV})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +209,7 @@ func TestQueryCSVStreamsLargeResult(t *testing.T) {
 func TestQueryVariables(t *testing.T) {
 	db := seedResults(t)
 	q := "SELECT getvariable('config_id') AS c, getvariable('max_harm') AS m, getvariable('harm_scope') AS s, getvariable('holdout') AS h"
-	got, err := query(t, db, q, Options{Format: CSV})
+	got, err := runSQL(t, db, q, Options{Format: CSV})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +224,7 @@ func TestQueryVariables(t *testing.T) {
 		}
 		vars = append(vars, v)
 	}
-	got, err = query(t, db, q+", getvariable('note') AS n", Options{Format: CSV, Vars: vars})
+	got, err = runSQL(t, db, q+", getvariable('note') AS n", Options{Format: CSV, Vars: vars})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +233,7 @@ func TestQueryVariables(t *testing.T) {
 	}
 	// A statement before the last one runs first, in every format.
 	for _, f := range []Format{Table, CSV} {
-		got, err = query(t, db, "SET VARIABLE holdout = 0.25;\nSELECT getvariable('holdout') AS h;", Options{Format: f})
+		got, err = runSQL(t, db, "SET VARIABLE holdout = 0.25;\nSELECT getvariable('holdout') AS h;", Options{Format: f})
 		if err != nil || !strings.Contains(got, "0.25") {
 			t.Errorf("%s: two statements: %q, %v", f, got, err)
 		}
@@ -198,18 +251,14 @@ func TestQueryOutFiles(t *testing.T) {
 	db := seedResults(t)
 	dir := t.TempDir()
 	pq := filepath.Join(dir, "pairs.parquet")
-	if _, err := query(t, db, "SELECT * FROM pairs ORDER BY seed", Options{Format: Parquet, Out: pq}); err != nil {
+	if _, err := runSQL(t, db, "SELECT * FROM pairs ORDER BY seed", Options{Format: Parquet, Out: pq}); err != nil {
 		t.Fatal(err)
 	}
-	tab, err := db.Query(context.Background(), "SELECT count(*), count(*) FILTER (WHERE label = 'rescued'), min(seed), max(seed) FROM read_parquet("+quote(pq)+")")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := fmt.Sprint(tab.Rows); got != "[[300 75 0 299]]" {
+	if got := duckText(t, "SELECT count(*), count(*) FILTER (WHERE label = 'rescued'), min(seed), max(seed) FROM read_parquet("+quote(pq)+")"); got != "300|75|0|299" {
 		t.Errorf("pairs.parquet read back: %s", got)
 	}
 	gz := filepath.Join(dir, "labels.csv.gz")
-	if _, err := query(t, db, byLabel, Options{Format: CSV, Out: gz}); err != nil {
+	if _, err := runSQL(t, db, byLabel, Options{Format: CSV, Out: gz}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(gz)
@@ -232,7 +281,7 @@ func TestQueryBadInput(t *testing.T) {
 	db := seedResults(t)
 	dir := t.TempDir()
 	for _, f := range []Format{Table, CSV, Parquet} {
-		_, err := query(t, db, "SELECT label FROM pairs WHERE lable = 'rescued'", Options{Format: f, Out: filepath.Join(dir, "x."+string(f))})
+		_, err := runSQL(t, db, "SELECT label FROM pairs WHERE lable = 'rescued'", Options{Format: f, Out: filepath.Join(dir, "x."+string(f))})
 		var qf *QueryFailed
 		if !errors.As(err, &qf) || !BadInput(err) ||
 			!strings.Contains(err.Error(), `Referenced column "lable" not found in FROM clause!`) ||
@@ -240,32 +289,32 @@ func TestQueryBadInput(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	if _, err := query(t, db, "SELEC 1", Options{Format: CSV}); err == nil || !strings.Contains(err.Error(), "syntax error at or near \"SELEC\"\n\nLINE 1: SELEC 1\n        ^") {
+	if _, err := runSQL(t, db, "SELEC 1", Options{Format: CSV}); err == nil || !strings.Contains(err.Error(), "syntax error at or near \"SELEC\"\n\nLINE 1: SELEC 1\n        ^") {
 		t.Errorf("syntax error: %v", err)
 	}
 	for _, empty := range []string{"  ;  ", ";", " ; ; "} {
 		for _, f := range []Format{Table, CSV} {
-			if _, err := query(t, db, empty, Options{Format: f}); err == nil || !BadInput(err) || err.Error() != "the query is empty" {
+			if _, err := runSQL(t, db, empty, Options{Format: f}); err == nil || !BadInput(err) || err.Error() != "the query is empty" {
 				t.Errorf("%q as %s: %v", empty, f, err)
 			}
 		}
 	}
-	if _, err := query(t, db, "-- nothing\n", Options{}); err == nil || !BadInput(err) || err.Error() != "the query is empty" {
+	if _, err := runSQL(t, db, "-- nothing\n", Options{}); err == nil || !BadInput(err) || err.Error() != "the query is empty" {
 		t.Errorf("empty query: %v", err)
 	}
-	if _, err := query(t, db, "CREATE TEMP TABLE t AS SELECT 1", Options{Format: CSV}); err == nil || !BadInput(err) || !strings.Contains(err.Error(), "the last statement is not one") {
+	if _, err := runSQL(t, db, "CREATE TEMP TABLE t AS SELECT 1", Options{Format: CSV, Allow: Allow{Writes: true}}); err == nil || !BadInput(err) || !strings.Contains(err.Error(), "the last statement is not one") {
 		t.Errorf("CSV of a CREATE: %v", err)
 	}
 
 	old := filepath.Join(dir, "old.csv")
 	os.WriteFile(old, []byte("keep me\n"), 0o644)
-	if _, err := query(t, db, byLabel, Options{Format: CSV, Out: old}); !errors.Is(err, ErrExists) || !BadInput(err) ||
+	if _, err := runSQL(t, db, byLabel, Options{Format: CSV, Out: old}); !errors.Is(err, ErrExists) || !BadInput(err) ||
 		err.Error() != "output "+old+" already exists; pass --overwrite to replace it" {
 		t.Errorf("existing output: %v", err)
 	}
 	// A query that fails while running (after the COPY started).
 	for _, f := range []Format{CSV, Table} {
-		_, err := query(t, db, "SELECT CAST(CASE WHEN seed < 250 THEN '1' ELSE 'x' || seed END AS INTEGER) AS n FROM pairs", Options{Format: f, Out: old, Overwrite: true})
+		_, err := runSQL(t, db, "SELECT CAST(CASE WHEN seed < 250 THEN '1' ELSE 'x' || seed END AS INTEGER) AS n FROM pairs", Options{Format: f, Out: old, Overwrite: true})
 		if err == nil || !strings.Contains(err.Error(), "Conversion Error") {
 			t.Errorf("%s: failing query: %v", f, err)
 		}
@@ -273,16 +322,16 @@ func TestQueryBadInput(t *testing.T) {
 	if b, _ := os.ReadFile(old); string(b) != "keep me\n" {
 		t.Errorf("a failed query changed the existing file: %q", b)
 	}
-	if _, err := query(t, db, byLabel, Options{Format: CSV, Out: old, Overwrite: true}); err != nil {
+	if _, err := runSQL(t, db, byLabel, Options{Format: CSV, Out: old, Overwrite: true}); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(old); !strings.HasPrefix(string(b), "label,n\n") {
 		t.Errorf("overwrite: %q", b)
 	}
-	if _, err := query(t, db, byLabel, Options{Format: CSV, Out: dir}); !errors.Is(err, ErrBadOutput) {
+	if _, err := runSQL(t, db, byLabel, Options{Format: CSV, Out: dir}); !errors.Is(err, ErrBadOutput) {
 		t.Errorf("output is a directory: %v", err)
 	}
-	if _, err := query(t, db, byLabel, Options{Format: CSV, Out: filepath.Join(dir, "no", "such", "x.csv")}); !errors.Is(err, ErrBadOutput) || !strings.Contains(err.Error(), "no such file or directory") {
+	if _, err := runSQL(t, db, byLabel, Options{Format: CSV, Out: filepath.Join(dir, "no", "such", "x.csv")}); !errors.Is(err, ErrBadOutput) || !strings.Contains(err.Error(), "no such file or directory") {
 		t.Errorf("output folder missing: %v", err)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -298,7 +347,7 @@ func TestQueryArrow(t *testing.T) {
 	q := "SELECT seed, label, same_obs, budget_left, p_stall FROM pairs ORDER BY seed"
 	if !ArrowAvailable {
 		out := filepath.Join(t.TempDir(), "x.arrow")
-		if _, err := query(t, db, q, Options{Format: Arrow, Out: out}); !errors.Is(err, ErrNoArrow) {
+		if _, err := runSQL(t, db, q, Options{Format: Arrow, Out: out}); !errors.Is(err, ErrNoArrow) {
 			t.Errorf("arrow without the duckdb_arrow tag: %v", err)
 		}
 		if _, err := os.Stat(out); err == nil {
@@ -308,7 +357,7 @@ func TestQueryArrow(t *testing.T) {
 	}
 	for _, f := range []Format{Arrow, ArrowStream} {
 		out := filepath.Join(t.TempDir(), "pairs."+string(f))
-		if _, err := query(t, db, q, Options{Format: f, Out: out}); err != nil {
+		if _, err := runSQL(t, db, q, Options{Format: f, Out: out}); err != nil {
 			t.Fatal(err)
 		}
 		fh, err := os.Open(out)
@@ -384,7 +433,7 @@ func TestQueryArrow(t *testing.T) {
 		{"SELECT 1 AS a, 2 AS a", "a:int32 a:int32", 1, "1"},
 	} {
 		out := filepath.Join(t.TempDir(), "x.arrows")
-		if _, err := query(t, db, tc.q, Options{Format: ArrowStream, Out: out}); err != nil {
+		if _, err := runSQL(t, db, tc.q, Options{Format: ArrowStream, Out: out}); err != nil {
 			t.Fatalf("%s: %v", tc.q, err)
 		}
 		fh, _ := os.Open(out)
@@ -415,7 +464,7 @@ func TestQueryArrow(t *testing.T) {
 	}
 	// A failing query leaves no file.
 	out := filepath.Join(t.TempDir(), "bad.arrow")
-	if _, err := query(t, db, "SELECT nope FROM pairs", Options{Format: Arrow, Out: out}); !BadInput(err) {
+	if _, err := runSQL(t, db, "SELECT nope FROM pairs", Options{Format: Arrow, Out: out}); !BadInput(err) {
 		t.Errorf("bad arrow query: %v", err)
 	}
 	if _, err := os.Stat(out); err == nil {

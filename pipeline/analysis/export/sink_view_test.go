@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/pipeline/analysis/results"
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
 	"github.com/forklab/forklab/pipeline/sessions/sink"
+	_ "github.com/forklab/forklab/pipeline/worlds/counter"
 	"github.com/forklab/forklab/stream/client"
 	"github.com/forklab/forklab/stream/kafkalog"
 	"github.com/forklab/forklab/stream/server"
@@ -39,15 +41,16 @@ func TestEventsViewReadsTheSink(t *testing.T) {
 	spec := sweep.DefaultSpec()
 	spec.Seeds = sweep.Range{Start: 0, End: 6}
 	spec.Arms = []fork.Arm{fork.Off, fork.On}
-	runs, err := agent.PlaySweep(ctx, c, spec, agent.PlayOptions{Prefix: "v"})
+	r, err := spec.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := t.TempDir()
-	if err := sweep.Prepare(out, false); err != nil {
+	out := filepath.Join(t.TempDir(), "out")
+	st, err := sweep.Stage(out, false, false)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sweep.Run(ctx, spec, sweep.Options{Out: out, Runs: runs}); err != nil {
+	if _, err := sweep.Run(ctx, r, st, sweep.Options{Runners: agent.Runners(c, r, agent.PlayOptions{Prefix: "v"})}); err != nil {
 		t.Fatal(err)
 	}
 	sinkRun := func() *sink.Report {
@@ -80,9 +83,11 @@ func TestEventsViewReadsTheSink(t *testing.T) {
 
 	// More sessions on the log, another rotation of the sink: the open
 	// connection sees them as they are written.
-	more := spec
-	more.Seeds = sweep.Range{Start: 6, End: 8}
-	if _, err := agent.PlaySweep(ctx, c, more, agent.PlayOptions{Prefix: "v2"}); err != nil {
+	rn, err := agent.Runners(c, r, agent.PlayOptions{Prefix: "v2"})(r.Configs[0], r.Plan())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rn.Run(ctx, 6, 8, func(*lab.SeedResult) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	second := sinkRun()
@@ -92,12 +97,12 @@ func TestEventsViewReadsTheSink(t *testing.T) {
 	if got, want := count(), fmt.Sprintf("[%d 24 true 0]", first.Events+second.Events); got != want {
 		t.Fatalf("events view after the rotation: %s, want %s", got, want)
 	}
-	r, err := results.Open(ctx, out)
+	rdb, err := results.Open(ctx, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	tab, err := r.Query(ctx, "SELECT count(*) FROM events")
+	defer rdb.Close()
+	tab, err := rdb.Query(ctx, "SELECT count(*) FROM events")
 	if err != nil || fmt.Sprint(tab.Rows[0][0]) != fmt.Sprint(first.Events+second.Events) {
 		t.Fatalf("forklab sql's events: %v %v", tab, err)
 	}

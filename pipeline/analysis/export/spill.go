@@ -5,12 +5,11 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"github.com/forklab/forklab/queries"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/duckdb/duckdb-go/v2"
+	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 )
 
@@ -18,23 +17,21 @@ import (
 // group.
 const spillSlice = 122880
 
-// runAllButLast runs every statement of text but the last and returns the
-// last.
-func runAllButLast(ctx context.Context, conn *sql.Conn, text string) (string, error) {
-	stmts := queries.Split(text)
-	for _, s := range stmts[:len(stmts)-1] {
-		if _, err := conn.ExecContext(ctx, s); err != nil {
-			return "", &QueryFailed{results.QueryError(err)}
-		}
-	}
-	return stmts[len(stmts)-1], nil
+// shape is what preparing a statement tells: its kind, and for a query
+// its columns' names and types.
+type shape struct {
+	kind  duckdb.StmtType
+	cols  []string
+	types []duckdb.TypeInfo
 }
 
+// query reports whether the statement is a query: one COPY and CREATE
+// TABLE AS take (SELECT, WITH, FROM, VALUES, …).
+func (s shape) query() bool { return s.kind == duckdb.STATEMENT_TYPE_SELECT }
+
 // describe prepares stmt (DuckDB's syntax and binder errors come back with
-// their position in stmt) and reports whether it is a query (a statement
-// COPY and CREATE TABLE AS take: SELECT, WITH, FROM, VALUES, …) and its
-// column names.
-func describe(ctx context.Context, conn *sql.Conn, stmt string) (query bool, cols []string, err error) {
+// their position in stmt) and returns its shape.
+func describe(ctx context.Context, conn *sql.Conn, stmt string) (sh shape, err error) {
 	err = conn.Raw(func(dc any) error {
 		p, ok := dc.(driver.ConnPrepareContext)
 		if !ok {
@@ -49,11 +46,9 @@ func describe(ctx context.Context, conn *sql.Conn, stmt string) (query bool, col
 		if !ok {
 			return fmt.Errorf("duckdb statement is a %T", st)
 		}
-		t, err := ds.StatementType()
-		if err != nil {
+		if sh.kind, err = ds.StatementType(); err != nil {
 			return err
 		}
-		query = t == duckdb.STATEMENT_TYPE_SELECT
 		n, err := ds.ColumnCount()
 		if err != nil {
 			return err
@@ -63,60 +58,73 @@ func describe(ctx context.Context, conn *sql.Conn, stmt string) (query bool, col
 			if err != nil {
 				return err
 			}
-			cols = append(cols, name)
+			// A type duckdb-go cannot describe is left to DuckDB's own
+			// writers (nil); the table format still renders it as text.
+			var t duckdb.TypeInfo
+			if ti, err := ds.ColumnTypeInfo(i); err == nil {
+				t = ti
+			}
+			sh.cols = append(sh.cols, name)
+			sh.types = append(sh.types, t)
 		}
 		return nil
 	})
-	return query, cols, err
+	return sh, err
 }
 
-// readBack returns the queries that give the rows of stmt, in order, in
-// bounded memory: duckdb-go materializes a whole result before its first
-// row, so a query's rows first go into table forklab_result.r of a
-// temporary on-disk DuckDB database in tmpDir ("" is the system's
-// temporary folder) — CREATE TABLE AS streams into storage, keeping the
-// query's order and DuckDB's types — read back a row group at a time by
-// rowid. A statement that is not a query, or whose columns cannot be a
-// table's (a repeated name, a column named rowid), or that CREATE TABLE AS
-// does not take (DESCRIBE, SHOW, PRAGMA), is returned as it is.
-// done detaches and removes the temporary database.
-func readBack(ctx context.Context, conn *sql.Conn, stmt, tmpDir string) (queries []string, done func(), err error) {
+// readBack returns the queries that give the rows of stmt (of shape sh),
+// in order, in bounded memory, each selecting the columns as ex says:
+// duckdb-go materializes a whole result before its first row,
+// so a query's rows first go into table forklab_result.r of a temporary
+// on-disk DuckDB database in dir — CREATE TABLE AS streams into storage,
+// keeping the query's order and DuckDB's types — read back a row group at
+// a time by rowid. A statement that is not a query, or whose columns
+// cannot be a table's (a repeated name, a column named rowid), or that
+// CREATE TABLE AS does not take (DESCRIBE, SHOW, PRAGMA), is read directly
+// (wrapped to select exact when it can be a subquery). done detaches and
+// removes the temporary database.
+func readBack(ctx context.Context, conn *sql.Conn, stmt string, sh shape, ex exact, dir string) (queries []string, done func(), err error) {
 	done = func() {}
-	query, cols, err := describe(ctx, conn, stmt)
-	if err != nil {
-		return nil, done, err
+	direct := func() ([]string, func(), error) {
+		if !ex.none() && sh.query() {
+			// Statements that cannot be a subquery (PRAGMA) are read as
+			// they are.
+			wrapped := ex.query("(\n"+stmt+"\n) AS forklab_q", "")
+			if _, err := describe(ctx, conn, wrapped); err == nil {
+				return []string{wrapped}, func() {}, nil
+			}
+		}
+		return []string{stmt}, func() {}, nil
 	}
-	if !query || !tableable(cols) {
-		return []string{stmt}, done, nil
+	if !sh.query() || !tableable(sh.cols) {
+		return direct()
 	}
-	dir, err := os.MkdirTemp(tmpDir, ".forklab-result-")
-	if err != nil {
-		return nil, done, fmt.Errorf("temporary database: %w", err)
-	}
-	if _, err := conn.ExecContext(ctx, "ATTACH "+quote(filepath.Join(dir, "result.duckdb"))+" AS forklab_result"); err != nil {
-		os.RemoveAll(dir)
+	db := filepath.Join(dir, "result.duckdb")
+	if _, err := conn.ExecContext(ctx, "ATTACH "+quote(db)+" AS forklab_result (STORAGE_VERSION 'latest')"); err != nil {
 		return nil, done, fmt.Errorf("temporary database: %w", results.QueryError(err))
 	}
 	done = func() {
 		conn.ExecContext(context.WithoutCancel(ctx), "DETACH forklab_result")
-		os.RemoveAll(dir)
+		duck.RemoveFiles(db)
 	}
 	if _, err := conn.ExecContext(ctx, "CREATE TABLE forklab_result.r AS (\n"+stmt+"\n)"); err != nil {
 		done()
 		if err = results.QueryError(err); strings.HasPrefix(err.Error(), "Parser Error") {
 			// A query that CREATE TABLE AS does not take (DESCRIBE, SHOW,
 			// PRAGMA): small results, read directly.
-			return []string{stmt}, func() {}, nil
+			return direct()
 		}
 		return nil, func() {}, &QueryFailed{err}
 	}
-	var n int64
-	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM forklab_result.r").Scan(&n); err != nil {
+	// Row ids count from 0, or, inside a transaction the query opened
+	// (BEGIN), from where DuckDB numbers rows not yet committed.
+	var n, base int64
+	if err := conn.QueryRowContext(ctx, "SELECT count(*), coalesce(min(rowid), 0) FROM forklab_result.r").Scan(&n, &base); err != nil {
 		done()
 		return nil, func() {}, results.QueryError(err)
 	}
 	for off := int64(0); off < n || off == 0; off += spillSlice {
-		queries = append(queries, fmt.Sprintf("SELECT * FROM forklab_result.r WHERE rowid >= %d AND rowid < %d", off, off+spillSlice))
+		queries = append(queries, ex.query("forklab_result.r", fmt.Sprintf("rowid >= %d AND rowid < %d", base+off, base+off+spillSlice)))
 	}
 	return queries, done, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 )
@@ -87,5 +88,24 @@ func TestReferenceTablesThroughDuckDB(t *testing.T) {
 	}
 	if checked < 8 {
 		t.Fatalf("checked only %d tables", checked)
+	}
+}
+
+// Values print without losing what they hold: bytes as DuckDB prints a
+// BLOB (a UUID the driver gives as 16 bytes once printed raw), times with
+// their fraction of a second.
+func TestFormatKeepsValues(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{[]byte{0x01, 0x93, 0x64, 0x57, 'a', '\\', 0xff}, `\x01\x93dWa\x5C\xFF`},
+		{time.Date(2024, 2, 29, 12, 34, 56, 789012000, time.UTC), "2024-02-29T12:34:56.789012Z"},
+		{time.Date(2024, 2, 29, 12, 34, 56, 0, time.UTC), "2024-02-29T12:34:56Z"},
+		{nil, "NULL"},
+	} {
+		if got := Format(tc.v); got != tc.want {
+			t.Errorf("Format(%v) = %q, want %q", tc.v, got, tc.want)
+		}
 	}
 }

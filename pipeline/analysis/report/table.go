@@ -28,8 +28,11 @@ func WriteTable(w io.Writer, t *results.Table) error {
 }
 
 // Format renders one value the way the report prints it: NULL for nil,
-// floats with at most 4 decimals (more for very small magnitudes), times in
-// RFC 3339.
+// floats with at most 4 decimals (more for very small magnitudes: the
+// report rounds its rates and p-values for reading; forklab sql prints
+// every digit), times in RFC 3339 with their fraction of a second, bytes
+// (a BLOB, or a UUID as the duckdb driver gives it) as DuckDB prints a
+// BLOB, \xAA for a byte that is not printable ASCII.
 func Format(v any) string {
 	switch x := v.(type) {
 	case nil:
@@ -39,9 +42,17 @@ func Format(v any) string {
 	case float32:
 		return formatFloat(float64(x))
 	case []byte:
-		return string(x)
+		var b strings.Builder
+		for _, c := range x {
+			if c >= 0x20 && c < 0x7f && c != '\\' {
+				b.WriteByte(c)
+			} else {
+				fmt.Fprintf(&b, `\x%02X`, c)
+			}
+		}
+		return b.String()
 	case time.Time:
-		return x.Format(time.RFC3339)
+		return x.Format(time.RFC3339Nano)
 	case fmt.Stringer:
 		return x.String()
 	case []any:

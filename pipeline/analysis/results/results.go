@@ -8,15 +8,15 @@ package results
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math"
 	"math/big"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
-	"github.com/duckdb/duckdb-go/v2"
+	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/queries"
 )
@@ -33,8 +33,17 @@ type DB struct {
 // Open checks that dir is a finished results directory (it has a manifest;
 // the error wraps sweep.ErrNotResults if not) and opens it, with the views of
 // queries/views.sql, the macros of queries/stats.sql and, when session
-// events were exported or sunk into it, the view events (EventsView).
+// events were exported or sunk into it, the view events (EventsView). The
+// database is in memory and sandboxed (duck.Lock): SQL run on it reads only
+// dir, writes no file, and cannot change a setting.
 func Open(ctx context.Context, dir string) (*DB, error) {
+	return OpenSandboxed(ctx, dir, duck.Sandbox{})
+}
+
+// OpenSandboxed is Open with a wider sandbox: sb's directories and files
+// (forklab sql's output and scratch files, its --allow-path), external
+// access, extensions and settings, besides dir itself.
+func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error) {
 	m, err := sweep.ReadManifest(dir)
 	if err != nil {
 		return nil, err
@@ -46,19 +55,17 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	if err := checkFiles(abs, m); err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("duckdb", "")
+	db, err := duck.Open("")
 	if err != nil {
 		return nil, fmt.Errorf("open duckdb: %w", err)
 	}
-	// One connection: settings and views live per connection.
-	db.SetMaxOpenConns(1)
 	r := &DB{Dir: dir, Manifest: m, db: db}
 	if _, err := db.ExecContext(ctx, "SET file_search_path = "+quote(abs)); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("set file_search_path: %w", err)
 	}
 	for _, setup := range []string{"views", "stats"} {
-		if _, err := db.ExecContext(ctx, queries.MustGet(setup)); err != nil {
+		if _, err := db.ExecContext(ctx, AbsPaths(queries.MustGet(setup), abs)); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("%s: queries/%s.sql: %w", dir, setup, QueryError(err))
 		}
@@ -69,13 +76,32 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	if events {
-		if _, err := db.ExecContext(ctx, view); err != nil {
+		if _, err := db.ExecContext(ctx, AbsPaths(view, abs)); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("%s: events view: %w", dir, QueryError(err))
 		}
 	}
 	r.events = events
+	sb.Dirs = append([]string{abs}, sb.Dirs...)
+	if err := duck.Lock(ctx, db, sb); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
 	return r, nil
+}
+
+// fileArg is a relative path given to one of DuckDB's file readers.
+var fileArg = regexp.MustCompile(`(?i)\b(read_(?:parquet|json|json_auto|ndjson|csv|csv_auto|text|blob)\s*\(\s*)'([^'/][^']*)'`)
+
+// AbsPaths returns SQL text with the relative paths its file readers
+// (read_parquet('pairs/…'), read_json, …) take made absolute under dir.
+// The sandbox (duck.Lock) checks a path before DuckDB resolves it against
+// file_search_path, so the views forklab runs in process read absolute
+// paths; the text of queries/ keeps relative ones, for the duckdb CLI and
+// results.duckdb.
+func AbsPaths(text, dir string) string {
+	prefix := strings.ReplaceAll(strings.TrimSuffix(dir, "/")+"/", "'", "''")
+	return fileArg.ReplaceAllString(text, "${1}'"+strings.ReplaceAll(prefix, "$", "$$")+"${2}'")
 }
 
 // AddReportViews defines every report query as a view named as its file
@@ -155,13 +181,7 @@ func (r *DB) Run(ctx context.Context, name string) (*Table, error) {
 // QueryError returns DuckDB's own message for a failed query (which names
 // the error type and, for parser and binder errors, the position), without
 // the driver's wrapping.
-func QueryError(err error) error {
-	var de *duckdb.Error
-	if errors.As(err, &de) {
-		return errors.New(de.Msg)
-	}
-	return err
-}
+func QueryError(err error) error { return duck.Message(err) }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 

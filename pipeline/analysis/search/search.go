@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/analysis/stats"
@@ -162,8 +163,8 @@ func Qini(ctx context.Context, db *results.DB, o Options) (*results.Table, error
 
 func setVars(ctx context.Context, db *results.DB, o Options) error {
 	_, err := db.SQL().ExecContext(ctx, fmt.Sprintf(
-		"SET VARIABLE config_id = %d; SET VARIABLE max_harm = %d; SET VARIABLE harm_scope = '%s'; SET VARIABLE holdout = %v;",
-		o.ConfigID, o.MaxHarm, o.Scope, o.Holdout))
+		"SET VARIABLE config_id = %d; SET VARIABLE max_harm = %d; SET VARIABLE harm_scope = %s; SET VARIABLE holdout = %v;",
+		o.ConfigID, o.MaxHarm, duck.Quote(o.Scope), o.Holdout))
 	return err
 }
 

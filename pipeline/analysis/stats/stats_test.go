@@ -9,11 +9,14 @@ import (
 
 // golden is testdata/stats/golden.json, from testdata/stats/gen.py.
 type golden struct {
-	Z95      float64     `json:"z95"`
-	McNemar  [][]float64 `json:"mcnemar"`
-	Wilson   [][]float64 `json:"wilson"`
-	Newcombe [][]float64 `json:"newcombe"`
-	CP       [][]float64 `json:"clopper_pearson_upper"`
+	Z95     float64     `json:"z95"`
+	McNemar [][]float64 `json:"mcnemar"`
+	// McNemarLarge are counts too large for exact integer sums, from ln n!
+	// to 50 decimal digits.
+	McNemarLarge [][]float64 `json:"mcnemar_large"`
+	Wilson       [][]float64 `json:"wilson"`
+	Newcombe     [][]float64 `json:"newcombe"`
+	CP           [][]float64 `json:"clopper_pearson_upper"`
 }
 
 func loadGolden(t *testing.T) golden {
@@ -26,7 +29,7 @@ func loadGolden(t *testing.T) golden {
 	if err := json.Unmarshal(b, &g); err != nil {
 		t.Fatal(err)
 	}
-	if len(g.McNemar) < 8 || len(g.Newcombe) < 8 || len(g.CP) < 6 || len(g.Wilson) < 5 {
+	if len(g.McNemar) < 8 || len(g.McNemarLarge) < 5 || len(g.Newcombe) < 8 || len(g.CP) < 6 || len(g.Wilson) < 5 {
 		t.Fatal("golden file incomplete")
 	}
 	return g
@@ -45,6 +48,15 @@ func TestAgainstReferenceValues(t *testing.T) {
 		if got := McNemarExact(int64(r[0]), int64(r[1])); !near(got, r[2]) {
 			t.Errorf("McNemarExact(%v, %v) = %.17g, want %.17g", r[0], r[1], got, r[2])
 		}
+	}
+	for _, r := range g.McNemarLarge {
+		if got := McNemarExact(int64(r[0]), int64(r[1])); relErr(got, r[2]) > 1e-12 {
+			t.Errorf("McNemarExact(%v, %v) = %.17g, want %.17g", r[0], r[1], got, r[2])
+		}
+	}
+	// gen.py's method for large counts agrees with exact integer sums.
+	if r := g.McNemarLarge[0]; relErr(refMcNemar(int64(r[0]), int64(r[1])), r[2]) > 1e-14 {
+		t.Errorf("golden mcnemar_large %v: exact sum %.17g", r, refMcNemar(int64(r[0]), int64(r[1])))
 	}
 	for _, r := range g.Wilson {
 		got := Wilson(int64(r[0]), int64(r[1]), Z95)
@@ -75,7 +87,9 @@ func TestPublishedValues(t *testing.T) {
 	if math.Round(iv.Lo*1e4) != -1186 || math.Round(iv.Hi*1e4) != -46 {
 		t.Errorf("Newcombe (59, 6, 16, 80) = %v, want [-0.1186, -0.0046]", iv)
 	}
-	if got, want := ClopperPearsonUpper(0, 150, 0.95), 1-math.Pow(0.05, 1.0/150); got != want {
-		t.Errorf("zero harms in 150: %v, want 1 - 0.05^(1/150) = %v", got, want)
+	// 1 − 0.05^(1/150) = 0.0197734381645084457586… (50 digits, Python's
+	// decimal module).
+	if got := ClopperPearsonUpper(0, 150, 0.95); math.Abs(got-0.019773438164508446) > 1e-17 {
+		t.Errorf("zero harms in 150: %.17g, want 0.019773438164508446", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/forklab/forklab/pipeline/world"
 )
@@ -91,6 +92,8 @@ func describeJSONError(err error, b []byte) string {
 	case errors.Is(err, io.EOF):
 		return "empty input, expected a JSON object"
 	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Sprintf("JSON ends early after %d bytes (truncated file?)", len(b))
+	case errors.As(err, &syn) && syn.Offset >= int64(len(b)) && strings.Contains(syn.Error(), "unexpected end"):
 		return fmt.Sprintf("JSON ends early after %d bytes (truncated file?)", len(b))
 	case errors.As(err, &syn):
 		return fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, err)

@@ -706,7 +706,9 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 	if err = w.each(func(t *tableFile) error { return t.commit(w.sync, uf.add) }); err != nil {
 		return e, fmt.Errorf("%s: %w", where, err)
 	}
-	return uf.entry, nil
+	// The syncer fills uf.entry's files from here on; the caller gets the
+	// entry through done.
+	return ledgerEntry{Unit: u}, nil
 }
 
 // unitFiles collects a unit's files as the syncer puts them in place, and

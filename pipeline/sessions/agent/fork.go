@@ -4,12 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/forklab/forklab/pipeline/analysis/policy"
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/sessions/session"
+	"github.com/forklab/forklab/pipeline/world"
 	"github.com/forklab/forklab/stream/client"
 )
+
+// ErrArm reports an arm the session's world has no intervention for.
+var ErrArm = errors.New("no such arm")
 
 // ErrRule reports a guard rule that does not fit the world of the session
 // it is to decide on.
@@ -29,17 +36,52 @@ var ErrRule = errors.New("the guard rule does not fit the session's world")
 // idempotent: the second call finds the branch finished and returns it
 // (with ErrFinished).
 func Fork(ctx context.Context, w Worker, parent, offset, child string, forkStep int, arm fork.Arm, replica int, rule *policy.Rule) (Result, error) {
+	// Check the arm and the rule against the parent's world before
+	// anything is written.
+	d, err := w.worldOf(ctx, parent)
+	if err != nil {
+		return Result{}, err
+	}
+	if !slices.Contains(d.Arms(), string(arm)) {
+		return Result{}, fmt.Errorf("%s: %w: world %s has no arm %s (its arms: %s)", parent, ErrArm, d.Name, arm, strings.Join(d.Arms(), ", "))
+	}
 	var fires func(*session.Session) (bool, error)
 	if rule != nil {
-		fires = func(s *session.Session) (bool, error) {
-			f, err := rule.Compile(s.Decl)
-			if err != nil {
-				return false, fmt.Errorf("%s: %w: %v", parent, ErrRule, err)
-			}
-			return f(s.Play.Features(nil)), nil
+		f, err := rule.Compile(d)
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: %w: %v", parent, ErrRule, err)
 		}
+		fires = func(s *session.Session) (bool, error) { return f(s.Play.Features(nil)), nil }
 	}
 	return forkWith(ctx, w, parent, offset, child, forkStep, arm, replica, fires)
+}
+
+// worldOf returns the declaration of the world a session stream plays,
+// from its session_start event.
+func (w Worker) worldOf(ctx context.Context, stream string) (world.Declaration, error) {
+	var ch client.Chunk
+	err := w.retry(ctx, "read "+stream, func() error {
+		var err error
+		ch, err = w.Log.Read(ctx, stream, client.Start)
+		return err
+	})
+	if err != nil {
+		return world.Declaration{}, fmt.Errorf("read %s: %w", stream, err)
+	}
+	events, err := session.DecodeBatch(ch.Data)
+	if err != nil {
+		return world.Declaration{}, fmt.Errorf("%s: %w: %v", stream, session.ErrFold, err)
+	}
+	for _, e := range events {
+		if e.Type == session.TypeStart {
+			def, err := lab.Lookup(e.World)
+			if err != nil {
+				return world.Declaration{}, fmt.Errorf("%s: %w: %v", stream, session.ErrFold, err)
+			}
+			return def.Declaration(), nil
+		}
+	}
+	return world.Declaration{}, fmt.Errorf("%s: %w: no session_start", stream, session.ErrFold)
 }
 
 // forkWith is Fork with the policy verdict computed by fires (nil: never

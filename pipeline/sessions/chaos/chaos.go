@@ -243,12 +243,20 @@ func (c *Config) defaults() {
 	}
 }
 
-// Plan computes every session's uninterrupted run and the plan of faults,
-// without running anything. It fails, saying why, on a configuration the
-// sessions cannot host: an unknown world or bad parameters, more kills and
-// zombies than the sessions have events to put them after, more restarts
-// than events.
-func Plan(cfg Config) (*Report, []*sessionState, error) {
+// Plan checks a configuration without running anything: it computes every
+// session's uninterrupted run and the plan of faults, and returns the
+// report's header (the sessions' start, their events and the room they
+// leave for faults). It fails, saying why, on a configuration the sessions
+// cannot host: an unknown world or bad parameters, more kills and zombies
+// than the sessions have events to put them after, more restarts than
+// events.
+func Plan(cfg Config) (*Report, error) {
+	rep, _, err := plan(cfg)
+	return rep, err
+}
+
+// plan is Plan, with the sessions and their faults.
+func plan(cfg Config) (*Report, []*sessionState, error) {
 	cfg.defaults()
 	if cfg.Sessions < 1 || cfg.Kills < 0 || cfg.Zombies < 0 || cfg.Restarts < 0 {
 		return nil, nil, fmt.Errorf("chaos: sessions must be at least 1 and kills, zombies, restarts at least 0")
@@ -314,7 +322,7 @@ func Plan(cfg Config) (*Report, []*sessionState, error) {
 // failures are in the report).
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
-	rep, sessions, err := Plan(cfg)
+	rep, sessions, err := plan(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -467,7 +475,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 		restart := len(restartAt) > rep.Restarts && progress() >= restartAt[rep.Restarts]
-		allDone := rep.Completed == cfg.Sessions
+		// Done when every session is and no zombie is left, and no restart
+		// that is due is still to come.
+		allDone := rep.Completed == cfg.Sessions && !restart
 		for _, s := range sessions {
 			if len(s.frozen) > 0 {
 				allDone = false
@@ -593,8 +603,8 @@ func step(s *sessionState, rep *Report, logf func(string, ...any), launch func(*
 
 func killAll(sessions []*sessionState) {
 	for _, s := range sessions {
-		if s.live != nil && s.live.cmd.ProcessState == nil {
-			s.live.cmd.Process.Kill()
+		if s.live != nil {
+			s.live.cmd.Process.Kill() // an error only says it has exited already
 		}
 		for _, z := range s.frozen {
 			z.cmd.Process.Kill()
@@ -693,10 +703,11 @@ func startWorker(cfg Config, url string, s *sessionState, onEvent func(*sessionS
 
 // service is the log service child process.
 type service struct {
-	cmd  *exec.Cmd
-	url  string
-	addr string
-	dir  string
+	cmd    *exec.Cmd
+	url    string
+	addr   string
+	dir    string
+	exited chan struct{} // closed once the process has been waited for
 }
 
 func freePort() (int, error) {
@@ -729,8 +740,8 @@ func startService(ctx context.Context, bin, dir, addr string, kafkaPort int) (*s
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start log service: %w", err)
 	}
-	go func() { cmd.Wait(); logFile.Close() }()
-	s := &service{cmd: cmd, url: "http://" + addr, addr: addr, dir: dir}
+	s := &service{cmd: cmd, url: "http://" + addr, addr: addr, dir: dir, exited: make(chan struct{})}
+	go func() { cmd.Wait(); logFile.Close(); close(s.exited) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		res, err := http.Get(s.url + "/v1/stream/__chaos_ready")
@@ -749,24 +760,17 @@ func startService(ctx context.Context, bin, dir, addr string, kafkaPort int) (*s
 	return nil, fmt.Errorf("log service on %s did not come up in 60s (see %s/service.log)", addr, dir)
 }
 
+// kill kills the service with SIGKILL and waits until it is gone.
 func (s *service) kill() {
 	s.cmd.Process.Kill()
-	for s.cmd.ProcessState == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	<-s.exited
 }
 
+// stop asks the service to stop (SIGTERM), and kills it after 10s.
 func (s *service) stop() {
 	s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		for s.cmd.ProcessState == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-s.exited:
 	case <-time.After(10 * time.Second):
 		s.kill()
 	}

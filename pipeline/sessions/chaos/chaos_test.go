@@ -3,9 +3,12 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,10 +29,7 @@ import (
 // as differing, the flags having reached only the reference run).
 // `forklab chaos` runs the long one.
 func TestShortChaos(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "forklab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/forklab").CombinedOutput(); err != nil {
-		t.Fatalf("build forklab: %v\n%s", err, out)
-	}
+	bin := buildForklab(t)
 	cfg := Config{Bin: bin, Sessions: 8, Kills: 16, Zombies: 4, Restarts: 1, Seed: 7, Parallel: 8, SinkKills: 6,
 		Delay: 15 * time.Millisecond, World: "counter", Params: world.Params{"p_stall": 0.1, "base_budget": 10, "target": 8},
 		Model: fork.Model{Temperature: 0.1, NoTool: 0.5}, Logf: t.Logf}
@@ -52,16 +52,51 @@ func TestShortChaos(t *testing.T) {
 	}
 }
 
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// buildForklab builds the forklab binary once per test process (go test
+// -count=10 runs the chaos ten times, not the linker).
+func buildForklab(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "forklab-chaos-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "forklab")
+		if out, err := exec.Command("go", "build", "-o", binPath, "../../../cmd/forklab").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build forklab: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // The plan is a pure function of the configuration: the same seed gives the
 // same faults at the same events; and a plan the sessions cannot host is
 // refused before anything runs, saying how many faults fit.
 func TestPlan(t *testing.T) {
 	cfg := Config{Sessions: 5, Kills: 30, Zombies: 6, Restarts: 2, Seed: 3, World: "counter"}
-	a, sa, err := Plan(cfg)
+	a, sa, err := plan(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sb, _ := Plan(cfg)
+	_, sb, _ := plan(cfg)
 	kills, zombies := 0, 0
 	for i, s := range sa {
 		if len(s.faults) != len(sb[i].faults) {
@@ -98,7 +133,7 @@ func TestPlan(t *testing.T) {
 		{Config{Sessions: 1, World: "counter", Params: world.Params{"p_stal": 0.1}}, `no parameter "p_stal"`},
 		{Config{Sessions: 1, Seed: 1 << 62, World: "counter"}, "too large"},
 	} {
-		if _, _, err := Plan(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Plan(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: got %v, want an error containing %q", tc.cfg, err, tc.want)
 		}
 	}
@@ -107,7 +142,7 @@ func TestPlan(t *testing.T) {
 // WorkerArgs gives a worker every parameter of the session, so its
 // session_start is the harness's, byte for byte.
 func TestWorkerArgsCarryEveryParameter(t *testing.T) {
-	_, ss, err := Plan(Config{Sessions: 1, Seed: 2, World: "counter", Params: world.Params{"target": 15, "base_budget": 20, "slack": []any{0, 3}, "p_obs_noise": 0.05},
+	_, ss, err := plan(Config{Sessions: 1, Seed: 2, World: "counter", Params: world.Params{"target": 15, "base_budget": 20, "slack": []any{0, 3}, "p_obs_noise": 0.05},
 		Model: fork.Model{Temperature: 0.3, NoTool: 0.25}})
 	if err != nil {
 		t.Fatal(err)
