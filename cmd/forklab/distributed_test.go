@@ -18,35 +18,45 @@ import (
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 )
 
+// freePort returns a TCP port free on 127.0.0.1 a moment ago.
+func freePort(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+// waitTCP waits until addr accepts connections.
+func waitTCP(tb testing.TB, addr string) {
+	tb.Helper()
+	for range 600 {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tb.Fatalf("%s did not come up", addr)
+}
+
 // startBroker runs forklab log serve (the embedded Kafka-protocol broker)
 // as its own process and returns its Kafka address.
 func startBroker(t *testing.T) string {
 	t.Helper()
-	free := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
-	kafkaAddr, httpAddr := free(), free()
-	_, port, _ := net.SplitHostPort(kafkaAddr)
-	cmd := exec.Command(forklabBin, "log", "serve", "--addr", httpAddr, "--kafka-port", port, "--data-dir", t.TempDir(), "--quiet")
+	port := freePort(t)
+	cmd := exec.Command(forklabBin, "log", "serve", "--addr", "127.0.0.1:"+freePort(t), "--kafka-port", port, "--data-dir", t.TempDir(), "--quiet")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	for range 600 {
-		if c, err := net.Dial("tcp", kafkaAddr); err == nil {
-			c.Close()
-			return kafkaAddr
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("the embedded broker did not come up")
-	return ""
+	addr := "127.0.0.1:" + port
+	waitTCP(t, addr)
+	return addr
 }
 
 // proc is a forklab process the test started.
