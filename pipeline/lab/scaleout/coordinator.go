@@ -79,8 +79,12 @@ type sweepRecord struct {
 	// ResultsStart is where, in each partition of the results topic, the
 	// sweep's reports begin.
 	ResultsStart map[int]int64 `json:"results_start"`
+	// UnitsStart is where, in each partition of the units topic, the
+	// sweep's unit records begin: were retention to remove records above
+	// it, the unfinished units are published again.
+	UnitsStart map[int]int64 `json:"units_start"`
 	// Published: every unit is on the units topic.
-	Published bool      `json:"published"`
+	Published bool `json:"published"`
 	Created   time.Time `json:"created"`
 }
 
@@ -243,9 +247,13 @@ func (co *coordinator) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("results topic %s: %w", co.cfg.Queue.ResultsTopic(), err)
 	}
+	units, err := co.c.endOffsets(ctx, co.cfg.Queue.UnitsTopic())
+	if err != nil {
+		return fmt.Errorf("units topic %s: %w", co.cfg.Queue.UnitsTopic(), err)
+	}
 	co.rec = sweepRecord{Sweep: newSweepID(), Queue: co.cfg.Queue.name(), Brokers: co.cfg.Queue.Brokers, Spec: co.r.Spec,
 		Units: co.r.UnitCount(), MaxAttempts: co.cfg.MaxAttempts, LeaseMS: co.cfg.Lease.Milliseconds(),
-		ResultsStart: starts, Created: time.Now().UTC()}
+		ResultsStart: starts, UnitsStart: units, Created: time.Now().UTC()}
 	// The ledger's spec: workers refuse to add units of another.
 	uw, err := sweep.NewUnitWriter(co.r, co.st, sweep.Options{})
 	if err != nil {
@@ -269,6 +277,14 @@ func (co *coordinator) unitMsg(u sweep.Unit) UnitMsg {
 
 // publish puts every unfinished unit on the units topic, in batches.
 func (co *coordinator) publish(ctx context.Context) error {
+	if co.rec.Published {
+		// Again (retention removed some of the records): from here on.
+		units, err := co.c.endOffsets(ctx, co.cfg.Queue.UnitsTopic())
+		if err != nil {
+			return fmt.Errorf("units topic %s: %w", co.cfg.Queue.UnitsTopic(), err)
+		}
+		co.rec.UnitsStart = units
+	}
 	topic := co.cfg.Queue.UnitsTopic()
 	var batch []kafka.Message
 	var n uint64
@@ -339,8 +355,12 @@ func (co *coordinator) run(ctx context.Context) (sweep.Result, error) {
 			return sweep.Result{}, err
 		}
 	}
+	if err := co.guardRetention(ctx); err != nil {
+		return sweep.Result{}, err
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	lastGuard := time.Now()
 	for {
 		for uint64(len(co.done)) < co.status.Units {
 			co.update()
@@ -353,6 +373,12 @@ func (co *coordinator) run(ctx context.Context) (sweep.Result, error) {
 				}
 				co.take(rep)
 			case <-tick.C:
+				if time.Since(lastGuard) > time.Minute {
+					lastGuard = time.Now()
+					if err := co.guardRetention(ctx); err != nil {
+						co.cfg.Logf("check the units topic's retention: %v", err)
+					}
+				}
 			}
 		}
 		co.update()
@@ -383,6 +409,23 @@ func (co *coordinator) run(ctx context.Context) (sweep.Result, error) {
 		}
 		return res, nil
 	}
+}
+
+// guardRetention publishes the unfinished units again if the units
+// topic's retention has removed records where the sweep's begin: they may
+// have been among them.
+func (co *coordinator) guardRetention(ctx context.Context) error {
+	firsts, err := co.c.startOffsets(ctx, co.cfg.Queue.UnitsTopic())
+	if err != nil {
+		return err
+	}
+	for p, first := range firsts {
+		if first > co.rec.UnitsStart[p] {
+			co.cfg.Logf("the units topic's retention removed records of partition %d from offset %d on, where this sweep's begin: publishing its unfinished units again", p, co.rec.UnitsStart[p])
+			return co.publish(ctx)
+		}
+	}
+	return nil
 }
 
 // take applies one report of the sweep.

@@ -16,6 +16,8 @@ import (
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/world"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // cluster starts an in-process Kafka-protocol cluster of n brokers and
@@ -290,5 +292,84 @@ func TestCoordinatorRefusals(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Fatal("the output directory was created")
+	}
+}
+
+// deleteRecords removes every record of topic (as retention would).
+func deleteRecords(t testing.TB, brokers []string, topic string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	for p := range int32(4) {
+		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+		rp.Partition, rp.Offset = p, -1 // -1: up to the high watermark
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 5000
+	res, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range res.Topics {
+		for _, p := range tp.Partitions {
+			if p.ErrorCode != 0 {
+				t.Fatalf("delete records of %s[%d]: error code %d", topic, p.Partition, p.ErrorCode)
+			}
+		}
+	}
+}
+
+// Retention that removed a sweep's unit records before any worker read
+// them loses no unit: the coordinator, restarted, sees the units topic's
+// log start past where its records began and publishes the unfinished
+// units again.
+func TestRetentionRepublishes(t *testing.T) {
+	brokers := cluster(t, 1)
+	spec := smallUnits()
+	r, err := spec.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := scaleout.Queue{Brokers: brokers, Name: "t5", Partitions: 4}
+	out := filepath.Join(t.TempDir(), "out")
+	ctx, cancel := context.WithCancel(context.Background())
+	published := make(chan struct{})
+	var once sync.Once
+	errc := make(chan error, 1)
+	go func() {
+		_, err := scaleout.Coordinate(ctx, r, scaleout.CoordinatorConfig{Queue: q, Out: out, Version: "test",
+			Logf: func(f string, a ...any) {
+				if strings.HasPrefix(f, "published") {
+					once.Do(func() { close(published) })
+				}
+			}})
+		errc <- err
+	}()
+	<-published
+	cancel()
+	<-errc
+	deleteRecords(t, brokers, q.UnitsTopic())
+	p := &pool{t: t, q: q}
+	p.start("a", 2)
+	defer p.stop()
+	var logs []string
+	var mu sync.Mutex
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := scaleout.Coordinate(ctx, r, scaleout.CoordinatorConfig{Queue: q, Out: out, Version: "test",
+		Logf: func(f string, a ...any) { mu.Lock(); logs = append(logs, fmt.Sprintf(f, a...)); mu.Unlock() }}); err != nil {
+		t.Fatalf("%v (said %q)", err, logs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logs) < 3 || !strings.Contains(logs[1], "retention removed records") || !strings.HasPrefix(logs[2], "published 12 units") {
+		t.Fatalf("the restarted coordinator said %q", logs)
 	}
 }

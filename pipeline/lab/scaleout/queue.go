@@ -256,13 +256,27 @@ func (c *conn) partitions(ctx context.Context, topic string) (int, error) {
 // endOffsets returns the offset the next record of every partition of
 // topic will get.
 func (c *conn) endOffsets(ctx context.Context, topic string) (map[int]int64, error) {
+	return c.offsets(ctx, topic, false)
+}
+
+// startOffsets returns the first offset every partition of topic still
+// holds (retention removes records below it).
+func (c *conn) startOffsets(ctx context.Context, topic string) (map[int]int64, error) {
+	return c.offsets(ctx, topic, true)
+}
+
+func (c *conn) offsets(ctx context.Context, topic string, first bool) (map[int]int64, error) {
 	n, err := c.partitions(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
 	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
 	for p := range n {
-		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
+		o := kafka.LastOffsetOf(p)
+		if first {
+			o = kafka.FirstOffsetOf(p)
+		}
+		req.Topics[topic] = append(req.Topics[topic], o)
 	}
 	res, err := c.client.ListOffsets(ctx, req)
 	if err != nil {
@@ -273,7 +287,11 @@ func (c *conn) endOffsets(ctx context.Context, topic string) (map[int]int64, err
 		if po.Error != nil {
 			return nil, fmt.Errorf("%s partition %d: %w", topic, po.Partition, po.Error)
 		}
-		out[po.Partition] = po.LastOffset
+		if first {
+			out[po.Partition] = po.FirstOffset
+		} else {
+			out[po.Partition] = po.LastOffset
+		}
 	}
 	return out, nil
 }
