@@ -21,7 +21,7 @@ BENCH_DIST_COUNT ?= 3
 .PHONY: bench-distributed chaos-distributed
 
 bench-distributed:
-	$(SCALE_GO) test -run '^$$' -bench 'Distributed' -benchtime $(BENCH_DIST_COUNT)x -timeout 60m ./cmd/forklab
+	BENCH_DIST_COUNT=$(BENCH_DIST_COUNT) $(SCALE_GO) test -run '^$$' -bench 'Distributed' -benchtime 1x -timeout 60m ./cmd/forklab
 
 chaos-distributed:
 	FORKLAB_CHAOS_DISTRIBUTED=1 $(SCALE_GO) test -run 'TestDistributedChaos' -count=1 -v -timeout 60m ./cmd/forklab

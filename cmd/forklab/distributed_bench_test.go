@@ -46,24 +46,29 @@ func waitMembers(tb testing.TB, broker, group string, n int) {
 // run, finalize with the manifest's checksums, results.duckdb, as forklab
 // sweep does), seeds per second, the ratio to the single process, and the
 // CPU seconds of every process involved (coordinator, workers, broker).
-// BENCH_DIST_SEEDS sets the seeds (default 4,000,000: 31 units). make
-// bench-distributed.
+// BENCH_DIST_SEEDS sets the seeds (default 4,000,000: 31 units),
+// BENCH_DIST_COUNT how many times each runs (default 3; the best counts).
+// make bench-distributed.
 func BenchmarkDistributed(b *testing.B) {
-	seeds := 4_000_000
-	if s := os.Getenv("BENCH_DIST_SEEDS"); s != "" {
+	env := func(name string, def int) int {
+		s := os.Getenv(name)
+		if s == "" {
+			return def
+		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			b.Fatalf("BENCH_DIST_SEEDS=%q: want a positive integer", s)
+			b.Fatalf("%s=%q: want a positive integer", name, s)
 		}
-		seeds = n
+		return n
 	}
+	seeds, count := env("BENCH_DIST_SEEDS", 4_000_000), env("BENCH_DIST_COUNT", 3)
 	seedArg := fmt.Sprintf("0:%d", seeds)
 	type row struct {
 		name      string
 		wall, cpu time.Duration
 	}
 	var rows []row
-	for i := 0; i < b.N; i++ {
+	for i := 0; i < count*b.N; i++ {
 		dir := b.TempDir()
 		// The single process, one worker goroutine per CPU.
 		start := time.Now()
@@ -117,7 +122,7 @@ func BenchmarkDistributed(b *testing.B) {
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("distributed sweep of the counter world, %d seeds (units of 131,072), embedded broker, %d CPUs, load %s; best of %d:\n",
-		seeds, runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), b.N)
+		seeds, runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), count*b.N)
 	base := best["single process"]
 	for _, name := range order {
 		r := best[name]

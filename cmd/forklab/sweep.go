@@ -45,10 +45,20 @@ session log (forklab log serve) instead of in memory: each seed's run is the
 stream PREFIX/cCONFIG/sSEED, played to the last fork step; each checkpoint is
 the fold of its events up to the fork step's offset, and each branch is a
 child stream PREFIX/cCONFIG/sSEED/fSTEP/ARM/rREPLICA forked from that offset.
-The tables are the in-memory sweep's, byte for byte, for any world.`,
+The tables are the in-memory sweep's, byte for byte, for any world.
+
+On many machines (docs/scale-out.md), with --out on storage they all write
+at the same path: --shard I/N runs only share I of N of the sweep's units
+(I from 0) and forklab sweep finalize publishes once every share is in; or
+--distributed --brokers B publishes the units on Kafka for forklab worker
+processes, shows their progress and publishes when every unit is in (run
+the same command again to pick up a stopped coordinator's sweep). Either
+way the tables are the single-process sweep's, byte for byte.`,
 		Example: `  forklab sweep --seeds 0:300 --fork-at 3 --out out
   forklab sweep --seeds 0:10000 --fork-at 1-4 --arms off,on,placebo,aa --temperature 0.1 --replicas 5 --out noisy
-  forklab sweep --from-log http://127.0.0.1:4437 --seeds 0:300 --out from-log`,
+  forklab sweep --from-log http://127.0.0.1:4437 --seeds 0:300 --out from-log
+  forklab sweep --seeds 0:30000000 --shard 0/3 --out /data/big
+  forklab sweep --distributed --brokers kafka:9092 --seeds 0:300000000 --out /data/big`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if workers < 0 {

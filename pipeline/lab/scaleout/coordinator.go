@@ -225,9 +225,17 @@ type coordinator struct {
 	rec     sweepRecord
 	done    map[uint64]doneUnit
 	running map[uint64]runningUnit
-	failed  map[[2]uint64]bool
+	failed  map[failedKey]bool
 	seen    map[string]time.Time
 	status  Status
+}
+
+// failedKey names a failed attempt: two workers that find the same silent
+// attempt report it alike.
+type failedKey struct {
+	seq     uint64
+	attempt int
+	err     string
 }
 
 type doneUnit struct {
@@ -330,7 +338,7 @@ func (co *coordinator) publish(ctx context.Context) error {
 // unit is in, and finalizes.
 func (co *coordinator) run(ctx context.Context) (sweep.Result, error) {
 	r := co.r
-	co.failed = map[[2]uint64]bool{}
+	co.failed = map[failedKey]bool{}
 	co.status.Sweep, co.status.Units, co.status.Since = co.rec.Sweep, r.UnitCount(), time.Now()
 	co.status.Seeds = r.Spec.Seeds.Len() * uint64(len(r.Configs))
 	// Units finished before this coordinator started (a pick-up), as the
@@ -382,7 +390,7 @@ func (co *coordinator) run(ctx context.Context) (sweep.Result, error) {
 			}
 		}
 		co.update()
-		res, err := sweep.Run(ctx, r, co.st, sweep.Options{FinalizeOnly: true, Version: co.cfg.Version})
+		res, err := sweep.Run(ctx, r, co.st, sweep.Options{FinalizeOnly: true, Version: co.cfg.Version, SweepID: co.rec.Sweep})
 		var ue *sweep.UnitError
 		if errors.As(err, &ue) {
 			// A unit reported done whose files are gone or damaged
@@ -447,7 +455,7 @@ func (co *coordinator) take(rep Report) {
 			co.running[rep.Seq] = runningUnit{seeds: rep.Seeds, at: time.Now()}
 		}
 	case KindFailed:
-		if k := [2]uint64{rep.Seq, uint64(rep.Attempt)}; !co.failed[k] {
+		if k := (failedKey{rep.Seq, rep.Attempt, rep.Error}); !co.failed[k] {
 			co.failed[k] = true
 			co.status.Failed++
 		}

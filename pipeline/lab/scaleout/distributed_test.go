@@ -127,7 +127,7 @@ func TestDistributedSweep(t *testing.T) {
 	}
 	sameFiles(t, "distributed against one process", tableFiles(t, single), tableFiles(t, out))
 	sameManifestRows(t, single, out)
-	if res.Manifest.ForklabVersion != "test" || last.Done != 12 || last.Units != 12 || last.SeedsDone != spec.Seeds.Len() || last.Poison != 0 {
+	if res.Manifest.ForklabVersion != "test" || res.Manifest.SweepID != last.Sweep || last.Done != 12 || last.Units != 12 || last.SeedsDone != spec.Seeds.Len() || last.Poison != 0 {
 		t.Fatalf("result %+v, last status %+v", res.Manifest.ForklabVersion, last)
 	}
 	p.stop()

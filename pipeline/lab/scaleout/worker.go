@@ -257,17 +257,49 @@ func (m *member) run(ctx context.Context) error {
 	}
 }
 
-// sweepOf returns the member's state of msg's sweep, resolving its spec
-// the first time; nil when the sweep's directory no longer holds it.
-func (m *member) sweepOf(msg UnitMsg) (*memberSweep, error) {
-	rec, err := readRecord(sweep.StagingDir(msg.Out))
-	if err != nil || rec.Sweep != msg.Sweep {
-		if s, ok := m.sweeps[msg.Sweep]; ok {
-			s.uw.Close()
-			delete(m.sweeps, msg.Sweep)
-		}
-		return nil, nil
+// sweepState says whether msg's sweep is still its directory's.
+type sweepState int
+
+const (
+	// active: the staging directory's record names the sweep.
+	active sweepState = iota
+	// gone: the directory holds another sweep, or a finished one, or is
+	// gone: the unit is skipped.
+	gone
+	// unsure: no record, yet neither a finished sweep (a network file
+	// system's stale view, or another sweep being written there without
+	// Kafka): the unit is looked at again later.
+	unsure
+)
+
+// stateOf reads the state of msg's sweep from its output directory. An
+// error reading the record (other than its absence) is returned: the unit
+// must not be skipped on a storage hiccup.
+func stateOf(msg UnitMsg) (sweepState, error) {
+	stDir := sweep.StagingDir(msg.Out)
+	rec, err := readRecord(stDir)
+	switch {
+	case err == nil && rec.Sweep == msg.Sweep:
+		return active, nil
+	case err == nil:
+		return gone, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return active, fmt.Errorf("read the sweep's record in %s: %w", stDir, err)
 	}
+	if _, err := os.Stat(filepath.Join(msg.Out, sweep.ManifestName)); err == nil {
+		return gone, nil // published (by this sweep's coordinator or over it)
+	}
+	_, err1 := os.Stat(stDir)
+	_, err2 := os.Stat(msg.Out)
+	if errors.Is(err1, fs.ErrNotExist) && errors.Is(err2, fs.ErrNotExist) {
+		return gone, nil // removed
+	}
+	return unsure, nil
+}
+
+// sweepOf returns the member's state of msg's sweep, resolving its spec
+// the first time.
+func (m *member) sweepOf(msg UnitMsg) (*memberSweep, error) {
 	if s, ok := m.sweeps[msg.Sweep]; ok {
 		s.used = time.Now()
 		return s, nil
@@ -309,14 +341,31 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 		return errFatal{fmt.Errorf("sweep %s was published by forklab %s; this worker is forklab %s: run workers of the coordinator's version (their files must be the same bytes)",
 			msg.Sweep, msg.ForklabVersion, m.w.cfg.Version)}
 	}
+	u, id := msg.Unit, msg.Unit.ID()
+	state, err := stateOf(msg)
+	if err != nil {
+		return errFatal{fmt.Errorf("unit %s of sweep %s: %w", id, short(msg.Sweep), err)}
+	}
+	switch state {
+	case gone:
+		if s, ok := m.sweeps[msg.Sweep]; ok {
+			s.uw.Close()
+			delete(m.sweeps, msg.Sweep)
+		}
+		m.logf("unit %s of sweep %s: %s no longer holds that sweep (finished, replaced or removed): skipped", id, short(msg.Sweep), msg.Out)
+		return nil
+	case unsure:
+		m.logf("unit %s of sweep %s: %s has no record of the sweep yet: put back", id, short(msg.Sweep), msg.Out)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+		return m.putBack(ctx, msg, msg.Failures)
+	}
 	s, err := m.sweepOf(msg)
 	if err != nil {
 		return err
-	}
-	u, id := msg.Unit, msg.Unit.ID()
-	if s == nil {
-		m.logf("unit %s of sweep %s: %s no longer holds that sweep (finished or replaced): skipped", id, short(msg.Sweep), msg.Out)
-		return nil
 	}
 	if got, ok := s.r.UnitAt(msg.Seq); !ok || got != u {
 		m.logf("skipped unit %s of sweep %s: it is not unit %d of the spec", id, short(msg.Sweep), msg.Seq)

@@ -45,6 +45,9 @@ type Options struct {
 	// Buffered writes every unit buffered (as agents' sweeps are), for
 	// tests that hold both ways of writing to the same bytes.
 	Buffered bool
+	// SweepID, if set, is the manifest's sweep_id (a distributed sweep's
+	// id, which its records on Kafka carry); otherwise a new random one.
+	SweepID string
 	// FinalizeOnly runs no unit: every unit must already be in the
 	// staging directory's ledger with its files intact (the shares of a
 	// static split, or a distributed sweep's workers, wrote them); Run then
@@ -131,7 +134,10 @@ type Result struct {
 // --resume.
 func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, error) {
 	spec := r.Spec
-	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, SweepID: newSweepID(),
+	if opt.SweepID == "" {
+		opt.SweepID = newSweepID()
+	}
+	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, SweepID: opt.SweepID,
 		Spec: spec, Declaration: r.Decl, Configs: r.Configs, Rows: map[string]int64{}, StartedAt: time.Now().UTC()}
 	var res Result
 	layouts, err := newLayouts(r.Decl)
