@@ -84,7 +84,7 @@ type sweepRecord struct {
 	// it, the unfinished units are published again.
 	UnitsStart map[int]int64 `json:"units_start"`
 	// Published: every unit is on the units topic.
-	Published bool `json:"published"`
+	Published bool      `json:"published"`
 	Created   time.Time `json:"created"`
 }
 
