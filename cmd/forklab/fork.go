@@ -29,6 +29,7 @@ func init() {
 	var (
 		file, armName, policyFile string
 		stream, offset, child     string
+		agentLine                 string
 		replica                   int
 		asJSON                    bool
 		lf                        *logFlags
@@ -47,7 +48,10 @@ With --stream it forks a session on the log at --offset into a new child
 stream (the protocol's fork; default name NAME/fork-ARM-rREPLICA-OFFSET):
 the checkpoint is the fold of the session's events before the offset, and
 the branch's events go to the child stream. The session may play any world:
-its session_start event names it. An offset is one the log returned: the
+its session_start event names it. With --agent CMD the session is an
+external agent's (docs/agent-protocol.md): the child stream holds the events
+before the offset, the agent's fold turns them into the checkpoint, and the
+agent finishes the branch. An offset is one the log returned: the
 tail agent run -v prints after each event, the next_offset log read prints,
 or each event's offset from forklab log read --offsets. A fork at an offset
 inside a turn (after a model turn, before its tool result) completes the
@@ -60,7 +64,8 @@ stream, its events, epoch and tail.`,
 		Example: `  forklab checkpoint --seed 0 --fork-at 3 > cp.json
   forklab fork --checkpoint cp.json --arm on
   forklab log read --stream demo --offsets                 # each event's offset
-  forklab fork --stream demo --offset OFFSET --arm on --json`,
+  forklab fork --stream demo --offset OFFSET --arm on --json
+  forklab fork --stream py --offset OFFSET --arm on --agent 'python3 examples/agents/seed_core.py'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (file == "") == (stream == "") {
@@ -83,6 +88,16 @@ stream, its events, epoch and tail.`,
 					return asInput(err)
 				}
 				rule = &r
+			}
+			if agentLine != "" {
+				// An external agent: its fold gives the checkpoint.
+				if stream == "" || offset == "" {
+					return usageErr("--agent forks an agent's session from the log: give --stream NAME --offset O")
+				}
+				if child == "" {
+					child = fmt.Sprintf("%s/fork-%s-r%d-%s", stream, arm, replica, offset)
+				}
+				return forkAgent(cmd.Context(), agentLine, lf.client(), stream, offset, child, arm, replica, rule, asJSON)
 			}
 			if stream != "" {
 				if offset == "" {
@@ -174,6 +189,7 @@ stream, its events, epoch and tail.`,
 	f.StringVar(&stream, "stream", "", "session stream to fork on the log")
 	f.StringVar(&offset, "offset", "", "offset in --stream to fork at")
 	f.StringVar(&child, "child", "", "name of the child stream (default NAME/fork-ARM-rREPLICA-OFFSET)")
+	f.StringVar(&agentLine, "agent", "", "fork an external agent's session (with --stream): the command that starts the agent, whose fold gives the checkpoint")
 	lf = addLogFlags(cmd)
 	cmd.MarkFlagRequired("arm")
 	rootCmd.AddCommand(cmd)

@@ -7,8 +7,10 @@
 // from errors to exit statuses (docs/exit-status.md): 0 success, 1 a failure
 // of the run itself, 2 bad input (unknown flags, malformed values, unusable
 // paths), 3 an agent worker refused because a newer incarnation owns its
-// session, 4 a results directory that does not match its manifest, 130
-// interrupted.
+// session, 4 a results directory that does not match its manifest, 5 a
+// sweep that finished with more error pairs than --max-error-rate (its
+// numbers are incomplete), 6 a sweep stopped at --max-cost (resumable),
+// 130 interrupted.
 package main
 
 import (

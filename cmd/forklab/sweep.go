@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
+	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
@@ -24,6 +28,7 @@ func init() {
 		replicas, workers                              int
 		overwrite, quiet, resume                       bool
 		wf                                             *worldFlags
+		af                                             *agentFlags
 		fromLog, logPrefix, token                      string
 		logParallel                                    int
 		sf                                             *scaleFlags
@@ -47,16 +52,28 @@ the fold of its events up to the fork step's offset, and each branch is a
 child stream PREFIX/cCONFIG/sSEED/fSTEP/ARM/rREPLICA forked from that offset.
 The tables are the in-memory sweep's, byte for byte, for any world.
 
+With --agent CMD the world is an external agent speaking forklab-agent/1
+(docs/agent-protocol.md): --parallel processes of it, each request bounded by
+--timeout, a crashed or hung process killed and restarted, a failed request
+retried --retries times, then its pairs written as error rows, never labels.
+Every seed the agent finished is journaled at once, so a sweep killed at any
+point and run again with --resume pays for no finished fork twice.
+
 On many machines (docs/scale-out.md), with --out on storage they all write
 at the same path: --shard I/N runs only share I of N of the sweep's units
 (I from 0) and forklab sweep finalize publishes once every share is in; or
 --distributed --brokers B publishes the units on Kafka for forklab worker
 processes, shows their progress and publishes when every unit is in (run
 the same command again to pick up a stopped coordinator's sweep). Either
-way the tables are the single-process sweep's, byte for byte.`,
+way the tables are the single-process sweep's, byte for byte.
+
+Exit status: 0 done; 5 done, but more than --max-error-rate of the pairs
+are errors (the numbers are incomplete; --resume plays the failed units
+again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 		Example: `  forklab sweep --seeds 0:300 --fork-at 3 --out out
   forklab sweep --seeds 0:10000 --fork-at 1-4 --arms off,on,placebo,aa --temperature 0.1 --replicas 5 --out noisy
   forklab sweep --from-log http://127.0.0.1:4437 --seeds 0:300 --out from-log
+  forklab sweep --agent 'python3 examples/agents/seed_core.py' --parallel 2 --seeds 0:300 --out x
   forklab sweep --seeds 0:30000000 --shard 0/3 --out /data/big
   forklab sweep --distributed --brokers kafka:9092 --seeds 0:300000000 --out /data/big`,
 		Args: cobra.NoArgs,
@@ -103,7 +120,7 @@ way the tables are the single-process sweep's, byte for byte.`,
 			if fl.Changed("replicas") {
 				spec.Replicas = replicas
 			}
-			if err := wf.apply(&spec); err != nil {
+			if err := af.apply(&spec); err != nil {
 				return asInput(err)
 			}
 			if policyFile != "" {
@@ -113,9 +130,37 @@ way the tables are the single-process sweep's, byte for byte.`,
 				}
 				spec.Policy = &r
 			}
-			resolved, err := spec.Resolve()
-			if err != nil {
-				return asInput(err)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			var (
+				resolved sweep.Resolved
+				ext      *agentproc.Definition
+			)
+			if spec.Agent != nil {
+				// An external agent: its declaration is the world.
+				if fromLog != "" {
+					return usageErr("--from-log plays built-in worlds on the session log; an external agent writes its own sessions (docs/agent-protocol.md)")
+				}
+				if fl.Changed("world") {
+					return usageErr("--world and --agent exclude each other: the agent declares its own world")
+				}
+				if ext, err = openAgent(ctx, spec.Agent); err != nil {
+					return asInput(err)
+				}
+				defer ext.Close()
+				if err := wf.applyDecl(&spec, ext.Declaration()); err != nil {
+					return asInput(err)
+				}
+				if resolved, err = spec.ResolveWith(ext); err != nil {
+					return asInput(err)
+				}
+			} else {
+				if err := wf.apply(&spec); err != nil {
+					return asInput(err)
+				}
+				if resolved, err = spec.Resolve(); err != nil {
+					return asInput(err)
+				}
 			}
 			if sf.shard != "" || sf.distributed {
 				return sf.run(cmd, resolved, out, overwrite, quiet, workers)
@@ -124,17 +169,38 @@ way the tables are the single-process sweep's, byte for byte.`,
 			if err != nil {
 				return asInput(err)
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			opt := sweep.Options{Workers: workers, Version: version}
-			total := int64(spec.Seeds.Len()) * int64(len(resolved.Configs))
-			var bar *progressbar.ProgressBar
+			spec = resolved.Spec
+			prog := &sweepProgress{perSeed: len(spec.ForkAt) * (len(spec.Arms) - 1), def: ext, decl: resolved.Decl,
+				limit: spec.MaxCost, start: time.Now(), lastLine: time.Now()}
+			prog.total = int64(spec.Seeds.Len()) * int64(len(resolved.Configs)) * int64(prog.perSeed)
+			if ext != nil {
+				logs := filepath.Join(st.Dir, sweep.AgentLogs)
+				ext.SetLogDir(logs)
+				ext.SetJournal(st.JournalDir())
+				if !fl.Changed("workers") {
+					opt.Workers = max(1, spec.Agent.Parallel)
+				}
+				if !quiet {
+					fmt.Fprintf(os.Stderr, "forklab sweep: agent %q: world %s %s, %d process(es); its stderr goes to %s\n",
+						spec.Agent.Command, resolved.Decl.Name, resolved.Decl.Version, max(1, spec.Agent.Parallel), filepath.Join(out, sweep.AgentLogs))
+				}
+			}
 			if !quiet && isatty.IsTerminal(os.Stderr.Fd()) {
-				bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr),
+				prog.bar = progressbar.NewOptions64(prog.total, progressbar.OptionSetWriter(os.Stderr),
 					progressbar.OptionSetDescription("sweep"), progressbar.OptionShowCount(),
-					progressbar.OptionShowIts(), progressbar.OptionSetItsString("seeds"),
+					progressbar.OptionShowIts(), progressbar.OptionSetItsString("pairs"),
+					progressbar.OptionSetPredictTime(true),
 					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
-				opt.Progress = func(n, _ int) { bar.Add(n) }
+			} else {
+				prog.lines = !quiet && ext != nil
+			}
+			opt.Progress = prog.seeds
+			opt.KeptCost = prog.keep
+			if ext != nil || len(spec.MaxCost) > 0 {
+				wctx, wstop := context.WithCancel(ctx)
+				defer wstop()
+				go prog.watch(wctx)
 			}
 			start := time.Now()
 			if fromLog != "" {
@@ -152,22 +218,23 @@ way the tables are the single-process sweep's, byte for byte.`,
 					Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...) }})
 			}
 			res, err := sweep.Run(ctx, resolved, st, opt)
-			if bar != nil {
-				bar.Finish()
+			if prog.bar != nil {
+				prog.bar.Finish()
 			}
 			if err != nil {
 				st.Release()
 				if ctx.Err() != nil {
 					return exitError{130, fmt.Errorf("sweep interrupted; %s is as it was before; the finished work is kept for forklab sweep --resume", out)}
 				}
+				if errors.Is(err, agentproc.ErrStopped) {
+					prog.mu.Lock()
+					why, c := prog.stopped, prog.cost()
+					prog.mu.Unlock()
+					return exitError{6, fmt.Errorf("sweep stopped: %s (cost so far: %s); %s is as it was before; every finished seed is kept: raise --max-cost and run again with --resume", why, costText(resolved.Decl, c), out)}
+				}
 				return fmt.Errorf("%w (the finished work is kept for forklab sweep --resume)", err)
 			}
 			m := res.Manifest
-			// The DuckDB database for BI tools: views over the tables just
-			// written (pipeline/analysis/export; docs/bi.md).
-			if _, err := export.WriteDB(ctx, out); err != nil {
-				return fmt.Errorf("write %s/results.duckdb: %w", out, err)
-			}
 			if !quiet {
 				resumed := ""
 				if res.Resumed > 0 {
@@ -176,6 +243,40 @@ way the tables are the single-process sweep's, byte for byte.`,
 				fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs in %s%s\n",
 					out, m.Rows["tasks"], m.Rows["checkpoints"], m.Rows["branches"], m.Rows["pairs"],
 					time.Since(start).Round(time.Millisecond), resumed)
+				if ext != nil {
+					fmt.Fprintf(os.Stderr, "cost: %s\n", costText(resolved.Decl, res.Cost))
+				}
+			}
+			if !quiet {
+				for _, l := range res.Labels {
+					where := fmt.Sprintf("fork step %d", l.ForkStep)
+					if len(resolved.Configs) > 1 {
+						where = fmt.Sprintf("config %d · %s", l.Config, where)
+					}
+					errs := ""
+					if l.Errors > 0 {
+						errs = fmt.Sprintf("   errors %d (no label)", l.Errors)
+					}
+					fmt.Printf("%s vs off · %s: rescued %d   harmed %d   unchanged %d   net %+d%s\n", l.Arm, where, l.Rescued, l.Harmed, l.Unchanged, l.Net(), errs)
+				}
+			}
+			// The DuckDB database for BI tools: views over the tables just
+			// written (pipeline/analysis/export; docs/bi.md).
+			if _, err := export.WriteDB(ctx, out); err != nil {
+				return fmt.Errorf("write %s/results.duckdb: %w", out, err)
+			}
+			if m.Errors > 0 {
+				pairs := m.Rows["pairs"]
+				msg := fmt.Sprintf("%d of %d pairs (%.2f%%) are errors, not labels; the table counts the other %d", m.Errors, pairs, 100*m.ErrorRate, pairs-m.Errors)
+				if ext != nil {
+					msg += fmt.Sprintf("; the agents' stderr is in %s", filepath.Join(out, sweep.AgentLogs))
+				}
+				if m.Incomplete {
+					return exitError{5, fmt.Errorf("INCOMPLETE: %s — above --max-error-rate %g%%, so the numbers are incomplete; fix the cause and run the same sweep with --resume: only the units with errors are played again", msg, 100*m.MaxErrorRate)}
+				}
+				if !quiet {
+					fmt.Fprintf(os.Stderr, "warning: %s (within --max-error-rate %g%%); --resume plays them again\n", msg, 100*m.MaxErrorRate)
+				}
 			}
 			return nil
 		},
@@ -197,6 +298,7 @@ way the tables are the single-process sweep's, byte for byte.`,
 	f.IntVar(&logParallel, "log-parallel", 16, "seeds played on the log at once")
 	f.StringVar(&token, "token", os.Getenv("FORKLAB_TOKEN"), "bearer token for --from-log (default $FORKLAB_TOKEN)")
 	wf = addWorldFlags(f)
+	af = addAgentFlags(f)
 	sf = addScaleFlags(f)
 	cmd.AddCommand(finalizeCmd())
 	rootCmd.AddCommand(cmd)

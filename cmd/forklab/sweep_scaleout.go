@@ -246,7 +246,7 @@ wait ran out; 2: DIR holds nothing to finalize.`,
 				case errors.Is(err, sweep.ErrFinished), errors.Is(err, os.ErrNotExist):
 					return asInput(err)
 				}
-				if _, serr := sweep.StagedSpec(out); serr != nil {
+				if _, _, serr := sweep.StagedSpec(out); serr != nil {
 					return asInput(err)
 				}
 				return err

@@ -92,7 +92,13 @@ func (f *worldFlags) apply(spec *sweep.Spec) error {
 	if err != nil {
 		return fmt.Errorf("--world: %w", err)
 	}
-	decl := def.Declaration()
+	return f.applyDecl(spec, def.Declaration())
+}
+
+// applyDecl is apply for the world declared by decl (an external agent's):
+// parameter flags and --param are checked against it.
+func (f *worldFlags) applyDecl(spec *sweep.Spec, decl world.Declaration) error {
+	set := f.fs.Changed
 	if spec.Params == nil {
 		spec.Params = world.Params{}
 	}

@@ -216,15 +216,15 @@ func (e noStaged) Is(target error) bool { return target == errNoStaged }
 // finalizable resolves the staged spec into r and checks that every unit
 // is in.
 func finalizable(out string, opt FinalizeOptions, r *sweep.Resolved) error {
-	spec, err := sweep.StagedSpec(out)
-	if err != nil {
+	if _, _, err := sweep.StagedSpec(out); err != nil {
 		if _, merr := os.Stat(filepath.Join(out, sweep.ManifestName)); merr == nil && !opt.Overwrite {
 			return fmt.Errorf("output %s %w already and has no staged units: nothing to finalize", out, sweep.ErrFinished)
 		}
 		return noStaged{err}
 	}
-	if *r, err = spec.Resolve(); err != nil {
-		return fmt.Errorf("the staged spec: %w", err)
+	var err error
+	if *r, err = resolveStaged(out); err != nil {
+		return err
 	}
 	st, err := sweep.StageShared(out, opt.Overwrite)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -480,6 +481,30 @@ func (t *tableFile) resetCols() {
 		c := &t.cols[i]
 		clear(c.s) // drop references to strings
 		c.i64, c.i32, c.b, c.f, c.s, c.null, c.nulls = c.i64[:0], c.i32[:0], c.b[:0], c.f[:0], c.s[:0], c.null[:0], 0
+	}
+}
+
+// reserve makes room for n rows in a buffered file's column buffers, so
+// that a unit of known size does not grow them again and again.
+func (t *tableFile) reserve(n int) {
+	if !t.buffered {
+		return
+	}
+	for i := range t.cols {
+		c := &t.cols[i]
+		c.null = slices.Grow(c.null, n)
+		switch t.l.cols[i].typ {
+		case colInt64:
+			c.i64 = slices.Grow(c.i64, n)
+		case colInt32:
+			c.i32 = slices.Grow(c.i32, n)
+		case colBool:
+			c.b = slices.Grow(c.b, n)
+		case colDouble:
+			c.f = slices.Grow(c.f, n)
+		default:
+			c.s = slices.Grow(c.s, n)
+		}
 	}
 }
 

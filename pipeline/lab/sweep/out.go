@@ -41,10 +41,18 @@ type Manifest struct {
 	// Errors counts the pairs whose status is error (a run, fork or
 	// branch failed); Cost is what every run and branch cost, as the world
 	// reports it.
-	Errors     int64      `json:"errors"`
-	Cost       world.Cost `json:"cost"`
-	StartedAt  time.Time  `json:"started_at"`
-	FinishedAt time.Time  `json:"finished_at"`
+	Errors int64      `json:"errors"`
+	Cost   world.Cost `json:"cost"`
+	// ErrorRate is Errors over all pairs (0 without pairs); MaxErrorRate
+	// the spec's max_error_rate. Incomplete: ErrorRate is above it, so the
+	// labels count too few pairs to be the sweep's numbers — forklab sweep
+	// exited 5, the report says so, and --resume plays the units with
+	// errors again.
+	ErrorRate    float64   `json:"error_rate"`
+	MaxErrorRate float64   `json:"max_error_rate"`
+	Incomplete   bool      `json:"incomplete"`
+	StartedAt    time.Time `json:"started_at"`
+	FinishedAt   time.Time `json:"finished_at"`
 	// Checksum is the CRC-32C of the manifest's JSON with this field
 	// empty: a hand-edited manifest no longer matches (Verify).
 	Checksum string `json:"checksum"`
@@ -103,15 +111,26 @@ const ledgerDir = ".forklab-units"
 // write stay in the directory through the swap. A refusal leaves no trace.
 // With resume, the staging directory of an interrupted sweep is kept (its
 // finished units are checked and reused by Run); without, it is emptied.
-// Errors name the directory and what to do.
+// A finished sweep with error rows keeps its ledger, and resume stages it
+// again (its files linked, not copied) so that Run plays only the units
+// with errors again. Errors name the directory and what to do.
 func Stage(out string, overwrite, resume bool) (*Staging, error) {
 	if fi, err := os.Stat(out); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("output %s exists and is not a directory", out)
 	}
-	if _, err := os.Stat(filepath.Join(out, ManifestName)); err == nil && !overwrite {
+	_, merr := os.Stat(filepath.Join(out, ManifestName))
+	finished := merr == nil
+	retry := false // a finished sweep with error rows, to play again
+	if finished && resume {
+		if _, err := os.Stat(filepath.Join(out, ledgerDir)); err != nil {
+			return nil, fmt.Errorf("output %s holds a finished sweep without error rows: there is nothing to resume", out)
+		}
+		retry = true
+	}
+	if finished && !overwrite && !retry {
 		return nil, fmt.Errorf("output %s %w (%s); pass --overwrite to replace it or choose another --out", out, ErrFinished, ManifestName)
 	}
-	if !overwrite {
+	if !overwrite && !retry {
 		if foreign, err := foreignEntries(out); err != nil {
 			return nil, fmt.Errorf("output %s: %w", out, err)
 		} else if len(foreign) > 0 {
@@ -141,11 +160,57 @@ func Stage(out string, overwrite, resume bool) (*Staging, error) {
 			return nil, err
 		}
 	}
+	if retry {
+		if _, err := os.Stat(filepath.Join(dir, ledgerDir)); err != nil {
+			// Not an interrupted retry: stage the finished sweep.
+			err := s.clear()
+			if err == nil {
+				err = stageFrom(out, dir)
+			}
+			if err != nil {
+				s.Abandon()
+				return nil, fmt.Errorf("output %s: stage the sweep to resume: %w", out, err)
+			}
+		}
+		return s, nil
+	}
 	if !existed && resume {
 		s.Abandon()
 		return nil, fmt.Errorf("output %s has no interrupted sweep to resume (no %s); run without --resume", out, dir)
 	}
 	return s, nil
+}
+
+// stageFrom fills staging directory dir with the finished sweep in out:
+// its table files hard-linked (a unit written again replaces its files by
+// rename, so out's stay as they are), its ledger and agent logs copied
+// (they are appended to).
+func stageFrom(out, dir string) error {
+	for _, top := range append([]string{ledgerDir, AgentLogs, schemas.ConfigsTable, schemas.ParamsTable}, schemas.Tables...) {
+		src := filepath.Join(out, top)
+		err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(out, p)
+			dst := filepath.Join(dir, rel)
+			if d.IsDir() {
+				return os.MkdirAll(dst, 0o755)
+			}
+			if top != ledgerDir && top != AgentLogs && os.Link(p, dst) == nil {
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(dst, b, 0o644)
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // StageShared opens out's staging directory for one of several processes
@@ -217,8 +282,12 @@ func (s *Staging) Publish(m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	if err := os.RemoveAll(filepath.Join(s.Dir, ledgerDir)); err != nil {
-		return fmt.Errorf("staging %s: remove the unit ledger: %w", s.Dir, err)
+	// A sweep with error rows keeps its ledger (and an agent's journal),
+	// so that --resume can play the failed units again and keep the rest.
+	if m.Errors == 0 {
+		if err := os.RemoveAll(filepath.Join(s.Dir, ledgerDir)); err != nil {
+			return fmt.Errorf("staging %s: remove the unit ledger: %w", s.Dir, err)
+		}
 	}
 	if err := atomicfile.WriteFile(filepath.Join(s.Dir, ManifestName), append(b, '\n')); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
@@ -307,7 +376,11 @@ func derivedNames(dir string) []string {
 // forklabEntries are the top-level names a sweep, or a command deriving
 // from it, writes into a results directory.
 var forklabEntries = []string{ManifestName, DerivedName, stagingLock, schemas.ConfigsTable, schemas.ParamsTable,
-	"tasks", "checkpoints", "branches", "pairs", "events", "results.duckdb", "results.duckdb.wal"}
+	"tasks", "checkpoints", "branches", "pairs", "events", "results.duckdb", "results.duckdb.wal", AgentLogs}
+
+// AgentLogs is the folder of a results directory holding an external
+// agent's standard error, one file per process slot (agent-N.log).
+const AgentLogs = "agent-logs"
 
 // foreignEntries lists the top-level entries of dir that neither a sweep
 // nor a command deriving from it wrote (none if dir does not exist).

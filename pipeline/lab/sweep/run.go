@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ type Options struct {
 	// SweepID, if set, is the manifest's sweep_id (a distributed sweep's
 	// id, which its records on Kafka carry); otherwise a new random one.
 	SweepID string
+	// KeptCost, if set, is called with the recorded cost of every unit
+	// kept from an interrupted sweep (cost so far, for --max-cost).
+	KeptCost func(world.Cost)
 	// FinalizeOnly runs no unit: every unit must already be in the
 	// staging directory's ledger with its files intact (the shares of a
 	// static split, or a distributed sweep's workers, wrote them); Run then
@@ -72,10 +76,14 @@ func (u Unit) ID() string { return fmt.Sprintf("c%d-s%06d", u.Config, u.Index) }
 // rows in a table file.
 const rowsPerShard = 1 << 18
 
-// ShardSeeds returns the number of seeds per shard for a spec: as many as
-// keep a shard's branch rows near rowsPerShard, a multiple of 64, at least
-// 1024. It depends only on the spec.
+// ShardSeeds returns the number of seeds per shard for a spec: UnitSeeds
+// when it is set, otherwise as many as keep a shard's branch rows near
+// rowsPerShard, a multiple of 64, at least 1024. It depends only on the
+// spec.
 func (s Spec) ShardSeeds() uint64 {
+	if s.UnitSeeds > 0 {
+		return uint64(s.UnitSeeds)
+	}
 	perSeed := uint64(len(s.ForkAt) * len(s.Arms) * s.Replicas)
 	n := max(uint64(1024), rowsPerShard/perSeed)
 	return n - n%64
@@ -106,6 +114,10 @@ func (r Resolved) UnitCount() uint64 {
 	return n * uint64(len(r.Configs))
 }
 
+// JournalDir is where a costly runner (an external agent) keeps the seeds
+// it finished, inside the unit ledger: it lives and goes with the ledger.
+func (s *Staging) JournalDir() string { return filepath.Join(s.Dir, ledgerDir, "journal") }
+
 // ledgerEntry records a finished unit: its files (paths relative to the
 // staging directory) with their sizes, rows and checksums.
 type ledgerEntry struct {
@@ -115,7 +127,24 @@ type ledgerEntry struct {
 	Errors int64 `json:"errors"`
 	// Cost is what the unit's runs cost, as the world reports it.
 	Cost world.Cost `json:"cost"`
+	// Labels counts the unit's pairs by label.
+	Labels []LabelCount `json:"labels,omitempty"`
 }
+
+// LabelCount counts the pairs of one configuration, fork step and
+// treatment arm by label; error pairs have no label and count apart.
+type LabelCount struct {
+	Config    int      `json:"config_id"`
+	ForkStep  int      `json:"fork_step"`
+	Arm       fork.Arm `json:"arm"`
+	Rescued   int64    `json:"rescued"`
+	Harmed    int64    `json:"harmed"`
+	Unchanged int64    `json:"unchanged"`
+	Errors    int64    `json:"errors"`
+}
+
+// Net is rescued minus harmed.
+func (c LabelCount) Net() int64 { return c.Rescued - c.Harmed }
 
 // Result is what Run did: the manifest it published (zero for a partial
 // run), and how many units it took from an earlier, interrupted run.
@@ -124,6 +153,9 @@ type Result struct {
 	Resumed  int
 	Errors   int64
 	Cost     world.Cost
+	// Labels counts the pairs by label, per configuration, fork step and
+	// treatment arm, in that order.
+	Labels []LabelCount
 }
 
 // Run runs the resolved sweep in st and, once every unit is in, publishes
@@ -138,13 +170,13 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 		opt.SweepID = newSweepID()
 	}
 	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, SweepID: opt.SweepID,
-		Spec: spec, Declaration: r.Decl, Configs: r.Configs, Rows: map[string]int64{}, StartedAt: time.Now().UTC()}
+		Spec: spec.redacted(), Declaration: r.Decl, Configs: r.Configs, Rows: map[string]int64{}, StartedAt: time.Now().UTC()}
 	var res Result
 	layouts, err := newLayouts(r.Decl)
 	if err != nil {
 		return res, err
 	}
-	if err := checkLedgerSpec(st.Dir, spec); err != nil {
+	if err := checkLedgerSpec(st.Dir, spec.Identity(), r.Decl); err != nil {
 		return res, err
 	}
 	done, err := readLedger(st.Dir)
@@ -219,13 +251,18 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 			fail(fmt.Errorf("%w: run its share again", bad))
 			return false
 		}
-		if bad == nil {
+		// A unit with error rows is played again: a resumed sweep retries
+		// what failed (an agent's finished seeds come from its journal).
+		if bad == nil && (e.Errors == 0 || opt.FinalizeOnly) {
 			mu.Lock()
 			entries = append(entries, e)
 			res.Resumed++
 			mu.Unlock()
 			if opt.Progress != nil {
 				opt.Progress(int(u.Seeds.Len()), int(e.Errors))
+			}
+			if opt.KeptCost != nil {
+				opt.KeptCost(e.Cost)
 			}
 			return true
 		}
@@ -247,10 +284,33 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	if firstErr != nil {
 		return res, firstErr
 	}
+	labels := map[[3]any]*LabelCount{}
 	for _, e := range entries {
 		res.Errors += e.Errors
 		res.Cost = addCost(res.Cost, e.Cost)
+		for _, l := range e.Labels {
+			k := [3]any{l.Config, l.ForkStep, l.Arm}
+			if c, ok := labels[k]; ok {
+				c.Rescued, c.Harmed, c.Unchanged, c.Errors = c.Rescued+l.Rescued, c.Harmed+l.Harmed, c.Unchanged+l.Unchanged, c.Errors+l.Errors
+			} else {
+				l := l
+				labels[k] = &l
+			}
+		}
 	}
+	for _, c := range labels {
+		res.Labels = append(res.Labels, *c)
+	}
+	sort.Slice(res.Labels, func(i, j int) bool {
+		a, b := res.Labels[i], res.Labels[j]
+		if a.Config != b.Config {
+			return a.Config < b.Config
+		}
+		if a.ForkStep != b.ForkStep {
+			return a.ForkStep < b.ForkStep
+		}
+		return slices.Index(r.Spec.Arms, a.Arm) < slices.Index(r.Spec.Arms, b.Arm)
+	})
 	if opt.Units != nil {
 		return res, nil
 	}
@@ -268,6 +328,11 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	}
 	m.Files = files
 	m.Errors, m.Cost = res.Errors, res.Cost
+	if n := m.Rows["pairs"]; n > 0 {
+		m.ErrorRate = float64(m.Errors) / float64(n)
+	}
+	m.MaxErrorRate = spec.ErrorRateLimit()
+	m.Incomplete = m.ErrorRate > m.MaxErrorRate
 	if err := removeTemps(st.Dir); err != nil {
 		return res, fmt.Errorf("staging %s: %w", st.Dir, err)
 	}
@@ -296,10 +361,15 @@ func newSweepID() string {
 // belong to: --resume refuses a ledger of another spec.
 const specName = "spec.json"
 
-// checkLedgerSpec records spec in the ledger folder of staging dir, or,
-// when one is recorded, checks it is the same.
-func checkLedgerSpec(dir string, spec Spec) error {
-	b, err := json.Marshal(spec)
+// checkLedgerSpec records spec (its Identity) and the world's declaration
+// in the ledger folder of staging dir, or, when they are recorded, checks
+// they are the same: units of another spec, or of a world that declares
+// itself otherwise (an agent changed meanwhile), are never reused.
+func checkLedgerSpec(dir string, spec Spec, decl world.Declaration) error {
+	b, err := json.Marshal(struct {
+		Spec        Spec              `json:"spec"`
+		Declaration world.Declaration `json:"declaration"`
+	}{spec, decl})
 	if err != nil {
 		return err
 	}
@@ -307,7 +377,7 @@ func checkLedgerSpec(dir string, spec Spec) error {
 	old, err := os.ReadFile(path)
 	if err == nil {
 		if string(old) != string(b) {
-			return fmt.Errorf("the interrupted sweep in %s was of another spec; rerun without --resume to start over", dir)
+			return fmt.Errorf("the interrupted sweep in %s was of another spec or world declaration; rerun without --resume to start over", dir)
 		}
 		return nil
 	}
@@ -569,9 +639,11 @@ type unitWriter struct {
 	faultIdx                  int
 	costReported              [4]bool
 	unreported, unreportedErr int
+	progressBatch             int
 
 	// per unit
 	errors int64
+	labels []LabelCount // by fork step, then treatment arm
 	cost   world.Cost
 	// done receives each unit's ledger entry once its files are in place.
 	done func(ledgerEntry, error)
@@ -633,15 +705,16 @@ func (w *unitWriter) runner(c Config) (lab.Runner, error) {
 	return rn, nil
 }
 
-// progress reports finished seeds in batches of at least 4096, or all
-// outstanding ones when flush is set.
+// progress reports finished seeds in batches of at least progressBatch
+// (4096, or 1 for a costly runner's slow seeds), or all outstanding ones
+// when flush is set.
 func (w *unitWriter) progress(seeds, errs int, flush bool) {
 	if w.opt.Progress == nil {
 		return
 	}
 	w.unreported += seeds
 	w.unreportedErr += errs
-	if w.unreported >= 4096 || flush && w.unreported > 0 {
+	if w.unreported >= w.progressBatch || flush && w.unreported > 0 {
 		w.opt.Progress(w.unreported, w.unreportedErr)
 		w.unreported, w.unreportedErr = 0, 0
 	}
@@ -677,8 +750,10 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 		return e, err
 	}
 	buffered := w.opt.Buffered
+	w.progressBatch = 4096
 	if c, ok := rn.(interface{ Costly() bool }); ok && c.Costly() {
 		buffered = true
+		w.progressBatch = 1
 	}
 	w.reported, w.seeds = 0, 0
 	for {
@@ -708,7 +783,7 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 	// of them is in place, while this worker goes on with the next unit.
 	n := 0
 	w.each(func(*tableFile) error { n++; return nil })
-	uf := &unitFiles{entry: ledgerEntry{Unit: u, Errors: w.errors, Cost: w.cost}, left: n, dir: w.dir, done: w.done}
+	uf := &unitFiles{entry: ledgerEntry{Unit: u, Errors: w.errors, Cost: w.cost, Labels: slices.Clone(w.labels)}, left: n, dir: w.dir, done: w.done}
 	if err = w.each(func(t *tableFile) error { return t.commit(w.sync, uf.add) }); err != nil {
 		return e, fmt.Errorf("%s: %w", where, err)
 	}
@@ -757,6 +832,8 @@ func (w *unitWriter) open(u Unit, buffered bool) error {
 	if err := w.tasks.open(filepath.Join(w.dir, "tasks", cdir), name, buffered); err != nil {
 		return err
 	}
+	seeds := int(u.Seeds.Len())
+	w.tasks.reserve(seeds)
 	for i, f := range w.r.Spec.ForkAt {
 		fdir := fmt.Sprintf("fork_step=%d", f)
 		ft := &w.forks[i]
@@ -769,8 +846,17 @@ func (w *unitWriter) open(u Unit, buffered bool) error {
 				return err
 			}
 		}
+		ft.checkpoints.reserve(seeds)
+		ft.branches.reserve(seeds * w.plan.Branches())
+		ft.pairs.reserve(seeds * (len(w.plan.Arms) - 1))
 	}
 	w.errors, w.cost = 0, world.Cost{}
+	w.labels = w.labels[:0]
+	for _, f := range w.r.Spec.ForkAt {
+		for _, a := range w.plan.Arms[1:] {
+			w.labels = append(w.labels, LabelCount{Config: u.Config, ForkStep: f, Arm: a})
+		}
+	}
 	return nil
 }
 
@@ -960,8 +1046,10 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 			pr.putString(1, string(arm))
 			pr.putInt32(2, int32(K))
 			putStatus2(pr, 3, pErr, &ft.errs)
+			lc := &w.labels[i*(len(w.plan.Arms)-1)+ai-1]
 			if pErr != "" {
 				seedErrs++
+				lc.Errors++
 				for c := 5; c < w.pairFeat; c++ {
 					pr.putNull(c)
 				}
@@ -978,6 +1066,14 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 			} else {
 				control, treatment := fork.Majority(offWins, K), fork.Majority(wins, K)
 				label, quad := fork.Classify(control, treatment)
+				switch label {
+				case fork.Rescued:
+					lc.Rescued++
+				case fork.Harmed:
+					lc.Harmed++
+				default:
+					lc.Unchanged++
+				}
 				pr.putInt32(5, int32(offWins))
 				pr.putInt32(6, int32(wins))
 				pr.putBool(7, control)

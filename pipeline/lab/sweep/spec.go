@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab"
@@ -116,6 +117,99 @@ type Spec struct {
 	Grid map[string][]any `json:"grid,omitempty"`
 	// Policy is the guard rule of the policy arm.
 	Policy *policy.Rule `json:"policy,omitempty"`
+	// UnitSeeds is the number of seeds per unit of work (one Parquet file
+	// per table and unit); 0 picks it from the spec (ShardSeeds).
+	UnitSeeds int `json:"unit_seeds,omitempty"`
+
+	// The keys below say how the sweep runs, not what it computes: a
+	// resumed sweep may change them (a fixed agent, more processes, a
+	// higher budget), and Identity leaves them out.
+
+	// Agent runs the world as an external agent over forklab-agent/1
+	// (docs/agent-protocol.md) instead of a built-in world; World is then
+	// the agent's declared name.
+	Agent *AgentSpec `json:"agent,omitempty"`
+	// MaxErrorRate is the share of error pairs above which the sweep's
+	// numbers are reported incomplete and forklab sweep exits non-zero;
+	// nil means DefaultMaxErrorRate.
+	MaxErrorRate *float64 `json:"max_error_rate,omitempty"`
+	// MaxCost stops the sweep, resumably, once its cost reaches any of
+	// these totals, by cost field (steps, tokens, usd, seconds).
+	MaxCost map[string]float64 `json:"max_cost,omitempty"`
+}
+
+// DefaultMaxErrorRate is the share of error pairs a sweep tolerates before
+// it reports its numbers incomplete: 1%.
+const DefaultMaxErrorRate = 0.01
+
+// ErrorRateLimit is the spec's maximum error rate, its default filled in.
+func (s Spec) ErrorRateLimit() float64 {
+	if s.MaxErrorRate != nil {
+		return *s.MaxErrorRate
+	}
+	return DefaultMaxErrorRate
+}
+
+// AgentSpec says how to run an external agent: the spec file's agent: key
+// and forklab sweep's --agent, --parallel, --timeout, --retries.
+type AgentSpec struct {
+	// Command is the shell command line that starts one agent process.
+	Command string `json:"command"`
+	// Parallel is the number of agent processes (default 1).
+	Parallel int `json:"parallel,omitempty"`
+	// Timeout bounds each run or branch asked of the agent, e.g. "90s"
+	// (default 60s).
+	Timeout Duration `json:"timeout,omitempty"`
+	// Retries is how many times a failed request is sent again before its
+	// pairs become error rows (default 2).
+	Retries *int `json:"retries,omitempty"`
+	// Environment adds variables to the agent's environment. The manifest
+	// records their names, not their values.
+	Environment map[string]string `json:"environment,omitempty"`
+}
+
+// Duration is a time.Duration written as Go writes it ("90s", "2m").
+type Duration time.Duration
+
+// MarshalText writes the duration as "90s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads "90s", "2m30s"; a plain number is seconds.
+func (d *Duration) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		*d = Duration(f * float64(time.Second))
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: want e.g. 90s or 2m", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Identity is the spec without the keys that say how it runs (agent,
+// max_error_rate, max_cost): two sweeps of equal identity write the same
+// rows, and one may resume the other.
+func (s Spec) Identity() Spec {
+	s.Agent, s.MaxErrorRate, s.MaxCost = nil, nil, nil
+	return s
+}
+
+// redacted is the spec as the manifest records it: the agent's
+// environment values replaced by "(set)", so that keys and tokens passed
+// to an agent do not end up in results directories.
+func (s Spec) redacted() Spec {
+	if s.Agent != nil && len(s.Agent.Environment) > 0 {
+		a := *s.Agent
+		a.Environment = map[string]string{}
+		for k := range s.Agent.Environment {
+			a.Environment[k] = "(set)"
+		}
+		s.Agent = &a
+	}
+	return s
 }
 
 // DefaultSpec is the seed's experiment: seeds 0:300, fork step 3, arms off
@@ -171,7 +265,15 @@ func (s Spec) Resolve() (Resolved, error) {
 	if err != nil {
 		return Resolved{}, fmt.Errorf("world: %w", err)
 	}
+	return s.ResolveWith(def)
+}
+
+// ResolveWith is Resolve for a world that is not in the registry (an
+// external agent's): the spec's World becomes def's declared name.
+func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
+	var err error
 	d := def.Declaration()
+	s.World = d.Name
 	if s.Seeds.Len() == 0 {
 		return Resolved{}, errors.New("seeds: the range is empty")
 	}
@@ -205,6 +307,35 @@ func (s Spec) Resolve() (Resolved, error) {
 	if s.Policy != nil {
 		if r.Fires, err = s.Policy.Compile(d); err != nil {
 			return Resolved{}, fmt.Errorf("policy: %w", err)
+		}
+	}
+	if s.UnitSeeds < 0 || s.UnitSeeds > 1<<24 {
+		return Resolved{}, fmt.Errorf("unit_seeds: must be between 1 and %d (or 0 for automatic), got %d", 1<<24, s.UnitSeeds)
+	}
+	if s.MaxErrorRate != nil && !(*s.MaxErrorRate >= 0 && *s.MaxErrorRate <= 1) {
+		return Resolved{}, fmt.Errorf("max_error_rate: must be a share in [0, 1], got %v", *s.MaxErrorRate)
+	}
+	for k, v := range s.MaxCost {
+		if !slices.Contains(world.CostFields, k) {
+			return Resolved{}, fmt.Errorf("max_cost: unknown cost field %q (known: %s)", k, strings.Join(world.CostFields, ", "))
+		}
+		if !d.Cost.Reports(k) {
+			return Resolved{}, fmt.Errorf("max_cost: world %s does not report %s (it reports %s)", d.Name, k, strings.Join(d.Cost.Fields, ", "))
+		}
+		if !(v > 0) || math.IsInf(v, 0) {
+			return Resolved{}, fmt.Errorf("max_cost: %s must be a positive number, got %v", k, v)
+		}
+	}
+	if a := s.Agent; a != nil {
+		switch {
+		case strings.TrimSpace(a.Command) == "":
+			return Resolved{}, errors.New("agent: command is empty")
+		case a.Parallel < 0 || a.Parallel > 1024:
+			return Resolved{}, fmt.Errorf("agent: parallel must be between 1 and 1024, got %d", a.Parallel)
+		case a.Timeout < 0:
+			return Resolved{}, fmt.Errorf("agent: timeout must be positive, got %s", time.Duration(a.Timeout))
+		case a.Retries != nil && (*a.Retries < 0 || *a.Retries > 100):
+			return Resolved{}, fmt.Errorf("agent: retries must be between 0 and 100, got %d", *a.Retries)
 		}
 	}
 	if s.Replicas < 1 || s.Replicas > 1000 {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/forklab/forklab/pipeline/world"
 )
 
 // This file is the sweep seen one unit at a time, for processes that share
@@ -89,21 +91,27 @@ func Finished(st *Staging, u Unit, full bool) (UnitEntry, bool) {
 func FinishedUnits(st *Staging) (map[string]UnitEntry, error) { return readLedger(st.Dir) }
 
 // StagedSpec reads the spec the units in out's staging directory belong to
-// (recorded by the first process that wrote a unit there), for the
-// finishing step of a static split.
-func StagedSpec(out string) (Spec, error) {
-	var s Spec
-	b, err := os.ReadFile(filepath.Join(StagingDir(out), ledgerDir, specName))
+// and the world's declaration they were written with (recorded by the
+// first process that wrote a unit there), for the finishing step of a
+// static split. The spec is its Identity: how it ran (an agent's command)
+// is not recorded.
+func StagedSpec(out string) (Spec, world.Declaration, error) {
+	var rec struct {
+		Spec        Spec              `json:"spec"`
+		Declaration world.Declaration `json:"declaration"`
+	}
+	path := filepath.Join(StagingDir(out), ledgerDir, specName)
+	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return s, fmt.Errorf("output %s has no staged units (no %s): nothing to finalize", out, filepath.Join(StagingDir(out), ledgerDir, specName))
+		return rec.Spec, rec.Declaration, fmt.Errorf("output %s has no staged units (no %s): nothing to finalize", out, path)
 	}
 	if err != nil {
-		return s, fmt.Errorf("read the staged spec: %w", err)
+		return rec.Spec, rec.Declaration, fmt.Errorf("read the staged spec: %w", err)
 	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("staged spec %s: %w", filepath.Join(StagingDir(out), ledgerDir, specName), err)
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec.Spec, rec.Declaration, fmt.Errorf("staged spec %s: %w", path, err)
 	}
-	return s, nil
+	return rec.Spec, rec.Declaration, nil
 }
 
 // UnitError is a unit the finishing step (Run with FinalizeOnly) found
@@ -165,7 +173,7 @@ func NewUnitWriter(r Resolved, st *Staging, opt Options) (*UnitWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLedgerSpec(st.Dir, r.Spec); err != nil {
+	if err := checkLedgerSpec(st.Dir, r.Spec.Identity(), r.Decl); err != nil {
 		return nil, err
 	}
 	return &UnitWriter{r: r, ls: ls, st: st, opt: opt, result: make(chan unitResult, 1)}, nil

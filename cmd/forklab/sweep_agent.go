@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/forklab/forklab/pipeline/lab/agentproc"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/world"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/pflag"
+)
+
+// agentFlags are sweep's flags for external agents and for how much
+// failure and cost a sweep tolerates.
+type agentFlags struct {
+	fs           *pflag.FlagSet
+	command      string
+	parallel     int
+	timeout      time.Duration
+	retries      int
+	env          []string
+	maxErrorRate string
+	maxCost      string
+	unitSeeds    int
+}
+
+func addAgentFlags(fs *pflag.FlagSet) *agentFlags {
+	f := &agentFlags{fs: fs}
+	fs.StringVar(&f.command, "agent", "", "sweep an external agent: the shell command that starts one agent process, speaking forklab-agent/1 (docs/agent-protocol.md)")
+	fs.IntVar(&f.parallel, "parallel", 1, "agent processes run at once (with --agent)")
+	fs.DurationVar(&f.timeout, "timeout", agentproc.DefaultTimeout, "time an agent may take per run or branch before it is killed and restarted")
+	fs.IntVar(&f.retries, "retries", agentproc.DefaultRetries, "times a failed agent request is retried (with backoff) before its pairs become error rows")
+	fs.StringArrayVar(&f.env, "agent-env", nil, "KEY=VALUE added to the agent's environment (repeatable; values are not recorded)")
+	fs.StringVar(&f.maxErrorRate, "max-error-rate", "1%", "share of error pairs above which the sweep is reported incomplete and exits 5: 1%, 0.05")
+	fs.StringVar(&f.maxCost, "max-cost", "", "stop cleanly (resumably, exit 6) once the cost reported so far reaches this: 5 (US dollars) or tokens=2000000,usd=5")
+	fs.IntVar(&f.unitSeeds, "unit-seeds", 0, "seeds per unit of work and file (0: automatic)")
+	return f
+}
+
+// apply copies the flags the user set into spec; agent flags without an
+// agent are refused.
+func (f *agentFlags) apply(spec *sweep.Spec) error {
+	set := f.fs.Changed
+	if set("agent") {
+		if strings.TrimSpace(f.command) == "" {
+			return fmt.Errorf("--agent: the command is empty")
+		}
+		if spec.Agent == nil {
+			spec.Agent = &sweep.AgentSpec{}
+		}
+		spec.Agent.Command = f.command
+	}
+	for _, name := range []string{"parallel", "timeout", "retries", "agent-env"} {
+		if set(name) && spec.Agent == nil {
+			return fmt.Errorf("--%s applies to an external agent: give --agent CMD (or agent: in the spec file)", name)
+		}
+	}
+	if set("parallel") {
+		if f.parallel < 1 {
+			return fmt.Errorf("--parallel must be at least 1, got %d", f.parallel)
+		}
+		spec.Agent.Parallel = f.parallel
+	}
+	if set("timeout") {
+		if f.timeout <= 0 {
+			return fmt.Errorf("--timeout must be positive, got %s", f.timeout)
+		}
+		spec.Agent.Timeout = sweep.Duration(f.timeout)
+	}
+	if set("retries") {
+		r := f.retries
+		spec.Agent.Retries = &r
+	}
+	for _, kv := range f.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--agent-env %q: want KEY=VALUE", kv)
+		}
+		if spec.Agent.Environment == nil {
+			spec.Agent.Environment = map[string]string{}
+		}
+		spec.Agent.Environment[k] = v
+	}
+	if set("max-error-rate") {
+		r, err := parseShare(f.maxErrorRate)
+		if err != nil {
+			return fmt.Errorf("--max-error-rate: %w", err)
+		}
+		spec.MaxErrorRate = &r
+	}
+	if set("max-cost") {
+		c, err := parseCostLimit(f.maxCost)
+		if err != nil {
+			return fmt.Errorf("--max-cost: %w", err)
+		}
+		spec.MaxCost = c
+	}
+	if set("unit-seeds") {
+		if f.unitSeeds < 0 {
+			return fmt.Errorf("--unit-seeds must be 0 (automatic) or more, got %d", f.unitSeeds)
+		}
+		spec.UnitSeeds = f.unitSeeds
+	}
+	return nil
+}
+
+// parseShare reads "1%" or "0.01".
+func parseShare(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	scale := 1.0
+	if strings.HasSuffix(t, "%") {
+		t, scale = strings.TrimSuffix(t, "%"), 0.01
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if err != nil || v*scale < 0 || v*scale > 1 {
+		return 0, fmt.Errorf("want a share such as 1%% or 0.05, got %q", s)
+	}
+	return v * scale, nil
+}
+
+// parseCostLimit reads "5" (US dollars) or "tokens=2000000,usd=5".
+func parseCostLimit(s string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			k, v = world.CostUSD, k
+		}
+		k = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(k), "$"))
+		v = strings.TrimPrefix(strings.TrimSpace(v), "$")
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(x > 0) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("want a positive amount such as 5 (US dollars) or tokens=2000000,usd=5, got %q", s)
+		}
+		out[k] = x
+	}
+	return out, nil
+}
+
+// openAgent starts the spec's agent and learns its declaration.
+func openAgent(ctx context.Context, a *sweep.AgentSpec) (*agentproc.Definition, error) {
+	cfg := agentproc.Config{Command: agentproc.Command{Line: a.Command, Env: a.Environment}, Parallel: a.Parallel,
+		Timeout: time.Duration(a.Timeout), Retries: agentproc.DefaultRetries, Client: agentproc.ClientInfo{Name: "forklab", Version: version}}
+	if a.Retries != nil {
+		cfg.Retries = *a.Retries
+	}
+	return agentproc.Open(ctx, cfg)
+}
+
+// sweepProgress is the progress of a sweep for people: a bar on a
+// terminal (pairs done, errors, rate, ETA, cost so far), a line every ten
+// seconds otherwise for agent sweeps, and the --max-cost budget.
+type sweepProgress struct {
+	mu       sync.Mutex
+	bar      *progressbar.ProgressBar
+	perSeed  int
+	total    int64
+	done     int64
+	errs     int64
+	kept     world.Cost
+	def      *agentproc.Definition
+	decl     world.Declaration
+	limit    map[string]float64
+	stopped  string // the budget line that stopped the sweep
+	start    time.Time
+	lastLine time.Time
+	lines    bool
+}
+
+func (p *sweepProgress) cost() world.Cost {
+	c := p.kept
+	if p.def != nil {
+		spent, replayed := p.def.Spent()
+		c = addCosts(addCosts(c, spent), replayed)
+	}
+	return c
+}
+
+func addCosts(a, b world.Cost) world.Cost {
+	return world.Cost{Steps: a.Steps + b.Steps, Tokens: a.Tokens + b.Tokens, USD: a.USD + b.USD, Seconds: a.Seconds + b.Seconds}
+}
+
+// costText writes the reported cost fields: "1,234 steps · $0.42".
+func costText(d world.Declaration, c world.Cost) string {
+	var parts []string
+	for _, f := range d.Cost.Fields {
+		switch f {
+		case world.CostSteps:
+			parts = append(parts, fmt.Sprintf("%d steps", c.Steps))
+		case world.CostTokens:
+			parts = append(parts, fmt.Sprintf("%d tokens", c.Tokens))
+		case world.CostUSD:
+			parts = append(parts, fmt.Sprintf("$%.2f", c.USD))
+		case world.CostSeconds:
+			parts = append(parts, fmt.Sprintf("%.0fs agent time", c.Seconds))
+		}
+	}
+	return strings.Join(parts, " · ")
+}
+
+func costField(c world.Cost, f string) float64 {
+	switch f {
+	case world.CostSteps:
+		return float64(c.Steps)
+	case world.CostTokens:
+		return float64(c.Tokens)
+	case world.CostUSD:
+		return c.USD
+	}
+	return c.Seconds
+}
+
+// seeds records n finished seeds with errs error pairs among them.
+func (p *sweepProgress) seeds(n, errs int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done += int64(n * p.perSeed)
+	p.errs += int64(errs)
+	p.update()
+}
+
+func (p *sweepProgress) keep(c world.Cost) {
+	p.mu.Lock()
+	p.kept = addCosts(p.kept, c)
+	p.mu.Unlock()
+}
+
+// update refreshes the bar and checks the budget; p.mu is held.
+func (p *sweepProgress) update() {
+	c := p.cost()
+	if p.stopped == "" {
+		for f, max := range p.limit {
+			if v := costField(c, f); v >= max {
+				p.stopped = fmt.Sprintf("%s reached %.6g of --max-cost %s=%g", f, v, f, max)
+				if p.def != nil {
+					p.def.Stop()
+				}
+			}
+		}
+	}
+	desc := fmt.Sprintf("%d errors", p.errs)
+	if p.def != nil {
+		desc += " · " + costText(p.decl, c)
+	}
+	if p.bar != nil {
+		p.bar.Describe(desc)
+		p.bar.Set64(p.done)
+		return
+	}
+	if p.lines && time.Since(p.lastLine) >= 10*time.Second {
+		p.lastLine = time.Now()
+		el := time.Since(p.start).Seconds()
+		rate := float64(p.done) / max(el, 1e-9)
+		eta := "?"
+		if rate > 0 {
+			eta = (time.Duration(float64(p.total-p.done)/rate) * time.Second).Round(time.Second).String()
+		}
+		fmt.Fprintf(os.Stderr, "forklab sweep: %d/%d pairs · %s · %.1f pairs/s · ETA %s\n", p.done, p.total, desc, rate, eta)
+	}
+}
+
+// watch checks the budget and refreshes the bar while the agent spends,
+// between finished seeds; it returns when ctx ends.
+func (p *sweepProgress) watch(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.mu.Lock()
+			p.update()
+			p.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package agentproc
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	gojson "github.com/goccy/go-json"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/forklab/forklab/pipeline/lab"
+	"github.com/forklab/forklab/pipeline/world"
+)
+
+// result is a reply's result type: check reports a required field that
+// is missing (decoding strictly finds the rest).
+type result interface{ check(where string) error }
+
+// decodeResult decodes a result into v strictly — unknown keys and values
+// of the wrong type refused, numbers kept exact, required fields present —
+// which accepts nothing the named schema (schemas/agent-protocol) refuses
+// (TestStrictDecodingIsTheSchema). Only a refused reply is held against
+// the schema, whose verdict names the field: validating every reply with
+// it would cost more than the agent's work.
+func decodeResult(schema string, raw json.RawMessage, v result) error {
+	err := decodeStrict(raw, v)
+	if err == nil {
+		return nil
+	}
+	if serr := ValidateJSON(schema, "result", raw); serr != nil {
+		return serr
+	}
+	if strings.HasPrefix(err.Error(), "json: ") {
+		return fmt.Errorf("result: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return err
+}
+
+// decodeStrict is decodeResult without the schema's wording. It decodes
+// with goccy/go-json, encoding/json's API at about twice its speed: a
+// reply is decoded for every start and branch.
+func decodeStrict(raw json.RawMessage, v result) error {
+	d := gojson.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	return v.check("result")
+}
+
+// parseValues reads the declared fields of one group (task, features,
+// hidden) from vals into dst, in declaration order. Every declared field
+// must be present, of its type, and no other.
+func parseValues(where string, fields []world.Field, vals Values, dst []world.Value) ([]world.Value, error) {
+	for _, f := range fields {
+		x, ok := vals[f.Name]
+		if !ok {
+			return dst, fmt.Errorf("%s.%s is missing: the declaration lists it (%s)", where, f.Name, f.Kind)
+		}
+		v, err := f.Parse(x)
+		if err != nil {
+			return dst, fmt.Errorf("%s.%v", where, err)
+		}
+		dst = append(dst, v)
+	}
+	if len(vals) > len(fields) {
+		var extra []string
+		for k := range vals {
+			if !slices.ContainsFunc(fields, func(f world.Field) bool { return f.Name == k }) {
+				extra = append(extra, k)
+			}
+		}
+		sort.Strings(extra)
+		names := make([]string, len(fields))
+		for i, f := range fields {
+			names[i] = f.Name
+		}
+		return dst, fmt.Errorf("%s.%s is not declared (declared: %s)", where, extra[0], strings.Join(names, ", "))
+	}
+	return dst, nil
+}
+
+// parseCost reads a cost: exactly the declared cost fields, integers for
+// steps and tokens, finite non-negative numbers for usd and seconds.
+func parseCost(where string, model world.CostModel, c *Cost) (world.Cost, error) {
+	var out world.Cost
+	fields := []struct {
+		name string
+		v    *json.Number
+	}{{world.CostSteps, c.Steps}, {world.CostTokens, c.Tokens}, {world.CostUSD, c.USD}, {world.CostSeconds, c.Seconds}}
+	for _, f := range fields {
+		declared := model.Reports(f.name)
+		switch {
+		case f.v == nil && declared:
+			return out, fmt.Errorf("%s.%s is missing: the cost model lists it", where, f.name)
+		case f.v != nil && !declared:
+			return out, fmt.Errorf("%s.%s is reported but the cost model does not list it (it lists %s)", where, f.name, strings.Join(model.Fields, ", "))
+		case f.v == nil:
+			continue
+		}
+		switch f.name {
+		case world.CostSteps, world.CostTokens:
+			n, err := strconv.ParseInt(string(*f.v), 10, 64)
+			if err != nil || n < 0 {
+				return out, fmt.Errorf("%s.%s must be a non-negative integer, got %s", where, f.name, *f.v)
+			}
+			if f.name == world.CostSteps {
+				out.Steps = n
+			} else {
+				out.Tokens = n
+			}
+		default:
+			x, err := f.v.Float64()
+			if err != nil || x < 0 || math.IsInf(x, 0) {
+				return out, fmt.Errorf("%s.%s must be a finite non-negative number, got %s", where, f.name, *f.v)
+			}
+			if f.name == world.CostUSD {
+				out.USD = x
+			} else {
+				out.Seconds = x
+			}
+		}
+	}
+	return out, nil
+}
+
+// compactJSON returns b without insignificant white space, appended to dst.
+// b has been decoded already, so it is valid JSON: without any white-space
+// byte it is compact as it is.
+func compactJSON(dst, b []byte) ([]byte, error) {
+	if bytes.IndexAny(b, " \t\r\n") < 0 {
+		return append(dst, b...), nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return dst, err
+	}
+	return append(dst, buf.Bytes()...), nil
+}
+
+// parseFork reads one fork of a start or fold result into dst.
+func parseFork(where string, d *world.Declaration, wf *WireFork, dst *lab.ForkResult) error {
+	var err error
+	dst.Over = *wf.Over
+	if dst.Checkpoint, err = compactJSON(dst.Checkpoint[:0], wf.Checkpoint); err != nil {
+		return fmt.Errorf("%s.checkpoint: %v", where, err)
+	}
+	if dst.Features, err = parseValues(where+".features", d.Features, wf.Features, dst.Features[:0]); err != nil {
+		return err
+	}
+	if dst.Hidden, err = parseValues(where+".hidden", d.Hidden, wf.Hidden, dst.Hidden[:0]); err != nil {
+		return err
+	}
+	if dst.Cost, err = parseCost(where+".cost", d.Cost, wf.Cost); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ValuesOf turns declared values back into the protocol's form, by name.
+func ValuesOf(fields []world.Field, vals []world.Value) Values {
+	out := make(Values, len(fields))
+	for i, f := range fields {
+		if i < len(vals) {
+			out[f.Name] = vals[i].JSON(f.Kind)
+		}
+	}
+	return out
+}
+
+// CostOf turns a cost into the protocol's form: the fields model lists.
+func CostOf(model world.CostModel, c world.Cost) *Cost {
+	out := &Cost{}
+	num := func(s string) *json.Number { n := json.Number(s); return &n }
+	if model.Reports(world.CostSteps) {
+		out.Steps = num(strconv.FormatInt(c.Steps, 10))
+	}
+	if model.Reports(world.CostTokens) {
+		out.Tokens = num(strconv.FormatInt(c.Tokens, 10))
+	}
+	if model.Reports(world.CostUSD) {
+		out.USD = num(strconv.FormatFloat(c.USD, 'g', -1, 64))
+	}
+	if model.Reports(world.CostSeconds) {
+		out.Seconds = num(strconv.FormatFloat(c.Seconds, 'g', -1, 64))
+	}
+	return out
+}

@@ -1,0 +1,220 @@
+package agentproc
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/forklab/forklab/pipeline/lab"
+	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/world"
+)
+
+var testDecl = world.Declaration{
+	Name: "t", Version: "1",
+	Task:          []world.Field{{Name: "budget", Kind: world.Int}},
+	Features:      []world.Field{{Name: "same_obs", Kind: world.Bool}, {Name: "mood", Kind: world.Enum, Values: []string{"calm", "wild"}}, {Name: "tokens_left", Kind: world.Float, Nullable: true}},
+	Hidden:        []world.Field{{Name: "stuck", Kind: world.Bool}},
+	Actions:       []string{"no_tool", "refresh"},
+	Interventions: []world.Intervention{{Arm: "on", Action: "refresh"}},
+	Cost:          world.CostModel{Fields: []string{"steps", "usd"}},
+}
+
+func testInstance() *Instance {
+	return &Instance{def: &Definition{init: InitializeResult{World: testDecl}}, params: world.Params{}}
+}
+
+// A malformed reply is an error naming the field: by the schema (shape)
+// or by the declaration (names, types, cost fields).
+func TestStartReplyErrorsNameTheField(t *testing.T) {
+	good := `{"task":{"budget":7},"forks":[{"fork_step":3,"over":false,"checkpoint":{"s":[1, 2]},"features":{"same_obs":true,"mood":"calm","tokens_left":null},"hidden":{"stuck":false},"cost":{"steps":3,"usd":0.25}}]}`
+	for _, tc := range []struct{ edit, reply, want string }{
+		{"good", good, ""},
+		{"feature missing", `"mood":"calm",`, `result.forks[0].features.mood is missing: the declaration lists it (enum)`},
+		{"feature of another type", `"same_obs":true` + "\x00" + `"same_obs":"yes"`, `result.forks[0].features.same_obs must be a bool, got a string`},
+		{"enum value not declared", `"calm"` + "\x00" + `"sleepy"`, `result.forks[0].features.mood is "sleepy", not one of its declared values ([calm wild])`},
+		{"feature not declared", `"tokens_left":null` + "\x00" + `"tokens_left":null,"extra":1`, `result.forks[0].features.extra is not declared (declared: same_obs, mood, tokens_left)`},
+		{"null where not nullable", `"budget":7` + "\x00" + `"budget":null`, `result.task.budget is null but is not declared nullable`},
+		{"non-integer int", `"budget":7` + "\x00" + `"budget":7.5`, `result.task.budget must be an integer that fits 64 bits, got 7.5`},
+		{"cost field missing", `,"usd":0.25`, `result.forks[0].cost.usd is missing: the cost model lists it`},
+		{"cost field not declared", `"usd":0.25` + "\x00" + `"usd":0.25,"tokens":9`, `result.forks[0].cost.tokens is reported but the cost model does not list it (it lists steps, usd)`},
+		{"negative cost", `"steps":3` + "\x00" + `"steps":-3`, `result.forks[0].cost.steps must be a non-negative integer, got -3`},
+		{"checkpoint null", `{"s":[1, 2]}` + "\x00" + `null`, `result.forks[0].checkpoint: must not be null (a checkpoint is any other JSON value)`},
+		{"unknown key", `"over":false` + "\x00" + `"over":false,"overr":true`, `result.forks[0]: additional properties 'overr' not allowed`},
+		{"over missing", `"over":false,`, `result.forks[0]: missing property 'over'`},
+		{"fork step not asked", `"fork_step":3` + "\x00" + `"fork_step":4`, `result.forks[0].fork_step is 4, but fork step 3 was asked there`},
+	} {
+		reply := tc.reply
+		if tc.edit != "good" {
+			old, repl, found := strings.Cut(tc.reply, "\x00")
+			if !found {
+				repl = ""
+			}
+			if !strings.Contains(good, old) {
+				t.Fatalf("%s: %q not in the good reply", tc.edit, old)
+			}
+			reply = strings.Replace(good, old, repl, 1)
+		}
+		var res lab.SeedResult
+		plan := lab.Plan{ForkSteps: []int{3}, Arms: []fork.Arm{fork.Off, fork.On}, Replicas: 1}
+		res.Resize(&testDecl, plan)
+		err := testInstance().startCall(7, []int{3}, &res).decode(json.RawMessage(reply))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.edit, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("%s: got %v\nwant %s", tc.edit, err, tc.want)
+		}
+		if tc.want == "" {
+			f := res.Forks[0]
+			if string(f.Checkpoint) != `{"s":[1,2]}` || f.Cost != (world.Cost{Steps: 3, USD: 0.25}) || !f.Features[2].Null || f.Features[1].S != "calm" {
+				t.Errorf("decoded %+v", f)
+			}
+		}
+	}
+}
+
+func TestBranchReplyErrors(t *testing.T) {
+	for _, tc := range []struct{ reply, want string }{
+		{`{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1}},{"error":{"code":-32000,"message":"model API 500"}}]}`, ""},
+		{`{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1}}]}`, "result.branches has 1 entries for 2 branches asked"},
+		{`{"branches":[{"success":"yes","cost":{"steps":2,"usd":0.1}},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0]"},
+		{`{"branches":[{"success":true,"cost":{"steps":2}},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0].cost.usd is missing: the cost model lists it"},
+	} {
+		out := make([]lab.BranchResult, 2)
+		c := testInstance().branchCall(7, 3, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0)
+		err := c.decode(json.RawMessage(tc.reply))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.reply, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want %s", tc.reply, err, tc.want)
+		}
+		if tc.want == "" {
+			if !out[0].Success || out[0].Intervened || out[0].Cost.USD != 0.1 || out[1].Err != "the agent reported the branch failed: model API 500 (code -32000)" {
+				t.Errorf("decoded %+v", out)
+			}
+		}
+	}
+	// The branches asked: the on arm's intervention by name, off's null,
+	// and a noise key per arm and replica.
+	c := testInstance().branchCall(7, 3, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 2, false, make([]lab.BranchResult, 4), 0)
+	b, _ := json.Marshal(c.params)
+	want := `{"seed":7,"fork_step":3,"checkpoint":{},"branches":[` +
+		`{"arm":"off","intervention":null,"replica":0,"noise_key":"` + NoiseKey(7, 3, fork.Off, 0) + `"},` +
+		`{"arm":"off","intervention":null,"replica":1,"noise_key":"` + NoiseKey(7, 3, fork.Off, 1) + `"},` +
+		`{"arm":"on","intervention":"refresh","replica":0,"noise_key":"` + NoiseKey(7, 3, fork.On, 0) + `"},` +
+		`{"arm":"on","intervention":"refresh","replica":1,"noise_key":"` + NoiseKey(7, 3, fork.On, 1) + `"}]}`
+	if string(b) != want {
+		t.Errorf("branch params\n%s\nwant\n%s", b, want)
+	}
+	if err := ValidateJSON("branch.params", "params", b); err != nil {
+		t.Error(err)
+	}
+}
+
+func BenchmarkDecodeStartReply(b *testing.B) {
+	reply := json.RawMessage(`{"task":{"budget":7},"forks":[{"fork_step":3,"over":false,"checkpoint":{"seed":3,"fork_step":3,"state":{"v":3,"obs":3,"steps":3,"done":false,"declared":false,"frozen":false,"same_obs":false,"budget":7,"freeze_at":null},"repeat_run":0},"features":{"same_obs":true,"mood":"calm","tokens_left":null},"hidden":{"stuck":false},"cost":{"steps":3,"usd":0.25}}]}`)
+	var res lab.SeedResult
+	plan := lab.Plan{ForkSteps: []int{3}, Arms: []fork.Arm{fork.Off, fork.On}, Replicas: 1}
+	res.Resize(&testDecl, plan)
+	c := testInstance().startCall(7, []int{3}, &res)
+	for b.Loop() {
+		if err := c.decode(reply); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// mutations returns v with one change each: every key removed, every value
+// replaced by values of other JSON types, an unknown key added to every
+// object.
+func mutations(v any) []any {
+	var out []any
+	others := []any{nil, true, json.Number("-1"), json.Number("2.5"), "text", []any{}, map[string]any{}}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, child := range x {
+			drop := map[string]any{}
+			for k2, v2 := range x {
+				if k2 != k {
+					drop[k2] = v2
+				}
+			}
+			out = append(out, drop)
+			for _, m := range append(mutations(child), others...) {
+				c := map[string]any{}
+				for k2, v2 := range x {
+					c[k2] = v2
+				}
+				c[k] = m
+				out = append(out, c)
+			}
+		}
+		c := map[string]any{"unknown_key": 1}
+		for k2, v2 := range x {
+			c[k2] = v2
+		}
+		out = append(out, c)
+	case []any:
+		for i, child := range x {
+			for _, m := range mutations(child) {
+				c := append([]any{}, x...)
+				c[i] = m
+				out = append(out, c)
+			}
+		}
+		out = append(out, []any{})
+	}
+	return out
+}
+
+// Decoding accepts nothing the schema refuses: every mutation of a good
+// start, branch and fold result that the schema refuses is refused by the
+// decoder too (which also holds replies to the declaration, so refuses
+// more). So every reply is validated though the schema is consulted only
+// to word a refusal.
+func TestStrictDecodingIsTheSchema(t *testing.T) {
+	plan := lab.Plan{ForkSteps: []int{3}, Arms: []fork.Arm{fork.Off, fork.On}, Replicas: 1}
+	for _, tc := range []struct {
+		schema, good string
+		decode       func(json.RawMessage) error
+	}{
+		{"start.result", `{"task":{"budget":7},"forks":[{"fork_step":3,"over":false,"checkpoint":{"s":[1]},"features":{"same_obs":true,"mood":"calm","tokens_left":null},"hidden":{"stuck":false},"cost":{"steps":3,"usd":0.25}}]}`,
+			func(b json.RawMessage) error {
+				var res lab.SeedResult
+				res.Resize(&testDecl, plan)
+				return testInstance().startCall(7, []int{3}, &res).decode(b)
+			}},
+		{"branch.result", `{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"details":{"why":"ok"}},{"error":{"code":-32000,"message":"m","data":{"retryable":false}}}]}`,
+			func(b json.RawMessage) error {
+				return testInstance().branchCall(7, 3, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, make([]lab.BranchResult, 2), 0).decode(b)
+			}},
+		{"fold.result", `{"seed":5,"fork_step":2,"over":false,"checkpoint":[1,2],"features":{"same_obs":true,"mood":"wild","tokens_left":1.5},"hidden":{"stuck":false},"cost":{"steps":2,"usd":0}}`,
+			func(b json.RawMessage) error { return foldCall(&testDecl, FoldParams{}, &Folded{}).decode(b) }},
+	} {
+		var good any
+		d := json.NewDecoder(strings.NewReader(tc.good))
+		d.UseNumber()
+		if err := d.Decode(&good); err != nil {
+			t.Fatal(err)
+		}
+		if err := tc.decode(json.RawMessage(tc.good)); err != nil {
+			t.Fatalf("%s: the good reply: %v", tc.schema, err)
+		}
+		refused := 0
+		for _, m := range mutations(good) {
+			b, _ := json.Marshal(m)
+			if ValidateJSON(tc.schema, "result", b) == nil {
+				continue
+			}
+			refused++
+			if tc.decode(b) == nil {
+				t.Errorf("%s: the schema refuses %s, decoding accepts it", tc.schema, b)
+			}
+		}
+		if refused < 20 {
+			t.Errorf("%s: only %d mutations refused by the schema", tc.schema, refused)
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package agentproc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/forklab/forklab/pipeline/lab"
+	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/world"
+)
+
+// ErrStopped is returned by a runner that stopped taking new seeds because
+// Definition.Stop was called (the sweep's --max-cost was reached). The
+// seeds it had started were finished and kept in the journal.
+var ErrStopped = errors.New("stopped: the cost budget is reached")
+
+// Definition is an external agent as the lab sees it: a lab.Definition
+// whose declaration is the agent's own, and whose runners send the work to
+// a pool of agent processes. One pool serves every configuration.
+type Definition struct {
+	pool *Pool
+	init InitializeResult
+
+	mu       sync.Mutex
+	journal  string
+	spent    world.Cost // reported by the agent in this process
+	replayed world.Cost // of seeds taken from the journal
+	stopped  atomic.Bool
+}
+
+var _ lab.Definition = (*Definition)(nil)
+
+// Open starts one agent process to learn its declaration (its standard
+// error goes to forklab's), shuts it down, and returns the agent's
+// definition, whose pool starts cfg.Parallel processes as work arrives.
+// The error says why the agent could not be used: it did not start, did
+// not answer initialize in time, spoke another protocol version, or sent a
+// declaration that is malformed or breaks a rule (naming the field).
+func Open(ctx context.Context, cfg Config) (*Definition, error) {
+	p := newPool(cfg)
+	c, err := p.spawn("agent process 0", "", "")
+	if err != nil {
+		return nil, fmt.Errorf("agent %q: %w", cfg.Command.Line, err)
+	}
+	res, err := initialize(ctx, c, p.cfg)
+	if err != nil {
+		c.kill()
+		return nil, fmt.Errorf("agent %q: %w", cfg.Command.Line, err)
+	}
+	c.close(5 * time.Second)
+	p.init = res
+	if p.declJSON, err = json.Marshal(res.World); err != nil {
+		return nil, err
+	}
+	return &Definition{pool: p, init: *res}, nil
+}
+
+// Declaration returns the agent's world declaration.
+func (d *Definition) Declaration() world.Declaration { return d.init.World }
+
+// Capabilities returns what the agent declared it implements.
+func (d *Definition) Capabilities() Capabilities { return d.init.Capabilities }
+
+// Agent returns the agent's name and version, if it gave them.
+func (d *Definition) Agent() *AgentInfo { return d.init.Agent }
+
+// Pool returns the definition's process pool.
+func (d *Definition) Pool() *Pool { return d.pool }
+
+// SetLogDir sends the standard error of agent processes started from now
+// on to dir/agent-N.log.
+func (d *Definition) SetLogDir(dir string) { d.pool.SetLogDir(dir) }
+
+// SetJournal keeps every seed an agent finished without error in files
+// under dir, and replays seeds found there instead of asking the agent
+// again: an interrupted sweep resumed over the same dir pays for no seed
+// twice. "" turns the journal off.
+func (d *Definition) SetJournal(dir string) {
+	d.mu.Lock()
+	d.journal = dir
+	d.mu.Unlock()
+}
+
+// Stop makes runners take no new seeds: those in progress are finished
+// and journaled, then Run returns ErrStopped.
+func (d *Definition) Stop() { d.stopped.Store(true) }
+
+// Spent returns what the agent reported its work in this process cost
+// (runs to the forks and branches), and what the seeds replayed from the
+// journal had cost when they were played.
+func (d *Definition) Spent() (spent, replayed world.Cost) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.spent, d.replayed
+}
+
+func (d *Definition) addSpent(c world.Cost, replayed bool) {
+	d.mu.Lock()
+	if replayed {
+		d.replayed = addCost(d.replayed, c)
+	} else {
+		d.spent = addCost(d.spent, c)
+	}
+	d.mu.Unlock()
+}
+
+func addCost(a, b world.Cost) world.Cost {
+	return world.Cost{Steps: a.Steps + b.Steps, Tokens: a.Tokens + b.Tokens, USD: a.USD + b.USD, Seconds: a.Seconds + b.Seconds}
+}
+
+// Close shuts the agent processes down.
+func (d *Definition) Close() error { return d.pool.Close() }
+
+// Open returns the agent with one configuration's parameters (resolved
+// against its declaration) and model.
+func (d *Definition) Open(params world.Params, model fork.Model) (lab.Instance, error) {
+	if err := model.Validate(); err != nil {
+		return nil, err
+	}
+	return &Instance{def: d, params: params, model: model}, nil
+}
+
+// Instance is an agent opened with one configuration.
+type Instance struct {
+	def    *Definition
+	params world.Params
+	model  fork.Model
+}
+
+var _ lab.Instance = (*Instance)(nil)
+
+// Declaration returns the agent's declaration.
+func (i *Instance) Declaration() world.Declaration { return i.def.init.World }
+
+// MaxSteps is unknown for an agent: 0.
+func (i *Instance) MaxSteps() int { return 0 }
+
+// Close does nothing: the processes belong to the Definition.
+func (i *Instance) Close() error { return nil }
+
+// Start returns nil: an external agent plays its own sessions and writes
+// their events itself (docs/agent-protocol.md, "Sessions on the log");
+// forklab forks them through fold.
+func (i *Instance) Start(seed uint64) lab.Play { return nil }
+
+// Intervention returns the declared action arm applies at a fork, if the
+// declaration lists actions.
+func (i *Instance) Intervention(arm fork.Arm, fires bool) (world.Action, bool) {
+	name, ok := i.interventionName(arm, fires)
+	if !ok {
+		return 0, false
+	}
+	d := i.def.init.World
+	return d.Action(name)
+}
+
+// interventionName is the action arm applies at a fork, by name.
+func (i *Instance) interventionName(arm fork.Arm, fires bool) (string, bool) {
+	d := i.def.init.World
+	switch arm {
+	case fork.On, fork.Placebo:
+		iv, ok := d.Intervention(string(arm))
+		return iv.Action, ok
+	case fork.Policy:
+		iv, ok := d.Intervention(string(fork.On))
+		return iv.Action, ok && fires
+	}
+	return "", false
+}
+
+// Checkpoint asks the agent to play seed's run to forkStep.
+func (i *Instance) Checkpoint(seed uint64, forkStep int) (lab.ForkResult, error) {
+	var res lab.SeedResult
+	plan := lab.Plan{ForkSteps: []int{forkStep}, Arms: []fork.Arm{fork.Off}, Replicas: 1}
+	res.Resize(&i.def.init.World, plan)
+	c := i.startCall(seed, plan.ForkSteps, &res)
+	if err := i.def.pool.do(context.Background(), []*call{c}); err != nil {
+		return lab.ForkResult{}, err
+	}
+	if c.err != nil {
+		return lab.ForkResult{}, c.err
+	}
+	return res.Forks[0], nil
+}
+
+// Branch asks the agent to finish one branch of checkpoint. The policy
+// arm needs the checkpoint's features, which an agent's checkpoint does
+// not carry in a form forklab reads: it is refused here (fork it from the
+// session log, whose fold gives them).
+func (i *Instance) Branch(checkpoint []byte, arm fork.Arm, replica int, rule func([]world.Value) bool) (lab.Outcome, error) {
+	if arm == fork.Policy {
+		return lab.Outcome{}, fmt.Errorf("the policy arm needs the checkpoint's features: fork an agent's run from the session log (forklab fork --stream … --agent …), whose fold reports them")
+	}
+	return i.BranchAt(context.Background(), 0, 0, checkpoint, arm, replica, false)
+}
+
+// BranchAt asks the agent to finish one branch of checkpoint, taken of
+// seed at forkStep; fires is the policy rule's verdict on its features.
+func (i *Instance) BranchAt(ctx context.Context, seed uint64, forkStep int, checkpoint []byte, arm fork.Arm, replica int, fires bool) (lab.Outcome, error) {
+	if !json.Valid(checkpoint) {
+		return lab.Outcome{}, fmt.Errorf("%w: the checkpoint is not JSON", fork.ErrCheckpoint)
+	}
+	if !armSupported(i.def.init.World, arm) {
+		d := i.def.init.World
+		return lab.Outcome{}, fmt.Errorf("agent world %s declares no intervention for arm %s (its arms: %v)", d.Name, arm, d.Arms())
+	}
+	out := make([]lab.BranchResult, 1)
+	c := i.branchCall(seed, forkStep, checkpoint, []fork.Arm{arm}, 1, fires, out, replica)
+	if err := i.def.pool.do(ctx, []*call{c}); err != nil {
+		return lab.Outcome{}, err
+	}
+	if c.err != nil {
+		return lab.Outcome{}, c.err
+	}
+	if out[0].Err != "" {
+		return lab.Outcome{}, errors.New(out[0].Err)
+	}
+	return lab.Outcome{Seed: seed, ForkStep: forkStep, BranchResult: out[0]}, nil
+}
+
+func armSupported(d world.Declaration, arm fork.Arm) bool {
+	for _, a := range d.Arms() {
+		if a == string(arm) {
+			return true
+		}
+	}
+	return false
+}
+
+// startCall is the start request of seed, decoding into res.
+func (i *Instance) startCall(seed uint64, forkSteps []int, res *lab.SeedResult) *call {
+	d := &i.def.init.World
+	return &call{method: MethodStart, units: 1,
+		params: StartParams{Seed: seed, ForkSteps: forkSteps, Params: i.params, Model: i.model},
+		decode: func(raw json.RawMessage) error {
+			var r StartResult
+			if err := decodeResult("start.result", raw, &r); err != nil {
+				return err
+			}
+			if len(r.Forks) != len(forkSteps) {
+				return fmt.Errorf("result.forks has %d entries for %d fork steps asked", len(r.Forks), len(forkSteps))
+			}
+			var err error
+			if res.Task, err = parseValues("result.task", d.Task, r.Task, res.Task[:0]); err != nil {
+				return err
+			}
+			for k := range r.Forks {
+				where := fmt.Sprintf("result.forks[%d]", k)
+				if *r.Forks[k].ForkStep != forkSteps[k] {
+					return fmt.Errorf("%s.fork_step is %d, but fork step %d was asked there", where, *r.Forks[k].ForkStep, forkSteps[k])
+				}
+				if err := parseFork(where, d, &r.Forks[k], &res.Forks[k]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}
+}
+
+// branchCall is the branch request of every arm and replica of one
+// checkpoint, decoding into out (arm-major). With replicas 1, firstReplica
+// numbers the only replica.
+func (i *Instance) branchCall(seed uint64, forkStep int, checkpoint []byte, arms []fork.Arm, replicas int, fires bool, out []lab.BranchResult, firstReplica int) *call {
+	d := &i.def.init.World
+	specs := make([]BranchSpec, 0, len(arms)*replicas)
+	for _, arm := range arms {
+		var iv *string
+		if name, ok := i.interventionName(arm, fires); ok {
+			iv = &name
+		}
+		for r := range replicas {
+			rep := firstReplica + r
+			specs = append(specs, BranchSpec{Arm: arm, Intervention: iv, Replica: rep, NoiseKey: NoiseKey(seed, forkStep, arm, rep)})
+		}
+	}
+	return &call{method: MethodBranch, units: len(specs),
+		params: BranchParams{Seed: seed, ForkStep: forkStep, Checkpoint: checkpoint, Branches: specs},
+		decode: func(raw json.RawMessage) error {
+			var r BranchResult
+			if err := decodeResult("branch.result", raw, &r); err != nil {
+				return err
+			}
+			if len(r.Branches) != len(specs) {
+				return fmt.Errorf("result.branches has %d entries for %d branches asked", len(r.Branches), len(specs))
+			}
+			for k, wb := range r.Branches {
+				b := &out[k]
+				*b = lab.BranchResult{Details: b.Details[:0]}
+				if wb.Error != nil {
+					b.Err = fmt.Sprintf("the agent reported the branch failed: %s", wb.Error.Error())
+					continue
+				}
+				cost, err := parseCost(fmt.Sprintf("result.branches[%d].cost", k), d.Cost, wb.Cost)
+				if err != nil {
+					return err
+				}
+				b.Success, b.Cost, b.Intervened = *wb.Success, cost, specs[k].Intervention != nil
+				if len(wb.Details) > 0 && string(wb.Details) != "null" {
+					if b.Details, err = compactJSON(b.Details, wb.Details); err != nil {
+						return fmt.Errorf("result.branches[%d].details: %v", k, err)
+					}
+				}
+			}
+			return nil
+		}}
+}
