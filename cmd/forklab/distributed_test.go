@@ -112,7 +112,8 @@ func runningAttempts(out string) map[string]string {
 
 // chaosPlan is how hard the chaos driver hits a distributed sweep.
 type chaosPlan struct {
-	seeds string
+	// spec is the sweep's flags (seeds, world or agent, …).
+	spec []string
 	// kills is how many workers it SIGKILLs mid-unit (each replaced by a
 	// new one); stops how many it stops for good (SIGTERM: they finish
 	// their unit and leave), each after a kill.
@@ -120,6 +121,9 @@ type chaosPlan struct {
 	// coordinatorKill: SIGKILL the coordinator once, after the first
 	// worker kill, and start it again.
 	coordinatorKill bool
+	// report: compare forklab report's output too (slow for big sweeps;
+	// identical files imply it).
+	report bool
 }
 
 // The distributed sweep under chaos: 3 worker processes on the embedded
@@ -128,17 +132,39 @@ type chaosPlan struct {
 // starts new ones, stops some for good, and kills and restarts the
 // coordinator once. Every unit is finished, none lost: the files are the
 // single-process sweep's byte for byte, the manifest lists the same rows
-// and checksums, the report is the same. FORKLAB_CHAOS_DISTRIBUTED=1 (make
-// chaos-distributed) runs the long version: 12 kills, 2 stops.
+// and checksums. FORKLAB_CHAOS_DISTRIBUTED=1 (make chaos-distributed) runs
+// the long version: 12 kills, 2 stops, and the same report.
 func TestDistributedChaos(t *testing.T) {
-	plan := chaosPlan{seeds: "0:2000000", kills: 3, stops: 1, coordinatorKill: true}
-	long := os.Getenv("FORKLAB_CHAOS_DISTRIBUTED") != ""
-	if long {
-		plan = chaosPlan{seeds: "0:12000000", kills: 12, stops: 2, coordinatorKill: true}
+	plan := chaosPlan{spec: []string{"--seeds", "0:2000000", "--p-stall", "0.1", "--temperature", "0.05"}, kills: 3, stops: 1, coordinatorKill: true}
+	if os.Getenv("FORKLAB_CHAOS_DISTRIBUTED") != "" {
+		plan = chaosPlan{spec: []string{"--seeds", "0:12000000", "--p-stall", "0.1", "--temperature", "0.05"}, kills: 12, stops: 2, coordinatorKill: true, report: true}
 	}
+	runChaos(t, plan)
+}
+
+// The same through an external agent: the Python example (the seed's
+// reference core over forklab-agent/1), 2 agent processes per unit, units
+// of 5,000 seeds; workers SIGKILLed mid-unit take their agents with them.
+// The agent journals every seed it finished in the output directory, so a
+// unit redone pays for none of them twice; the files are the
+// single-process agent sweep's. FORKLAB_CHAOS_DISTRIBUTED=1: 10 kills.
+func TestDistributedAgentChaos(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	plan := chaosPlan{spec: []string{"--agent", "python3 ../../examples/agents/seed_core.py", "--parallel", "2",
+		"--seeds", "0:60000", "--unit-seeds", "5000", "--fork-at", "2,3"}, kills: 2, stops: 1}
+	if os.Getenv("FORKLAB_CHAOS_DISTRIBUTED") != "" {
+		plan.spec[6], plan.kills, plan.stops, plan.report = "0:400000", 10, 2, true
+	}
+	runChaos(t, plan)
+}
+
+// runChaos runs plan and checks the result against the single-process sweep.
+func runChaos(t *testing.T, plan chaosPlan) {
 	began := time.Now()
 	broker := startBroker(t)
-	spec := []string{"--seeds", plan.seeds, "--p-stall", "0.1", "--temperature", "0.05"}
+	spec := plan.spec
 	single := filepath.Join(t.TempDir(), "single")
 	mustRun(t, append([]string{"sweep", "--out", single, "-q"}, spec...)...)
 
@@ -255,7 +281,7 @@ func TestDistributedChaos(t *testing.T) {
 	}
 	t.Logf("%s: the distributed sweep is done: %d workers killed mid-unit, %d stopped, coordinator killed and restarted: %v; %d workers started in all",
 		time.Since(began).Round(time.Millisecond), kills, stops, coordKilled, nextID)
-	sameSweep(t, single, out, long)
+	sameSweep(t, single, out, plan.report)
 	m, err := sweep.ReadManifest(out)
 	if err != nil || m.Errors != 0 {
 		t.Fatalf("manifest errors %d (%v), want none", m.Errors, err)

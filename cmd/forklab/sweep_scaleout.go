@@ -262,20 +262,27 @@ wait ran out; 2: DIR holds nothing to finalize.`,
 }
 
 // published writes out's results.duckdb and the summary line of a sweep
-// just published.
+// just published; a sweep with more error pairs than its max_error_rate
+// exits 5, as forklab sweep does.
 func published(ctx context.Context, out string, res sweep.Result, start time.Time, quiet bool) error {
 	if _, err := export.WriteDB(ctx, out); err != nil {
 		return fmt.Errorf("write %s/results.duckdb: %w", out, err)
 	}
+	m := res.Manifest
 	if !quiet {
-		m := res.Manifest
-		errs := ""
-		if m.Errors > 0 {
-			errs = fmt.Sprintf(", %d error pairs", m.Errors)
-		}
-		fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs%s in %s\n",
-			out, m.Rows["tasks"], m.Rows["checkpoints"], m.Rows["branches"], m.Rows["pairs"], errs,
+		fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs in %s\n",
+			out, m.Rows["tasks"], m.Rows["checkpoints"], m.Rows["branches"], m.Rows["pairs"],
 			time.Since(start).Round(time.Millisecond))
+	}
+	if m.Errors > 0 {
+		pairs := m.Rows["pairs"]
+		msg := fmt.Sprintf("%d of %d pairs (%.2f%%) are errors, not labels", m.Errors, pairs, 100*m.ErrorRate)
+		if m.Incomplete {
+			return exitError{5, fmt.Errorf("INCOMPLETE: %s — above the max error rate %g%%, so the numbers are incomplete", msg, 100*m.MaxErrorRate)}
+		}
+		if !quiet {
+			fmt.Fprintf(os.Stderr, "warning: %s (within the max error rate %g%%)\n", msg, 100*m.MaxErrorRate)
+		}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/pipeline/lab/scaleout"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
 )
 
@@ -21,6 +22,8 @@ func init() {
 		sessionTimeout     time.Duration
 		verbose, quiet     bool
 		debug              bool
+		agentCmd           string
+		agentEnv           []string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -35,6 +38,15 @@ ledger entry; it is reported on QUEUE.results, and only then is its offset
 committed. Start any number of workers, anywhere, at any time; a worker
 killed mid-unit leaves its unit to the others, which write the same bytes.
 
+A sweep of an external agent (forklab sweep --distributed --agent CMD)
+starts the agent on the worker, as many processes as the coordinator's
+--parallel for each unit the worker runs at once; --agent CMD replaces the
+coordinator's command line (the agent may live elsewhere on this machine).
+The agent's environment is not sent over Kafka: the agent gets the worker's
+own environment, and --agent-env KEY=VALUE. Every seed an agent finished is
+journaled in the output directory, so a unit redone after a worker was
+killed pays for none of them twice.
+
 A unit whose attempts fail --max-attempts times (set by the coordinator) is
 written as error rows naming each failure. A worker that cannot write the
 output directory stops with the error and leaves the unit to the others.
@@ -44,7 +56,8 @@ group; a second one stops at once (the units go to other workers).
 
 Exit status 0: drained; 1: stopped by an error (named).`,
 		Example: `  forklab worker --brokers kafka-0:9092,kafka-1:9092,kafka-2:9092
-  forklab worker --brokers 127.0.0.1:9092 --parallel 2 -v`,
+  forklab worker --brokers 127.0.0.1:9092 --parallel 2 -v
+  forklab worker --brokers 127.0.0.1:9092 --agent 'python3 /opt/agents/seed_core.py' --agent-env OPENAI_API_KEY=$KEY`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if brokers == "" {
@@ -56,6 +69,14 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 			if sessionTimeout != 0 && sessionTimeout < 6*time.Second {
 				return usageErr("--session-timeout must be at least 6s (Kafka's group.min.session.timeout.ms), got %s", sessionTimeout)
 			}
+			env := map[string]string{}
+			for _, kv := range agentEnv {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return usageErr("--agent-env %q: want KEY=VALUE", kv)
+				}
+				env[k] = v
+			}
 			logf := func(string, ...any) {}
 			if verbose {
 				logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }
@@ -65,7 +86,14 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 			w, err := scaleout.NewWorker(ctx, scaleout.WorkerConfig{
 				Queue: scaleout.Queue{Brokers: splitList(brokers), Name: queue, Partitions: partitions},
 				ID:    id, Parallel: parallel, SessionTimeout: sessionTimeout, MaxUnits: maxUnits,
-				Version: version, Logf: logf, Debug: debug})
+				Version: version, Logf: logf, Debug: debug,
+				OpenAgent: func(ctx context.Context, a sweep.AgentSpec) (scaleout.Agent, error) {
+					if agentCmd != "" {
+						a.Command = agentCmd
+					}
+					a.Environment = env
+					return openAgent(ctx, &a)
+				}})
 			if err != nil {
 				return err
 			}
@@ -103,6 +131,8 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 	f.IntVar(&parallel, "parallel", 0, "units run at once, each a member of the group (0: one per CPU)")
 	f.IntVar(&maxUnits, "max-units", 0, "leave after finishing this many units (0: never)")
 	f.DurationVar(&sessionTimeout, "session-timeout", 10*time.Second, "how long Kafka waits for a silent worker before giving its units to others (at least 6s)")
+	f.StringVar(&agentCmd, "agent", "", "the command line that starts the agent of external-agent sweeps on this machine (default: the coordinator's)")
+	f.StringArrayVar(&agentEnv, "agent-env", nil, "KEY=VALUE added to the agents' environment (repeatable)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "a line per unit")
 	f.BoolVar(&debug, "debug", false, "log the Kafka client's errors too")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no start and summary lines")

@@ -137,6 +137,9 @@ func Coordinate(ctx context.Context, r sweep.Resolved, cfg CoordinatorConfig) (s
 	if len(cfg.Queue.Brokers) == 0 {
 		return res, errors.New("no Kafka brokers given (--brokers host:port,…)")
 	}
+	if len(r.Spec.MaxCost) > 0 {
+		return res, errors.New("max_cost (--max-cost) is not enforced across the workers of a distributed sweep: leave it out, or run the sweep in one process")
+	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 3
 	}
@@ -271,6 +274,18 @@ func (co *coordinator) start(ctx context.Context) error {
 	return writeRecord(co.st.Dir, co.rec)
 }
 
+// msgSpec is the spec as unit records carry it: an external agent's
+// environment stays out of Kafka (it holds API keys); workers give their
+// agents their own environment.
+func msgSpec(s sweep.Spec) sweep.Spec {
+	if s.Agent != nil && s.Agent.Environment != nil {
+		a := *s.Agent
+		a.Environment = nil
+		s.Agent = &a
+	}
+	return s
+}
+
 func newSweepID() string {
 	b := make([]byte, 16)
 	rand.Read(b)
@@ -279,7 +294,7 @@ func newSweepID() string {
 
 // unitMsg is unit u's record.
 func (co *coordinator) unitMsg(u sweep.Unit) UnitMsg {
-	return UnitMsg{Sweep: co.rec.Sweep, Out: co.st.Out, ForklabVersion: co.cfg.Version, Spec: co.r.Spec,
+	return UnitMsg{Sweep: co.rec.Sweep, Out: co.st.Out, ForklabVersion: co.cfg.Version, Spec: msgSpec(co.r.Spec),
 		Seq: co.r.UnitSeq(u), Unit: u, MaxAttempts: co.rec.MaxAttempts, LeaseMS: co.rec.LeaseMS}
 }
 

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/segmentio/kafka-go"
 )
@@ -41,6 +42,24 @@ type WorkerConfig struct {
 	Logf func(format string, args ...any)
 	// Debug logs kafka-go's errors through Logf too.
 	Debug bool
+	// OpenAgent starts the external agent of a sweep whose spec has one
+	// (forklab worker wires agentproc here, with its --agent command and
+	// --agent-env); nil refuses such sweeps.
+	OpenAgent func(ctx context.Context, a sweep.AgentSpec) (Agent, error)
+}
+
+// Agent is an external agent's world as a worker runs it: a definition
+// whose runners speak forklab-agent/1 to a pool of agent processes
+// (agentproc.Definition).
+type Agent interface {
+	lab.Definition
+	// SetJournal keeps the seeds the agent finished in dir, so that a
+	// unit run again pays for none of them twice.
+	SetJournal(dir string)
+	// SetLogDir sends the agent processes' standard error to files in
+	// dir.
+	SetLogDir(dir string)
+	Close() error
 }
 
 // WorkerStats counts what a worker did.
@@ -179,15 +198,23 @@ type member struct {
 
 // memberSweep is what a member keeps of a sweep it ran units of.
 type memberSweep struct {
-	r    sweep.Resolved
-	st   *sweep.Staging
-	uw   *sweep.UnitWriter
-	used time.Time
+	r     sweep.Resolved
+	st    *sweep.Staging
+	uw    *sweep.UnitWriter
+	agent Agent
+	used  time.Time
+}
+
+func (s *memberSweep) close() {
+	s.uw.Close()
+	if s.agent != nil {
+		s.agent.Close()
+	}
 }
 
 func (m *member) close() {
 	for _, s := range m.sweeps {
-		s.uw.Close()
+		s.close()
 	}
 }
 
@@ -299,18 +326,41 @@ func stateOf(msg UnitMsg) (sweepState, error) {
 
 // sweepOf returns the member's state of msg's sweep, resolving its spec
 // the first time.
-func (m *member) sweepOf(msg UnitMsg) (*memberSweep, error) {
+func (m *member) sweepOf(ctx context.Context, msg UnitMsg) (*memberSweep, error) {
 	if s, ok := m.sweeps[msg.Sweep]; ok {
 		s.used = time.Now()
 		return s, nil
 	}
-	r, err := msg.Spec.Resolve()
+	st := &sweep.Staging{Out: msg.Out, Dir: sweep.StagingDir(msg.Out)}
+	var (
+		r     sweep.Resolved
+		agent Agent
+		err   error
+	)
+	if a := msg.Spec.Agent; a != nil {
+		if m.w.cfg.OpenAgent == nil {
+			return nil, errFatal{fmt.Errorf("sweep %s runs an external agent, which this worker cannot start", msg.Sweep)}
+		}
+		if agent, err = m.w.cfg.OpenAgent(ctx, *a); err != nil {
+			return nil, errFatal{fmt.Errorf("sweep %s: start its agent: %w", msg.Sweep, err)}
+		}
+		agent.SetJournal(st.JournalDir())
+		agent.SetLogDir(filepath.Join(st.Dir, sweep.AgentLogs, m.id))
+		r, err = msg.Spec.ResolveWith(agent)
+	} else {
+		r, err = msg.Spec.Resolve()
+	}
 	if err != nil {
+		if agent != nil {
+			agent.Close()
+		}
 		return nil, errFatal{fmt.Errorf("sweep %s: this worker cannot run its spec: %w", msg.Sweep, err)}
 	}
-	st := &sweep.Staging{Out: msg.Out, Dir: sweep.StagingDir(msg.Out)}
 	uw, err := sweep.NewUnitWriter(r, st, sweep.Options{Progress: func(n, _ int) { m.seeds.Add(uint64(n)) }})
 	if err != nil {
+		if agent != nil {
+			agent.Close()
+		}
 		return nil, errFatal{fmt.Errorf("sweep %s: %w", msg.Sweep, err)}
 	}
 	// Keep the four sweeps used last.
@@ -321,10 +371,10 @@ func (m *member) sweepOf(msg UnitMsg) (*memberSweep, error) {
 				oldest = id
 			}
 		}
-		m.sweeps[oldest].uw.Close()
+		m.sweeps[oldest].close()
 		delete(m.sweeps, oldest)
 	}
-	s := &memberSweep{r: r, st: st, uw: uw, used: time.Now()}
+	s := &memberSweep{r: r, st: st, uw: uw, agent: agent, used: time.Now()}
 	m.sweeps[msg.Sweep] = s
 	return s, nil
 }
@@ -349,7 +399,7 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 	switch state {
 	case gone:
 		if s, ok := m.sweeps[msg.Sweep]; ok {
-			s.uw.Close()
+			s.close()
 			delete(m.sweeps, msg.Sweep)
 		}
 		m.logf("unit %s of sweep %s: %s no longer holds that sweep (finished, replaced or removed): skipped", id, short(msg.Sweep), msg.Out)
@@ -363,7 +413,7 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 		}
 		return m.putBack(ctx, msg, msg.Failures)
 	}
-	s, err := m.sweepOf(msg)
+	s, err := m.sweepOf(ctx, msg)
 	if err != nil {
 		return err
 	}
