@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -103,5 +104,28 @@ func TestShardsThenFinalize(t *testing.T) {
 		if _, errs, code := run(t, append([]string{"sweep", "--out", t.TempDir()}, bad...)...); code != 2 {
 			t.Errorf("sweep %v: exit %d, %s", bad, code, errs)
 		}
+	}
+}
+
+// An external agent's sweep split in three: each share starts the agent,
+// the finishing step does not (it resolves the sweep through the
+// declaration the units were written with); the files are the
+// single-process agent sweep's.
+func TestAgentShardsThenFinalize(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	args := []string{"--agent", "python3 ../../examples/agents/seed_core.py", "--seeds", "0:3000", "--unit-seeds", "500", "--fork-at", "2,3", "-q"}
+	single := filepath.Join(t.TempDir(), "single")
+	mustRun(t, append([]string{"sweep", "--out", single}, args...)...)
+	out := filepath.Join(t.TempDir(), "out")
+	for i := range 3 {
+		mustRun(t, append([]string{"sweep", "--out", out, "--shard", strconv.Itoa(i) + "/3"}, args...)...)
+	}
+	mustRun(t, "sweep", "finalize", out, "-q")
+	sameSweep(t, single, out, false)
+	logs, _ := os.ReadDir(filepath.Join(out, sweep.AgentLogs))
+	if len(logs) != 3 {
+		t.Fatalf("agent logs: %d folders, want one per share", len(logs))
 	}
 }

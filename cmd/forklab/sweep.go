@@ -163,7 +163,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				}
 			}
 			if sf.shard != "" || sf.distributed {
-				return sf.run(cmd, resolved, out, overwrite, quiet, workers)
+				return sf.run(cmd, resolved, ext, out, overwrite, quiet, workers)
 			}
 			st, err := sweep.Stage(out, overwrite, resume)
 			if err != nil {

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/forklab/forklab/pipeline/analysis/export"
+	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/scaleout"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/mattn/go-isatty"
@@ -87,12 +90,24 @@ func (sf *scaleFlags) check(cmd *cobra.Command, resume, fromLog bool) error {
 	return nil
 }
 
-// run runs the share or the distributed sweep.
-func (sf *scaleFlags) run(cmd *cobra.Command, r sweep.Resolved, out string, overwrite, quiet bool, workers int) error {
+// run runs the share or the distributed sweep; ext is the sweep's
+// external agent, or nil.
+func (sf *scaleFlags) run(cmd *cobra.Command, r sweep.Resolved, ext *agentproc.Definition, out string, overwrite, quiet bool, workers int) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if sf.distributed {
 		return sf.coordinate(ctx, r, out, overwrite, quiet)
+	}
+	if ext != nil {
+		// As forklab sweep: the agent's finished seeds journaled beside
+		// the units (a share run again pays for none twice), its stderr
+		// in the output, one unit per agent process.
+		st := &sweep.Staging{Out: out, Dir: sweep.StagingDir(out)}
+		ext.SetJournal(st.JournalDir())
+		ext.SetLogDir(filepath.Join(st.Dir, sweep.AgentLogs, "share-"+strconv.Itoa(sf.share.I)))
+		if !cmd.Flags().Changed("workers") {
+			workers = max(1, r.Spec.Agent.Parallel)
+		}
 	}
 	return runShare(ctx, r, out, sf.share, overwrite, quiet, workers)
 }
@@ -273,6 +288,18 @@ func published(ctx context.Context, out string, res sweep.Result, start time.Tim
 		fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs in %s\n",
 			out, m.Rows["tasks"], m.Rows["checkpoints"], m.Rows["branches"], m.Rows["pairs"],
 			time.Since(start).Round(time.Millisecond))
+		// The label counts, as forklab sweep prints them.
+		for _, l := range res.Labels {
+			where := fmt.Sprintf("fork step %d", l.ForkStep)
+			if len(m.Configs) > 1 {
+				where = fmt.Sprintf("config %d · %s", l.Config, where)
+			}
+			errs := ""
+			if l.Errors > 0 {
+				errs = fmt.Sprintf("   errors %d (no label)", l.Errors)
+			}
+			fmt.Printf("%s vs off · %s: rescued %d   harmed %d   unchanged %d   net %+d%s\n", l.Arm, where, l.Rescued, l.Harmed, l.Unchanged, l.Net(), errs)
+		}
 	}
 	if m.Errors > 0 {
 		pairs := m.Rows["pairs"]
