@@ -32,12 +32,12 @@ func cluster(t testing.TB, n int) []string {
 	return c.ListenAddrs()
 }
 
-// smallUnits is a counter sweep of 1024-seed units: 12 of them.
+// smallUnits is a noisy counter sweep of 1024-seed units: 12 of them.
 func smallUnits() sweep.Spec {
 	spec := sweep.DefaultSpec()
 	spec.ForkAt = []int{2, 3}
-	spec.Replicas = 64 // 2 fork steps × 2 arms × 64 = 256 branches a seed: 1024 seeds a unit
 	spec.Model.Temperature = 0.05
+	spec.UnitSeeds = 1024
 	spec.Seeds = sweep.Range{Start: 0, End: 12*1024 - 100}
 	return spec
 }
