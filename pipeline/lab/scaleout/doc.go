@@ -16,6 +16,22 @@
 //     as a Kubernetes Indexed Job: share I of N runs the units whose
 //     position is I modulo N; forklab sweep finalize checks that every
 //     share is in and publishes.
-//   - Work units on Kafka (Coordinator, Worker; docs/scale-out.md), for
-//     pools of workers that come and go.
+//   - Work units on Kafka (Coordinate, Worker), for pools of workers that
+//     come and go. The coordinator publishes one record per unit (UnitMsg:
+//     the spec, the output directory, the attempt limit and lease) on a
+//     queue's units topic and follows the workers' reports (Report) on its
+//     results topic. Workers read the units topic as one consumer group;
+//     for each unit they write its files and ledger entry, report it done,
+//     and only then commit its offset, so a worker killed at any point
+//     leaves the unit to be delivered again, and the ledger makes a second
+//     delivery harmless. Attempts are recorded on the shared storage with
+//     a heartbeat, because a crashed worker cannot report its own failure;
+//     a unit whose attempts fail MaxAttempts times is written as error
+//     rows naming them (a poison unit), and every retry goes to the end of
+//     its partition, so no unit holds up the others. A coordinator stopped
+//     and started again picks its sweep up from the staging directory's
+//     record, the ledger and the topics.
+//
+// docs/scale-out.md describes the topics, the records, the order of a
+// unit's steps, and how to size a sweep.
 package scaleout
