@@ -129,3 +129,33 @@ func TestAgentShardsThenFinalize(t *testing.T) {
 		t.Fatalf("agent logs: %d folders, want one per share", len(logs))
 	}
 }
+
+// Flags of spread sweeps that do not fit are refused with status 2 and a
+// line saying what to do.
+func TestScaleOutFlagRefusals(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sweep", "--distributed", "--out", out}, "--distributed needs --brokers"},
+		{[]string{"sweep", "--brokers", "x:1", "--out", out}, "--brokers applies only with --distributed"},
+		{[]string{"sweep", "--distributed", "--brokers", "x:1", "--shard", "0/2", "--out", out}, "--shard and --distributed do not go together"},
+		{[]string{"sweep", "--distributed", "--brokers", "x:1", "--resume", "--out", out}, "run the same command again"},
+		{[]string{"sweep", "--distributed", "--brokers", "x:1", "--workers", "2", "--out", out}, "start forklab worker processes"},
+		{[]string{"sweep", "--distributed", "--brokers", "x:1", "--max-attempts", "0", "--out", out}, "--max-attempts must be between 1 and 100"},
+		{[]string{"sweep", "finalize", out, "--wait", "-1s"}, "--wait must be 0 or more"},
+		{[]string{"sweep", "finalize", out}, "nothing to finalize"},
+		{[]string{"worker"}, "--brokers is required"},
+		{[]string{"worker", "--brokers", "x:1", "--session-timeout", "1s"}, "--session-timeout must be at least 6s"},
+		{[]string{"worker", "--brokers", "x:1", "--agent-env", "NOEQUALS"}, "want KEY=VALUE"},
+	} {
+		_, errs, code := run(t, c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
+			t.Errorf("forklab %v: exit %d, %q; want 2 and one line saying %q", c.args, code, errs, c.want)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a refused command created the output directory")
+	}
+}
