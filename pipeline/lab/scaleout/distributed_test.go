@@ -15,21 +15,22 @@ import (
 	"github.com/forklab/forklab/pipeline/lab/scaleout/faulty"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/world"
-	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/forklab/forklab/stream/broker"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// cluster starts an in-process Kafka-protocol cluster of n brokers and
-// returns their addresses.
+// cluster starts a development cluster of n brokers (stream/broker, the
+// cluster forklab kafka serve runs) in this process, topics replicated
+// across them, and returns their addresses.
 func cluster(t testing.TB, n int) []string {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(n))
+	c, err := broker.StartCluster(broker.ClusterConfig{Brokers: n})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return c.ListenAddrs()
+	return c.Addrs()
 }
 
 // smallUnits is a noisy counter sweep of 1024-seed units: 12 of them.
