@@ -179,7 +179,7 @@ type chaosPlan struct {
 // and checksums. FORKLAB_CHAOS_DISTRIBUTED=1 (make chaos-distributed) runs
 // the long version: 12 kills, 2 stops, and the same report.
 func TestDistributedChaos(t *testing.T) {
-	plan := chaosPlan{spec: []string{"--seeds", "0:2000000", "--p-stall", "0.1", "--temperature", "0.05"}, kills: 3, stops: 1, coordinatorKill: true}
+	plan := chaosPlan{spec: []string{"--seeds", "0:1200000", "--unit-seeds", "100000", "--p-stall", "0.1", "--temperature", "0.05"}, kills: 3, stops: 1, coordinatorKill: true}
 	if os.Getenv("FORKLAB_CHAOS_DISTRIBUTED") != "" {
 		plan = chaosPlan{spec: []string{"--seeds", "0:12000000", "--p-stall", "0.1", "--temperature", "0.05"}, kills: 12, stops: 2, coordinatorKill: true, report: true, cluster: true}
 	}
@@ -188,8 +188,8 @@ func TestDistributedChaos(t *testing.T) {
 
 // The same through an external agent, on the 3-broker cluster: the Python
 // example (the seed's reference core over forklab-agent/1), 2 agent
-// processes per unit, units of 5,000 seeds; workers SIGKILLed mid-unit take
-// their agents with them.
+// processes per unit, 30,000 seeds in units of 2,500; workers SIGKILLed
+// mid-unit take their agents with them.
 // The agent journals every seed it finished in the output directory, so a
 // unit redone pays for none of them twice; the files are the
 // single-process agent sweep's. FORKLAB_CHAOS_DISTRIBUTED=1: 10 kills.
@@ -198,9 +198,10 @@ func TestDistributedAgentChaos(t *testing.T) {
 		t.Skip("no python3")
 	}
 	plan := chaosPlan{spec: []string{"--agent", "python3 ../../examples/agents/seed_core.py", "--parallel", "2",
-		"--seeds", "0:60000", "--unit-seeds", "5000", "--fork-at", "2,3"}, kills: 2, stops: 1, cluster: true}
+		"--seeds", "0:30000", "--unit-seeds", "2500", "--fork-at", "2,3"}, kills: 2, stops: 1, cluster: true}
 	if os.Getenv("FORKLAB_CHAOS_DISTRIBUTED") != "" {
 		plan.spec[slices.Index(plan.spec, "--seeds")+1] = "0:400000"
+		plan.spec[slices.Index(plan.spec, "--unit-seeds")+1] = "5000"
 		plan.kills, plan.stops, plan.report = 10, 2, true
 	}
 	runChaos(t, plan)
@@ -352,8 +353,8 @@ func TestDistributedPoisonUnitKillsWorkers(t *testing.T) {
 	broker := startCluster(t)
 	out := filepath.Join(t.TempDir(), "out")
 	coord := startProc(t, "coordinator", "sweep", "--distributed", "--brokers", broker, "--queue", "poison", "--partitions", "4",
-		"--max-attempts", "2", "--lease", "1s", "--out", out, "--world", "faulty", "--param", "crash_seed=300000", "--param", "crash=exit",
-		"--seeds", "0:600000", "-q")
+		"--max-attempts", "2", "--lease", "1s", "--out", out, "--world", "faulty", "--param", "crash_seed=120000", "--param", "crash=exit",
+		"--seeds", "0:250000", "--unit-seeds", "50000", "-q")
 	var workers []*proc
 	defer func() {
 		for _, w := range workers {
@@ -383,9 +384,9 @@ func TestDistributedPoisonUnitKillsWorkers(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// The sweep is published, and said incomplete: 131,072 of 600,000
+	// The sweep is published, and said incomplete: 50,000 of 250,000
 	// pairs are errors, above the default max error rate of 1%.
-	if code := coord.cmd.ProcessState.ExitCode(); code != 5 || !strings.Contains(coord.errb.String(), "INCOMPLETE: 131072 of 600000 pairs (21.85%) are errors") {
+	if code := coord.cmd.ProcessState.ExitCode(); code != 5 || !strings.Contains(coord.errb.String(), "INCOMPLETE: 50000 of 250000 pairs (20.00%) are errors") {
 		t.Fatalf("coordinator: exit %d: %s", code, coord.errb)
 	}
 	for _, w := range workers {
@@ -397,8 +398,8 @@ func TestDistributedPoisonUnitKillsWorkers(t *testing.T) {
 		t.Errorf("%d workers exited with the faulty world's status 3, want 2 (the attempt limit)", crashed)
 	}
 	got := mustRun(t, "sql", out, `SELECT status, min(seed) AS lo, max(seed) AS hi, count(*) AS pairs, count(label) AS labelled FROM pairs GROUP BY status ORDER BY status`, "--format", "csv")
-	// Unit 2 holds seeds 262144:393216.
-	want := "status,lo,hi,pairs,labelled\nerror,262144,393215,131072,0\nok,0,599999,468928,468928\n"
+	// Unit 2 holds seeds 100000:150000.
+	want := "status,lo,hi,pairs,labelled\nerror,100000,149999,50000,0\nok,0,249999,200000,200000\n"
 	if got != want {
 		t.Fatalf("pairs by status:\n%s\nwant:\n%s", got, want)
 	}
@@ -408,8 +409,8 @@ func TestDistributedPoisonUnitKillsWorkers(t *testing.T) {
 		t.Fatalf("error text: %s", reason)
 	}
 	counter := filepath.Join(t.TempDir(), "counter")
-	mustRun(t, "sweep", "--seeds", "0:600000", "--out", counter, "-q")
-	q := `SELECT seed, fork_step, arm, label FROM pairs WHERE status = 'ok' AND NOT seed BETWEEN 262144 AND 393215 ORDER BY ALL`
+	mustRun(t, "sweep", "--seeds", "0:250000", "--unit-seeds", "50000", "--out", counter, "-q")
+	q := `SELECT seed, fork_step, arm, label FROM pairs WHERE status = 'ok' AND NOT seed BETWEEN 100000 AND 149999 ORDER BY ALL`
 	if a, b := mustRun(t, "sql", counter, q, "--format", "csv"), mustRun(t, "sql", out, q, "--format", "csv"); a != b {
 		t.Fatal("the units around the poison unit differ from the counter's")
 	}

@@ -72,7 +72,7 @@ func sameSweep(t *testing.T, want, dir string, report bool) {
 // files, manifest rows and report. A finalize before the last share names
 // it; a share out of range or with --resume is refused with status 2.
 func TestShardsThenFinalize(t *testing.T) {
-	args := []string{"--seeds", "0:150000", "--fork-at", "1-3", "--p-stall", "0.1", "-q"}
+	args := []string{"--seeds", "0:60000", "--unit-seeds", "15000", "--fork-at", "1-3", "--p-stall", "0.1", "-q"}
 	single := filepath.Join(t.TempDir(), "single")
 	mustRun(t, append([]string{"sweep", "--out", single}, args...)...)
 	out := filepath.Join(t.TempDir(), "out")
@@ -91,7 +91,7 @@ func TestShardsThenFinalize(t *testing.T) {
 		}
 	}
 	_, errs, code := run(t, "sweep", "finalize", out)
-	if code != 1 || !strings.Contains(errs, "1 of 4 units are missing, of share(s) 1/3 (c0-s000001 (config 0, seeds 43648:87296))") {
+	if code != 1 || !strings.Contains(errs, "1 of 4 units are missing, of share(s) 1/3 (c0-s000001 (config 0, seeds 15000:30000))") {
 		t.Fatalf("finalize without share 1/3: exit %d, %s", code, errs)
 	}
 	mustRun(t, append([]string{"sweep", "--out", out, "--shard", "1/3"}, args...)...)
@@ -115,7 +115,7 @@ func TestAgentShardsThenFinalize(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3")
 	}
-	args := []string{"--agent", "python3 ../../examples/agents/seed_core.py", "--seeds", "0:3000", "--unit-seeds", "500", "--fork-at", "2,3", "-q"}
+	args := []string{"--agent", "python3 ../../examples/agents/seed_core.py", "--seeds", "0:1200", "--unit-seeds", "200", "--fork-at", "2,3", "-q"}
 	single := filepath.Join(t.TempDir(), "single")
 	mustRun(t, append([]string{"sweep", "--out", single}, args...)...)
 	out := filepath.Join(t.TempDir(), "out")
