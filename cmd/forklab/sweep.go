@@ -31,6 +31,7 @@ func init() {
 		af                                             *agentFlags
 		fromLog, logPrefix, token                      string
 		logParallel                                    int
+		sf                                             *scaleFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "sweep",
@@ -58,13 +59,23 @@ retried --retries times, then its pairs written as error rows, never labels.
 Every seed the agent finished is journaled at once, so a sweep killed at any
 point and run again with --resume pays for no finished fork twice.
 
+On many machines (docs/scale-out.md), with --out on storage they all write
+at the same path: --shard I/N runs only share I of N of the sweep's units
+(I from 0) and forklab sweep finalize publishes once every share is in; or
+--distributed --brokers B publishes the units on Kafka for forklab worker
+processes, shows their progress and publishes when every unit is in (run
+the same command again to pick up a stopped coordinator's sweep). Either
+way the tables are the single-process sweep's, byte for byte.
+
 Exit status: 0 done; 5 done, but more than --max-error-rate of the pairs
 are errors (the numbers are incomplete; --resume plays the failed units
 again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 		Example: `  forklab sweep --seeds 0:300 --fork-at 3 --out out
   forklab sweep --seeds 0:10000 --fork-at 1-4 --arms off,on,placebo,aa --temperature 0.1 --replicas 5 --out noisy
   forklab sweep --from-log http://127.0.0.1:4437 --seeds 0:300 --out from-log
-  forklab sweep --agent 'python3 examples/agents/seed_core.py' --parallel 2 --seeds 0:300 --out x`,
+  forklab sweep --agent 'python3 examples/agents/seed_core.py' --parallel 2 --seeds 0:300 --out x
+  forklab sweep --seeds 0:30000000 --shard 0/3 --out /data/big
+  forklab sweep --distributed --brokers kafka:9092 --seeds 0:300000000 --out /data/big`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if workers < 0 {
@@ -72,6 +83,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			}
 			if logParallel < 1 {
 				return usageErr("--log-parallel must be at least 1, got %d", logParallel)
+			}
+			if err := sf.check(cmd, resume, fromLog != ""); err != nil {
+				return err
 			}
 			if fromLog == "" {
 				for _, name := range []string{"log-prefix", "log-parallel", "token"} {
@@ -147,6 +161,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				if resolved, err = spec.Resolve(); err != nil {
 					return asInput(err)
 				}
+			}
+			if sf.shard != "" || sf.distributed {
+				return sf.run(cmd, resolved, ext, out, overwrite, quiet, workers)
 			}
 			st, err := sweep.Stage(out, overwrite, resume)
 			if err != nil {
@@ -282,5 +299,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 	f.StringVar(&token, "token", os.Getenv("FORKLAB_TOKEN"), "bearer token for --from-log (default $FORKLAB_TOKEN)")
 	wf = addWorldFlags(f)
 	af = addAgentFlags(f)
+	sf = addScaleFlags(f)
+	cmd.AddCommand(finalizeCmd())
 	rootCmd.AddCommand(cmd)
 }

@@ -251,7 +251,6 @@ func (t *tableFile) open(dir, name string, buffered bool) error {
 		return err
 	}
 	t.path = filepath.Join(dir, name)
-	t.tmp = filepath.Join(dir, "."+name+".tmp")
 	t.buffered, t.bad = buffered, false
 	t.rows, t.n = 0, 0
 	t.resetCols()
@@ -290,12 +289,24 @@ func (t *tableFile) open(dir, name string, buffered bool) error {
 	return nil
 }
 
-// start creates the temporary file and its writer with layout fl.
+// start creates the temporary file and its writer with layout fl. The
+// temporary name is unique (".NAME.tmp-RANDOM"): processes that write the
+// same unit at once (a distributed sweep's worker and the one its unit was
+// redelivered to) each write their own file, and the last rename wins with
+// the same bytes.
 func (t *tableFile) start(fl *fileLayout) error {
-	f, err := os.Create(t.tmp)
+	f, err := os.CreateTemp(filepath.Dir(t.path), "."+filepath.Base(t.path)+tmpInfix+"*")
 	if err != nil {
 		return err
 	}
+	// CreateTemp makes the file private (0600); a table is an ordinary
+	// file.
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	t.tmp = f.Name()
 	t.f, t.fl = f, fl
 	// A fresh writer per file: a Reset writer carries state from its last
 	// file into the next one's bytes, and the files must not depend on

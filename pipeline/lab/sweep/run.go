@@ -46,6 +46,9 @@ type Options struct {
 	// Buffered writes every unit buffered (as agents' sweeps are), for
 	// tests that hold both ways of writing to the same bytes.
 	Buffered bool
+	// SweepID, if set, is the manifest's sweep_id (a distributed sweep's
+	// id, which its records on Kafka carry); otherwise a new random one.
+	SweepID string
 	// KeptCost, if set, is called with the recorded cost of every unit
 	// kept from an interrupted sweep (cost so far, for --max-cost).
 	KeptCost func(world.Cost)
@@ -163,7 +166,10 @@ type Result struct {
 // --resume.
 func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, error) {
 	spec := r.Spec
-	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, SweepID: newSweepID(),
+	if opt.SweepID == "" {
+		opt.SweepID = newSweepID()
+	}
+	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, SweepID: opt.SweepID,
 		Spec: spec.redacted(), Declaration: r.Decl, Configs: r.Configs, Rows: map[string]int64{}, StartedAt: time.Now().UTC()}
 	var res Result
 	layouts, err := newLayouts(r.Decl)
@@ -237,9 +243,9 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 		e, ok := done[u.ID()]
 		var bad error
 		if !ok || e.Unit != u {
-			bad = fmt.Errorf("unit %s (config %d, seeds %s) is missing", u.ID(), u.Config, u.Seeds)
+			bad = &UnitError{Unit: u, Err: errMissing}
 		} else if err := verifyFiles(st.Dir, e.Files); err != nil {
-			bad = fmt.Errorf("unit %s (config %d, seeds %s) is damaged: %w", u.ID(), u.Config, u.Seeds, err)
+			bad = &UnitError{Unit: u, Err: fmt.Errorf("is damaged: %w", err)}
 		}
 		if bad != nil && opt.FinalizeOnly {
 			fail(fmt.Errorf("%w: run its share again", bad))
@@ -327,6 +333,9 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	}
 	m.MaxErrorRate = spec.ErrorRateLimit()
 	m.Incomplete = m.ErrorRate > m.MaxErrorRate
+	if err := removeTemps(st.Dir); err != nil {
+		return res, fmt.Errorf("staging %s: %w", st.Dir, err)
+	}
 	if err := syncTree(st.Dir); err != nil {
 		return res, fmt.Errorf("sync %s: %w", st.Dir, err)
 	}
@@ -418,6 +427,30 @@ func verifyFiles(dir string, files []FileInfo) error {
 		}
 	}
 	return nil
+}
+
+// tmpInfix marks a temporary file: ".NAME.tmp-RANDOM", as tableFile and
+// atomicfile name them.
+const tmpInfix = ".tmp-"
+
+// removeTemps removes the temporary files under root that writers killed
+// mid-file left behind (a unit's files are only ever renamed into place
+// whole), so that none is published.
+func removeTemps(root string) error {
+	return filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil // a writer's rename got there first
+			}
+			return err
+		}
+		if n := d.Name(); !d.IsDir() && strings.HasPrefix(n, ".") && strings.Contains(n, tmpInfix) {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // syncTree syncs every directory under root (their entries are renamed

@@ -1,0 +1,636 @@
+package scaleout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/forklab/forklab/pipeline/lab"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/segmentio/kafka-go"
+)
+
+// WorkerConfig configures a worker process.
+type WorkerConfig struct {
+	Queue Queue
+	// ID names the worker in reports and attempt records (letters,
+	// digits, '.', '_', '-'); default HOST-PID.
+	ID string
+	// Parallel is how many units the worker runs at once, each as its own
+	// member of the consumer group (ID-0, ID-1, …); default one per CPU.
+	Parallel int
+	// SessionTimeout is how long Kafka waits for a silent member (a
+	// worker killed) before giving its partitions to the others; default
+	// 10s, at least the cluster's group.min.session.timeout.ms (6s).
+	SessionTimeout time.Duration
+	// MaxUnits, if positive, makes the worker leave after finishing that
+	// many units (tests, benchmarks).
+	MaxUnits int
+	// Version is this forklab's version: units published by another are
+	// refused.
+	Version string
+	// Logf, if set, gets a line per unit and event.
+	Logf func(format string, args ...any)
+	// Debug logs kafka-go's errors through Logf too.
+	Debug bool
+	// OpenAgent starts the external agent of a sweep whose spec has one
+	// (forklab worker wires agentproc here, with its --agent command and
+	// --agent-env); nil refuses such sweeps.
+	OpenAgent func(ctx context.Context, a sweep.AgentSpec) (Agent, error)
+}
+
+// Agent is an external agent's world as a worker runs it: a definition
+// whose runners speak forklab-agent/1 to a pool of agent processes
+// (agentproc.Definition).
+type Agent interface {
+	lab.Definition
+	// SetJournal keeps the seeds the agent finished in dir, so that a
+	// unit run again pays for none of them twice.
+	SetJournal(dir string)
+	// SetLogDir sends the agent processes' standard error to files in
+	// dir.
+	SetLogDir(dir string)
+	Close() error
+}
+
+// WorkerStats counts what a worker did.
+type WorkerStats struct {
+	// Units it ran and finished; Again found finished already (a record
+	// delivered twice); Poison written as error rows; Failed attempts;
+	// Deferred units put back because another worker was running them.
+	Units, Again, Poison, Failed, Deferred int64
+}
+
+// Worker takes units from a queue's units topic as members of its
+// consumer group, runs them into their sweeps' staging directories and
+// reports them on the results topic.
+//
+// For each unit record, in order:
+//
+//  1. A unit of a sweep its directory no longer holds (finished, or
+//     replaced) is skipped.
+//  2. A unit already finished (ledger entry, files of the recorded sizes)
+//     is reported done again: the record was delivered twice.
+//  3. A unit another worker is running (a live attempt) is put back at
+//     the end of its partition, after a second's pause.
+//  4. A unit with MaxAttempts failed attempts is written as error rows
+//     (poison) and reported done.
+//  5. A unit with more failed attempts than its record knew of (its last
+//     worker was killed) is put back at the end of its partition with the
+//     new count, so a unit that kills its workers never holds up the
+//     units behind it.
+//  6. Otherwise the worker records an attempt and runs the unit: files
+//     (temporary name, fsync, rename), ledger entry, report done. A
+//     failure (the world panicked or gave up) is recorded on the attempt
+//     and the unit goes back to the end of its partition, or, at the
+//     limit, is written as error rows.
+//
+// Only then is the record's offset committed: a worker killed anywhere
+// before leaves the record to be delivered again, and the steps above make
+// a second delivery harmless. A failure to write the output (a full disk,
+// a lost mount) is not the unit's: the worker stops with the error and
+// leaves the unit to the others.
+type Worker struct {
+	cfg   WorkerConfig
+	conn  *conn
+	drain chan struct{}
+	once  sync.Once
+	done  atomic.Int64
+	stats struct {
+		sync.Mutex
+		WorkerStats
+	}
+}
+
+var idChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+// NewWorker connects to the queue's cluster, creating the topics if they
+// are missing.
+func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		cfg.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	cfg.ID = idChars.ReplaceAllString(cfg.ID, "_")
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = runtime.GOMAXPROCS(0)
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 10 * time.Second
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	c, err := dial(ctx, cfg.Queue)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{cfg: cfg, conn: c, drain: make(chan struct{})}, nil
+}
+
+// ID is the worker's name.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Drain makes the worker finish the units it is running, take no more,
+// leave the group and return from Run.
+func (w *Worker) Drain() { w.once.Do(func() { close(w.drain) }) }
+
+// Stats returns what the worker did so far.
+func (w *Worker) Stats() WorkerStats {
+	w.stats.Lock()
+	defer w.stats.Unlock()
+	return w.stats.WorkerStats
+}
+
+func (w *Worker) count(f func(*WorkerStats)) {
+	w.stats.Lock()
+	f(&w.stats.WorkerStats)
+	w.stats.Unlock()
+}
+
+// errFatal marks an error that stops the worker.
+type errFatal struct{ err error }
+
+func (e errFatal) Error() string { return e.err.Error() }
+func (e errFatal) Unwrap() error { return e.err }
+
+// Run runs the worker's members until Drain (after their current units)
+// or until ctx is cancelled (abandoning their current units, which go to
+// other workers), and returns the first error that stopped a member.
+func (w *Worker) Run(ctx context.Context) error {
+	defer w.conn.close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, w.cfg.Parallel)
+	var wg sync.WaitGroup
+	for k := range w.cfg.Parallel {
+		m := &member{w: w, id: fmt.Sprintf("%s-%d", w.cfg.ID, k), sweeps: map[string]*memberSweep{}}
+		wg.Go(func() {
+			defer m.close()
+			if err := m.run(ctx); err != nil {
+				errs <- err
+				w.Drain() // the others finish their units and stop too
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// member is one consumer of the group, running one unit at a time.
+type member struct {
+	w      *Worker
+	id     string
+	sweeps map[string]*memberSweep
+	// seeds finished in the running unit, for progress reports.
+	seeds atomic.Uint64
+}
+
+// memberSweep is what a member keeps of a sweep it ran units of.
+type memberSweep struct {
+	r     sweep.Resolved
+	st    *sweep.Staging
+	uw    *sweep.UnitWriter
+	agent Agent
+	used  time.Time
+}
+
+func (s *memberSweep) close() {
+	s.uw.Close()
+	if s.agent != nil {
+		s.agent.Close()
+	}
+}
+
+func (m *member) close() {
+	for _, s := range m.sweeps {
+		s.close()
+	}
+}
+
+func (m *member) logf(format string, args ...any) {
+	m.w.cfg.Logf("worker %s: "+format, append([]any{m.id}, args...)...)
+}
+
+func (m *member) run(ctx context.Context) error {
+	cfg := m.w.cfg
+	rc := kafka.ReaderConfig{
+		Brokers: cfg.Queue.Brokers, GroupID: cfg.Queue.Group(), Topic: cfg.Queue.UnitsTopic(),
+		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 500 * time.Millisecond,
+		// One record at a time: a member holds no units it is not
+		// running, so a rebalance moves nothing it would have to drop.
+		QueueCapacity: 1,
+		// Commits are explicit and synchronous, after the unit is in.
+		CommitInterval:         0,
+		StartOffset:            kafka.FirstOffset,
+		SessionTimeout:         cfg.SessionTimeout,
+		HeartbeatInterval:      max(cfg.SessionTimeout/10, 300*time.Millisecond),
+		RebalanceTimeout:       30 * time.Second,
+		JoinGroupBackoff:       time.Second,
+		ReadBackoffMin:         50 * time.Millisecond,
+		ReadBackoffMax:         time.Second,
+		WatchPartitionChanges:  true,
+		PartitionWatchInterval: 5 * time.Second,
+	}
+	if cfg.Debug {
+		rc.ErrorLogger = kafka.LoggerFunc(func(f string, a ...any) { m.logf("kafka: "+f, a...) })
+	}
+	r := kafka.NewReader(rc)
+	defer r.Close() // leaves the group: the partitions move at once
+	fetch, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	go func() {
+		select {
+		case <-m.w.drain:
+			stopFetch()
+		case <-fetch.Done():
+		}
+	}()
+	for {
+		rec, err := r.FetchMessage(fetch)
+		if err != nil {
+			if fetch.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("worker %s: fetch: %w", m.id, err)
+		}
+		if err := m.handle(ctx, rec); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if err := r.CommitMessages(ctx, rec); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			// The group rebalanced meanwhile: the record comes again,
+			// to whoever has its partition, and is found finished.
+			m.logf("commit %s[%d]@%d: %v", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		if cfg.MaxUnits > 0 && m.w.done.Load() >= int64(cfg.MaxUnits) {
+			m.w.Drain()
+		}
+	}
+}
+
+// sweepState says whether msg's sweep is still its directory's.
+type sweepState int
+
+const (
+	// active: the staging directory's record names the sweep.
+	active sweepState = iota
+	// gone: the directory holds another sweep, or a finished one, or is
+	// gone: the unit is skipped.
+	gone
+	// unsure: no record, yet neither a finished sweep (a network file
+	// system's stale view, or another sweep being written there without
+	// Kafka): the unit is looked at again later.
+	unsure
+)
+
+// stateOf reads the state of msg's sweep from its output directory. An
+// error reading the record (other than its absence) is returned: the unit
+// must not be skipped on a storage hiccup.
+func stateOf(msg UnitMsg) (sweepState, error) {
+	stDir := sweep.StagingDir(msg.Out)
+	rec, err := readRecord(stDir)
+	switch {
+	case err == nil && rec.Sweep == msg.Sweep:
+		return active, nil
+	case err == nil:
+		return gone, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return active, fmt.Errorf("read the sweep's record in %s: %w", stDir, err)
+	}
+	if _, err := os.Stat(filepath.Join(msg.Out, sweep.ManifestName)); err == nil {
+		return gone, nil // published (by this sweep's coordinator or over it)
+	}
+	_, err1 := os.Stat(stDir)
+	_, err2 := os.Stat(msg.Out)
+	if errors.Is(err1, fs.ErrNotExist) && errors.Is(err2, fs.ErrNotExist) {
+		return gone, nil // removed
+	}
+	return unsure, nil
+}
+
+// sweepOf returns the member's state of msg's sweep, resolving its spec
+// the first time.
+func (m *member) sweepOf(ctx context.Context, msg UnitMsg) (*memberSweep, error) {
+	if s, ok := m.sweeps[msg.Sweep]; ok {
+		s.used = time.Now()
+		return s, nil
+	}
+	st := &sweep.Staging{Out: msg.Out, Dir: sweep.StagingDir(msg.Out)}
+	var (
+		r     sweep.Resolved
+		agent Agent
+		err   error
+	)
+	if a := msg.Spec.Agent; a != nil {
+		if m.w.cfg.OpenAgent == nil {
+			return nil, errFatal{fmt.Errorf("sweep %s runs an external agent, which this worker cannot start", msg.Sweep)}
+		}
+		if agent, err = m.w.cfg.OpenAgent(ctx, *a); err != nil {
+			return nil, errFatal{fmt.Errorf("sweep %s: start its agent: %w", msg.Sweep, err)}
+		}
+		agent.SetJournal(st.JournalDir())
+		agent.SetLogDir(filepath.Join(st.Dir, sweep.AgentLogs, m.id))
+		r, err = msg.Spec.ResolveWith(agent)
+	} else {
+		r, err = msg.Spec.Resolve()
+	}
+	if err != nil {
+		if agent != nil {
+			agent.Close()
+		}
+		return nil, errFatal{fmt.Errorf("sweep %s: this worker cannot run its spec: %w", msg.Sweep, err)}
+	}
+	uw, err := sweep.NewUnitWriter(r, st, sweep.Options{Progress: func(n, _ int) { m.seeds.Add(uint64(n)) }})
+	if err != nil {
+		if agent != nil {
+			agent.Close()
+		}
+		return nil, errFatal{fmt.Errorf("sweep %s: %w", msg.Sweep, err)}
+	}
+	// Keep the four sweeps used last.
+	for len(m.sweeps) >= 4 {
+		var oldest string
+		for id, s := range m.sweeps {
+			if oldest == "" || s.used.Before(m.sweeps[oldest].used) {
+				oldest = id
+			}
+		}
+		m.sweeps[oldest].close()
+		delete(m.sweeps, oldest)
+	}
+	s := &memberSweep{r: r, st: st, uw: uw, agent: agent, used: time.Now()}
+	m.sweeps[msg.Sweep] = s
+	return s, nil
+}
+
+// handle processes one unit record; a nil return lets the record be
+// committed.
+func (m *member) handle(ctx context.Context, rec kafka.Message) error {
+	msg, err := decodeUnit(rec.Value)
+	if err != nil {
+		m.logf("skipped %s[%d]@%d: %v", rec.Topic, rec.Partition, rec.Offset, err)
+		return nil
+	}
+	if msg.ForklabVersion != m.w.cfg.Version {
+		return errFatal{fmt.Errorf("sweep %s was published by forklab %s; this worker is forklab %s: run workers of the coordinator's version (their files must be the same bytes)",
+			msg.Sweep, msg.ForklabVersion, m.w.cfg.Version)}
+	}
+	u, id := msg.Unit, msg.Unit.ID()
+	state, err := stateOf(msg)
+	if err != nil {
+		return errFatal{fmt.Errorf("unit %s of sweep %s: %w", id, short(msg.Sweep), err)}
+	}
+	switch state {
+	case gone:
+		if s, ok := m.sweeps[msg.Sweep]; ok {
+			s.close()
+			delete(m.sweeps, msg.Sweep)
+		}
+		m.logf("unit %s of sweep %s: %s no longer holds that sweep (finished, replaced or removed): skipped", id, short(msg.Sweep), msg.Out)
+		return nil
+	case unsure:
+		m.logf("unit %s of sweep %s: %s has no record of the sweep yet: put back", id, short(msg.Sweep), msg.Out)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+		return m.putBack(ctx, msg, msg.Failures)
+	}
+	s, err := m.sweepOf(ctx, msg)
+	if err != nil {
+		return err
+	}
+	if got, ok := s.r.UnitAt(msg.Seq); !ok || got != u {
+		m.logf("skipped unit %s of sweep %s: it is not unit %d of the spec", id, short(msg.Sweep), msg.Seq)
+		return nil
+	}
+	report := Report{Sweep: msg.Sweep, Worker: m.id, Seq: msg.Seq, Unit: u}
+	if e, ok := sweep.Finished(s.st, u, false); ok {
+		r := report
+		r.Kind, r.Again, r.Seeds, r.Errors, r.Bytes = KindDone, true, u.Seeds.Len(), e.Errors, entryBytes(e)
+		m.w.count(func(st *WorkerStats) { st.Again++ })
+		return m.mustReport(ctx, r)
+	}
+	adir := s.st.StateDir(attemptsDir)
+	as, err := readAttempts(adir, id)
+	if err != nil {
+		return errFatal{fmt.Errorf("read the attempts at unit %s in %s: %w", id, adir, err)}
+	}
+	now, lease := time.Now(), msg.Lease()
+	for _, a := range as {
+		if a.live(lease, now) {
+			// Another worker has it in hand (a rebalance gave its
+			// partition away mid-unit): look again later.
+			m.w.count(func(st *WorkerStats) { st.Deferred++ })
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+			return m.putBack(ctx, msg, msg.Failures)
+		}
+	}
+	failed, why := failures(as, lease, now)
+	if failed >= msg.MaxAttempts {
+		return m.poison(ctx, s, msg, report, why)
+	}
+	if failed > msg.Failures {
+		r := report
+		r.Kind, r.Attempt, r.Error = KindFailed, failed, why[len(why)-1]
+		m.w.count(func(st *WorkerStats) { st.Failed++ })
+		m.tryReport(r)
+		m.logf("unit %s of sweep %s: attempt %d failed: %s; put back", id, short(msg.Sweep), failed, why[len(why)-1])
+		return m.putBack(ctx, msg, failed)
+	}
+	ra, err := startAttempt(adir, id, m.id, msg.Sweep, lease)
+	if err != nil {
+		return errFatal{fmt.Errorf("record an attempt at unit %s in %s: %w", id, adir, err)}
+	}
+	attemptNo := len(as) + 1
+	r := report
+	r.Kind, r.Attempt = KindStarted, attemptNo
+	m.tryReport(r)
+	m.seeds.Store(0)
+	stopProgress := m.progress(report, attemptNo)
+	start := time.Now()
+	e, err := s.uw.Write(ctx, u)
+	stopProgress()
+	took := time.Since(start)
+	switch {
+	case err == nil:
+		if err := ra.end(attemptDone, ""); err != nil {
+			m.logf("unit %s: record the attempt's end: %v", id, err)
+		}
+		r := report
+		r.Kind, r.Attempt, r.Seeds, r.Errors, r.Bytes, r.Seconds = KindDone, attemptNo, u.Seeds.Len(), e.Errors, entryBytes(e), took.Seconds()
+		m.w.count(func(st *WorkerStats) { st.Units++ })
+		m.w.done.Add(1)
+		m.logf("unit %s of sweep %s: done in %s (%d seeds, %d error pairs)", id, short(msg.Sweep), took.Round(time.Millisecond), u.Seeds.Len(), e.Errors)
+		return m.mustReport(ctx, r)
+	case ctx.Err() != nil:
+		ra.withdraw()
+		return ctx.Err()
+	case outputError(err, s.st.Dir):
+		ra.withdraw()
+		if rec, rerr := readRecord(s.st.Dir); rerr != nil || rec.Sweep != msg.Sweep {
+			// Another worker finished the unit too, and the coordinator
+			// published the sweep under this one's feet.
+			m.logf("unit %s of sweep %s: the sweep was published meanwhile: dropped", id, short(msg.Sweep))
+			return nil
+		}
+		if e, ok := sweep.Finished(s.st, u, false); ok {
+			r := report
+			r.Kind, r.Again, r.Seeds, r.Errors, r.Bytes = KindDone, true, u.Seeds.Len(), e.Errors, entryBytes(e)
+			m.w.count(func(st *WorkerStats) { st.Again++ })
+			return m.mustReport(ctx, r)
+		}
+		return errFatal{fmt.Errorf("unit %s of sweep %s: cannot write %s: %w", id, short(msg.Sweep), msg.Out, err)}
+	}
+	reason := attemptError(u, err)
+	if err := ra.end(attemptFailed, reason); err != nil {
+		return errFatal{fmt.Errorf("record the failed attempt at unit %s: %w", id, err)}
+	}
+	m.w.count(func(st *WorkerStats) { st.Failed++ })
+	why = append(why, fmt.Sprintf("attempt %d (worker %s): %s", len(why)+1, m.id, reason))
+	r = report
+	r.Kind, r.Attempt, r.Error, r.Seconds = KindFailed, attemptNo, reason, took.Seconds()
+	m.tryReport(r)
+	m.logf("unit %s of sweep %s: attempt %d failed: %s", id, short(msg.Sweep), attemptNo, reason)
+	if len(why) >= msg.MaxAttempts {
+		return m.poison(ctx, s, msg, report, why)
+	}
+	return m.putBack(ctx, msg, len(why))
+}
+
+// poison writes msg's unit as error rows and reports it done.
+func (m *member) poison(ctx context.Context, s *memberSweep, msg UnitMsg, report Report, why []string) error {
+	u := msg.Unit
+	reason := poisonReason(u, why)
+	e, err := writePoison(ctx, s.r, s.st, u, reason)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errFatal{fmt.Errorf("unit %s of sweep %s: write its error rows: %w", u.ID(), short(msg.Sweep), err)}
+	}
+	m.w.count(func(st *WorkerStats) { st.Poison++ })
+	m.logf("unit %s of sweep %s: written as error rows: %s", u.ID(), short(msg.Sweep), reason)
+	r := report
+	r.Kind, r.Poison, r.Seeds, r.Errors, r.Bytes, r.Error = KindDone, true, u.Seeds.Len(), e.Errors, entryBytes(e), reason
+	return m.mustReport(ctx, r)
+}
+
+// putBack writes msg again at the end of its partition with failures.
+func (m *member) putBack(ctx context.Context, msg UnitMsg, failures int) error {
+	msg.Failures = failures
+	rec, err := msg.record(m.w.cfg.Queue.UnitsTopic())
+	if err != nil {
+		return errFatal{err}
+	}
+	if err := m.w.conn.produce(ctx, rec); err != nil {
+		return fmt.Errorf("put unit %s back on %s: %w", msg.Unit.ID(), m.w.cfg.Queue.UnitsTopic(), err)
+	}
+	return nil
+}
+
+// mustReport writes r, acknowledged, before the unit's record is
+// committed: a unit is never committed unreported.
+func (m *member) mustReport(ctx context.Context, r Report) error {
+	if err := m.w.conn.produce(ctx, r.record(m.w.cfg.Queue.ResultsTopic())); err != nil {
+		return fmt.Errorf("report unit %s: %w", r.Unit.ID(), err)
+	}
+	return nil
+}
+
+// tryReport writes r in the background; a report lost is only progress
+// not shown.
+func (m *member) tryReport(r Report) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.w.conn.produce(ctx, r.record(m.w.cfg.Queue.ResultsTopic())); err != nil {
+			m.logf("report %s of unit %s: %v", r.Kind, r.Unit.ID(), err)
+		}
+	}()
+}
+
+// progress reports the running unit's finished seeds every two seconds
+// while they change, until the returned stop is called.
+func (m *member) progress(report Report, attemptNo int) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		var last uint64
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if n := m.seeds.Load(); n != last {
+					last = n
+					r := report
+					r.Kind, r.Attempt, r.Seeds = KindProgress, attemptNo, n
+					m.tryReport(r)
+				}
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// attemptError words a failed attempt's error without the unit's name,
+// which every line about it already gives.
+func attemptError(u sweep.Unit, err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, fmt.Sprintf("unit %s (config %d, seeds %s): ", u.ID(), u.Config, u.Seeds))
+	msg = strings.TrimPrefix(msg, fmt.Sprintf("unit config_id=%d/part-%06d.parquet: ", u.Config, u.Index))
+	return msg
+}
+
+func entryBytes(e sweep.UnitEntry) int64 {
+	var n int64
+	for _, f := range e.Files {
+		n += f.Bytes
+	}
+	return n
+}
+
+// outputError reports an error writing a file under dir, the staging
+// directory: the storage's fault, not the unit's (an agent's broken pipe
+// is the unit's).
+func outputError(err error, dir string) bool {
+	under := func(p string) bool {
+		rel, err := filepath.Rel(dir, p)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	}
+	var pe *fs.PathError
+	var le *os.LinkError
+	return errors.As(err, &pe) && under(pe.Path) || errors.As(err, &le) && (under(le.Old) || under(le.New))
+}
+
+// short abbreviates a sweep id for log lines.
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
