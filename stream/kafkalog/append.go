@@ -93,7 +93,7 @@ func (l *Log) Append(ctx context.Context, req AppendRequest) (AppendResult, erro
 // ValidateJSONAppend on a JSON stream's body, nil otherwise.
 func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r *record, out *AppendResult) (*pending, error) {
 	v := s.snapshot()
-	*out = AppendResult{Tail: Offset{s.meta.part, v.tail}, Closed: s.w.closed}
+	*out = AppendResult{Tail: s.mint(v.tail), Closed: s.w.closed}
 	res := out
 	if s.w.deleted {
 		if s.w.soft {
@@ -158,7 +158,7 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r
 		// The tail right after this record, not after the whole batch:
 		// a client reading from it must not skip records that other
 		// requests in the same produce wrote after its own.
-		out.Tail = Offset{part, s.applyR(r, koff)}
+		out.Tail = s.mint(s.applyR(r, koff))
 		out.Closed = s.w.closed || r.closed
 	}}, nil
 }

@@ -146,13 +146,17 @@ func (l *Log) Create(ctx context.Context, req CreateRequest) (CreateResult, erro
 		} else if !SameContentType(ct, src.meta.contentType) {
 			return CreateResult{}, errf(Conflict, "content type %q differs from the source's %q", ct, src.meta.contentType)
 		}
-		off := Offset{src.meta.part, srcView.tail}
+		forkPos = srcView.tail
 		if req.ForkOffset != nil {
-			off = *req.ForkOffset
+			var err error
+			forkPos, err = src.resolve(*req.ForkOffset, srcView, l.parts[src.meta.part].logStart.Load())
+			if err != nil {
+				return CreateResult{}, err
+			}
 		}
-		forkPos = position(off, src.meta.part)
-		if forkPos > srcView.tail {
-			return CreateResult{}, errf(BadRequest, "fork offset %s is beyond the source's tail %s", off, Offset{src.meta.part, srcView.tail})
+		off := Zero
+		if forkPos >= 0 {
+			off = src.mint(forkPos)
 		}
 		forkOffset = off.String()
 		if req.ForkSub > 0 {
@@ -287,19 +291,26 @@ func (l *Log) installCreate(part int32, r *record, koff int64) *stream {
 			src = nil
 		}
 	}
-	m.source = src
+	m.source, m.forkPos = src, -1
+	var v view
+	if src != nil {
+		v = src.snapshot()
+		// The fork point: positions up to it are the source's. Records
+		// of earlier versions carry it in the bare form.
+		m.forkPos = v.tail
+		if off, err := ParseOffset(r.forkOffset); err == nil {
+			m.forkPos = off.Pos
+			if off.IsZero() {
+				m.forkPos = -1
+			}
+		}
+	}
 	s := newStream(m)
 	s.w.nextRec = 1
 	s.w.closed = r.closed
 	s.createKoff = koff
 	if src != nil {
-		v := src.snapshot()
-		off, err := ParseOffset(r.forkOffset)
-		pos := v.tail
-		if err == nil {
-			pos = position(off, part)
-		}
-		i := firstAtOrAfter(v.entries, pos)
+		i := firstAtOrAfter(v.entries, m.forkPos)
 		es := v.entries[:i:i]
 		if r.forkCut >= 0 && i < len(v.entries) && v.entries[i].koff == r.forkCutKoff {
 			e := v.entries[i]

@@ -305,7 +305,7 @@ func (s *stream) info() Info {
 	return Info{
 		Name:        s.meta.name,
 		ContentType: s.meta.contentType,
-		Tail:        Offset{s.meta.part, v.tail},
+		Tail:        s.mint(v.tail),
 		Closed:      v.closed,
 		TTL:         s.meta.ttl,
 		ExpiresAt:   s.meta.expiresAt,

@@ -21,6 +21,7 @@ type meta struct {
 	expiresAt   time.Time
 	forkedFrom  string
 	forkOffset  string // as the client gave it, or the source tail it defaulted to
+	forkPos     int64  // the fork point in the partition: positions up to it are the source's; -1 for Zero
 	forkSub     int64
 	source      *stream // the stream this fork inherits from; nil for a root
 	trimmed     bool    // its create record fell out of Kafka's retention
@@ -191,18 +192,20 @@ func (s *stream) moveDuplicate(rec, koff int64) {
 
 // view returns the stream's entries and tail as readers see them now.
 type view struct {
-	entries []entry
-	tail    int64
-	closed  bool
-	soft    bool
-	removed bool
-	notify  <-chan struct{}
+	entries    []entry
+	createKoff int64 // Kafka offset of the create record; -1 when trimmed away
+	tail       int64
+	closed     bool
+	soft       bool
+	removed    bool
+	notify     <-chan struct{}
 }
 
 func (s *stream) snapshot() view {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return view{entries: s.entries[:len(s.entries):len(s.entries)], tail: s.tail, closed: s.closed, soft: s.soft, removed: s.removed, notify: s.notify}
+	return view{entries: s.entries[:len(s.entries):len(s.entries)], createKoff: s.createKoff, tail: s.tail,
+		closed: s.closed, soft: s.soft, removed: s.removed, notify: s.notify}
 }
 
 // firstAtOrAfter returns the index of the first entry at or after pos.
