@@ -53,7 +53,7 @@ the checkpoint is the fold of the session's events before the offset, and
 the branch's events go to the child stream.`,
 		Example: `  forklab checkpoint --seed 0 --fork-at 3 > cp.json
   forklab fork --checkpoint cp.json --arm on
-  forklab fork --stream demo --offset 0000000000000000_0000000000000009 --arm on`,
+  forklab fork --stream demo --offset 0000000000000000_0000000000000009_1_95fbf6ca --arm on`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (file == "") == (stream == "") {

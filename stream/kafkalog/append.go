@@ -78,7 +78,7 @@ func (l *Log) Append(ctx context.Context, req AppendRequest) (AppendResult, erro
 	if len(req.Body) > 0 && s.meta.json && SameContentType(req.ContentType, s.meta.contentType) {
 		badJSON = ValidateJSONAppend(req.Body)
 	}
-	err = l.parts[s.meta.part].submit(ctx, &op{size: len(req.Body) + 512, decide: func(t *tx) *pending {
+	_, err = l.parts[s.meta.part].submit(ctx, &op{size: len(req.Body) + 512, decide: func(t *tx) *pending {
 		p, e := l.decideAppend(t, s, req, badJSON, r, &res)
 		rerr = e
 		return p

@@ -106,8 +106,11 @@ func ValidateJSONAppend(body []byte) error {
 
 // Create creates a stream or a fork, or confirms an identical one.
 func (l *Log) Create(ctx context.Context, req CreateRequest) (CreateResult, error) {
-	l.adminMu.Lock()
-	defer l.adminMu.Unlock()
+	adm, err := l.lockAdmin(ctx)
+	if err != nil {
+		return CreateResult{}, err
+	}
+	defer adm.release()
 
 	l.mu.RLock()
 	existing := l.streams[req.Name]
@@ -117,7 +120,7 @@ func (l *Log) Create(ctx context.Context, req CreateRequest) (CreateResult, erro
 			return CreateResult{}, errf(Conflict, "stream was deleted but is retained for its forks; the name cannot be reused yet")
 		}
 		if existing.expired(time.Now()) {
-			if err := l.expireNow(ctx, existing); err != nil {
+			if err := l.expireNow(ctx, adm, existing); err != nil {
 				return CreateResult{}, err
 			}
 			existing = nil
@@ -241,7 +244,7 @@ func (l *Log) Create(ctx context.Context, req CreateRequest) (CreateResult, erro
 	}
 	p := l.parts[part]
 	var created *stream
-	err := p.submit(ctx, &op{size: len(body) + 512, decide: func(t *tx) *pending {
+	err = adm.submit(ctx, p, &op{size: len(body) + 512, decide: func(t *tx) *pending {
 		if src != nil && src.w.deleted {
 			return nil // deleted since: the op answers with created == nil
 		}

@@ -78,6 +78,12 @@ type Config struct {
 	// CacheBytes bounds record values kept in memory; older values are read
 	// back from Kafka when needed. Default 256 MiB.
 	CacheBytes int64
+	// WriteTimeout bounds how long a write (append, create, delete) waits
+	// for Kafka's acknowledgement before it is answered Unavailable (HTTP
+	// 503); default 10s. A write not yet decided by then is withdrawn; one
+	// already sent to Kafka may still land, which an idempotent producer's
+	// retry then sees as a duplicate.
+	WriteTimeout time.Duration
 	// Logf logs operational events; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -104,6 +110,9 @@ func (c *Config) defaults() {
 	if c.CacheBytes <= 0 {
 		c.CacheBytes = 256 << 20
 	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
@@ -117,7 +126,11 @@ type Log struct {
 	parts     []*partition
 	cache     *cache
 
-	adminMu sync.Mutex // serialises creates and deletes
+	// admin serialises creates and deletes: a semaphore rather than a
+	// mutex, so that waiting for it is bounded by the write timeout, and so
+	// that a create or delete still waiting for Kafka after its caller was
+	// answered keeps it until Kafka answers.
+	admin chan struct{}
 
 	mu      sync.RWMutex
 	streams map[string]*stream
@@ -144,6 +157,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		streams:   map[string]*stream{},
 		gens:      map[string]int64{},
 		removed:   map[string]int64{},
+		admin:     make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
 	n, err := l.ensureTopic(ctx)
@@ -190,6 +204,51 @@ func (l *Log) closeWriters() {
 		p.writer.Close()
 	}
 	l.transport.CloseIdleConnections()
+}
+
+// adminLock is a held admin lock.
+type adminLock struct {
+	l    *Log
+	held bool
+}
+
+// lockAdmin takes the admin lock, waiting at most the write timeout.
+func (l *Log) lockAdmin(ctx context.Context) (*adminLock, error) {
+	t := time.NewTimer(l.cfg.WriteTimeout)
+	defer t.Stop()
+	select {
+	case l.admin <- struct{}{}:
+		return &adminLock{l: l, held: true}, nil
+	case <-t.C:
+		return nil, errf(Unavailable, "another create or delete is still waiting for Kafka; nothing was written: retry")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.stop:
+		return nil, errf(Unavailable, "log is shutting down")
+	}
+}
+
+// release gives the lock back, unless a late op took it over.
+func (a *adminLock) release() {
+	if a.held {
+		a.held = false
+		<-a.l.admin
+	}
+}
+
+// submit submits an op under the lock. When the op is still waiting for
+// Kafka after the write timeout, the lock stays taken until Kafka answers
+// it (and release becomes a no-op).
+func (a *adminLock) submit(ctx context.Context, p *partition, o *op) error {
+	late, err := p.submit(ctx, o)
+	if late != nil && a.held {
+		a.held = false
+		go func() {
+			<-late
+			<-a.l.admin
+		}()
+	}
+	return err
 }
 
 // Topic is the data topic's name.

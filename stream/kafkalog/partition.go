@@ -38,7 +38,18 @@ type op struct {
 	decide func(t *tx) *pending
 	size   int // bytes the op may add to a produce request
 	done   chan error
+	// state moves from opQueued to opTaken when the partition goroutine
+	// decides the op, or to opAbandoned when its caller stops waiting
+	// first; an abandoned op is never decided, so nothing is written.
+	state atomic.Int32
 }
+
+// Op states.
+const (
+	opQueued int32 = iota
+	opTaken
+	opAbandoned
+)
 
 // pending is a decided write.
 type pending struct {
@@ -101,29 +112,51 @@ type fixedPartition int32
 // Balance returns the fixed partition, whatever the message.
 func (f fixedPartition) Balance(_ kafka.Message, partitions ...int) int { return int(f) }
 
-// submit hands o to the partition goroutine and waits for its answer.
-func (p *partition) submit(ctx context.Context, o *op) error {
+// submit hands o to the partition goroutine and waits for its answer, at
+// most the write timeout (Config.WriteTimeout) in all. An op still queued
+// when the time is up, or when ctx ends, is abandoned: it will not be
+// written, and the caller is told so. An op already decided and waiting
+// for Kafka cannot be taken back: the caller gets an Unavailable error
+// saying it may still land, and late, which delivers the op's eventual
+// answer (callers holding the admin lock keep it until then).
+func (p *partition) submit(ctx context.Context, o *op) (late <-chan error, err error) {
 	o.done = make(chan error, 1)
+	d := p.l.cfg.WriteTimeout
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
 	select {
 	case p.ops <- o:
 	case <-p.l.stop:
-		return errf(Unavailable, "log is shutting down")
+		return nil, errf(Unavailable, "log is shutting down")
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
+	case <-timeout.C:
+		return nil, errf(Unavailable, "the write queue did not move for %s (Kafka is not acknowledging writes); nothing was written: retry", d)
 	}
-	// Once queued the op will be answered; wait for it even if ctx ends,
-	// so a caller never abandons a write that may still be acknowledged.
-	// Only a shutdown ends the wait: an op queued after the partition
-	// goroutine drained its queue would otherwise wait forever.
-	select {
-	case err := <-o.done:
-		return err
-	case <-p.exited:
+	ctxDone := ctx.Done()
+	for {
 		select {
 		case err := <-o.done:
-			return err
-		default:
-			return errf(Unavailable, "log is shutting down")
+			return nil, err
+		case <-p.exited:
+			select {
+			case err := <-o.done:
+				return nil, err
+			default:
+				return nil, errf(Unavailable, "log is shutting down")
+			}
+		case <-ctxDone:
+			// The caller went away: withdraw the op if it is not decided
+			// yet, else wait for its answer (bounded by the timeout).
+			if o.state.CompareAndSwap(opQueued, opAbandoned) {
+				return nil, ctx.Err()
+			}
+			ctxDone = nil
+		case <-timeout.C:
+			if o.state.CompareAndSwap(opQueued, opAbandoned) {
+				return nil, errf(Unavailable, "Kafka has not acknowledged writes for %s; this request was not written: retry", d)
+			}
+			return o.done, errf(Unavailable, "Kafka did not acknowledge the write within %s; it may still land: retry (with the same Producer-Seq a write that landed is answered as a duplicate)", d)
 		}
 	}
 }
@@ -214,6 +247,9 @@ func (p *partition) flush(ops []*op) {
 	t := &tx{undo: map[*stream]wstate{}}
 	var writes []*pending
 	for _, o := range ops {
+		if !o.state.CompareAndSwap(opQueued, opTaken) {
+			continue // abandoned by its caller: never decided, never written
+		}
 		if w := o.decide(t); w != nil {
 			writes = append(writes, w)
 		}

@@ -136,8 +136,8 @@ func (s *stream) retained(v view, pos, ls int64) bool {
 
 // earliest is the first position of view v a reader can read from without
 // meeting a record Kafka no longer retains: right after the last dropped
-// record of the view, or the first boundary of the stream when none was
-// dropped; for an incomplete index, the log start offset itself.
+// record of the view, or -1 (the beginning) when none was dropped; for an
+// incomplete index, the log start offset itself.
 func (s *stream) earliest(v view, ls int64) int64 {
 	if s.incomplete() {
 		if ls > v.tail {
@@ -149,29 +149,5 @@ func (s *stream) earliest(v view, ls int64) int64 {
 	if i > 0 {
 		return v.entries[i-1].koff + 1
 	}
-	return s.firstBoundary(v)
-}
-
-// firstBoundary is the smallest boundary of s's view: one past the first
-// record, or one past the create record of the first lineage member that
-// owns a position (for an empty view).
-func (s *stream) firstBoundary(v view) int64 {
-	best := v.tail
-	if len(v.entries) > 0 {
-		best = min(best, v.entries[0].koff+1)
-	}
-	limit := int64(math.MaxInt64)
-	for m := s; m != nil; m = m.meta.source {
-		mv := v
-		if m != s {
-			mv = m.snapshot()
-		}
-		if c := mv.createKoff + 1; mv.createKoff >= 0 && c <= limit && (m.meta.source == nil || c > m.meta.forkPos) {
-			best = min(best, c)
-		}
-		if m.meta.source != nil {
-			limit = min(limit, m.meta.forkPos)
-		}
-	}
-	return best
+	return -1
 }

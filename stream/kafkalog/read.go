@@ -89,9 +89,8 @@ func (l *Log) readAt(ctx context.Context, s *stream, v view, pos int64, maxBytes
 	if !s.retained(v, pos, l.parts[part].logStart.Load()) {
 		return res, errRetention
 	}
-	if pos < 0 {
-		res.From = s.mint(s.firstBoundary(v))
-	} else {
+	res.From = Zero // the beginning
+	if pos >= 0 {
 		res.From = s.mint(pos)
 	}
 	// Gather entries up to maxBytes (sizes are known only once read, so
@@ -219,14 +218,19 @@ func (l *Log) Wait(ctx context.Context, req ReadRequest, timeout time.Duration) 
 }
 
 // EarliestOffset is the first offset of a stream from which a read meets
-// only records Kafka still retains (the Forklab-Earliest-Offset of a 410).
+// only records Kafka still retains (the Forklab-Earliest-Offset of a 410):
+// Zero, the beginning, when Kafka retains all of the stream.
 func (l *Log) EarliestOffset(name string) (Offset, error) {
 	s, err := l.lookup(name)
 	if err != nil {
 		return Offset{}, err
 	}
 	v := s.snapshot()
-	return s.mint(s.earliest(v, l.parts[s.meta.part].logStart.Load())), nil
+	pos := s.earliest(v, l.parts[s.meta.part].logStart.Load())
+	if pos < 0 {
+		return Zero, nil
+	}
+	return s.mint(pos), nil
 }
 
 // values returns the record values of es, from the cache or from Kafka.
