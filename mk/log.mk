@@ -10,7 +10,8 @@
 #                    catch-up read, side by side with the reference Node server
 #                    (file-backed and in memory), with ratios (~2 min)
 #
-# Needs Go, Node 20 with npm, and python3.
+# Needs Go, Node 20 with npm, and python3; the replay recipe test also uses
+# kcat and jq (apt-get install kcat jq) and npm installs kafkajs in stream/replay.
 
 LOG_GO   ?= $(if $(GO),$(GO),go)
 LOG_BIN  ?= $(if $(BIN),$(BIN),bin/forklab)
