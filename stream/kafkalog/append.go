@@ -143,7 +143,7 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r
 		return nil, errf(Conflict, "Stream-Seq %q is not greater than the last one, %q", req.StreamSeq, s.w.streamSeq)
 	}
 	t.touch(s)
-	r.rec = s.w.nextRec
+	r.rec = s.w.allocRec()
 	s.applyW(r)
 	if len(req.Body) > 0 {
 		res.Outcome = Appended

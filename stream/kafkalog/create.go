@@ -253,6 +253,12 @@ func (l *Log) Create(ctx context.Context, req CreateRequest) (CreateResult, erro
 		}}
 	}})
 	if err != nil {
+		// The create may still land: its generation is burnt, so that
+		// a retry creates the next one and the late record, older, is
+		// ignored.
+		l.mu.Lock()
+		l.gens[req.Name] = max(l.gens[req.Name], gen)
+		l.mu.Unlock()
 		return CreateResult{}, err
 	}
 	if created == nil {

@@ -35,9 +35,9 @@ func (l *Log) writeDelete(ctx context.Context, adm *adminLock, s *stream, reason
 			return nil
 		}
 		t.touch(s)
-		r := &record{op: opDelete, stream: s.meta.name, gen: s.meta.gen, rec: s.w.nextRec,
+		r := &record{op: opDelete, stream: s.meta.name, gen: s.meta.gen, rec: s.w.allocRec(),
 			contentType: s.meta.contentType, reason: reason, ttl: -1, forkCut: -1, forkCutKoff: -1}
-		s.w.nextRec++
+		s.w.nextRec = r.rec + 1
 		s.w.deleted = true
 		s.w.soft = s.w.refs > 0
 		return &pending{rec: r, commit: func(int64) {

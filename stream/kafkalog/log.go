@@ -86,6 +86,10 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Logf logs operational events; nil discards them.
 	Logf func(format string, args ...any)
+
+	// produceTimeout bounds one produce attempt; default the larger of
+	// 30 s and three write timeouts. Tests shorten it.
+	produceTimeout time.Duration
 }
 
 func (c *Config) defaults() {
@@ -113,6 +117,11 @@ func (c *Config) defaults() {
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
 	}
+	if c.produceTimeout <= 0 {
+		// Well past the write timeout (callers are answered at the write
+		// timeout anyway): an answer is worth more than a guess.
+		c.produceTimeout = max(30*time.Second, 3*c.WriteTimeout)
+	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
@@ -121,7 +130,8 @@ func (c *Config) defaults() {
 // Log is the set of streams stored in one Kafka topic.
 type Log struct {
 	cfg       Config
-	client    *kafka.Client
+	client    *kafka.Client // metadata, fetches, offsets: 10 s per request
+	producer  *kafka.Client // produce requests: the caller's deadline only
 	transport *kafka.Transport
 	parts     []*partition
 	cache     *cache
@@ -153,6 +163,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		cfg:       cfg,
 		transport: tr,
 		client:    &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: tr, Timeout: 10 * time.Second},
+		producer:  &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: tr},
 		cache:     newCache(cfg.CacheBytes),
 		streams:   map[string]*stream{},
 		gens:      map[string]int64{},
@@ -169,7 +180,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	for _, p := range l.parts {
 		if err := p.catchUp(ctx, true); err != nil {
-			l.closeWriters()
+			l.transport.CloseIdleConnections()
 			return nil, fmt.Errorf("rebuild partition %d of %s: %w", p.id, cfg.Topic, err)
 		}
 	}
@@ -195,15 +206,8 @@ func (l *Log) Close() error {
 	}
 	close(l.stop)
 	l.wg.Wait()
-	l.closeWriters()
-	return nil
-}
-
-func (l *Log) closeWriters() {
-	for _, p := range l.parts {
-		p.writer.Close()
-	}
 	l.transport.CloseIdleConnections()
+	return nil
 }
 
 // adminLock is a held admin lock.

@@ -2,9 +2,7 @@ package kafkalog
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,15 +16,11 @@ import (
 type partition struct {
 	l      *Log
 	id     int32
-	writer *kafka.Writer
 	ops    chan *op
 	exited chan struct{} // closed when run returns
 
 	next     int64        // Kafka offset after the last record applied to the state
 	logStart atomic.Int64 // the partition's log start offset, as last seen
-
-	completedMu sync.Mutex
-	completed   []kafka.Message
 }
 
 // op is one write request handed to the partition goroutine.
@@ -71,46 +65,11 @@ func (t *tx) touch(s *stream) {
 }
 
 func newPartition(l *Log, id int32) *partition {
-	p := &partition{l: l, id: id, ops: make(chan *op, 4096), exited: make(chan struct{})}
-	p.writer = &kafka.Writer{
-		Addr:         kafka.TCP(l.cfg.Brokers...),
-		Topic:        l.cfg.Topic,
-		Balancer:     fixedPartition(id),
-		RequiredAcks: kafka.RequireAll,
-		// One WriteMessages call is one produce request: the batch is
-		// flushed as soon as the call has added its messages. (kafka-go
-		// allocates BatchSize messages per batch: keep it modest.)
-		BatchSize:       maxBatchRecords,
-		BatchBytes:      int64(l.cfg.MaxBatchBytes) + 1<<20,
-		BatchTimeout:    time.Microsecond,
-		MaxAttempts:     5,
-		WriteBackoffMin: 20 * time.Millisecond,
-		WriteBackoffMax: 500 * time.Millisecond,
-		ReadTimeout:     10 * time.Second,
-		WriteTimeout:    10 * time.Second,
-		Transport:       l.transport,
-		Completion: func(msgs []kafka.Message, err error) {
-			if err != nil {
-				return
-			}
-			p.completedMu.Lock()
-			p.completed = append(p.completed, msgs...)
-			p.completedMu.Unlock()
-		},
-	}
-	return p
+	return &partition{l: l, id: id, ops: make(chan *op, 4096), exited: make(chan struct{})}
 }
 
 // maxBatchRecords bounds the records group-committed in one produce request.
 const maxBatchRecords = 1024
-
-// fixedPartition is a kafka.Balancer that sends every message to one
-// partition: the stream's partition is decided by the log, not by the key
-// (a fork lives in its source's partition).
-type fixedPartition int32
-
-// Balance returns the fixed partition, whatever the message.
-func (f fixedPartition) Balance(_ kafka.Message, partitions ...int) int { return int(f) }
 
 // submit hands o to the partition goroutine and waits for its answer, at
 // most the write timeout (Config.WriteTimeout) in all. An op still queued
@@ -258,17 +217,31 @@ func (p *partition) flush(ops []*op) {
 	if len(writes) > 0 {
 		var offsets []int64
 		offsets, err = p.write(writes)
-		if err == nil {
+		switch {
+		case err != nil:
+			p.l.cfg.Logf("kafkalog: write to %s/%d failed, resyncing from Kafka: %v", p.l.cfg.Topic, p.id, err)
+			err = &Error{Kind: Unavailable, Msg: "Kafka did not acknowledge the write; it may still land: retry (with the same Producer-Seq a write that landed is answered as a duplicate)", Err: err}
+		case offsets[0] != p.next:
+			// Records this log did not write sit before the batch: a
+			// write it gave up on that landed late, or another writer.
+			// The batch was decided without them; the fold of Kafka's
+			// records decides what it is now.
+			p.l.cfg.Logf("kafkalog: %s/%d holds records %d to %d this log did not write; resyncing", p.l.cfg.Topic, p.id, p.next, offsets[0]-1)
+			err = errf(Unavailable, "Kafka holds records this service did not write before this one; the write landed but is not acknowledged: retry (with the same Producer-Seq it is answered as a duplicate)")
+		default:
 			for i, w := range writes {
 				w.commit(offsets[i])
 			}
 			p.next = offsets[len(offsets)-1] + 1
-		} else {
+		}
+		if err != nil {
+			// Put the write state back as it was before the batch, but
+			// keep the record numbers the batch took burnt.
 			for s, w := range t.undo {
+				burnt := max(s.w.burnt, s.w.nextRec)
 				s.w = w
+				s.w.burnt = max(s.w.burnt, burnt)
 			}
-			p.l.cfg.Logf("kafkalog: write to %s/%d failed, resyncing from Kafka: %v", p.l.cfg.Topic, p.id, err)
-			err = &Error{Kind: Unavailable, Msg: "Kafka did not acknowledge the write; nothing was acknowledged, retry", Err: err}
 		}
 	}
 	for _, o := range ops {
@@ -301,35 +274,37 @@ func (p *partition) flush(ops []*op) {
 	}
 }
 
-// write produces the records with acks=all and returns their offsets.
+// write produces the records in one produce request with acks=all and
+// returns their offsets. It is one attempt: kafka-go's low-level Produce
+// (not its Writer, whose retries would write a record twice). A failed or
+// timed-out attempt may have landed, now or later; the caller re-reads
+// Kafka to find out, and checks every later batch lands right after what
+// it knows.
 func (p *partition) write(ws []*pending) ([]int64, error) {
-	msgs := make([]kafka.Message, len(ws))
+	recs := make([]kafka.Record, len(ws))
 	for i, w := range ws {
-		msgs[i] = w.rec.message()
+		recs[i] = w.rec.kafkaRecord()
 	}
-	p.completedMu.Lock()
-	p.completed = p.completed[:0]
-	p.completedMu.Unlock()
-	if err := p.writer.WriteMessages(context.Background(), msgs...); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), p.l.cfg.produceTimeout)
+	defer cancel()
+	res, err := p.l.producer.Produce(ctx, &kafka.ProduceRequest{
+		Topic:        p.l.cfg.Topic,
+		Partition:    int(p.id),
+		RequiredAcks: kafka.RequireAll,
+		Records:      kafka.NewRecordReader(recs...),
+	})
+	if err != nil {
 		return nil, err
 	}
-	p.completedMu.Lock()
-	done := append([]kafka.Message(nil), p.completed...)
-	p.completedMu.Unlock()
-	if len(done) != len(msgs) {
-		return nil, fmt.Errorf("writer reported %d of %d messages written", len(done), len(msgs))
+	if res.Error != nil {
+		return nil, res.Error
 	}
-	offsets := make([]int64, len(done))
-	for i, m := range done {
-		if int32(m.Partition) != p.id {
-			return nil, fmt.Errorf("message written to partition %d, want %d", m.Partition, p.id)
-		}
-		offsets[i] = m.Offset
+	for i, e := range res.RecordErrors {
+		return nil, fmt.Errorf("record %d: %w", i, e)
 	}
-	for i := 1; i < len(offsets); i++ {
-		if offsets[i] <= offsets[i-1] {
-			return nil, errors.New("writer reported offsets out of order")
-		}
+	offsets := make([]int64, len(ws))
+	for i := range offsets {
+		offsets[i] = res.BaseOffset + int64(i)
 	}
 	return offsets, nil
 }

@@ -227,11 +227,12 @@ func (l *Log) apply(part int32, r *record, koff int64) {
 		}
 		return
 	}
-	if r.rec > s.w.nextRec {
-		l.cfg.Logf("kafkalog: stream %q gen %d: record %d follows %d (records missing from Kafka)", r.stream, r.gen, r.rec, s.w.nextRec-1)
-	}
 	switch r.op {
 	case opAppend, opClose:
+		if !s.w.admit(r) {
+			s.w.nextRec = r.rec + 1
+			return
+		}
 		s.applyW(r)
 		if len(r.value) > 0 {
 			l.cache.put(part, koff, r.value)

@@ -72,8 +72,13 @@ type record struct {
 	reason      string
 }
 
-// message encodes r as a Kafka message keyed by the stream name.
-func (r *record) message() kafka.Message {
+// kafkaRecord encodes r as a Kafka record keyed by the stream name.
+func (r *record) kafkaRecord() kafka.Record {
+	return kafka.Record{Key: kafka.NewBytes([]byte(r.stream)), Value: kafka.NewBytes(r.value), Headers: r.headers()}
+}
+
+// headers are r's record headers.
+func (r *record) headers() []kafka.Header {
 	h := []kafka.Header{
 		{Key: HeaderOp, Value: []byte(r.op)},
 		{Key: HeaderStream, Value: []byte(r.stream)},
@@ -114,7 +119,7 @@ func (r *record) message() kafka.Message {
 	if r.reason != "" {
 		h = append(h, kafka.Header{Key: HeaderReason, Value: []byte(r.reason)})
 	}
-	return kafka.Message{Key: []byte(r.stream), Value: r.value, Headers: h}
+	return h
 }
 
 // decodeRecord parses the headers of a record read back from Kafka. A record

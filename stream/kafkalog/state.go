@@ -46,7 +46,14 @@ type producerTuple struct {
 // decides appends against. Only that goroutine (or the single-threaded
 // rebuild) touches it.
 type wstate struct {
-	nextRec   int64
+	// nextRec is one past the highest record number the fold of Kafka's
+	// records applied: a record numbered below it is a copy.
+	nextRec int64
+	// burnt is one past the highest record number the log ever assigned,
+	// including in writes that failed: a number is never assigned twice,
+	// so a failed write that lands late can never pass for a copy of a
+	// later record (it is then the copy, and ignored).
+	burnt     int64
 	producers map[string]fence.State
 	streamSeq string
 	closed    bool
@@ -59,6 +66,13 @@ type wstate struct {
 func (w wstate) clone() wstate {
 	w.producers = maps.Clone(w.producers)
 	return w
+}
+
+// allocRec assigns the number of the next record the log writes.
+func (w *wstate) allocRec() int64 {
+	n := max(w.nextRec, w.burnt)
+	w.burnt = n + 1
+	return n
 }
 
 // stream is one stream generation.
@@ -120,7 +134,8 @@ func (s *stream) expired(now time.Time) bool {
 const maxTTLSeconds = int64(math.MaxInt64 / time.Second)
 
 // applyW folds an append or close record into the write state. The live
-// path calls it when it accepts a request, the rebuild for every record.
+// path calls it when it accepts a request, the rebuild for every record
+// that admit accepts.
 func (s *stream) applyW(r *record) {
 	s.w.nextRec = r.rec + 1
 	if r.hasProducer {
@@ -135,6 +150,29 @@ func (s *stream) applyW(r *record) {
 			s.w.closer = &producerTuple{r.producerID, r.epoch, r.seq}
 		}
 	}
+}
+
+// admit reports whether the fold of Kafka's records takes an append or
+// close record read back: the rules the live path decides by, for what a
+// record can break by arriving late (a write the log gave up on that
+// landed after later writes were decided): not after the stream was
+// closed, not a duplicate or stale producer seq, not a Stream-Seq
+// regression. A producer seq that skips ahead is taken (records before it
+// may have been dropped by retention), as fence.Replay does.
+func (w *wstate) admit(r *record) bool {
+	if w.closed {
+		return false
+	}
+	if r.hasProducer {
+		switch fence.Decide(w.producers[r.producerID], fence.Request{Epoch: r.epoch, Seq: r.seq}).Verdict {
+		case fence.Duplicate, fence.StaleEpoch:
+			return false
+		}
+	}
+	if r.streamSeq != "" && w.streamSeq != "" && r.streamSeq <= w.streamSeq {
+		return false
+	}
+	return true
 }
 
 // applyR makes an append or close record at koff visible to readers and

@@ -289,10 +289,12 @@ func build(t *testing.T, svc *service.Service) []stream {
 	}
 	var out []stream
 	track := func(st stream) { out = append(out, st) }
+	producers := 0
 	appendAll := func(name, ct string, bodies ...string) []string {
 		var next []string
 		for _, b := range bodies {
-			r, err := c.NewAppender(name, "p-"+strconv.Itoa(len(next)), 0, ct).Append(ctx, []byte(b))
+			producers++ // a producer of its own for each append: seq 0
+			r, err := c.NewAppender(name, "p-"+strconv.Itoa(producers), 0, ct).Append(ctx, []byte(b))
 			must(err)
 			next = append(next, r.Next)
 		}
