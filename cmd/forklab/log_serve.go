@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +31,7 @@ func init() {
 		idleTimeout                              time.Duration
 		maxConnsPerClient, maxConns              int
 		allowUnauth, noSync, quiet               bool
+		cpuProfile                               string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -88,6 +90,16 @@ SCOPE being read or read-write.`,
 				if !quiet {
 					fmt.Fprintf(os.Stderr, format+"\n", args...)
 				}
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return usageErr("--cpuprofile: %v", err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -149,6 +161,8 @@ SCOPE being read or read-write.`,
 	f.BoolVar(&allowUnauth, "allow-unauthenticated", false, "allow listening beyond loopback without --token-file")
 	f.BoolVar(&noSync, "no-sync", false, "embedded broker: do not fsync every batch (faster, loses acknowledged appends on a crash)")
 	f.BoolVar(&quiet, "quiet", false, "do not log operational events to stderr")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the service to this file until it stops (for make bench-log-profile)")
+	f.MarkHidden("cpuprofile")
 	logCmd.AddCommand(cmd)
 }
 

@@ -86,15 +86,26 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Logf logs operational events; nil discards them.
 	Logf func(format string, args ...any)
+	// Sync, when set, makes what Kafka acknowledged in a partition
+	// durable; it runs after every produce, before the writes it carried
+	// are answered. The embedded broker's SyncPartition (fdatasync of the
+	// segment files); nil on a real cluster, where acks=all (replication)
+	// is the durability.
+	Sync func(partition int32) error
+	// Stages, when set, accumulates where writes spend their time.
+	Stages *Stages
 
 	// produceTimeout bounds one produce attempt; default the larger of
 	// 30 s and three write timeouts. Tests shorten it.
 	produceTimeout time.Duration
 }
 
+// DefaultTopic is the data topic when Config.Topic is empty.
+const DefaultTopic = "forklab.streams"
+
 func (c *Config) defaults() {
 	if c.Topic == "" {
-		c.Topic = "forklab.streams"
+		c.Topic = DefaultTopic
 	}
 	if c.Partitions <= 0 {
 		c.Partitions = 1

@@ -36,6 +36,8 @@ type op struct {
 	// decides the op, or to opAbandoned when its caller stops waiting
 	// first; an abandoned op is never decided, so nothing is written.
 	state atomic.Int32
+	// queued is when the op was submitted (with Config.Stages).
+	queued time.Time
 }
 
 // Op states.
@@ -80,6 +82,9 @@ const maxBatchRecords = 1024
 // answer (callers holding the admin lock keep it until then).
 func (p *partition) submit(ctx context.Context, o *op) (late <-chan error, err error) {
 	o.done = make(chan error, 1)
+	if p.l.cfg.Stages != nil {
+		o.queued = time.Now()
+	}
 	d := p.l.cfg.WriteTimeout
 	timeout := time.NewTimer(d)
 	defer timeout.Stop()
@@ -125,7 +130,7 @@ func (p *partition) run() {
 	defer p.l.wg.Done()
 	defer close(p.exited)
 	var backlog []*op
-	lastBatch, lastFlush := 0, time.Duration(0)
+	expect, lastFlush := 0, time.Duration(0)
 	for {
 		if len(backlog) == 0 {
 			select {
@@ -136,7 +141,7 @@ func (p *partition) run() {
 				return
 			}
 		}
-		backlog = p.gather(backlog, lastBatch, lastFlush)
+		backlog = p.gather(backlog, expect, lastFlush)
 		// Take as many ops as fit in one produce request.
 		n, bytes := 0, 0
 		for n < len(backlog) && n < maxBatchRecords && (n == 0 || bytes+backlog[n].size <= p.l.cfg.MaxBatchBytes) {
@@ -146,18 +151,22 @@ func (p *partition) run() {
 		batch := backlog[:n]
 		t0 := time.Now()
 		p.flush(batch)
-		lastBatch, lastFlush = n, time.Since(t0)
+		lastFlush = time.Since(t0)
 		backlog = append(backlog[:0], backlog[n:]...)
+		// The next batch can carry what queued during this flush and
+		// the next writes of the writers it just answered.
+		expect = min(len(backlog)+len(p.ops)+n, maxBatchRecords)
 	}
 }
 
-// gather collects the ops queued behind the first. When produce requests
-// are slow (a synced write on the broker), it lingers briefly for the
-// writers the last flush answered, who are about to send their next append:
-// without it every other batch would be nearly empty. The linger is at most
-// half the last flush time and 2 ms, and ends as soon as as many ops wait as
-// the last batch carried.
-func (p *partition) gather(backlog []*op, lastBatch int, lastFlush time.Duration) []*op {
+// gather collects the ops queued behind the first. When writes are slow (a
+// synced write), it lingers briefly for the writers the last flush
+// answered, who are about to send their next append: without it the
+// writers split into groups that take turns, each waiting for the others'
+// sync, and batches carry a fraction of them. The linger is at most half
+// the last flush time and 2 ms, and ends as soon as expect ops wait (what
+// queued during the last flush, and as many as it answered).
+func (p *partition) gather(backlog []*op, expect int, lastFlush time.Duration) []*op {
 	drain := func() {
 		for {
 			select {
@@ -169,12 +178,12 @@ func (p *partition) gather(backlog []*op, lastBatch int, lastFlush time.Duration
 		}
 	}
 	drain()
-	if lastFlush < time.Millisecond || len(backlog) >= lastBatch {
+	if lastFlush < 200*time.Microsecond || len(backlog) >= expect {
 		return backlog
 	}
 	linger := time.NewTimer(min(lastFlush/2, 2*time.Millisecond))
 	defer linger.Stop()
-	for len(backlog) < lastBatch {
+	for len(backlog) < expect {
 		select {
 		case o := <-p.ops:
 			backlog = append(backlog, o)
@@ -203,20 +212,52 @@ func (p *partition) drain() {
 // flush decides a batch of ops, writes the accepted records in one produce
 // request and answers every op once Kafka has acknowledged them (or failed).
 func (p *partition) flush(ops []*op) {
+	st := p.l.cfg.Stages
+	var t0, t1, t2, t3 time.Time
+	if st != nil {
+		t0 = time.Now()
+	}
 	t := &tx{undo: map[*stream]wstate{}}
 	var writes []*pending
+	n := int64(0) // ops decided: the batch's stages count once for each
 	for _, o := range ops {
 		if !o.state.CompareAndSwap(opQueued, opTaken) {
 			continue // abandoned by its caller: never decided, never written
+		}
+		n++
+		if st != nil {
+			st.Ops.Add(1)
+			st.Queue.Add(int64(t0.Sub(o.queued)))
 		}
 		if w := o.decide(t); w != nil {
 			writes = append(writes, w)
 		}
 	}
+	if st != nil {
+		t1 = time.Now()
+		st.Decide.Add(n * int64(t1.Sub(t0)))
+	}
 	var err error
 	if len(writes) > 0 {
 		var offsets []int64
 		offsets, err = p.write(writes)
+		if st != nil {
+			t2 = time.Now()
+			st.Batches.Add(1)
+			st.Records.Add(int64(len(writes)))
+			st.Produce.Add(n * int64(t2.Sub(t1)))
+		}
+		if err == nil && offsets[0] == p.next && p.l.cfg.Sync != nil {
+			if serr := p.l.cfg.Sync(p.id); serr != nil {
+				// The records are in Kafka but not durable: nothing is
+				// acknowledged; the resync below folds them in.
+				err = fmt.Errorf("the write landed but could not be synced to disk: %w", serr)
+			}
+		}
+		if st != nil {
+			t3 = time.Now()
+			st.Sync.Add(n * int64(t3.Sub(t2)))
+		}
 		switch {
 		case err != nil:
 			p.l.cfg.Logf("kafkalog: write to %s/%d failed, resyncing from Kafka: %v", p.l.cfg.Topic, p.id, err)
@@ -233,6 +274,9 @@ func (p *partition) flush(ops []*op) {
 				w.commit(offsets[i])
 			}
 			p.next = offsets[len(offsets)-1] + 1
+			if st != nil {
+				st.Commit.Add(n * int64(time.Since(t3)))
+			}
 		}
 		if err != nil {
 			// Put the write state back as it was before the batch, but

@@ -259,3 +259,20 @@ func firstAtOrAfter(es []entry, pos int64) int {
 	}
 	return lo
 }
+
+// Stages accumulates where appends spend their time, for the append-path
+// profile (make bench-log-profile). Durations are nanoseconds summed:
+// Queue over ops (from submit to the partition goroutine deciding it,
+// group-commit linger included); Decide, Produce (the produce request
+// through kafka-go and the broker), Sync (to disk) and Commit (making the
+// records visible and answering) over batches, each batch counted once for
+// every op it decided (so that Sync/Ops is the mean time an op waited for
+// the sync); the HTTP ones over append
+// requests, filled in by stream/server: Requests, HTTPIn (from the
+// handler's start, headers parsed, to the append handed to the log: body
+// read and checks), Log (the log's Append) and HTTPOut (the answer).
+type Stages struct {
+	Ops, Batches, Records                atomic.Int64
+	Queue, Decide, Produce, Sync, Commit atomic.Int64
+	Requests, HTTPIn, Log, HTTPOut       atomic.Int64
+}

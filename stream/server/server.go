@@ -52,6 +52,9 @@ type Config struct {
 	Tokens *Tokens
 	// Logf logs failures; nil discards them.
 	Logf func(format string, args ...any)
+	// Stages, when set, accumulates where append requests spend their
+	// time (the HTTP fields; the log fills in the rest).
+	Stages *kafkalog.Stages
 }
 
 // Server is the protocol's HTTP handler.

@@ -30,6 +30,10 @@ type Config struct {
 	EmbeddedPort int
 	// NoSync turns off the embedded broker's fsync per batch (tests only).
 	NoSync bool
+	// KfakeSync has the embedded broker sync every batch inside kfake
+	// (two fsyncs in its request loop) instead of the log syncing the
+	// partition after each produce; for the benchmarks' comparison.
+	KfakeSync bool
 	// Log configures the Kafka mapping (topic, partitions, limits).
 	Log kafkalog.Config
 	// Server configures the HTTP layer; its Log field is filled in.
@@ -105,12 +109,18 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		// The broker must accept a whole group-commit batch: twice the
 		// larger of the batch and record limits, and at least 16 MiB.
 		maxMsg := max(16<<20, 2*max(cfg.Log.MaxBatchBytes, cfg.Log.MaxRecordBytes)+4<<20)
-		b, err := broker.Start(broker.Config{DataDir: cfg.DataDir, Port: cfg.EmbeddedPort, NoSync: cfg.NoSync, MaxMessageBytes: maxMsg})
+		b, err := broker.Start(broker.Config{DataDir: cfg.DataDir, Port: cfg.EmbeddedPort, NoSync: cfg.NoSync,
+			KfakeSync: cfg.KfakeSync, MaxMessageBytes: maxMsg})
 		if err != nil {
 			return nil, err
 		}
 		s.Broker = b
 		brokers = b.Addrs()
+		topic := cfg.Log.Topic
+		if topic == "" {
+			topic = kafkalog.DefaultTopic
+		}
+		cfg.Log.Sync = func(part int32) error { return b.SyncPartition(topic, part) }
 	}
 	s.Brokers = brokers
 	cfg.Log.Brokers = brokers
