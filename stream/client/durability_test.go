@@ -21,10 +21,20 @@ import (
 )
 
 // TestDuplicateAndGapAcrossRestart checks the producer rules before and
-// after the service restarts: Kafka alone carries the producer state.
+// after the service restarts: Kafka alone carries the producer state, in
+// the records (a full rebuild) or in the snapshot a clean stop writes.
 func TestDuplicateAndGapAcrossRestart(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		snapshots int
+	}{{"from a snapshot", 0}, {"full rebuild", -1}} {
+		t.Run(c.name, func(t *testing.T) { duplicateAndGapAcrossRestart(t, c.snapshots) })
+	}
+}
+
+func duplicateAndGapAcrossRestart(t *testing.T, snapshots int) {
 	dir := t.TempDir()
-	svc := startService(t, dir)
+	svc := startServiceSnapshots(t, dir, snapshots)
 	ctx := context.Background()
 	c := client.New(svc.URL)
 	c.Create(ctx, "s", client.CreateOptions{ContentType: textPlain})
@@ -59,8 +69,11 @@ func TestDuplicateAndGapAcrossRestart(t *testing.T) {
 		}
 		if stage == "before restart" {
 			stopService(t, svc)
-			svc = startService(t, dir)
+			svc = startServiceSnapshots(t, dir, snapshots)
 			c = client.New(svc.URL)
+			if r := svc.Log.Restored()[0]; r.FromSnapshot != (snapshots >= 0) {
+				t.Fatalf("restart: %+v, want from a snapshot: %v", r, snapshots >= 0)
+			}
 		}
 	}
 	check("after restart", "3", "3", "3", http.StatusOK, "Producer-Seq", "3")
@@ -209,8 +222,50 @@ func TestCrashSIGKILL(t *testing.T) {
 	dir := t.TempDir()
 	p := startProcess(t, dir)
 	setupZombie(t, client.New(p.url))
-	p = crashCycle(t, dir, p, 0, nil)
+	p = crashCycle(t, dir, p, 0, nil, nil, nil)
 	checkZombie(t, client.New(p.url))
+}
+
+// TestCrashDuringSnapshot snapshots the state every 100 records and kills
+// the service with SIGKILL just after it starts writing one (its chunks
+// may be half written, its manifest is not): the restart must use the
+// previous snapshot, or none, and replay the rest. Then it kills it in the
+// middle of a start (while it reads the data topic) and starts it again.
+// Each time every acknowledged append is there once, a resent one is a
+// duplicate and the zombie is fenced.
+func TestCrashDuringSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	env := "FORKLAB_TEST_SNAPSHOT_RECORDS=100"
+	p := startProcess(t, dir, env)
+	setupZombie(t, client.New(p.url))
+	kept := map[string]string{}
+	for cycle := 0; cycle < 2; cycle++ {
+		p = crashCycle(t, dir, p, cycle, kept, func(p *serverProcess) {
+			// The second snapshot that starts, so that one is complete.
+			p.waitEvent(t, ": writing", 30*time.Second)
+			p.waitEvent(t, ": writing", 30*time.Second)
+		}, func() *serverProcess {
+			np := startProcess(t, dir, env)
+			np.waitEvent(t, "restored from its snapshot", 10*time.Second)
+			return np
+		})
+		checkZombie(t, client.New(p.url))
+	}
+	// Killed while it reads the data topic on start (snapshots off: the
+	// whole topic), then started again.
+	p.kill()
+	l := launch(t, dir, "FORKLAB_TEST_SNAPSHOT_RECORDS=-1")
+	l.waitEvent(t, "reading offsets", 30*time.Second)
+	l.kill()
+	p = startProcess(t, dir, env)
+	c := client.New(p.url)
+	for name, want := range kept {
+		data, _, err := c.ReadAll(context.Background(), name, client.Start)
+		if err != nil || string(data) != want {
+			t.Fatalf("%s after a crash during a start: %v", name, err)
+		}
+	}
+	checkZombie(t, c)
 }
 
 // TestCrashSoak repeats the crash cycle (FORKLAB_SOAK=1, make log-soak),
@@ -224,7 +279,7 @@ func TestCrashSoak(t *testing.T) {
 	setupZombie(t, client.New(p.url))
 	kept := map[string]string{}
 	for cycle := 0; cycle < 20; cycle++ {
-		p = crashCycle(t, dir, p, cycle, kept)
+		p = crashCycle(t, dir, p, cycle, kept, nil, nil)
 		checkZombie(t, client.New(p.url))
 	}
 }
@@ -245,10 +300,12 @@ func checkZombie(t *testing.T, c *client.Client) {
 	}
 }
 
-// crashCycle runs producers against the server p, kills it with SIGKILL,
-// restarts it and checks the streams of this cycle and of kept (name →
-// exact content from earlier cycles), to which it adds this cycle's.
-func crashCycle(t *testing.T, dir string, p *serverProcess, cycle int, kept map[string]string) *serverProcess {
+// crashCycle runs producers against the server p, kills it with SIGKILL
+// (after a while, or once killWhen returns), restarts it (startProcess, or
+// restart) and checks the streams of this cycle and of kept (name → exact
+// content from earlier cycles), to which it adds this cycle's.
+func crashCycle(t *testing.T, dir string, p *serverProcess, cycle int, kept map[string]string,
+	killWhen func(*serverProcess), restart func() *serverProcess) *serverProcess {
 	t.Helper()
 	ctx := context.Background()
 	c := client.New(p.url)
@@ -286,12 +343,20 @@ func crashCycle(t *testing.T, dir string, p *serverProcess, cycle int, kept map[
 			}
 		}()
 	}
-	time.Sleep(time.Duration(400+100*(cycle%5)) * time.Millisecond)
+	if killWhen != nil {
+		killWhen(p)
+	} else {
+		time.Sleep(time.Duration(400+100*(cycle%5)) * time.Millisecond)
+	}
 	p.kill()
 	close(stop)
 	wg.Wait()
 
-	p = startProcess(t, dir)
+	if restart != nil {
+		p = restart()
+	} else {
+		p = startProcess(t, dir)
+	}
 	c = client.New(p.url)
 	total := 0
 	for i := range producers {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,8 +29,14 @@ func TestMain(m *testing.M) {
 }
 
 func serveForever(dir string) {
+	// Snapshots as often as FORKLAB_TEST_SNAPSHOT_RECORDS says (-1: off),
+	// so that a test can kill the service in the middle of one. The log's
+	// events go to stderr, one per line, for the tests to watch.
+	every, _ := strconv.Atoi(os.Getenv("FORKLAB_TEST_SNAPSHOT_RECORDS"))
 	svc, err := service.Start(context.Background(), service.Config{
 		Addr: "127.0.0.1:0", DataDir: dir,
+		Log: kafkalog.Config{SnapshotRecords: every, SnapshotMinInterval: time.Millisecond,
+			Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }},
 		Server: server.Config{LongPollTimeout: time.Second},
 	})
 	if err != nil {
@@ -44,9 +51,16 @@ func serveForever(dir string) {
 // directory (no fsync: these tests do not crash the machine).
 func startService(t testing.TB, dir string) *service.Service {
 	t.Helper()
+	return startServiceSnapshots(t, dir, 0)
+}
+
+// startServiceSnapshots is startService with kafkalog.Config's
+// SnapshotRecords (0: the default, -1: no snapshots, every start rebuilds).
+func startServiceSnapshots(t testing.TB, dir string, snapshotRecords int) *service.Service {
+	t.Helper()
 	svc, err := service.Start(context.Background(), service.Config{
 		Addr: "127.0.0.1:0", DataDir: dir, NoSync: true,
-		Log:    kafkalog.Config{Logf: func(string, ...any) {}},
+		Log:    kafkalog.Config{Logf: func(string, ...any) {}, SnapshotRecords: snapshotRecords},
 		Server: server.Config{LongPollTimeout: 500 * time.Millisecond},
 	})
 	if err != nil {
@@ -66,24 +80,56 @@ func stopService(t testing.TB, svc *service.Service) {
 type serverProcess struct {
 	cmd *exec.Cmd
 	url string
+	// events receives the log's event lines (stderr), when asked for.
+	events chan string
 }
 
 // startProcess runs this test binary as a server on dir and waits for its
-// URL.
-func startProcess(t *testing.T, dir string) *serverProcess {
+// URL. env adds environment variables (FORKLAB_TEST_SNAPSHOT_RECORDS).
+func startProcess(t *testing.T, dir string, env ...string) *serverProcess {
+	t.Helper()
+	p := launch(t, dir, env...)
+	select {
+	case p.url = <-p.urlCh:
+	case <-time.After(60 * time.Second):
+		t.Fatal("server process did not start")
+	}
+	return p.serverProcess
+}
+
+// launching is a server process started but not yet listening.
+type launching struct {
+	*serverProcess
+	urlCh chan string
+}
+
+// launch starts the server process without waiting for it.
+func launch(t *testing.T, dir string, env ...string) launching {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "FORKLAB_TEST_SERVE="+dir)
+	cmd.Env = append(append(os.Environ(), "FORKLAB_TEST_SERVE="+dir), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
+	errs, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &serverProcess{cmd: cmd}
+	p := &serverProcess{cmd: cmd, events: make(chan string, 1<<16)}
 	t.Cleanup(func() { p.kill() })
+	go func() {
+		sc := bufio.NewScanner(errs)
+		for sc.Scan() {
+			select {
+			case p.events <- sc.Text():
+			default: // nobody is watching: drop
+			}
+		}
+	}()
 	got := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -93,12 +139,24 @@ func startProcess(t *testing.T, dir string) *serverProcess {
 			}
 		}
 	}()
-	select {
-	case p.url = <-got:
-	case <-time.After(30 * time.Second):
-		t.Fatal("server process did not start")
+	return launching{p, got}
+}
+
+// waitEvent waits for a log event line containing s; it drains the lines
+// before it.
+func (p *serverProcess) waitEvent(t *testing.T, s string, within time.Duration) string {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case line := <-p.events:
+			if strings.Contains(line, s) {
+				return line
+			}
+		case <-deadline:
+			t.Fatalf("no %q from the server within %s", s, within)
+		}
 	}
-	return p
 }
 
 // kill sends SIGKILL: no shutdown code runs.

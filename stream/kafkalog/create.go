@@ -341,6 +341,9 @@ func (l *Log) installCreate(part int32, r *record, koff int64) *stream {
 	if r.gen > l.gens[r.stream] {
 		l.gens[r.stream] = r.gen
 	}
+	if p := l.parts[part]; r.gen > p.gens[r.stream] {
+		p.gens[r.stream] = r.gen
+	}
 	l.mu.Unlock()
 	return s
 }

@@ -77,6 +77,9 @@ func (l *Log) applyDelete(s *stream) {
 		if s.meta.gen > l.removed[s.meta.name] {
 			l.removed[s.meta.name] = s.meta.gen
 		}
+		if p := l.parts[s.meta.part]; s.meta.gen > p.removed[s.meta.name] {
+			p.removed[s.meta.name] = s.meta.gen
+		}
 		l.mu.Unlock()
 		src := s.meta.source
 		s = nil

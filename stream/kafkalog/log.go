@@ -94,10 +94,27 @@ type Config struct {
 	Sync func(partition int32) error
 	// Stages, when set, accumulates where writes spend their time.
 	Stages *Stages
+	// SnapshotTopic is the compacted topic of state snapshots; default
+	// "<Topic>.snapshots".
+	SnapshotTopic string
+	// SnapshotRecords: a partition's state is snapshotted once this many
+	// records were folded in since its last snapshot (and on Close);
+	// default 100,000; negative turns snapshots off (every start rebuilds
+	// from the data topic).
+	SnapshotRecords int
+	// SnapshotMinInterval is the least time between two snapshots of a
+	// partition; default 10s.
+	SnapshotMinInterval time.Duration
+	// SyncSnapshot, when set, makes a written snapshot durable (the
+	// embedded broker's sync of the snapshot topic).
+	SyncSnapshot func() error
 
 	// produceTimeout bounds one produce attempt; default the larger of
 	// 30 s and three write timeouts. Tests shorten it.
 	produceTimeout time.Duration
+	// skipCloseSnapshot: Close writes no snapshot (tests of a restart
+	// after a crash).
+	skipCloseSnapshot bool
 }
 
 // DefaultTopic is the data topic when Config.Topic is empty.
@@ -127,6 +144,15 @@ func (c *Config) defaults() {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
+	}
+	if c.SnapshotTopic == "" {
+		c.SnapshotTopic = c.Topic + ".snapshots"
+	}
+	if c.SnapshotRecords == 0 {
+		c.SnapshotRecords = 100_000
+	}
+	if c.SnapshotMinInterval <= 0 {
+		c.SnapshotMinInterval = 10 * time.Second
 	}
 	if c.produceTimeout <= 0 {
 		// Well past the write timeout (callers are answered at the write
@@ -189,6 +215,12 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	for p := 0; p < n; p++ {
 		l.parts = append(l.parts, newPartition(l, int32(p)))
 	}
+	if cfg.SnapshotRecords >= 0 {
+		if err := l.restore(ctx); err != nil {
+			l.transport.CloseIdleConnections()
+			return nil, err
+		}
+	}
 	for _, p := range l.parts {
 		if err := p.catchUp(ctx, true); err != nil {
 			l.transport.CloseIdleConnections()
@@ -218,6 +250,33 @@ func (l *Log) Close() error {
 	close(l.stop)
 	l.wg.Wait()
 	l.transport.CloseIdleConnections()
+	return nil
+}
+
+// restore loads every partition's usable snapshot, before the rebuild
+// replays what follows it.
+func (l *Log) restore(ctx context.Context) error {
+	if err := l.ensureSnapshotTopic(ctx); err != nil {
+		return err
+	}
+	snaps, why, err := l.loadSnapshots(ctx)
+	if err != nil {
+		l.cfg.Logf("kafkalog: reading snapshots from %s: %v; rebuilding from %s", l.cfg.SnapshotTopic, err, l.cfg.Topic)
+		for _, p := range l.parts {
+			p.why = err.Error()
+		}
+		return nil
+	}
+	for _, p := range l.parts {
+		if snap := snaps[p.id]; snap != nil {
+			l.install(p, snap)
+			continue
+		}
+		p.why = why[p.id]
+		if p.why != "no snapshot" {
+			l.cfg.Logf("kafkalog: snapshot of %s/%d not used (%s); rebuilding it from %s", l.cfg.Topic, p.id, p.why, l.cfg.Topic)
+		}
+	}
 	return nil
 }
 

@@ -21,6 +21,25 @@ type partition struct {
 
 	next     int64        // Kafka offset after the last record applied to the state
 	logStart atomic.Int64 // the partition's log start offset, as last seen
+
+	// lastRecord identifies the record at next-1 (recordSum), for the
+	// snapshot that covers up to next.
+	lastRecord uint32
+	// gens and removed are the highest generation created and deleted per
+	// name by this partition's records (the log's maps hold the maximum
+	// over partitions); a snapshot carries them.
+	gens, removed map[string]int64
+	// applied counts the records folded in since the last snapshot.
+	applied int64
+	// restored: the state came from a snapshot covering the records below
+	// covered; replayed counts the records the start applied after it.
+	restored        bool
+	covered         int64
+	replayed        int
+	why             string      // why the start did not use a snapshot
+	snapshotRunning atomic.Bool // a snapshot of this partition is being written
+	lastSnapshot    time.Time
+	snapshotSlot    string // the slot the snapshot topic's manifest names
 }
 
 // op is one write request handed to the partition goroutine.
@@ -67,7 +86,8 @@ func (t *tx) touch(s *stream) {
 }
 
 func newPartition(l *Log, id int32) *partition {
-	return &partition{l: l, id: id, ops: make(chan *op, 4096), exited: make(chan struct{})}
+	return &partition{l: l, id: id, ops: make(chan *op, 4096), exited: make(chan struct{}),
+		gens: map[string]int64{}, removed: map[string]int64{}}
 }
 
 // maxBatchRecords bounds the records group-committed in one produce request.
@@ -138,6 +158,7 @@ func (p *partition) run() {
 				backlog = append(backlog, o)
 			case <-p.l.stop:
 				p.drain()
+				p.l.finalSnapshot(p)
 				return
 			}
 		}
@@ -156,6 +177,9 @@ func (p *partition) run() {
 		// The next batch can carry what queued during this flush and
 		// the next writes of the writers it just answered.
 		expect = min(len(backlog)+len(p.ops)+n, maxBatchRecords)
+		if p.l.snapshotDue(p) {
+			p.l.startSnapshot(p)
+		}
 	}
 }
 
@@ -274,6 +298,9 @@ func (p *partition) flush(ops []*op) {
 				w.commit(offsets[i])
 			}
 			p.next = offsets[len(offsets)-1] + 1
+			last := writes[len(writes)-1].rec
+			p.lastRecord = recordSum([]byte(last.stream), last.headers())
+			p.applied += int64(len(writes))
 			if st != nil {
 				st.Commit.Add(n * int64(time.Since(t3)))
 			}

@@ -110,8 +110,11 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 	}
 	p.noteLogStart(start)
 	from := p.next
-	if initial || from < start {
+	if (initial && !p.restored) || from < start {
 		from = start
+	}
+	if initial {
+		p.l.cfg.Logf("kafkalog: partition %s/%d: reading offsets %d to %d", p.l.cfg.Topic, p.id, from, hwm)
 	}
 	n, empty := 0, 0
 	// A resync runs while readers read: it applies only the last copy of
@@ -155,6 +158,7 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 				resync = append(resync, decoded{r, f.koff})
 			}
 			from = f.koff + 1
+			p.lastRecord = recordSum(f.key, f.headers)
 		}
 	}
 	last := lastCopies(resync)
@@ -169,9 +173,17 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 			testHookResyncApplied()
 		}
 	}
+	if from > p.next {
+		p.applied += from - p.next
+	}
 	p.next = from
 	if initial {
-		p.l.cfg.Logf("kafkalog: partition %s/%d rebuilt: %d records from offset %d to %d", p.l.cfg.Topic, p.id, n, start, hwm)
+		p.replayed = n
+		if p.restored {
+			p.l.cfg.Logf("kafkalog: partition %s/%d restored from its snapshot at offset %d, then %d records to %d", p.l.cfg.Topic, p.id, p.covered, n, hwm)
+		} else {
+			p.l.cfg.Logf("kafkalog: partition %s/%d rebuilt: %d records from offset %d to %d", p.l.cfg.Topic, p.id, n, start, hwm)
+		}
 	}
 	return nil
 }
@@ -265,6 +277,9 @@ func (l *Log) adoptTrimmed(part int32, r *record) *stream {
 	l.streams[r.stream] = s
 	if r.gen > l.gens[r.stream] {
 		l.gens[r.stream] = r.gen
+	}
+	if p := l.parts[part]; r.gen > p.gens[r.stream] {
+		p.gens[r.stream] = r.gen
 	}
 	l.mu.Unlock()
 	return s

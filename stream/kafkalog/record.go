@@ -2,6 +2,7 @@ package kafkalog
 
 import (
 	"fmt"
+	"hash/crc32"
 	"strconv"
 	"time"
 
@@ -120,6 +121,20 @@ func (r *record) headers() []kafka.Header {
 		h = append(h, kafka.Header{Key: HeaderReason, Value: []byte(r.reason)})
 	}
 	return h
+}
+
+// recordSum identifies a record by its key and headers (CRC-32), to check
+// that the record a snapshot ends at is still the one at that offset.
+func recordSum(key []byte, headers []kafka.Header) uint32 {
+	h := crc32.NewIEEE()
+	h.Write(key)
+	for _, x := range headers {
+		h.Write([]byte{0})
+		h.Write([]byte(x.Key))
+		h.Write([]byte{0})
+		h.Write(x.Value)
+	}
+	return h.Sum32()
 }
 
 // decodeRecord parses the headers of a record read back from Kafka. A record

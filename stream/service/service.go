@@ -121,6 +121,11 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 			topic = kafkalog.DefaultTopic
 		}
 		cfg.Log.Sync = func(part int32) error { return b.SyncPartition(topic, part) }
+		snapTopic := cfg.Log.SnapshotTopic
+		if snapTopic == "" {
+			snapTopic = topic + ".snapshots"
+		}
+		cfg.Log.SyncSnapshot = func() error { return b.SyncPartition(snapTopic, 0) }
 	}
 	s.Brokers = brokers
 	cfg.Log.Brokers = brokers
