@@ -275,7 +275,7 @@ func (l *Log) applyCreate(part int32, r *record, koff int64) {
 	l.mu.RUnlock()
 	if existing != nil && existing.meta.gen == r.gen {
 		existing.moveDuplicate(0, koff)
-		if len(r.value) > 0 {
+		if len(r.value) > 0 && !l.starting {
 			l.cache.put(part, koff, r.value)
 		}
 		return
@@ -332,7 +332,9 @@ func (l *Log) installCreate(part int32, r *record, koff int64) *stream {
 	s.own = len(s.entries)
 	if len(r.value) > 0 {
 		s.entries = append(s.entries, entry{koff: koff, rec: 0, cut: -1})
-		l.cache.put(part, koff, r.value)
+		if !l.starting {
+			l.cache.put(part, koff, r.value)
+		}
 	}
 	s.tail = koff + 1
 	s.closed = r.closed

@@ -108,13 +108,13 @@ type Config struct {
 	// SyncSnapshot, when set, makes a written snapshot durable (the
 	// embedded broker's sync of the snapshot topic).
 	SyncSnapshot func() error
+	// NoSnapshotOnClose: Close writes no snapshot, as after a crash (for
+	// tests and benchmarks of the restart).
+	NoSnapshotOnClose bool
 
 	// produceTimeout bounds one produce attempt; default the larger of
 	// 30 s and three write timeouts. Tests shorten it.
 	produceTimeout time.Duration
-	// skipCloseSnapshot: Close writes no snapshot (tests of a restart
-	// after a crash).
-	skipCloseSnapshot bool
 }
 
 // DefaultTopic is the data topic when Config.Topic is empty.
@@ -186,6 +186,10 @@ type Log struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	// starting is set while Open folds the data topic in, before anyone
+	// reads: values are not cached (reads fetch them when they need them).
+	starting bool
 }
 
 // Open connects to Kafka, creates the data topic if it is missing and
@@ -215,6 +219,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	for p := 0; p < n; p++ {
 		l.parts = append(l.parts, newPartition(l, int32(p)))
 	}
+	l.starting = true
 	if cfg.SnapshotRecords >= 0 {
 		if err := l.restore(ctx); err != nil {
 			l.transport.CloseIdleConnections()
@@ -227,6 +232,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 			return nil, fmt.Errorf("rebuild partition %d of %s: %w", p.id, cfg.Topic, err)
 		}
 	}
+	l.starting = false
 	for _, s := range l.streams {
 		s.touch() // a restart opens a fresh TTL window; reads are not logged
 	}

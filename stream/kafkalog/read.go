@@ -181,7 +181,7 @@ func (l *Log) Wait(ctx context.Context, req ReadRequest, timeout time.Duration) 
 		s.touch()
 		s.liveReaders.Add(-1)
 	}()
-	v := s.snapshot()
+	v := s.watch()
 	pos, err := l.startPos(s, v, req)
 	if err != nil {
 		return ReadResult{}, err
@@ -208,7 +208,7 @@ func (l *Log) Wait(ctx context.Context, req ReadRequest, timeout time.Duration) 
 		}
 		select {
 		case <-v.notify:
-			v = s.snapshot()
+			v = s.watch()
 		case <-timer.C:
 			return l.readAt(ctx, s, v, pos, req.MaxBytes)
 		case <-ctx.Done():

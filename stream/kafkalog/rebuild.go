@@ -122,8 +122,23 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 	// watermark. The initial rebuild has no readers yet and applies as it
 	// reads, moving an entry to each later copy it meets.
 	var resync []decoded
+	rd := p.l.newPartReader(p.id)
+	defer rd.close()
+	var last fetched
+	apply := func(f fetched) {
+		last = f
+		r, ok, err := decodeRecord(f.key, f.value, f.headers, f.time)
+		if err != nil {
+			p.l.cfg.Logf("kafkalog: skipping record %s/%d@%d: %v", p.l.cfg.Topic, p.id, f.koff, err)
+		} else if ok && initial {
+			p.l.apply(p.id, &r, f.koff)
+			n++
+		} else if ok {
+			resync = append(resync, decoded{r, f.koff})
+		}
+	}
 	for from < hwm {
-		recs, _, _, err := p.l.fetchBatch(ctx, p.id, from, 8<<20)
+		next, err := rd.read(ctx, from, 16<<20, apply)
 		if errors.Is(err, errRetention) {
 			// Retention moved the log start past from while we read.
 			s2, _, err2 := p.l.offsets(ctx, p.id)
@@ -133,10 +148,14 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 			from = s2
 			continue
 		}
-		if err != nil {
-			return err
+		if err != nil && next == from {
+			if empty++; empty > 20 {
+				return fmt.Errorf("read %s/%d at %d: %w", p.l.cfg.Topic, p.id, from, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
-		if len(recs) == 0 {
+		if next == from {
 			// Below the high watermark there must be records; an empty
 			// answer is transient. Give up after a few, rather than
 			// rebuild a partial state.
@@ -147,24 +166,15 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 			continue
 		}
 		empty = 0
-		for _, f := range recs {
-			r, ok, err := decodeRecord(f.key, f.value, f.headers, f.time)
-			if err != nil {
-				p.l.cfg.Logf("kafkalog: skipping record %s/%d@%d: %v", p.l.cfg.Topic, p.id, f.koff, err)
-			} else if ok && initial {
-				p.l.apply(p.id, &r, f.koff)
-				n++
-			} else if ok {
-				resync = append(resync, decoded{r, f.koff})
-			}
-			from = f.koff + 1
-			p.lastRecord = recordSum(f.key, f.headers)
-		}
+		from = next
 	}
-	last := lastCopies(resync)
+	if last.key != nil || last.headers != nil {
+		p.lastRecord = recordSum(last.key, last.headers)
+	}
+	lc := lastCopies(resync)
 	for i := range resync {
 		d := &resync[i]
-		if last[copyKey{d.r.stream, d.r.gen, d.r.rec}] != d.koff {
+		if lc[copyKey{d.r.stream, d.r.gen, d.r.rec}] != d.koff {
 			continue
 		}
 		p.l.apply(p.id, &d.r, d.koff)
@@ -234,7 +244,7 @@ func (l *Log) apply(part int32, r *record, koff int64) {
 	}
 	if r.rec < s.w.nextRec {
 		s.moveDuplicate(r.rec, koff)
-		if len(r.value) > 0 {
+		if len(r.value) > 0 && !l.starting {
 			l.cache.put(part, koff, r.value)
 		}
 		return
@@ -246,7 +256,7 @@ func (l *Log) apply(part int32, r *record, koff int64) {
 			return
 		}
 		s.applyW(r)
-		if len(r.value) > 0 {
+		if len(r.value) > 0 && !l.starting {
 			l.cache.put(part, koff, r.value)
 		}
 		s.applyR(r, koff)

@@ -66,7 +66,7 @@ func TestRebuildMatchesLive(t *testing.T) {
 		snapshot, replay bool
 	}{
 		{"full rebuild", Config{SnapshotRecords: -1}, false, true},
-		{"snapshot then replay", Config{SnapshotRecords: 7, SnapshotMinInterval: time.Nanosecond, skipCloseSnapshot: true}, true, true},
+		{"snapshot then replay", Config{SnapshotRecords: 7, SnapshotMinInterval: time.Nanosecond, NoSnapshotOnClose: true}, true, true},
 		{"snapshot on close", Config{}, true, false},
 	} {
 		t.Run(mode.name, func(t *testing.T) {

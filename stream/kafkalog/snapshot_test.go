@@ -162,7 +162,7 @@ func TestSnapshotIgnored(t *testing.T) {
 			}
 			c.damage(t, l, b)
 			// ... until it is damaged. (skip the snapshot of this close)
-			l.cfg.skipCloseSnapshot = true
+			l.cfg.NoSnapshotOnClose = true
 			l.Close()
 			l, err = Open(ctx, cfg)
 			if err != nil {

@@ -350,7 +350,7 @@ func (l *Log) Restored() []RestoreInfo {
 // anything changed since the last one, so that a restart after a clean
 // stop replays nothing. It runs on p's goroutine.
 func (l *Log) finalSnapshot(p *partition) {
-	if l.cfg.SnapshotRecords < 0 || p.applied == 0 || l.cfg.skipCloseSnapshot {
+	if l.cfg.SnapshotRecords < 0 || p.applied == 0 || l.cfg.NoSnapshotOnClose {
 		return
 	}
 	for p.snapshotRunning.Load() {

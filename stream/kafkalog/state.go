@@ -92,11 +92,11 @@ type stream struct {
 	producers  map[string]fence.State // committed producer state, for ProducerState
 	soft       bool                   // soft-deleted: retained for forks, gone to clients
 	removed    bool
-	notify     chan struct{} // closed and replaced on every change
+	notify     chan struct{} // closed on every change; made by the first waiter after it (watch)
 }
 
 func newStream(m meta) *stream {
-	s := &stream{meta: m, createKoff: -1, notify: make(chan struct{})}
+	s := &stream{meta: m, createKoff: -1}
 	s.w.producers = map[string]fence.State{}
 	s.touch()
 	return s
@@ -104,10 +104,15 @@ func newStream(m meta) *stream {
 
 func (s *stream) touch() { s.lastAccess.Store(time.Now().UnixNano()) }
 
-// changedLocked wakes every waiter; s.mu must be held for writing.
+// changedLocked wakes every waiter; s.mu must be held for writing. The
+// channel is made when a reader first needs one (snapshot), so that a
+// stream nobody waits on (every stream while the log starts) costs no
+// channel per record.
 func (s *stream) changedLocked() {
-	close(s.notify)
-	s.notify = make(chan struct{})
+	if s.notify != nil {
+		close(s.notify)
+		s.notify = nil
+	}
 }
 
 // expired reports whether the stream's TTL or expiry has passed at now. A
@@ -242,6 +247,18 @@ type view struct {
 func (s *stream) snapshot() view {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	return view{entries: s.entries[:len(s.entries):len(s.entries)], createKoff: s.createKoff, tail: s.tail,
+		closed: s.closed, soft: s.soft, removed: s.removed}
+}
+
+// watch is snapshot with a channel that is closed on the stream's next
+// change; the first waiter since the last change makes it.
+func (s *stream) watch() view {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.notify == nil {
+		s.notify = make(chan struct{})
+	}
 	return view{entries: s.entries[:len(s.entries):len(s.entries)], createKoff: s.createKoff, tail: s.tail,
 		closed: s.closed, soft: s.soft, removed: s.removed, notify: s.notify}
 }
