@@ -6,6 +6,10 @@
 #   log-conformance  the official Durable Streams conformance suite (npm
 #                    @durable-streams/server-conformance-tests 0.3.6, vitest)
 #                    against `forklab log serve` on the embedded broker (~2 min)
+#   log-cluster-test the conformance suite and the durability tests of
+#                    stream/client with `forklab log serve --brokers` on a
+#                    3-broker cluster (`forklab kafka serve --brokers 3`, its
+#                    own process) (~3 min)
 #   bench-log        appends/s and p50/p99 of 16 producers, and a 1,000,000-event
 #                    catch-up read, side by side with the reference Node server
 #                    (file-backed and in memory), with ratios (~2 min)
@@ -17,7 +21,7 @@ LOG_GO   ?= $(if $(GO),$(GO),go)
 LOG_BIN  ?= $(if $(BIN),$(BIN),bin/forklab)
 LOG_NODE := stream/conformance
 
-.PHONY: log-test log-soak log-conformance bench-log log-npm log-bin
+.PHONY: log-test log-soak log-conformance log-cluster-test bench-log log-npm log-bin
 
 log-test:
 	$(LOG_GO) test ./stream/...
@@ -35,6 +39,9 @@ $(LOG_NODE)/node_modules/.package-lock.json: $(LOG_NODE)/package.json $(LOG_NODE
 
 log-conformance: log-bin log-npm
 	$(LOG_NODE)/run.sh $(LOG_BIN)
+
+log-cluster-test: log-bin log-npm
+	$(LOG_NODE)/cluster-test.sh $(LOG_BIN) $(LOG_GO)
 
 bench-log: log-bin log-npm
 	$(LOG_NODE)/bench.sh $(LOG_BIN) --producers 16 --body 100 --duration 10s --warmup 2s --catchup-events 1000000

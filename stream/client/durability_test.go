@@ -1,14 +1,17 @@
 package client_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,7 +74,8 @@ func duplicateAndGapAcrossRestart(t *testing.T, snapshots int) {
 			stopService(t, svc)
 			svc = startServiceSnapshots(t, dir, snapshots)
 			c = client.New(svc.URL)
-			if r := svc.Log.Restored()[0]; r.FromSnapshot != (snapshots >= 0) {
+			_, part, _ := svc.Log.Location("s")
+			if r := svc.Log.Restored()[part]; r.FromSnapshot != (snapshots >= 0) {
 				t.Fatalf("restart: %+v, want from a snapshot: %v", r, snapshots >= 0)
 			}
 		}
@@ -94,6 +98,7 @@ func duplicateAndGapAcrossRestart(t *testing.T, snapshots int) {
 func TestRecordCopyInvisible(t *testing.T) {
 	dir := t.TempDir()
 	svc := startService(t, dir)
+	needsEmbedded(t, svc)
 	ctx := context.Background()
 	c := client.New(svc.URL)
 	c.Create(ctx, "dup", client.CreateOptions{ContentType: textPlain})
@@ -224,6 +229,68 @@ func TestCrashSIGKILL(t *testing.T) {
 	setupZombie(t, client.New(p.url))
 	p = crashCycle(t, dir, p, 0, nil, nil, nil)
 	checkZombie(t, client.New(p.url))
+}
+
+// TestCrashOnCluster runs the crash cycle of TestCrashSIGKILL with the
+// service on a 3-broker cluster running in a process of its own (topic
+// replicated 3 times, 3 partitions with leaders on different brokers):
+// SIGKILL during appends, a restart from the records, then SIGKILL during a
+// snapshot and a restart from it. make log-cluster-test runs every test of
+// this package on such a cluster.
+func TestCrashOnCluster(t *testing.T) {
+	brokers := os.Getenv("FORKLAB_TEST_BROKERS")
+	if brokers == "" {
+		brokers = startCluster(t)
+	}
+	dir := t.TempDir()
+	env := []string{"FORKLAB_TEST_BROKERS=" + brokers, "FORKLAB_TEST_SNAPSHOT_RECORDS=100"}
+	p := startProcess(t, dir, env...)
+	setupZombie(t, client.New(p.url))
+	restart := func() *serverProcess { return startProcess(t, dir, env...) }
+	p = crashCycle(t, dir, p, 0, nil, nil, restart)
+	checkZombie(t, client.New(p.url))
+	p = crashCycle(t, dir, p, 1, nil, func(p *serverProcess) {
+		p.waitEvent(t, ": writing", 30*time.Second)
+		p.waitEvent(t, ": writing", 30*time.Second)
+	}, func() *serverProcess {
+		np := restart()
+		np.waitEvent(t, "restored from its snapshot", 10*time.Second)
+		return np
+	})
+	checkZombie(t, client.New(p.url))
+}
+
+// startCluster runs a 3-broker development cluster in a child process and
+// returns its bootstrap addresses.
+func startCluster(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "FORKLAB_TEST_CLUSTER=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() })
+	got := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if b, ok := strings.CutPrefix(sc.Text(), "BROKERS "); ok {
+				got <- b
+			}
+		}
+	}()
+	select {
+	case b := <-got:
+		return b
+	case <-time.After(30 * time.Second):
+		t.Fatal("the cluster did not start")
+		return ""
+	}
 }
 
 // TestCrashDuringSnapshot snapshots the state every 100 records and kills
@@ -409,6 +476,7 @@ func crashCycle(t *testing.T, dir string, p *serverProcess, cycle int, kept map[
 func TestFailedWriteResync(t *testing.T) {
 	dir := t.TempDir()
 	svc := startService(t, dir)
+	needsEmbedded(t, svc)
 	defer func() { stopService(t, svc) }()
 	ctx := context.Background()
 	c := client.New(svc.URL)

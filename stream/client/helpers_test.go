@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forklab/forklab/stream/broker"
 	"github.com/forklab/forklab/stream/kafkalog"
 	"github.com/forklab/forklab/stream/server"
 	"github.com/forklab/forklab/stream/service"
@@ -19,8 +21,18 @@ import (
 
 // TestMain doubles as the server process of the crash tests: with
 // FORKLAB_TEST_SERVE set to a data directory it runs the session-log
-// service (embedded broker, fsync per batch) until killed.
+// service (embedded broker, fsync per batch) until killed; and as a
+// 3-broker development cluster with FORKLAB_TEST_CLUSTER=1 (it prints
+// "BROKERS host:port,…").
+//
+// With FORKLAB_TEST_BROKERS=host:port,… every service of these tests runs
+// on that cluster instead of the embedded broker (make log-cluster-test):
+// 3 partitions replicated 3 times, a topic of its own per data directory.
 func TestMain(m *testing.M) {
+	if os.Getenv("FORKLAB_TEST_CLUSTER") != "" {
+		clusterForever()
+		return
+	}
 	if dir := os.Getenv("FORKLAB_TEST_SERVE"); dir != "" {
 		serveForever(dir)
 		return
@@ -28,17 +40,53 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+func clusterForever() {
+	c, err := broker.StartCluster(broker.ClusterConfig{Brokers: 3})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+	fmt.Println("BROKERS", strings.Join(c.Addrs(), ","))
+	select {}
+}
+
+// onCluster points cfg at the cluster FORKLAB_TEST_BROKERS names, if any:
+// a topic of its own for the data directory (the same after a restart),
+// 3 partitions, replication factor 3.
+func onCluster(cfg *service.Config) {
+	b := os.Getenv("FORKLAB_TEST_BROKERS")
+	if b == "" {
+		return
+	}
+	cfg.Brokers = strings.Split(b, ",")
+	h := fnv.New64a()
+	h.Write([]byte(cfg.DataDir))
+	cfg.Log.Topic = fmt.Sprintf("test-%016x", h.Sum64())
+	cfg.Log.Partitions, cfg.Log.ReplicationFactor = 3, 3
+}
+
+// needsEmbedded skips a test that injects faults into the embedded broker
+// when the tests run on a cluster.
+func needsEmbedded(t *testing.T, svc *service.Service) {
+	t.Helper()
+	if svc.Broker == nil {
+		t.Skip("injects faults into the embedded broker; FORKLAB_TEST_BROKERS runs on a cluster")
+	}
+}
+
 func serveForever(dir string) {
 	// Snapshots as often as FORKLAB_TEST_SNAPSHOT_RECORDS says (-1: off),
 	// so that a test can kill the service in the middle of one. The log's
 	// events go to stderr, one per line, for the tests to watch.
 	every, _ := strconv.Atoi(os.Getenv("FORKLAB_TEST_SNAPSHOT_RECORDS"))
-	svc, err := service.Start(context.Background(), service.Config{
+	cfg := service.Config{
 		Addr: "127.0.0.1:0", DataDir: dir,
 		Log: kafkalog.Config{SnapshotRecords: every, SnapshotMinInterval: time.Millisecond,
 			Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }},
 		Server: server.Config{LongPollTimeout: time.Second},
-	})
+	}
+	onCluster(&cfg)
+	svc, err := service.Start(context.Background(), cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		os.Exit(1)
@@ -58,11 +106,13 @@ func startService(t testing.TB, dir string) *service.Service {
 // SnapshotRecords (0: the default, -1: no snapshots, every start rebuilds).
 func startServiceSnapshots(t testing.TB, dir string, snapshotRecords int) *service.Service {
 	t.Helper()
-	svc, err := service.Start(context.Background(), service.Config{
+	cfg := service.Config{
 		Addr: "127.0.0.1:0", DataDir: dir, NoSync: true,
 		Log:    kafkalog.Config{Logf: func(string, ...any) {}, SnapshotRecords: snapshotRecords},
 		Server: server.Config{LongPollTimeout: 500 * time.Millisecond},
-	})
+	}
+	onCluster(&cfg)
+	svc, err := service.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start service: %v", err)
 	}
