@@ -44,4 +44,4 @@ log-cluster-test: log-bin log-npm
 	$(LOG_NODE)/cluster-test.sh $(LOG_BIN) $(LOG_GO)
 
 bench-log: log-bin log-npm
-	$(LOG_NODE)/bench.sh $(LOG_BIN) --producers 16 --body 100 --duration 10s --warmup 2s --catchup-events 1000000
+	$(LOG_NODE)/bench.sh $(LOG_BIN) --duration 10s --warmup 2s --catchup-events 1000000
