@@ -19,29 +19,41 @@
 // times the name has been created) and a record number within the generation.
 // See record.go for the exact names.
 //
-// A stream offset is the partition and the Kafka offset of the position (see
-// Offset). The tail offset is one past the stream's last data record. A fork
-// shares its source's partition, so the offsets it inherits and the ones its
-// own appends get are in one Kafka offset space, as the protocol requires.
+// A stream offset is the partition and the Kafka offset of the position,
+// stamped with the stream generation that issued it (see Offset); an offset
+// is accepted back only by the stream it belongs to. The tail offset is one
+// past the stream's last data record. A fork shares its source's partition,
+// so the offsets it inherits and the ones its own appends get are in one
+// Kafka offset space, as the protocol requires.
 //
 // # Writes
 //
 // Each partition has one goroutine that decides every write against the
 // current state (the fence rules, closure, content type, Stream-Seq), writes
-// the accepted records in one produce request with acks=all, and only then
-// makes them visible and answers. Requests that arrive while a produce is in
-// flight are decided and written together in the next one: group commit, so
-// one synced write on the broker carries many streams' appends.
+// the accepted records in one produce request with acks=all, has them
+// synced (Config.Sync, the embedded broker), and only then makes them
+// visible and answers. Requests that arrive while a produce is in flight
+// are decided and written together in the next one: group commit, so one
+// synced write carries many streams' appends. A write is answered within
+// Config.WriteTimeout whatever Kafka does.
 //
-// # Duplicates and crashes
+// # Duplicates, late writes and crashes
 //
-// kafka-go's Writer retries a produce whose answer it lost, and the first
-// attempt may have been written: a record can be in Kafka twice. The record
-// number makes the copy recognisable: the index keeps the later copy (the
-// one the Writer reported) and never serves the earlier one. After a failed
-// write, and on every start, the partition goroutine re-reads Kafka from the
-// last position it knows and applies what it finds, so its state is exactly
-// what Kafka holds.
+// A produce is one attempt (kafka-go's Client.Produce, not its Writer,
+// which would retry and write a record twice). After a failed write, and on
+// every start, the partition goroutine re-reads Kafka from the last
+// position it knows and folds in what it finds, so its state is what Kafka
+// holds; a write given up on that lands later is found by the next produce
+// (it lands behind a record the log did not write) and folded in the same
+// way live and on a rebuild (record numbers of failed writes are burnt; the
+// fold admits only records the rules admit). A record Kafka holds twice is
+// recognised by its record number: the index keeps the later copy.
+//
+// # Snapshots
+//
+// Each partition's state is snapshotted to a compacted topic with the data
+// offset it covers (snapshot.go, snapshotstore.go); a start loads the latest
+// usable snapshot and replays only the records after it.
 package kafkalog
 
 import (
