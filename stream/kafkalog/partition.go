@@ -187,9 +187,10 @@ func (p *partition) run() {
 // synced write), it lingers briefly for the writers the last flush
 // answered, who are about to send their next append: without it the
 // writers split into groups that take turns, each waiting for the others'
-// sync, and batches carry a fraction of them. The linger is at most half
-// the last flush time and 2 ms, and ends as soon as expect ops wait (what
-// queued during the last flush, and as many as it answered).
+// sync, and batches carry a fraction of them. The linger is at most the
+// last flush time and 2 ms (a writer that does not come back costs the
+// others at most one more flush time), and ends as soon as expect ops wait
+// (what queued during the last flush, and as many as it answered).
 func (p *partition) gather(backlog []*op, expect int, lastFlush time.Duration) []*op {
 	drain := func() {
 		for {
@@ -205,7 +206,7 @@ func (p *partition) gather(backlog []*op, expect int, lastFlush time.Duration) [
 	if lastFlush < 200*time.Microsecond || len(backlog) >= expect {
 		return backlog
 	}
-	linger := time.NewTimer(min(lastFlush/2, 2*time.Millisecond))
+	linger := time.NewTimer(min(lastFlush, 2*time.Millisecond))
 	defer linger.Stop()
 	for len(backlog) < expect {
 		select {
