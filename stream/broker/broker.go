@@ -81,7 +81,12 @@ func Start(cfg Config) (*Broker, error) {
 		kfake.NumBrokers(1),
 		kfake.DataDir(dir),
 		kfake.ClusterID("forklab-embedded"),
-		kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(cfg.MaxMessageBytes)}),
+		kfake.BrokerConfigs(map[string]string{
+			"message.max.bytes": strconv.Itoa(cfg.MaxMessageBytes),
+			// Compact the snapshot topic every 10 minutes (kfake's
+			// default is an hour), so that old snapshots do not pile up.
+			"log.cleaner.backoff.ms": "600000",
+		}),
 	}
 	if cfg.Port > 0 {
 		opts = append(opts, kfake.Ports(cfg.Port))

@@ -274,7 +274,7 @@ func (l *Log) applyCreate(part int32, r *record, koff int64) {
 	removed := l.removed[r.stream]
 	l.mu.RUnlock()
 	if existing != nil && existing.meta.gen == r.gen {
-		existing.moveDuplicate(0, koff)
+		existing.moveDuplicate(0, koff, existing.w.nextRec == 1)
 		if len(r.value) > 0 && !l.starting {
 			l.cache.put(part, koff, r.value)
 		}

@@ -287,8 +287,16 @@ func (l *Log) restore(ctx context.Context) error {
 	}
 	for _, p := range l.parts {
 		if snap := snaps[p.id]; snap != nil {
-			l.install(p, snap)
-			continue
+			err := l.install(p, snap)
+			if err == nil {
+				// Used, perhaps without its last deltas (why says).
+				if p.why = why[p.id]; p.why != "" {
+					l.cfg.Logf("kafkalog: snapshot of %s/%d: %s", l.cfg.Topic, p.id, p.why)
+				}
+				continue
+			}
+			why[p.id] = err.Error()
+			l.resetPartition(p)
 		}
 		p.why = why[p.id]
 		if p.why != "no snapshot" {
@@ -296,6 +304,20 @@ func (l *Log) restore(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// resetPartition forgets what a snapshot that could not be installed put
+// in partition p's state.
+func (l *Log) resetPartition(p *partition) {
+	l.mu.Lock()
+	for name, s := range l.streams {
+		if s.meta.part == p.id {
+			delete(l.streams, name)
+		}
+	}
+	l.mu.Unlock()
+	p.gens, p.removed = map[string]int64{}, map[string]int64{}
+	p.next, p.lastRecord, p.restored, p.covered, p.chain = 0, 0, false, 0, nil
 }
 
 // adminLock is a held admin lock.

@@ -39,7 +39,8 @@ type partition struct {
 	why             string      // why the start did not use a snapshot
 	snapshotRunning atomic.Bool // a snapshot of this partition is being written
 	lastSnapshot    time.Time
-	snapshotSlot    string // the slot the snapshot topic's manifest names
+	chain           *manifest  // the snapshot chain last written or read
+	marks           *snapMarks // what the last snapshot written held, for the next delta
 }
 
 // op is one write request handed to the partition goroutine.

@@ -243,7 +243,7 @@ func (l *Log) apply(part int32, r *record, koff int64) {
 		}
 	}
 	if r.rec < s.w.nextRec {
-		s.moveDuplicate(r.rec, koff)
+		s.moveDuplicate(r.rec, koff, r.rec == s.w.nextRec-1)
 		if len(r.value) > 0 && !l.starting {
 			l.cache.put(part, koff, r.value)
 		}

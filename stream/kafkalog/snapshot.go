@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math"
 	"time"
@@ -19,25 +20,43 @@ import (
 // in time independent of the log's size (snapshotstore.go keeps snapshots in
 // a compacted topic; docs/session-log.md, "Snapshots").
 //
+// A full snapshot holds everything; a delta holds what changed since the
+// snapshot before it (the base or the previous delta): the streams whose
+// state changed, their index only from where the previous one ended unless
+// it was rewritten (a record copy moved an entry), the streams removed, the
+// names whose generations moved. A chain is a full snapshot and the deltas
+// after it; it is rewritten as a new full snapshot once its deltas weigh
+// as much as its base, so that what is written stays proportional to the
+// state while the records to replay on start stay few.
+//
 // The encoding is binary, versioned by snapshotVersion: a snapshot of
 // another version is ignored (a full rebuild runs).
 
 // snapshotVersion is the snapshot format; bump it when the state changes.
-const snapshotVersion = 1
+const snapshotVersion = 2
 
-// partSnapshot is the state of one partition, captured on its goroutine.
+// skey names one stream generation.
+type skey struct {
+	name string
+	gen  int64
+}
+
+// partSnapshot is the state of one partition, captured on its goroutine:
+// a full snapshot, or a delta (Delta) over the one before it.
 type partSnapshot struct {
 	Partition int32
+	Delta     bool
 	Covered   int64 // the state is the fold of the records below this offset
 	// Last identifies the record at Covered-1 (its key and headers), so
 	// that a snapshot of a topic that was deleted and created again, or
 	// truncated, is not taken for this one; 0 when Covered is 0.
 	Last    uint32
 	Streams []streamSnap
-	Gens    map[string]int64 // highest generation created per name, from this partition's records
-	Removed map[string]int64 // highest generation deleted per name
+	Dropped []skey           // delta: stream generations removed since the one before
+	Gens    map[string]int64 // highest generation created per name, from this partition's records (delta: the names that moved)
+	Removed map[string]int64 // highest generation deleted per name (delta: the names that moved)
 
-	slot string // the snapshot topic slot it was read from
+	chain *manifest // the manifest it was read through
 }
 
 // streamSnap is one stream generation's state.
@@ -45,9 +64,12 @@ type streamSnap struct {
 	Name, ContentType, ForkedFrom, ForkOffset string
 	Gen, TTL, ForkPos, ForkSub                int64
 	ExpiresAt                                 time.Time
-	Source                                    int  // index of the source in Streams; -1 for none
+	Source                                    skey // the stream it inherits from; Gen 0 for none
 	Trimmed                                   bool // its create record fell out of retention
 	Current                                   bool // the stream its name resolves to (not only a fork's source)
+	// Appended (delta only): Entries continue the entries of the snapshot
+	// before, rather than replace them.
+	Appended bool
 
 	NextRec, Burnt int64
 	Producers      map[string]fence.State
@@ -63,12 +85,30 @@ type streamSnap struct {
 	Tail       int64
 }
 
-// capture snapshots partition p's state. It runs on p's goroutine (or
+// snapMark is what the last written snapshot held of a stream, to tell
+// what a delta must carry.
+type snapMark struct {
+	entries  int    // len(entries)
+	rewrites int    // the stream's rewrite count (moveDuplicate)
+	sum      uint64 // fingerprint of the rest of its state
+}
+
+// snapMarks is what the last written snapshot of a partition held.
+type snapMarks struct {
+	streams map[*stream]snapMark
+	gens    map[string]int64
+	removed map[string]int64
+}
+
+// capture snapshots partition p's state: in full, or (prev != nil) as a
+// delta over the snapshot prev describes. It runs on p's goroutine (or
 // before it starts), between batches, so the write state is the fold of
-// Kafka's records below p.next.
-func (l *Log) capture(p *partition) *partSnapshot {
-	snap := &partSnapshot{Partition: p.id, Covered: p.next, Last: p.lastRecord,
+// Kafka's records below p.next. It returns the snapshot and what it holds,
+// to describe it to the next delta once it is written.
+func (l *Log) capture(p *partition, prev *snapMarks) (*partSnapshot, *snapMarks) {
+	snap := &partSnapshot{Partition: p.id, Delta: prev != nil, Covered: p.next, Last: p.lastRecord,
 		Gens: map[string]int64{}, Removed: map[string]int64{}}
+	marks := &snapMarks{streams: map[*stream]snapMark{}, gens: map[string]int64{}, removed: map[string]int64{}}
 	l.mu.RLock()
 	var roots []*stream
 	for _, s := range l.streams {
@@ -77,61 +117,195 @@ func (l *Log) capture(p *partition) *partSnapshot {
 		}
 	}
 	for name, g := range p.gens {
-		snap.Gens[name] = g
+		marks.gens[name] = g
+		if prev == nil || prev.gens[name] != g {
+			snap.Gens[name] = g
+		}
 	}
 	for name, g := range p.removed {
-		snap.Removed[name] = g
+		marks.removed[name] = g
+		if prev == nil || prev.removed[name] != g {
+			snap.Removed[name] = g
+		}
 	}
 	l.mu.RUnlock()
-	// Sources before the forks that inherit from them.
 	current := map[*stream]bool{}
 	for _, s := range roots {
 		current[s] = true
 	}
-	index := map[*stream]int{}
-	var add func(s *stream) int
-	add = func(s *stream) int {
-		if i, ok := index[s]; ok {
-			return i
+	// Sources before the forks that inherit from them.
+	var add func(s *stream)
+	add = func(s *stream) {
+		if _, ok := marks.streams[s]; ok {
+			return
 		}
-		src := -1
 		if s.meta.source != nil {
-			src = add(s.meta.source)
+			add(s.meta.source)
 		}
 		v := s.snapshot()
 		ss := streamSnap{
 			Name: s.meta.name, ContentType: s.meta.contentType, ForkedFrom: s.meta.forkedFrom, ForkOffset: s.meta.forkOffset,
 			Gen: s.meta.gen, TTL: s.meta.ttl, ForkPos: s.meta.forkPos, ForkSub: s.meta.forkSub, ExpiresAt: s.meta.expiresAt,
-			Source: src, Trimmed: s.meta.trimmed, Current: current[s],
+			Trimmed: s.meta.trimmed, Current: current[s],
 			NextRec: s.w.nextRec, Burnt: s.w.burnt, Producers: maps.Clone(s.w.producers), StreamSeq: s.w.streamSeq, Closed: s.w.closed,
 			Closer: s.w.closer, Deleted: s.w.deleted, Soft: s.w.soft, Refs: s.w.refs,
 			Entries: v.entries, CreateKoff: v.createKoff, Tail: v.tail,
 		}
+		if src := s.meta.source; src != nil {
+			ss.Source = skey{src.meta.name, src.meta.gen}
+		}
 		s.mu.RLock()
 		ss.Own = s.own
+		m := snapMark{entries: len(v.entries), rewrites: s.rewrites}
 		s.mu.RUnlock()
-		index[s] = len(snap.Streams)
+		m.sum = ss.sum()
+		marks.streams[s] = m
+		if prev != nil {
+			old, ok := prev.streams[s]
+			switch {
+			case !ok || old.rewrites != m.rewrites || old.entries > m.entries:
+				// New, or its index rewritten: all of it.
+			case old.sum == m.sum && old.entries == m.entries:
+				return // unchanged
+			default:
+				ss.Appended, ss.Entries = true, v.entries[old.entries:]
+			}
+		}
 		snap.Streams = append(snap.Streams, ss)
-		return index[s]
 	}
 	for _, s := range roots {
 		add(s)
 	}
-	return snap
+	if prev != nil {
+		for s := range prev.streams {
+			if _, ok := marks.streams[s]; !ok {
+				snap.Dropped = append(snap.Dropped, skey{s.meta.name, s.meta.gen})
+			}
+		}
+	}
+	return snap, marks
 }
 
-// install makes the streams of a loaded snapshot the state of partition p.
-// It runs before p's goroutine starts.
-func (l *Log) install(p *partition, snap *partSnapshot) {
-	made := make([]*stream, len(snap.Streams))
+// sum fingerprints a stream's state but its index, to tell a changed
+// stream from an unchanged one.
+func (ss *streamSnap) sum() uint64 {
+	h := fnv.New64a()
+	var w enc
+	w.varint(ss.NextRec)
+	w.varint(ss.Burnt)
+	w.str(ss.StreamSeq)
+	w.uvarint(flags(ss.Trimmed, ss.Closed, ss.Deleted, ss.Soft, ss.Current))
+	w.varint(int64(ss.Refs))
+	w.varint(ss.CreateKoff)
+	w.varint(ss.Tail)
+	w.varint(int64(ss.Own))
+	if ss.Closer != nil {
+		w.str(ss.Closer.id)
+		w.varint(ss.Closer.epoch)
+		w.varint(ss.Closer.seq)
+	}
+	h.Write(w.b)
+	// The producers in any order: a sum of their hashes.
+	var ps uint64
+	for id, st := range ss.Producers {
+		ph := fnv.New64a()
+		var pw enc
+		pw.str(id)
+		pw.bool(st.Known)
+		pw.varint(st.Epoch)
+		pw.varint(st.LastSeq)
+		ph.Write(pw.b)
+		ps += ph.Sum64()
+	}
+	return h.Sum64() ^ ps
+}
+
+// merge applies a delta to the full snapshot base (in place) and returns
+// it.
+func merge(base, delta *partSnapshot) (*partSnapshot, error) {
+	if delta.Partition != base.Partition || delta.Covered < base.Covered {
+		return nil, fmt.Errorf("a delta of %d at %d does not follow a snapshot of %d at %d", delta.Partition, delta.Covered, base.Partition, base.Covered)
+	}
+	at := make(map[skey]int, len(base.Streams))
+	for i, s := range base.Streams {
+		at[skey{s.Name, s.Gen}] = i
+	}
+	// Check first, change after: a delta that does not apply leaves base
+	// as it was.
+	for _, d := range delta.Streams {
+		if _, ok := at[skey{d.Name, d.Gen}]; d.Appended && !ok {
+			return nil, fmt.Errorf("a delta continues stream %q generation %d, which the snapshot before does not hold", d.Name, d.Gen)
+		}
+	}
+	for _, d := range delta.Streams {
+		k := skey{d.Name, d.Gen}
+		i, ok := at[k]
+		if d.Appended {
+			d.Entries = append(base.Streams[i].Entries, d.Entries...)
+			d.Appended = false
+		}
+		if ok {
+			base.Streams[i] = d
+		} else {
+			at[k] = len(base.Streams)
+			base.Streams = append(base.Streams, d)
+		}
+	}
+	if len(delta.Dropped) > 0 {
+		drop := map[skey]bool{}
+		for _, k := range delta.Dropped {
+			drop[k] = true
+		}
+		kept := base.Streams[:0]
+		for _, s := range base.Streams {
+			if !drop[skey{s.Name, s.Gen}] {
+				kept = append(kept, s)
+			}
+		}
+		base.Streams = kept
+	}
+	for name, g := range delta.Gens {
+		base.Gens[name] = g
+	}
+	for name, g := range delta.Removed {
+		base.Removed[name] = g
+	}
+	base.Covered, base.Last = delta.Covered, delta.Last
+	return base, nil
+}
+
+// install makes the streams of a loaded (full) snapshot the state of
+// partition p. It runs before p's goroutine starts.
+func (l *Log) install(p *partition, snap *partSnapshot) error {
+	byKey := make(map[skey]*streamSnap, len(snap.Streams))
+	for i := range snap.Streams {
+		ss := &snap.Streams[i]
+		byKey[skey{ss.Name, ss.Gen}] = ss
+	}
+	made := make(map[skey]*stream, len(snap.Streams))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i, ss := range snap.Streams {
+	var make1 func(ss *streamSnap, depth int) (*stream, error)
+	make1 = func(ss *streamSnap, depth int) (*stream, error) {
+		k := skey{ss.Name, ss.Gen}
+		if s, ok := made[k]; ok {
+			return s, nil
+		}
+		if depth > len(snap.Streams) {
+			return nil, errors.New("snapshot has a cycle of forks")
+		}
 		m := meta{name: ss.Name, gen: ss.Gen, part: p.id, contentType: ss.ContentType, json: isJSON(ss.ContentType),
 			ttl: ss.TTL, expiresAt: ss.ExpiresAt, forkedFrom: ss.ForkedFrom, forkOffset: ss.ForkOffset, forkPos: ss.ForkPos,
 			forkSub: ss.ForkSub, trimmed: ss.Trimmed}
-		if ss.Source >= 0 {
-			m.source = made[ss.Source]
+		if ss.Source.gen != 0 {
+			src := byKey[ss.Source]
+			if src == nil {
+				return nil, fmt.Errorf("stream %q inherits from %q generation %d, which the snapshot does not hold", ss.Name, ss.Source.name, ss.Source.gen)
+			}
+			var err error
+			if m.source, err = make1(src, depth+1); err != nil {
+				return nil, err
+			}
 		}
 		s := newStream(m)
 		s.w = wstate{nextRec: ss.NextRec, burnt: ss.Burnt, producers: ss.Producers, streamSeq: ss.StreamSeq, closed: ss.Closed,
@@ -141,11 +315,16 @@ func (l *Log) install(p *partition, snap *partSnapshot) {
 		}
 		s.entries, s.own, s.createKoff, s.tail = ss.Entries, ss.Own, ss.CreateKoff, ss.Tail
 		s.closed, s.soft = ss.Closed, ss.Soft
-		s.producers = make(map[string]fence.State, len(ss.Producers))
-		for id, st := range ss.Producers {
-			s.producers[id] = st
+		s.producers = maps.Clone(s.w.producers)
+		made[k] = s
+		return s, nil
+	}
+	for i := range snap.Streams {
+		ss := &snap.Streams[i]
+		s, err := make1(ss, 0)
+		if err != nil {
+			return err
 		}
-		made[i] = s
 		if ss.Current {
 			l.streams[ss.Name] = s
 		}
@@ -159,7 +338,8 @@ func (l *Log) install(p *partition, snap *partSnapshot) {
 		l.removed[name] = max(l.removed[name], g)
 	}
 	p.next, p.lastRecord = snap.Covered, snap.Last
-	p.restored, p.covered, p.snapshotSlot = true, snap.Covered, snap.slot
+	p.restored, p.covered, p.chain = true, snap.Covered, snap.chain
+	return nil
 }
 
 // encode renders a snapshot in its binary form.
@@ -167,10 +347,16 @@ func (snap *partSnapshot) encode() []byte {
 	var w enc
 	w.uvarint(snapshotVersion)
 	w.varint(int64(snap.Partition))
+	w.bool(snap.Delta)
 	w.varint(snap.Covered)
 	w.uvarint(uint64(snap.Last))
 	w.names(snap.Gens)
 	w.names(snap.Removed)
+	w.uvarint(uint64(len(snap.Dropped)))
+	for _, k := range snap.Dropped {
+		w.str(k.name)
+		w.varint(k.gen)
+	}
 	w.uvarint(uint64(len(snap.Streams)))
 	for _, s := range snap.Streams {
 		w.str(s.Name)
@@ -186,7 +372,8 @@ func (snap *partSnapshot) encode() []byte {
 		} else {
 			w.varint(s.ExpiresAt.UnixNano())
 		}
-		w.varint(int64(s.Source))
+		w.str(s.Source.name)
+		w.varint(s.Source.gen)
 		w.varint(s.NextRec)
 		w.varint(s.Burnt)
 		w.uvarint(uint64(len(s.Producers)))
@@ -203,7 +390,7 @@ func (snap *partSnapshot) encode() []byte {
 			w.varint(s.Closer.epoch)
 			w.varint(s.Closer.seq)
 		}
-		w.uvarint(flags(s.Trimmed, s.Closed, s.Deleted, s.Soft, s.Current))
+		w.uvarint(flags(s.Trimmed, s.Closed, s.Deleted, s.Soft, s.Current, s.Appended))
 		w.varint(int64(s.Refs))
 		w.varint(s.CreateKoff)
 		w.varint(s.Tail)
@@ -246,9 +433,15 @@ func decodeSnapshot(b []byte) (snap *partSnapshot, err error) {
 	if v := r.uvarint(); v != snapshotVersion {
 		return nil, fmt.Errorf("%w: version %d, this build reads %d", errSnapshotVersion, v, snapshotVersion)
 	}
-	snap = &partSnapshot{Partition: int32(r.varint()), Covered: r.varint(), Last: uint32(r.uvarint())}
+	snap = &partSnapshot{Partition: int32(r.varint()), Delta: r.bool(), Covered: r.varint(), Last: uint32(r.uvarint())}
 	snap.Gens = r.names()
 	snap.Removed = r.names()
+	if nd := r.count(); nd > 0 {
+		snap.Dropped = make([]skey, nd)
+		for i := range snap.Dropped {
+			snap.Dropped[i] = skey{r.str(), r.varint()}
+		}
+	}
 	n := r.count()
 	snap.Streams = make([]streamSnap, n)
 	for i := range snap.Streams {
@@ -258,10 +451,7 @@ func decodeSnapshot(b []byte) (snap *partSnapshot, err error) {
 		if at := r.varint(); at != math.MinInt64 {
 			s.ExpiresAt = time.Unix(0, at).UTC()
 		}
-		s.Source = int(r.varint())
-		if s.Source >= i {
-			panic("a fork before its source")
-		}
+		s.Source = skey{r.str(), r.varint()}
 		s.NextRec, s.Burnt = r.varint(), r.varint()
 		np := r.count()
 		s.Producers = make(map[string]fence.State, np)
@@ -274,7 +464,7 @@ func decodeSnapshot(b []byte) (snap *partSnapshot, err error) {
 			s.Closer = &producerTuple{id: r.str(), epoch: r.varint(), seq: r.varint()}
 		}
 		f := r.uvarint()
-		s.Trimmed, s.Closed, s.Deleted, s.Soft, s.Current = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0, f&16 != 0
+		s.Trimmed, s.Closed, s.Deleted, s.Soft, s.Current, s.Appended = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0, f&16 != 0, f&32 != 0
 		s.Refs = int(r.varint())
 		s.CreateKoff, s.Tail, s.Own = r.varint(), r.varint(), int(r.varint())
 		ne := r.count()

@@ -84,6 +84,7 @@ type stream struct {
 	liveReaders atomic.Int32 // long-polls and SSE waits in progress: the TTL does not run out under them
 
 	mu         sync.RWMutex // guards the fields below, which readers see
+	rewrites   int          // times moveDuplicate rewrote an entry in place (for snapshot deltas)
 	entries    []entry
 	own        int   // index of the first entry the stream wrote itself
 	createKoff int64 // Kafka offset of the create record; -1 when trimmed away
@@ -202,12 +203,18 @@ func (s *stream) applyR(r *record, koff int64) (tail int64) {
 	return s.tail
 }
 
-// moveDuplicate handles a second copy of record number rec at koff, written
-// by a Writer retry after an attempt whose answer was lost: the later copy
-// is the one the live path was told about, so the entry moves to it and the
-// earlier copy is never read. Offsets stay strictly increasing because both
-// copies follow everything before them.
-func (s *stream) moveDuplicate(rec, koff int64) {
+// moveDuplicate handles a second copy of record number rec at koff. A copy
+// of the stream's latest record (rec is its last number, latest) is the one
+// a retried produce wrote after the attempt whose answer was lost; the
+// later copy is the one the writer was told about, so the entry moves to it
+// and the earlier copy is never read; offsets stay strictly increasing
+// because both copies follow everything before them. A copy of an older
+// record (written by another tool, or by a retry that landed after later
+// records) is ignored: moving the entry would put it out of order.
+func (s *stream) moveDuplicate(rec, koff int64, latest bool) {
+	if !latest {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rec == 0 && koff > s.createKoff {
@@ -224,6 +231,7 @@ func (s *stream) moveDuplicate(rec, koff int64) {
 			copy(es, s.entries)
 			es[i].koff = koff
 			s.entries = es
+			s.rewrites++
 		}
 	}
 	s.tail = s.createKoff + 1
