@@ -117,9 +117,10 @@ type Config struct {
 	// SnapshotMinInterval is the least time between two snapshots of a
 	// partition; default 10s.
 	SnapshotMinInterval time.Duration
-	// SyncSnapshot, when set, makes a written snapshot durable (the
-	// embedded broker's sync of the snapshot topic).
-	SyncSnapshot func() error
+	// SyncSnapshot, when set, makes what was written to a partition of
+	// the snapshot topic durable (the embedded broker's sync): the chunks
+	// before the manifest that names them is written, then the manifest.
+	SyncSnapshot func(partition int32) error
 	// NoSnapshotOnClose: Close writes no snapshot, as after a crash (for
 	// tests and benchmarks of the restart).
 	NoSnapshotOnClose bool

@@ -392,6 +392,11 @@ func (l *Log) writeSnapshot(ctx context.Context, p *partition, snap *partSnapsho
 	if err := flush(); err != nil {
 		return err
 	}
+	if l.cfg.SyncSnapshot != nil {
+		if err := l.cfg.SyncSnapshot(chunkPartition); err != nil {
+			return err
+		}
+	}
 	next := *m
 	if snap.Delta {
 		next.Deltas = append(append([]piece(nil), m.Deltas...), pc)
@@ -409,7 +414,7 @@ func (l *Log) writeSnapshot(ctx context.Context, p *partition, snap *partSnapsho
 		return err
 	}
 	if l.cfg.SyncSnapshot != nil {
-		if err := l.cfg.SyncSnapshot(); err != nil {
+		if err := l.cfg.SyncSnapshot(manifestPartition); err != nil {
 			return err
 		}
 	}

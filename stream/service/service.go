@@ -125,7 +125,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		if snapTopic == "" {
 			snapTopic = topic + ".snapshots"
 		}
-		cfg.Log.SyncSnapshot = func() error { return b.SyncPartition(snapTopic, 0) }
+		cfg.Log.SyncSnapshot = func(part int32) error { return b.SyncPartition(snapTopic, part) }
 	}
 	s.Brokers = brokers
 	cfg.Log.Brokers = brokers
