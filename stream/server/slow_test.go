@@ -24,9 +24,13 @@ const (
 )
 
 func startSlow(t *testing.T, perClient int) *service.Service {
+	return startSlowBody(t, perClient, slowBodyTimeout)
+}
+
+func startSlowBody(t *testing.T, perClient int, body time.Duration) *service.Service {
 	return start(t, t.TempDir(), func(c *service.Config) {
 		c.HeaderTimeout = slowHeaderTimeout
-		c.Server.BodyTimeout = slowBodyTimeout
+		c.Server.BodyTimeout = body
 		c.IdleTimeout = time.Second
 		c.MaxConnsPerClient = perClient
 	})
@@ -200,7 +204,9 @@ func TestConnectionsPerClient(t *testing.T) {
 // cuts every slow one off after the body timeout.
 func TestManySlowClients(t *testing.T) {
 	const slow, perClient = 300, 256
-	svc := startSlow(t, perClient)
+	// A body timeout long enough for all 300 to connect before the first
+	// is cut off (a freed slot would let one more in).
+	svc := startSlowBody(t, perClient, 2*time.Second)
 	defer stop(svc)
 	// Every request but the slow ones comes from another address.
 	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
