@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -25,8 +26,12 @@ func init() {
 		partitions, embeddedPort, replication    int
 		maxBody                                  int64
 		cacheMB                                  int64
-		longPoll                                 time.Duration
+		longPoll, appendTimeout                  time.Duration
+		headerTimeout, bodyTimeout, writeTimeout time.Duration
+		idleTimeout                              time.Duration
+		maxConnsPerClient, maxConns              int
 		allowUnauth, noSync, quiet               bool
+		cpuProfile                               string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -46,6 +51,18 @@ SCOPE being read or read-write.`,
 			}
 			if partitions <= 0 {
 				return usageErr("--partitions must be positive, got %d", partitions)
+			}
+			for _, d := range []struct {
+				name string
+				v    time.Duration
+			}{{"--long-poll-timeout", longPoll}, {"--append-timeout", appendTimeout}, {"--header-timeout", headerTimeout},
+				{"--body-timeout", bodyTimeout}, {"--write-timeout", writeTimeout}, {"--idle-timeout", idleTimeout}} {
+				if d.v <= 0 {
+					return usageErr("%s must be positive, got %s", d.name, d.v)
+				}
+			}
+			if maxConnsPerClient < 0 || maxConns < 0 {
+				return usageErr("--max-conns-per-client and --max-conns must be positive (0: no limit), got %d and %d", maxConnsPerClient, maxConns)
 			}
 			var bl []string
 			for _, b := range strings.Split(brokers, ",") {
@@ -74,14 +91,27 @@ SCOPE being read or read-write.`,
 					fmt.Fprintf(os.Stderr, format+"\n", args...)
 				}
 			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return usageErr("--cpuprofile: %v", err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			svc, err := service.Start(ctx, service.Config{
 				Addr: addr, Brokers: bl, DataDir: dataDir, EmbeddedPort: embeddedPort, NoSync: noSync,
 				TokenFile: tokenFile, AllowUnauthenticated: allowUnauth,
+				HeaderTimeout: headerTimeout, IdleTimeout: idleTimeout,
+				MaxConnsPerClient: noLimit(maxConnsPerClient), MaxConns: noLimit(maxConns),
 				Log: kafkalog.Config{Topic: topic, Partitions: partitions, ReplicationFactor: replication,
-					MaxRecordBytes: int(maxBody), CacheBytes: cacheMB << 20, Logf: logf},
-				Server: server.Config{LongPollTimeout: longPoll, MaxBodyBytes: maxBody, Logf: logf},
+					MaxRecordBytes: int(maxBody), CacheBytes: cacheMB << 20, WriteTimeout: appendTimeout, Logf: logf},
+				Server: server.Config{LongPollTimeout: longPoll, MaxBodyBytes: maxBody, BodyTimeout: bodyTimeout,
+					WriteTimeout: writeTimeout, Logf: logf},
 			})
 			if errors.Is(err, service.ErrUnsafeListen) {
 				return asInput(err)
@@ -120,11 +150,28 @@ SCOPE being read or read-write.`,
 	f.Int64Var(&maxBody, "max-body", 1<<20, "largest append or create body in bytes; larger ones get 413")
 	f.Int64Var(&cacheMB, "cache-mb", 256, "record values kept in memory, MiB; older ones are read back from Kafka")
 	f.DurationVar(&longPoll, "long-poll-timeout", 20*time.Second, "how long a long-poll read waits for data")
+	f.DurationVar(&appendTimeout, "append-timeout", 10*time.Second, "how long a write waits for Kafka's acknowledgement before it is answered 503 (retry with the same Producer-Seq)")
+	f.DurationVar(&headerTimeout, "header-timeout", service.DefaultHeaderTimeout, "time a client may take to send a request's headers")
+	f.DurationVar(&bodyTimeout, "body-timeout", 30*time.Second, "time a client may take to send a request body; slower ones get 408")
+	f.DurationVar(&writeTimeout, "write-timeout", 30*time.Second, "time a response (each SSE event) may take to reach the client")
+	f.DurationVar(&idleTimeout, "idle-timeout", service.DefaultIdleTimeout, "how long a keep-alive connection waits for its next request")
+	f.IntVar(&maxConnsPerClient, "max-conns-per-client", service.DefaultMaxConnsPerClient, "connections one client IP may hold open; more get 429 (0: no limit)")
+	f.IntVar(&maxConns, "max-conns", service.DefaultMaxConns, "connections held open in all; more get 503 (0: no limit)")
 	f.StringVar(&tokenFile, "token-file", "", `bearer tokens, one "read|read-write TOKEN" per line; turns on authentication`)
 	f.BoolVar(&allowUnauth, "allow-unauthenticated", false, "allow listening beyond loopback without --token-file")
 	f.BoolVar(&noSync, "no-sync", false, "embedded broker: do not fsync every batch (faster, loses acknowledged appends on a crash)")
 	f.BoolVar(&quiet, "quiet", false, "do not log operational events to stderr")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the service to this file until it stops (for make bench-log-profile)")
+	f.MarkHidden("cpuprofile")
 	logCmd.AddCommand(cmd)
+}
+
+// noLimit maps the flags' 0 (no limit) onto the service's negative.
+func noLimit(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func waitErr(svc *service.Service) <-chan error {

@@ -59,7 +59,7 @@ func TestSessionTour(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(events)), "\n")
 	next := strings.TrimPrefix(strings.TrimSpace(stderr.String()), "next_offset=")
-	if len(lines) != 8 || !strings.Contains(lines[0], `"type":"incarnation","epoch":0`) || next == "" {
+	if len(lines) != 8 || !strings.Contains(lines[0], `"type":"incarnation","epoch":0`) || !strings.HasPrefix(next, "0000000000000000_") {
 		t.Fatalf("read %d lines, next offset %q", len(lines), next)
 	}
 	out = mustRun(t, "agent", "run", "--log", url, "--session", "demo", "--seed", "5")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -28,7 +29,14 @@ type Appender struct {
 	// MaxAttempts bounds the sends of one append across retries; default 8.
 	MaxAttempts int
 	// Backoff is the first retry delay, doubling up to 2s; default 50ms.
+	// A 503 or 429 with Retry-After waits what the server asks instead
+	// (at most 30s).
 	Backoff time.Duration
+	// AttemptTimeout bounds one send: a server that has not answered by
+	// then is given up on and the append resent with the same seq.
+	// Default 30s (the server answers a write Kafka has not acknowledged
+	// within its --append-timeout, 10s by default, with a 503).
+	AttemptTimeout time.Duration
 
 	mu    sync.Mutex
 	epoch int64
@@ -103,15 +111,25 @@ func (a *Appender) send(ctx context.Context, data []byte, closing bool) (AppendR
 	if delay <= 0 {
 		delay = 50 * time.Millisecond
 	}
+	perAttempt := a.AttemptTimeout
+	if perAttempt <= 0 {
+		perAttempt = 30 * time.Second
+	}
 	var lastErr error
+	var retryAfter time.Duration
 	for try := 0; try < attempts; try++ {
 		if try > 0 {
+			wait := delay
+			if retryAfter > 0 {
+				wait = retryAfter
+			}
 			select {
 			case <-ctx.Done():
 				return AppendResult{}, ctx.Err()
-			case <-time.After(delay):
+			case <-time.After(wait):
 			}
 			delay = min(2*delay, 2*time.Second)
+			retryAfter = 0
 		}
 		h := http.Header{}
 		if len(data) > 0 {
@@ -123,7 +141,9 @@ func (a *Appender) send(ctx context.Context, data []byte, closing bool) (AppendR
 		if closing {
 			h.Set("Stream-Closed", "true")
 		}
-		res, body, err := a.c.do(ctx, http.MethodPost, a.c.URL(a.stream), h, data)
+		actx, cancel := context.WithTimeout(ctx, perAttempt)
+		res, body, err := a.c.do(actx, http.MethodPost, a.c.URL(a.stream), h, data)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return AppendResult{}, ctx.Err()
@@ -141,7 +161,10 @@ func (a *Appender) send(ctx context.Context, data []byte, closing bool) (AppendR
 			a.last = r.Next
 			return r, nil
 		case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusGatewayTimeout:
+			// Not acknowledged: it may or may not have landed. The
+			// same seq again is answered as a duplicate if it did.
 			lastErr = statusErr(res, body)
+			retryAfter = parseRetryAfter(res.Header.Get("Retry-After"))
 			continue
 		case http.StatusForbidden:
 			cur, perr := strconv.ParseInt(res.Header.Get("Producer-Epoch"), 10, 64)
@@ -164,4 +187,14 @@ func (a *Appender) send(ctx context.Context, data []byte, closing bool) (AppendR
 		}
 	}
 	return AppendResult{}, fmt.Errorf("append to %s: %d attempts failed: %w", a.stream, attempts, errors.Join(lastErr))
+}
+
+// parseRetryAfter reads a Retry-After of delay-seconds (RFC 9110 §10.2.3),
+// at most 30s; 0 when absent or not a number of seconds.
+func parseRetryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return min(time.Duration(n)*time.Second, 30*time.Second)
 }

@@ -133,6 +133,23 @@ func isJSONType(ct string) bool {
 // IsNotFound reports a 404.
 func IsNotFound(err error) bool { return StatusCode(err) == http.StatusNotFound }
 
+// IsGone reports a 410: the stream is deleted but kept for its forks, or
+// the offset read from is gone: older than what the log retains, or an
+// offset of an earlier generation of a stream that was deleted and created
+// again. EarliestOffset names where a reader can resume.
+func IsGone(err error) bool { return StatusCode(err) == http.StatusGone }
+
+// EarliestOffset is the Forklab-Earliest-Offset of a 410 for an offset:
+// the first offset of the stream a read can start from; "" when the
+// refusal names none.
+func EarliestOffset(err error) string {
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusGone && se.Header != nil {
+		return se.Header.Get("Forklab-Earliest-Offset")
+	}
+	return ""
+}
+
 func (c *Client) do(ctx context.Context, method, u string, h http.Header, body []byte) (*http.Response, []byte, error) {
 	var rd io.Reader
 	if body != nil {

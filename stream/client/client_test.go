@@ -55,7 +55,7 @@ func TestForkAndReaders(t *testing.T) {
 		t.Fatalf("fork reads %s %v", data, err)
 	}
 	h, err := c.Head(ctx, "child")
-	if err != nil || h.Tail != next || h.Topic != "forklab.streams" || h.Closed {
+	if err != nil || h.Tail != next || h.Topic != svc.Log.Topic() || h.Closed {
 		t.Fatalf("head %+v %v (next %s)", h, err, next)
 	}
 	// A catch-up Reader returns the chunks, then io.EOF.

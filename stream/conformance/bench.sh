@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# make bench-log: runs forklab log serve (embedded Kafka, fsync per batch)
-# and the reference Node server (file-backed, then in memory) on free
-# loopback ports, drives all three with the same `forklab log bench` load,
-# prints the table and the ratios, and stops every server it started.
+# make bench-log: runs forklab log serve (embedded Kafka, every batch
+# synced) and the reference Node server (in memory, then file-backed) on
+# free loopback ports, drives them with the same `forklab log bench` loads,
+# prints the tables and the ratios, and stops every server it started.
+#   1. every load of BENCH_LOADS (producers x body bytes) against forklab and
+#      the in-memory reference, with forklab's and the reference's resident
+#      memory after each load, then the catch-up read of 1,000,000 events;
+#   2. the first load against the file-backed reference too.
 # Usage: bench.sh FORKLAB_BIN [bench flags…]
 set -euo pipefail
 bin=$(realpath "$1"); shift
 here=$(cd "$(dirname "$0")" && pwd)
+loads=${BENCH_LOADS:-16x100,64x100,256x100,16x1024,16x65536}
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -28,11 +33,16 @@ wait_up() {
   echo "server on port $1 did not start" >&2; return 1
 }
 pf=$(port); pr=$(port); pm=$(port)
-"$bin" log serve --addr "127.0.0.1:$pf" --data-dir "$tmp/forklab" --quiet >"$tmp/forklab.log" 2>&1 & pids+=($!)
-(cd "$here" && exec node reference-server.mjs "$pr" "$tmp/reference") >"$tmp/ref-file.log" 2>&1 & pids+=($!)
-(cd "$here" && exec node reference-server.mjs "$pm") >"$tmp/ref-mem.log" 2>&1 & pids+=($!)
-wait_up "$pf"; wait_up "$pr"; wait_up "$pm"
-"$bin" log bench "$@" \
-  --target "forklab=http://127.0.0.1:$pf" \
-  --target "reference-file=http://127.0.0.1:$pr" \
-  --target "reference-memory=http://127.0.0.1:$pm"
+# 256 producers from one address: above the default per-client limit.
+"$bin" log serve --addr "127.0.0.1:$pf" --data-dir "$tmp/forklab" --max-conns-per-client 1024 --quiet >"$tmp/forklab.log" 2>&1 & pids+=($!); fpid=$!
+(cd "$here" && exec node reference-server.mjs "$pm") >"$tmp/ref-mem.log" 2>&1 & pids+=($!); mpid=$!
+(cd "$here" && exec node reference-server.mjs "$pr" "$tmp/reference") >"$tmp/ref-file.log" 2>&1 & pids+=($!); rpid=$!
+wait_up "$pf"; wait_up "$pm"; wait_up "$pr"
+echo "== every load: forklab (embedded broker, every batch fdatasynced) against the reference server in memory"
+"$bin" log bench "$@" --loads "$loads" \
+  --target "forklab=http://127.0.0.1:$pf" --pid "forklab=$fpid" \
+  --target "reference-memory=http://127.0.0.1:$pm" --pid "reference-memory=$mpid"
+echo
+echo "== the first load against the file-backed reference server too"
+"$bin" log bench "$@" --loads "${loads%%,*}" --catchup-events 0 \
+  --target "forklab=http://127.0.0.1:$pf" --target "reference-file=http://127.0.0.1:$pr"

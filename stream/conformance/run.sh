@@ -3,9 +3,10 @@
 # batch) on a free loopback port with a temporary data directory, runs the
 # official Durable Streams conformance suite against it, stops the server,
 # and exits non-zero if any test failed.
-# Usage: run.sh FORKLAB_BIN   (after `npm ci` in this directory)
+# Usage: run.sh FORKLAB_BIN [log serve flags…]   (after `npm ci` in this directory)
+# Flags after the binary go to `forklab log serve` (for example --brokers).
 set -euo pipefail
-bin=$(realpath "$1")
+bin=$(realpath "$1"); shift
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 pid=
@@ -28,7 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$bin" log serve --addr "127.0.0.1:$port" --data-dir "$tmp/data" --long-poll-timeout 2s >"$tmp/server.log" 2>&1 &
+"$bin" log serve --addr "127.0.0.1:$port" --data-dir "$tmp/data" --long-poll-timeout 2s "$@" >"$tmp/server.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break

@@ -78,7 +78,7 @@ func (l *Log) Append(ctx context.Context, req AppendRequest) (AppendResult, erro
 	if len(req.Body) > 0 && s.meta.json && SameContentType(req.ContentType, s.meta.contentType) {
 		badJSON = ValidateJSONAppend(req.Body)
 	}
-	err = l.parts[s.meta.part].submit(ctx, &op{size: len(req.Body) + 512, decide: func(t *tx) *pending {
+	_, err = l.parts[s.meta.part].submit(ctx, &op{size: len(req.Body) + 512, decide: func(t *tx) *pending {
 		p, e := l.decideAppend(t, s, req, badJSON, r, &res)
 		rerr = e
 		return p
@@ -93,7 +93,7 @@ func (l *Log) Append(ctx context.Context, req AppendRequest) (AppendResult, erro
 // ValidateJSONAppend on a JSON stream's body, nil otherwise.
 func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r *record, out *AppendResult) (*pending, error) {
 	v := s.snapshot()
-	*out = AppendResult{Tail: Offset{s.meta.part, v.tail}, Closed: s.w.closed}
+	*out = AppendResult{Tail: s.mint(v.tail), Closed: s.w.closed}
 	res := out
 	if s.w.deleted {
 		if s.w.soft {
@@ -143,7 +143,7 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r
 		return nil, errf(Conflict, "Stream-Seq %q is not greater than the last one, %q", req.StreamSeq, s.w.streamSeq)
 	}
 	t.touch(s)
-	r.rec = s.w.nextRec
+	r.rec = s.w.allocRec()
 	s.applyW(r)
 	if len(req.Body) > 0 {
 		res.Outcome = Appended
@@ -158,7 +158,7 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r
 		// The tail right after this record, not after the whole batch:
 		// a client reading from it must not skip records that other
 		// requests in the same produce wrote after its own.
-		out.Tail = Offset{part, s.applyR(r, koff)}
+		out.Tail = s.mint(s.applyR(r, koff))
 		out.Closed = s.w.closed || r.closed
 	}}, nil
 }

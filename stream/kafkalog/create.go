@@ -106,8 +106,11 @@ func ValidateJSONAppend(body []byte) error {
 
 // Create creates a stream or a fork, or confirms an identical one.
 func (l *Log) Create(ctx context.Context, req CreateRequest) (CreateResult, error) {
-	l.adminMu.Lock()
-	defer l.adminMu.Unlock()
+	adm, err := l.lockAdmin(ctx)
+	if err != nil {
+		return CreateResult{}, err
+	}
+	defer adm.release()
 
 	l.mu.RLock()
 	existing := l.streams[req.Name]
@@ -117,7 +120,7 @@ func (l *Log) Create(ctx context.Context, req CreateRequest) (CreateResult, erro
 			return CreateResult{}, errf(Conflict, "stream was deleted but is retained for its forks; the name cannot be reused yet")
 		}
 		if existing.expired(time.Now()) {
-			if err := l.expireNow(ctx, existing); err != nil {
+			if err := l.expireNow(ctx, adm, existing); err != nil {
 				return CreateResult{}, err
 			}
 			existing = nil
@@ -146,13 +149,17 @@ func (l *Log) Create(ctx context.Context, req CreateRequest) (CreateResult, erro
 		} else if !SameContentType(ct, src.meta.contentType) {
 			return CreateResult{}, errf(Conflict, "content type %q differs from the source's %q", ct, src.meta.contentType)
 		}
-		off := Offset{src.meta.part, srcView.tail}
+		forkPos = srcView.tail
 		if req.ForkOffset != nil {
-			off = *req.ForkOffset
+			var err error
+			forkPos, err = src.resolve(*req.ForkOffset, srcView, l.parts[src.meta.part].logStart.Load())
+			if err != nil {
+				return CreateResult{}, err
+			}
 		}
-		forkPos = position(off, src.meta.part)
-		if forkPos > srcView.tail {
-			return CreateResult{}, errf(BadRequest, "fork offset %s is beyond the source's tail %s", off, Offset{src.meta.part, srcView.tail})
+		off := Zero
+		if forkPos >= 0 {
+			off = src.mint(forkPos)
 		}
 		forkOffset = off.String()
 		if req.ForkSub > 0 {
@@ -237,7 +244,7 @@ func (l *Log) Create(ctx context.Context, req CreateRequest) (CreateResult, erro
 	}
 	p := l.parts[part]
 	var created *stream
-	err := p.submit(ctx, &op{size: len(body) + 512, decide: func(t *tx) *pending {
+	err = adm.submit(ctx, p, &op{size: len(body) + 512, decide: func(t *tx) *pending {
 		if src != nil && src.w.deleted {
 			return nil // deleted since: the op answers with created == nil
 		}
@@ -246,6 +253,12 @@ func (l *Log) Create(ctx context.Context, req CreateRequest) (CreateResult, erro
 		}}
 	}})
 	if err != nil {
+		// The create may still land: its generation is burnt, so that
+		// a retry creates the next one and the late record, older, is
+		// ignored.
+		l.mu.Lock()
+		l.gens[req.Name] = max(l.gens[req.Name], gen)
+		l.mu.Unlock()
 		return CreateResult{}, err
 	}
 	if created == nil {
@@ -261,8 +274,8 @@ func (l *Log) applyCreate(part int32, r *record, koff int64) {
 	removed := l.removed[r.stream]
 	l.mu.RUnlock()
 	if existing != nil && existing.meta.gen == r.gen {
-		existing.moveDuplicate(0, koff)
-		if len(r.value) > 0 {
+		existing.moveDuplicate(0, koff, existing.w.nextRec == 1)
+		if len(r.value) > 0 && !l.starting {
 			l.cache.put(part, koff, r.value)
 		}
 		return
@@ -287,19 +300,26 @@ func (l *Log) installCreate(part int32, r *record, koff int64) *stream {
 			src = nil
 		}
 	}
-	m.source = src
+	m.source, m.forkPos = src, -1
+	var v view
+	if src != nil {
+		v = src.snapshot()
+		// The fork point: positions up to it are the source's. Records
+		// of earlier versions carry it in the bare form.
+		m.forkPos = v.tail
+		if off, err := ParseOffset(r.forkOffset); err == nil {
+			m.forkPos = off.Pos
+			if off.IsZero() {
+				m.forkPos = -1
+			}
+		}
+	}
 	s := newStream(m)
 	s.w.nextRec = 1
 	s.w.closed = r.closed
 	s.createKoff = koff
 	if src != nil {
-		v := src.snapshot()
-		off, err := ParseOffset(r.forkOffset)
-		pos := v.tail
-		if err == nil {
-			pos = position(off, part)
-		}
-		i := firstAtOrAfter(v.entries, pos)
+		i := firstAtOrAfter(v.entries, m.forkPos)
 		es := v.entries[:i:i]
 		if r.forkCut >= 0 && i < len(v.entries) && v.entries[i].koff == r.forkCutKoff {
 			e := v.entries[i]
@@ -312,7 +332,9 @@ func (l *Log) installCreate(part int32, r *record, koff int64) *stream {
 	s.own = len(s.entries)
 	if len(r.value) > 0 {
 		s.entries = append(s.entries, entry{koff: koff, rec: 0, cut: -1})
-		l.cache.put(part, koff, r.value)
+		if !l.starting {
+			l.cache.put(part, koff, r.value)
+		}
 	}
 	s.tail = koff + 1
 	s.closed = r.closed
@@ -320,6 +342,9 @@ func (l *Log) installCreate(part int32, r *record, koff int64) *stream {
 	l.streams[r.stream] = s
 	if r.gen > l.gens[r.stream] {
 		l.gens[r.stream] = r.gen
+	}
+	if p := l.parts[part]; r.gen > p.gens[r.stream] {
+		p.gens[r.stream] = r.gen
 	}
 	l.mu.Unlock()
 	return s

@@ -10,19 +10,22 @@ import (
 // and removed when its last fork is (§4.2). The records stay in Kafka until
 // the topic's retention removes them.
 func (l *Log) Delete(ctx context.Context, name string) error {
-	l.adminMu.Lock()
-	defer l.adminMu.Unlock()
+	adm, err := l.lockAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	defer adm.release()
 	s, err := l.lookup(name)
 	if err != nil {
 		return err
 	}
-	return l.writeDelete(ctx, s, "")
+	return l.writeDelete(ctx, adm, s, "")
 }
 
-// writeDelete writes a delete record for s; the caller holds adminMu.
-func (l *Log) writeDelete(ctx context.Context, s *stream, reason string) error {
+// writeDelete writes a delete record for s under the admin lock.
+func (l *Log) writeDelete(ctx context.Context, adm *adminLock, s *stream, reason string) error {
 	var rerr error
-	err := l.parts[s.meta.part].submit(ctx, &op{size: 512, decide: func(t *tx) *pending {
+	err := adm.submit(ctx, l.parts[s.meta.part], &op{size: 512, decide: func(t *tx) *pending {
 		if s.w.deleted {
 			if s.w.soft {
 				rerr = errSoftGone
@@ -32,9 +35,9 @@ func (l *Log) writeDelete(ctx context.Context, s *stream, reason string) error {
 			return nil
 		}
 		t.touch(s)
-		r := &record{op: opDelete, stream: s.meta.name, gen: s.meta.gen, rec: s.w.nextRec,
+		r := &record{op: opDelete, stream: s.meta.name, gen: s.meta.gen, rec: s.w.allocRec(),
 			contentType: s.meta.contentType, reason: reason, ttl: -1, forkCut: -1, forkCutKoff: -1}
-		s.w.nextRec++
+		s.w.nextRec = r.rec + 1
 		s.w.deleted = true
 		s.w.soft = s.w.refs > 0
 		return &pending{rec: r, commit: func(int64) {
@@ -74,6 +77,9 @@ func (l *Log) applyDelete(s *stream) {
 		if s.meta.gen > l.removed[s.meta.name] {
 			l.removed[s.meta.name] = s.meta.gen
 		}
+		if p := l.parts[s.meta.part]; s.meta.gen > p.removed[s.meta.name] {
+			p.removed[s.meta.name] = s.meta.gen
+		}
 		l.mu.Unlock()
 		src := s.meta.source
 		s = nil
@@ -87,9 +93,9 @@ func (l *Log) applyDelete(s *stream) {
 }
 
 // expireNow writes the delete record of a stream whose TTL or expiry has
-// passed; the caller holds adminMu.
-func (l *Log) expireNow(ctx context.Context, s *stream) error {
-	err := l.writeDelete(ctx, s, "expired")
+// passed, under the admin lock.
+func (l *Log) expireNow(ctx context.Context, adm *adminLock, s *stream) error {
+	err := l.writeDelete(ctx, adm, s, "expired")
 	if k := KindOf(err); k == NotFound || k == Gone {
 		return nil
 	}
@@ -131,13 +137,16 @@ func (l *Log) expireLoop() {
 				if s.snapshot().soft {
 					continue
 				}
-				l.adminMu.Lock()
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				if err := l.expireNow(ctx, s); err != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*l.cfg.WriteTimeout)
+				adm, err := l.lockAdmin(ctx)
+				if err == nil {
+					err = l.expireNow(ctx, adm, s)
+					adm.release()
+				}
+				if err != nil {
 					l.cfg.Logf("kafkalog: expire %q: %v", s.meta.name, err)
 				}
 				cancel()
-				l.adminMu.Unlock()
 			}
 		}
 	}

@@ -19,29 +19,41 @@
 // times the name has been created) and a record number within the generation.
 // See record.go for the exact names.
 //
-// A stream offset is the partition and the Kafka offset of the position (see
-// Offset). The tail offset is one past the stream's last data record. A fork
-// shares its source's partition, so the offsets it inherits and the ones its
-// own appends get are in one Kafka offset space, as the protocol requires.
+// A stream offset is the partition and the Kafka offset of the position,
+// stamped with the stream generation that issued it (see Offset); an offset
+// is accepted back only by the stream it belongs to. The tail offset is one
+// past the stream's last data record. A fork shares its source's partition,
+// so the offsets it inherits and the ones its own appends get are in one
+// Kafka offset space, as the protocol requires.
 //
 // # Writes
 //
 // Each partition has one goroutine that decides every write against the
 // current state (the fence rules, closure, content type, Stream-Seq), writes
-// the accepted records in one produce request with acks=all, and only then
-// makes them visible and answers. Requests that arrive while a produce is in
-// flight are decided and written together in the next one: group commit, so
-// one synced write on the broker carries many streams' appends.
+// the accepted records in one produce request with acks=all, has them
+// synced (Config.Sync, the embedded broker), and only then makes them
+// visible and answers. Requests that arrive while a produce is in flight
+// are decided and written together in the next one: group commit, so one
+// synced write carries many streams' appends. A write is answered within
+// Config.WriteTimeout whatever Kafka does.
 //
-// # Duplicates and crashes
+// # Duplicates, late writes and crashes
 //
-// kafka-go's Writer retries a produce whose answer it lost, and the first
-// attempt may have been written: a record can be in Kafka twice. The record
-// number makes the copy recognisable: the index keeps the later copy (the
-// one the Writer reported) and never serves the earlier one. After a failed
-// write, and on every start, the partition goroutine re-reads Kafka from the
-// last position it knows and applies what it finds, so its state is exactly
-// what Kafka holds.
+// A produce is one attempt (kafka-go's Client.Produce, not its Writer,
+// which would retry and write a record twice). After a failed write, and on
+// every start, the partition goroutine re-reads Kafka from the last
+// position it knows and folds in what it finds, so its state is what Kafka
+// holds; a write given up on that lands later is found by the next produce
+// (it lands behind a record the log did not write) and folded in the same
+// way live and on a rebuild (record numbers of failed writes are burnt; the
+// fold admits only records the rules admit). A record Kafka holds twice is
+// recognised by its record number: the index keeps the later copy.
+//
+// # Snapshots
+//
+// Each partition's state is snapshotted to a compacted topic with the data
+// offset it covers (snapshot.go, snapshotstore.go); a start loads the latest
+// usable snapshot and replays only the records after it.
 package kafkalog
 
 import (
@@ -78,13 +90,52 @@ type Config struct {
 	// CacheBytes bounds record values kept in memory; older values are read
 	// back from Kafka when needed. Default 256 MiB.
 	CacheBytes int64
+	// WriteTimeout bounds how long a write (append, create, delete) waits
+	// for Kafka's acknowledgement before it is answered Unavailable (HTTP
+	// 503); default 10s. A write not yet decided by then is withdrawn; one
+	// already sent to Kafka may still land, which an idempotent producer's
+	// retry then sees as a duplicate.
+	WriteTimeout time.Duration
 	// Logf logs operational events; nil discards them.
 	Logf func(format string, args ...any)
+	// Sync, when set, makes what Kafka acknowledged in a partition
+	// durable; it runs after every produce, before the writes it carried
+	// are answered. The embedded broker's SyncPartition (fdatasync of the
+	// segment files); nil on a real cluster, where acks=all (replication)
+	// is the durability.
+	Sync func(partition int32) error
+	// Stages, when set, accumulates where writes spend their time.
+	Stages *Stages
+	// SnapshotTopic is the compacted topic of state snapshots; default
+	// "<Topic>.snapshots".
+	SnapshotTopic string
+	// SnapshotRecords: a partition's state is snapshotted once this many
+	// records were folded in since its last snapshot (and on Close);
+	// default 100,000; negative turns snapshots off (every start rebuilds
+	// from the data topic).
+	SnapshotRecords int
+	// SnapshotMinInterval is the least time between two snapshots of a
+	// partition; default 10s.
+	SnapshotMinInterval time.Duration
+	// SyncSnapshot, when set, makes what was written to a partition of
+	// the snapshot topic durable (the embedded broker's sync): the chunks
+	// before the manifest that names them is written, then the manifest.
+	SyncSnapshot func(partition int32) error
+	// NoSnapshotOnClose: Close writes no snapshot, as after a crash (for
+	// tests and benchmarks of the restart).
+	NoSnapshotOnClose bool
+
+	// produceTimeout bounds one produce attempt; default the larger of
+	// 30 s and three write timeouts. Tests shorten it.
+	produceTimeout time.Duration
 }
+
+// DefaultTopic is the data topic when Config.Topic is empty.
+const DefaultTopic = "forklab.streams"
 
 func (c *Config) defaults() {
 	if c.Topic == "" {
-		c.Topic = "forklab.streams"
+		c.Topic = DefaultTopic
 	}
 	if c.Partitions <= 0 {
 		c.Partitions = 1
@@ -104,6 +155,23 @@ func (c *Config) defaults() {
 	if c.CacheBytes <= 0 {
 		c.CacheBytes = 256 << 20
 	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.SnapshotTopic == "" {
+		c.SnapshotTopic = c.Topic + ".snapshots"
+	}
+	if c.SnapshotRecords == 0 {
+		c.SnapshotRecords = 100_000
+	}
+	if c.SnapshotMinInterval <= 0 {
+		c.SnapshotMinInterval = 10 * time.Second
+	}
+	if c.produceTimeout <= 0 {
+		// Well past the write timeout (callers are answered at the write
+		// timeout anyway): an answer is worth more than a guess.
+		c.produceTimeout = max(30*time.Second, 3*c.WriteTimeout)
+	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
@@ -112,12 +180,17 @@ func (c *Config) defaults() {
 // Log is the set of streams stored in one Kafka topic.
 type Log struct {
 	cfg       Config
-	client    *kafka.Client
+	client    *kafka.Client // metadata, fetches, offsets: 10 s per request
+	producer  *kafka.Client // produce requests: the caller's deadline only
 	transport *kafka.Transport
 	parts     []*partition
 	cache     *cache
 
-	adminMu sync.Mutex // serialises creates and deletes
+	// admin serialises creates and deletes: a semaphore rather than a
+	// mutex, so that waiting for it is bounded by the write timeout, and so
+	// that a create or delete still waiting for Kafka after its caller was
+	// answered keeps it until Kafka answers.
+	admin chan struct{}
 
 	mu      sync.RWMutex
 	streams map[string]*stream
@@ -126,6 +199,10 @@ type Log struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	// starting is set while Open folds the data topic in, before anyone
+	// reads: values are not cached (reads fetch them when they need them).
+	starting bool
 }
 
 // Open connects to Kafka, creates the data topic if it is missing and
@@ -140,10 +217,12 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		cfg:       cfg,
 		transport: tr,
 		client:    &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: tr, Timeout: 10 * time.Second},
+		producer:  &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: tr},
 		cache:     newCache(cfg.CacheBytes),
 		streams:   map[string]*stream{},
 		gens:      map[string]int64{},
 		removed:   map[string]int64{},
+		admin:     make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
 	n, err := l.ensureTopic(ctx)
@@ -153,12 +232,20 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	for p := 0; p < n; p++ {
 		l.parts = append(l.parts, newPartition(l, int32(p)))
 	}
+	l.starting = true
+	if cfg.SnapshotRecords >= 0 {
+		if err := l.restore(ctx); err != nil {
+			l.transport.CloseIdleConnections()
+			return nil, err
+		}
+	}
 	for _, p := range l.parts {
 		if err := p.catchUp(ctx, true); err != nil {
-			l.closeWriters()
+			l.transport.CloseIdleConnections()
 			return nil, fmt.Errorf("rebuild partition %d of %s: %w", p.id, cfg.Topic, err)
 		}
 	}
+	l.starting = false
 	for _, s := range l.streams {
 		s.touch() // a restart opens a fresh TTL window; reads are not logged
 	}
@@ -181,15 +268,102 @@ func (l *Log) Close() error {
 	}
 	close(l.stop)
 	l.wg.Wait()
-	l.closeWriters()
+	l.transport.CloseIdleConnections()
 	return nil
 }
 
-func (l *Log) closeWriters() {
-	for _, p := range l.parts {
-		p.writer.Close()
+// restore loads every partition's usable snapshot, before the rebuild
+// replays what follows it.
+func (l *Log) restore(ctx context.Context) error {
+	if err := l.ensureSnapshotTopic(ctx); err != nil {
+		return err
 	}
-	l.transport.CloseIdleConnections()
+	snaps, why, err := l.loadSnapshots(ctx)
+	if err != nil {
+		l.cfg.Logf("kafkalog: reading snapshots from %s: %v; rebuilding from %s", l.cfg.SnapshotTopic, err, l.cfg.Topic)
+		for _, p := range l.parts {
+			p.why = err.Error()
+		}
+		return nil
+	}
+	for _, p := range l.parts {
+		if snap := snaps[p.id]; snap != nil {
+			err := l.install(p, snap)
+			if err == nil {
+				// Used, perhaps without its last deltas (why says).
+				if p.why = why[p.id]; p.why != "" {
+					l.cfg.Logf("kafkalog: snapshot of %s/%d: %s", l.cfg.Topic, p.id, p.why)
+				}
+				continue
+			}
+			why[p.id] = err.Error()
+			l.resetPartition(p)
+		}
+		p.why = why[p.id]
+		if p.why != "no snapshot" {
+			l.cfg.Logf("kafkalog: snapshot of %s/%d not used (%s); rebuilding it from %s", l.cfg.Topic, p.id, p.why, l.cfg.Topic)
+		}
+	}
+	return nil
+}
+
+// resetPartition forgets what a snapshot that could not be installed put
+// in partition p's state.
+func (l *Log) resetPartition(p *partition) {
+	l.mu.Lock()
+	for name, s := range l.streams {
+		if s.meta.part == p.id {
+			delete(l.streams, name)
+		}
+	}
+	l.mu.Unlock()
+	p.gens, p.removed = map[string]int64{}, map[string]int64{}
+	p.next, p.lastRecord, p.restored, p.covered, p.chain = 0, 0, false, 0, nil
+}
+
+// adminLock is a held admin lock.
+type adminLock struct {
+	l    *Log
+	held bool
+}
+
+// lockAdmin takes the admin lock, waiting at most the write timeout.
+func (l *Log) lockAdmin(ctx context.Context) (*adminLock, error) {
+	t := time.NewTimer(l.cfg.WriteTimeout)
+	defer t.Stop()
+	select {
+	case l.admin <- struct{}{}:
+		return &adminLock{l: l, held: true}, nil
+	case <-t.C:
+		return nil, errf(Unavailable, "another create or delete is still waiting for Kafka; nothing was written: retry")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.stop:
+		return nil, errf(Unavailable, "log is shutting down")
+	}
+}
+
+// release gives the lock back, unless a late op took it over.
+func (a *adminLock) release() {
+	if a.held {
+		a.held = false
+		<-a.l.admin
+	}
+}
+
+// submit submits an op under the lock. When the op is still waiting for
+// Kafka after the write timeout, the lock stays taken until Kafka answers
+// it (and release becomes a no-op).
+func (a *adminLock) submit(ctx context.Context, p *partition, o *op) error {
+	late, err := p.submit(ctx, o)
+	if late != nil && a.held {
+		a.held = false
+		go func() {
+			<-late
+			<-a.l.admin
+		}()
+	}
+	return err
 }
 
 // Topic is the data topic's name.
@@ -305,7 +479,7 @@ func (s *stream) info() Info {
 	return Info{
 		Name:        s.meta.name,
 		ContentType: s.meta.contentType,
-		Tail:        Offset{s.meta.part, v.tail},
+		Tail:        s.mint(v.tail),
 		Closed:      v.closed,
 		TTL:         s.meta.ttl,
 		ExpiresAt:   s.meta.expiresAt,

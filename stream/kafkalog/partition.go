@@ -2,9 +2,7 @@ package kafkalog
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,15 +16,31 @@ import (
 type partition struct {
 	l      *Log
 	id     int32
-	writer *kafka.Writer
 	ops    chan *op
 	exited chan struct{} // closed when run returns
 
 	next     int64        // Kafka offset after the last record applied to the state
 	logStart atomic.Int64 // the partition's log start offset, as last seen
 
-	completedMu sync.Mutex
-	completed   []kafka.Message
+	// lastRecord identifies the record at next-1 (recordSum), for the
+	// snapshot that covers up to next.
+	lastRecord uint32
+	// gens and removed are the highest generation created and deleted per
+	// name by this partition's records (the log's maps hold the maximum
+	// over partitions); a snapshot carries them.
+	gens, removed map[string]int64
+	// applied counts the records folded in since the last snapshot.
+	applied int64
+	// restored: the state came from a snapshot covering the records below
+	// covered; replayed counts the records the start applied after it.
+	restored        bool
+	covered         int64
+	replayed        int
+	why             string      // why the start did not use a snapshot
+	snapshotRunning atomic.Bool // a snapshot of this partition is being written
+	lastSnapshot    time.Time
+	chain           *manifest  // the snapshot chain last written or read
+	marks           *snapMarks // what the last snapshot written held, for the next delta
 }
 
 // op is one write request handed to the partition goroutine.
@@ -38,7 +52,20 @@ type op struct {
 	decide func(t *tx) *pending
 	size   int // bytes the op may add to a produce request
 	done   chan error
+	// state moves from opQueued to opTaken when the partition goroutine
+	// decides the op, or to opAbandoned when its caller stops waiting
+	// first; an abandoned op is never decided, so nothing is written.
+	state atomic.Int32
+	// queued is when the op was submitted (with Config.Stages).
+	queued time.Time
 }
+
+// Op states.
+const (
+	opQueued int32 = iota
+	opTaken
+	opAbandoned
+)
 
 // pending is a decided write.
 type pending struct {
@@ -60,70 +87,61 @@ func (t *tx) touch(s *stream) {
 }
 
 func newPartition(l *Log, id int32) *partition {
-	p := &partition{l: l, id: id, ops: make(chan *op, 4096), exited: make(chan struct{})}
-	p.writer = &kafka.Writer{
-		Addr:         kafka.TCP(l.cfg.Brokers...),
-		Topic:        l.cfg.Topic,
-		Balancer:     fixedPartition(id),
-		RequiredAcks: kafka.RequireAll,
-		// One WriteMessages call is one produce request: the batch is
-		// flushed as soon as the call has added its messages. (kafka-go
-		// allocates BatchSize messages per batch: keep it modest.)
-		BatchSize:       maxBatchRecords,
-		BatchBytes:      int64(l.cfg.MaxBatchBytes) + 1<<20,
-		BatchTimeout:    time.Microsecond,
-		MaxAttempts:     5,
-		WriteBackoffMin: 20 * time.Millisecond,
-		WriteBackoffMax: 500 * time.Millisecond,
-		ReadTimeout:     10 * time.Second,
-		WriteTimeout:    10 * time.Second,
-		Transport:       l.transport,
-		Completion: func(msgs []kafka.Message, err error) {
-			if err != nil {
-				return
-			}
-			p.completedMu.Lock()
-			p.completed = append(p.completed, msgs...)
-			p.completedMu.Unlock()
-		},
-	}
-	return p
+	return &partition{l: l, id: id, ops: make(chan *op, 4096), exited: make(chan struct{}),
+		gens: map[string]int64{}, removed: map[string]int64{}}
 }
 
 // maxBatchRecords bounds the records group-committed in one produce request.
 const maxBatchRecords = 1024
 
-// fixedPartition is a kafka.Balancer that sends every message to one
-// partition: the stream's partition is decided by the log, not by the key
-// (a fork lives in its source's partition).
-type fixedPartition int32
-
-// Balance returns the fixed partition, whatever the message.
-func (f fixedPartition) Balance(_ kafka.Message, partitions ...int) int { return int(f) }
-
-// submit hands o to the partition goroutine and waits for its answer.
-func (p *partition) submit(ctx context.Context, o *op) error {
+// submit hands o to the partition goroutine and waits for its answer, at
+// most the write timeout (Config.WriteTimeout) in all. An op still queued
+// when the time is up, or when ctx ends, is abandoned: it will not be
+// written, and the caller is told so. An op already decided and waiting
+// for Kafka cannot be taken back: the caller gets an Unavailable error
+// saying it may still land, and late, which delivers the op's eventual
+// answer (callers holding the admin lock keep it until then).
+func (p *partition) submit(ctx context.Context, o *op) (late <-chan error, err error) {
 	o.done = make(chan error, 1)
+	if p.l.cfg.Stages != nil {
+		o.queued = time.Now()
+	}
+	d := p.l.cfg.WriteTimeout
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
 	select {
 	case p.ops <- o:
 	case <-p.l.stop:
-		return errf(Unavailable, "log is shutting down")
+		return nil, errf(Unavailable, "log is shutting down")
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
+	case <-timeout.C:
+		return nil, errf(Unavailable, "the write queue did not move for %s (Kafka is not acknowledging writes); nothing was written: retry", d)
 	}
-	// Once queued the op will be answered; wait for it even if ctx ends,
-	// so a caller never abandons a write that may still be acknowledged.
-	// Only a shutdown ends the wait: an op queued after the partition
-	// goroutine drained its queue would otherwise wait forever.
-	select {
-	case err := <-o.done:
-		return err
-	case <-p.exited:
+	ctxDone := ctx.Done()
+	for {
 		select {
 		case err := <-o.done:
-			return err
-		default:
-			return errf(Unavailable, "log is shutting down")
+			return nil, err
+		case <-p.exited:
+			select {
+			case err := <-o.done:
+				return nil, err
+			default:
+				return nil, errf(Unavailable, "log is shutting down")
+			}
+		case <-ctxDone:
+			// The caller went away: withdraw the op if it is not decided
+			// yet, else wait for its answer (bounded by the timeout).
+			if o.state.CompareAndSwap(opQueued, opAbandoned) {
+				return nil, ctx.Err()
+			}
+			ctxDone = nil
+		case <-timeout.C:
+			if o.state.CompareAndSwap(opQueued, opAbandoned) {
+				return nil, errf(Unavailable, "Kafka has not acknowledged writes for %s; this request was not written: retry", d)
+			}
+			return o.done, errf(Unavailable, "Kafka did not acknowledge the write within %s; it may still land: retry (with the same Producer-Seq a write that landed is answered as a duplicate)", d)
 		}
 	}
 }
@@ -133,7 +151,7 @@ func (p *partition) run() {
 	defer p.l.wg.Done()
 	defer close(p.exited)
 	var backlog []*op
-	lastBatch, lastFlush := 0, time.Duration(0)
+	expect, lastFlush := 0, time.Duration(0)
 	for {
 		if len(backlog) == 0 {
 			select {
@@ -141,10 +159,11 @@ func (p *partition) run() {
 				backlog = append(backlog, o)
 			case <-p.l.stop:
 				p.drain()
+				p.l.finalSnapshot(p)
 				return
 			}
 		}
-		backlog = p.gather(backlog, lastBatch, lastFlush)
+		backlog = p.gather(backlog, expect, lastFlush)
 		// Take as many ops as fit in one produce request.
 		n, bytes := 0, 0
 		for n < len(backlog) && n < maxBatchRecords && (n == 0 || bytes+backlog[n].size <= p.l.cfg.MaxBatchBytes) {
@@ -154,18 +173,26 @@ func (p *partition) run() {
 		batch := backlog[:n]
 		t0 := time.Now()
 		p.flush(batch)
-		lastBatch, lastFlush = n, time.Since(t0)
+		lastFlush = time.Since(t0)
 		backlog = append(backlog[:0], backlog[n:]...)
+		// The next batch can carry what queued during this flush and
+		// the next writes of the writers it just answered.
+		expect = min(len(backlog)+len(p.ops)+n, maxBatchRecords)
+		if p.l.snapshotDue(p) {
+			p.l.startSnapshot(p)
+		}
 	}
 }
 
-// gather collects the ops queued behind the first. When produce requests
-// are slow (a synced write on the broker), it lingers briefly for the
-// writers the last flush answered, who are about to send their next append:
-// without it every other batch would be nearly empty. The linger is at most
-// half the last flush time and 2 ms, and ends as soon as as many ops wait as
-// the last batch carried.
-func (p *partition) gather(backlog []*op, lastBatch int, lastFlush time.Duration) []*op {
+// gather collects the ops queued behind the first. When writes are slow (a
+// synced write), it lingers briefly for the writers the last flush
+// answered, who are about to send their next append: without it the
+// writers split into groups that take turns, each waiting for the others'
+// sync, and batches carry a fraction of them. The linger is at most the
+// last flush time and 2 ms (a writer that does not come back costs the
+// others at most one more flush time), and ends as soon as expect ops wait
+// (what queued during the last flush, and as many as it answered).
+func (p *partition) gather(backlog []*op, expect int, lastFlush time.Duration) []*op {
 	drain := func() {
 		for {
 			select {
@@ -177,12 +204,12 @@ func (p *partition) gather(backlog []*op, lastBatch int, lastFlush time.Duration
 		}
 	}
 	drain()
-	if lastFlush < time.Millisecond || len(backlog) >= lastBatch {
+	if lastFlush < 200*time.Microsecond || len(backlog) >= expect {
 		return backlog
 	}
-	linger := time.NewTimer(min(lastFlush/2, 2*time.Millisecond))
+	linger := time.NewTimer(min(lastFlush, 2*time.Millisecond))
 	defer linger.Stop()
-	for len(backlog) < lastBatch {
+	for len(backlog) < expect {
 		select {
 		case o := <-p.ops:
 			backlog = append(backlog, o)
@@ -211,28 +238,83 @@ func (p *partition) drain() {
 // flush decides a batch of ops, writes the accepted records in one produce
 // request and answers every op once Kafka has acknowledged them (or failed).
 func (p *partition) flush(ops []*op) {
+	st := p.l.cfg.Stages
+	var t0, t1, t2, t3 time.Time
+	if st != nil {
+		t0 = time.Now()
+	}
 	t := &tx{undo: map[*stream]wstate{}}
 	var writes []*pending
+	n := int64(0) // ops decided: the batch's stages count once for each
 	for _, o := range ops {
+		if !o.state.CompareAndSwap(opQueued, opTaken) {
+			continue // abandoned by its caller: never decided, never written
+		}
+		n++
+		if st != nil {
+			st.Ops.Add(1)
+			st.Queue.Add(int64(t0.Sub(o.queued)))
+		}
 		if w := o.decide(t); w != nil {
 			writes = append(writes, w)
 		}
+	}
+	if st != nil {
+		t1 = time.Now()
+		st.Decide.Add(n * int64(t1.Sub(t0)))
 	}
 	var err error
 	if len(writes) > 0 {
 		var offsets []int64
 		offsets, err = p.write(writes)
-		if err == nil {
+		if st != nil {
+			t2 = time.Now()
+			st.Batches.Add(1)
+			st.Records.Add(int64(len(writes)))
+			st.Produce.Add(n * int64(t2.Sub(t1)))
+		}
+		if err == nil && offsets[0] == p.next && p.l.cfg.Sync != nil {
+			if serr := p.l.cfg.Sync(p.id); serr != nil {
+				// The records are in Kafka but not durable: nothing is
+				// acknowledged; the resync below folds them in.
+				err = fmt.Errorf("the write landed but could not be synced to disk: %w", serr)
+			}
+		}
+		if st != nil {
+			t3 = time.Now()
+			st.Sync.Add(n * int64(t3.Sub(t2)))
+		}
+		switch {
+		case err != nil:
+			p.l.cfg.Logf("kafkalog: write to %s/%d failed, resyncing from Kafka: %v", p.l.cfg.Topic, p.id, err)
+			err = &Error{Kind: Unavailable, Msg: "Kafka did not acknowledge the write; it may still land: retry (with the same Producer-Seq a write that landed is answered as a duplicate)", Err: err}
+		case offsets[0] != p.next:
+			// Records this log did not write sit before the batch: a
+			// write it gave up on that landed late, or another writer.
+			// The batch was decided without them; the fold of Kafka's
+			// records decides what it is now.
+			p.l.cfg.Logf("kafkalog: %s/%d holds records %d to %d this log did not write; resyncing", p.l.cfg.Topic, p.id, p.next, offsets[0]-1)
+			err = errf(Unavailable, "Kafka holds records this service did not write before this one; the write landed but is not acknowledged: retry (with the same Producer-Seq it is answered as a duplicate)")
+		default:
 			for i, w := range writes {
 				w.commit(offsets[i])
 			}
 			p.next = offsets[len(offsets)-1] + 1
-		} else {
-			for s, w := range t.undo {
-				s.w = w
+			last := writes[len(writes)-1].rec
+			p.lastRecord = recordSum([]byte(last.stream), last.headers())
+			p.applied += int64(len(writes))
+			if st != nil {
+				st.Commit.Add(n * int64(time.Since(t3)))
 			}
-			p.l.cfg.Logf("kafkalog: write to %s/%d failed, resyncing from Kafka: %v", p.l.cfg.Topic, p.id, err)
-			err = &Error{Kind: Unavailable, Msg: "Kafka did not acknowledge the write; nothing was acknowledged, retry", Err: err}
+		}
+		if err != nil {
+			// Put the write state back as it was before the batch, but
+			// keep the record numbers the batch took burnt.
+			for s, w := range t.undo {
+				burnt := max(s.w.burnt, s.w.nextRec)
+				s.w = w
+				s.w.burnt = max(s.w.burnt, burnt)
+			}
 		}
 	}
 	for _, o := range ops {
@@ -265,35 +347,37 @@ func (p *partition) flush(ops []*op) {
 	}
 }
 
-// write produces the records with acks=all and returns their offsets.
+// write produces the records in one produce request with acks=all and
+// returns their offsets. It is one attempt: kafka-go's low-level Produce
+// (not its Writer, whose retries would write a record twice). A failed or
+// timed-out attempt may have landed, now or later; the caller re-reads
+// Kafka to find out, and checks every later batch lands right after what
+// it knows.
 func (p *partition) write(ws []*pending) ([]int64, error) {
-	msgs := make([]kafka.Message, len(ws))
+	recs := make([]kafka.Record, len(ws))
 	for i, w := range ws {
-		msgs[i] = w.rec.message()
+		recs[i] = w.rec.kafkaRecord()
 	}
-	p.completedMu.Lock()
-	p.completed = p.completed[:0]
-	p.completedMu.Unlock()
-	if err := p.writer.WriteMessages(context.Background(), msgs...); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), p.l.cfg.produceTimeout)
+	defer cancel()
+	res, err := p.l.producer.Produce(ctx, &kafka.ProduceRequest{
+		Topic:        p.l.cfg.Topic,
+		Partition:    int(p.id),
+		RequiredAcks: kafka.RequireAll,
+		Records:      kafka.NewRecordReader(recs...),
+	})
+	if err != nil {
 		return nil, err
 	}
-	p.completedMu.Lock()
-	done := append([]kafka.Message(nil), p.completed...)
-	p.completedMu.Unlock()
-	if len(done) != len(msgs) {
-		return nil, fmt.Errorf("writer reported %d of %d messages written", len(done), len(msgs))
+	if res.Error != nil {
+		return nil, res.Error
 	}
-	offsets := make([]int64, len(done))
-	for i, m := range done {
-		if int32(m.Partition) != p.id {
-			return nil, fmt.Errorf("message written to partition %d, want %d", m.Partition, p.id)
-		}
-		offsets[i] = m.Offset
+	for i, e := range res.RecordErrors {
+		return nil, fmt.Errorf("record %d: %w", i, e)
 	}
-	for i := 1; i < len(offsets); i++ {
-		if offsets[i] <= offsets[i-1] {
-			return nil, errors.New("writer reported offsets out of order")
-		}
+	offsets := make([]int64, len(ws))
+	for i := range offsets {
+		offsets[i] = res.BaseOffset + int64(i)
 	}
 	return offsets, nil
 }

@@ -44,49 +44,57 @@ type ReadResult struct {
 }
 
 // Read returns the stream's data from req.From, up to req.MaxBytes. It
-// resets the stream's TTL. Reading from before what Kafka retains is a Gone
-// error; from past the tail a BadRequest.
+// resets the stream's TTL. Reading from before what Kafka retains, or from
+// an offset of an earlier generation of the stream, is a Gone error; from
+// an offset the stream never issued (another stream's, a changed one,
+// beyond the tail) a BadRequest.
 func (l *Log) Read(ctx context.Context, req ReadRequest) (ReadResult, error) {
 	s, err := l.lookup(req.Name)
 	if err != nil {
 		return ReadResult{}, err
 	}
 	s.touch()
-	return l.readView(ctx, s, s.snapshot(), req)
+	v := s.snapshot()
+	pos, err := l.startPos(s, v, req)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	return l.readAt(ctx, s, v, pos, req.MaxBytes)
 }
 
-func (l *Log) readView(ctx context.Context, s *stream, v view, req ReadRequest) (ReadResult, error) {
-	part := s.meta.part
-	res := ReadResult{ContentType: s.meta.contentType, JSON: s.meta.json, ID: streamID(s.meta.name, s.meta.gen)}
-	pos := int64(-1)
+// startPos resolves where a read starts: -1 for the beginning, the tail
+// for offset=now, else the position of an offset s issued.
+func (l *Log) startPos(s *stream, v view, req ReadRequest) (int64, error) {
 	switch {
 	case req.FromTail:
-		pos = v.tail
-	case req.From != Start:
-		pos = position(req.From, part)
+		return v.tail, nil
+	case req.From == Start:
+		return -1, nil
 	}
+	return s.resolve(req.From, v, l.parts[s.meta.part].logStart.Load())
+}
+
+// readAt reads view v of s from position pos (-1: the beginning), which
+// startPos resolved.
+func (l *Log) readAt(ctx context.Context, s *stream, v view, pos int64, maxBytes int) (ReadResult, error) {
+	part := s.meta.part
+	res := ReadResult{ContentType: s.meta.contentType, JSON: s.meta.json, ID: streamID(s.meta.name, s.meta.gen)}
 	if pos > v.tail {
-		return res, errf(BadRequest, "offset %s is beyond the stream's tail %s", req.From, Offset{part, v.tail})
+		return res, errf(BadRequest, "offset %s is beyond the stream's tail %s", s.mint(pos), s.mint(v.tail))
 	}
 	i := firstAtOrAfter(v.entries, pos)
 	// Retention: Kafka has dropped records below the log start offset. A
 	// read that would start in the dropped range is refused rather than
 	// silently skipping it (§5.6: 410 Gone).
-	ls := l.parts[part].logStart.Load()
-	if lost := s.meta.trimmed || (len(v.entries) > 0 && v.entries[0].koff < ls); lost && pos < ls {
+	if !s.retained(v, pos, l.parts[part].logStart.Load()) {
 		return res, errRetention
 	}
-	if pos < 0 {
-		res.From = Offset{part, 0}
-		if len(v.entries) > 0 {
-			res.From = Offset{part, v.entries[0].koff}
-		}
-	} else {
-		res.From = Offset{part, pos}
+	res.From = Zero // the beginning
+	if pos >= 0 {
+		res.From = s.mint(pos)
 	}
-	// Gather entries up to MaxBytes (sizes are known only once read, so
+	// Gather entries up to maxBytes (sizes are known only once read, so
 	// read in steps).
-	maxBytes := req.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = 1 << 20
 	}
@@ -119,11 +127,11 @@ func (l *Log) readView(ctx context.Context, s *stream, v view, req ReadRequest) 
 	}
 	res.Records = j - i
 	if j >= len(v.entries) {
-		res.Next = Offset{part, v.tail}
+		res.Next = s.mint(v.tail)
 		res.UpToDate = true
 		res.Closed = v.closed
 	} else {
-		res.Next = Offset{part, v.entries[j-1].koff + 1}
+		res.Next = s.mint(v.entries[j-1].koff + 1)
 	}
 	if s.meta.json {
 		n := 2
@@ -156,8 +164,9 @@ func (l *Log) readView(ctx context.Context, s *stream, v view, req ReadRequest) 
 
 // Wait blocks until the stream has data at or after the read position, is
 // closed, deleted, or until ctx ends or timeout passes; then it reads like
-// Read. It is the long-poll and SSE primitive (§5.7, §5.8): a fork wakes only
-// for its own appends.
+// Read, with the same refusals (checked before waiting). It is the
+// long-poll and SSE primitive (§5.7, §5.8): a fork wakes only for its own
+// appends.
 func (l *Log) Wait(ctx context.Context, req ReadRequest, timeout time.Duration) (ReadResult, error) {
 	s, err := l.lookup(req.Name)
 	if err != nil {
@@ -172,13 +181,10 @@ func (l *Log) Wait(ctx context.Context, req ReadRequest, timeout time.Duration) 
 		s.touch()
 		s.liveReaders.Add(-1)
 	}()
-	v := s.snapshot()
-	if req.FromTail {
-		req.From, req.FromTail = Offset{s.meta.part, v.tail}, false
-	}
-	pos := position(req.From, s.meta.part)
-	if req.From == Start {
-		pos = -1
+	v := s.watch()
+	pos, err := l.startPos(s, v, req)
+	if err != nil {
+		return ReadResult{}, err
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -193,37 +199,38 @@ func (l *Log) Wait(ctx context.Context, req ReadRequest, timeout time.Duration) 
 		case firstAtOrAfter(v.entries, pos) < len(v.entries), v.closed, pos > v.tail:
 			// Data to return, the end of a closed stream, or an offset
 			// beyond the tail, refused at once rather than after the wait.
-			return l.readView(ctx, s, v, req)
+			return l.readAt(ctx, s, v, pos, req.MaxBytes)
 		case pos >= 0 && pos < v.tail:
 			// Nothing at or after pos, yet pos is short of the tail
 			// (the end of a fork's inherited data): answer at once
 			// with the tail rather than wait at a stale position.
-			return l.readView(ctx, s, v, req)
+			return l.readAt(ctx, s, v, pos, req.MaxBytes)
 		}
 		select {
 		case <-v.notify:
-			v = s.snapshot()
+			v = s.watch()
 		case <-timer.C:
-			return l.readView(ctx, s, v, req)
+			return l.readAt(ctx, s, v, pos, req.MaxBytes)
 		case <-ctx.Done():
 			return ReadResult{}, ctx.Err()
 		}
 	}
 }
 
-// EarliestOffset is the first offset of a stream that Kafka still retains.
+// EarliestOffset is the first offset of a stream from which a read meets
+// only records Kafka still retains (the Forklab-Earliest-Offset of a 410):
+// Zero, the beginning, when Kafka retains all of the stream.
 func (l *Log) EarliestOffset(name string) (Offset, error) {
 	s, err := l.lookup(name)
 	if err != nil {
 		return Offset{}, err
 	}
 	v := s.snapshot()
-	ls := l.parts[s.meta.part].logStart.Load()
-	i := firstAtOrAfter(v.entries, ls)
-	if i < len(v.entries) {
-		return Offset{s.meta.part, v.entries[i].koff}, nil
+	pos := s.earliest(v, l.parts[s.meta.part].logStart.Load())
+	if pos < 0 {
+		return Zero, nil
 	}
-	return Offset{s.meta.part, v.tail}, nil
+	return s.mint(pos), nil
 }
 
 // values returns the record values of es, from the cache or from Kafka.

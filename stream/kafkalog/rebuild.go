@@ -110,8 +110,11 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 	}
 	p.noteLogStart(start)
 	from := p.next
-	if initial || from < start {
+	if (initial && !p.restored) || from < start {
 		from = start
+	}
+	if initial {
+		p.l.cfg.Logf("kafkalog: partition %s/%d: reading offsets %d to %d", p.l.cfg.Topic, p.id, from, hwm)
 	}
 	n, empty := 0, 0
 	// A resync runs while readers read: it applies only the last copy of
@@ -119,8 +122,23 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 	// watermark. The initial rebuild has no readers yet and applies as it
 	// reads, moving an entry to each later copy it meets.
 	var resync []decoded
+	rd := p.l.newPartReader(p.id)
+	defer rd.close()
+	var last fetched
+	apply := func(f fetched) {
+		last = f
+		r, ok, err := decodeRecord(f.key, f.value, f.headers, f.time)
+		if err != nil {
+			p.l.cfg.Logf("kafkalog: skipping record %s/%d@%d: %v", p.l.cfg.Topic, p.id, f.koff, err)
+		} else if ok && initial {
+			p.l.apply(p.id, &r, f.koff)
+			n++
+		} else if ok {
+			resync = append(resync, decoded{r, f.koff})
+		}
+	}
 	for from < hwm {
-		recs, _, _, err := p.l.fetchBatch(ctx, p.id, from, 8<<20)
+		next, err := rd.read(ctx, from, 16<<20, apply)
 		if errors.Is(err, errRetention) {
 			// Retention moved the log start past from while we read.
 			s2, _, err2 := p.l.offsets(ctx, p.id)
@@ -130,10 +148,14 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 			from = s2
 			continue
 		}
-		if err != nil {
-			return err
+		if err != nil && next == from {
+			if empty++; empty > 20 {
+				return fmt.Errorf("read %s/%d at %d: %w", p.l.cfg.Topic, p.id, from, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
-		if len(recs) == 0 {
+		if next == from {
 			// Below the high watermark there must be records; an empty
 			// answer is transient. Give up after a few, rather than
 			// rebuild a partial state.
@@ -144,23 +166,15 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 			continue
 		}
 		empty = 0
-		for _, f := range recs {
-			r, ok, err := decodeRecord(f.key, f.value, f.headers, f.time)
-			if err != nil {
-				p.l.cfg.Logf("kafkalog: skipping record %s/%d@%d: %v", p.l.cfg.Topic, p.id, f.koff, err)
-			} else if ok && initial {
-				p.l.apply(p.id, &r, f.koff)
-				n++
-			} else if ok {
-				resync = append(resync, decoded{r, f.koff})
-			}
-			from = f.koff + 1
-		}
+		from = next
 	}
-	last := lastCopies(resync)
+	if last.key != nil || last.headers != nil {
+		p.lastRecord = recordSum(last.key, last.headers)
+	}
+	lc := lastCopies(resync)
 	for i := range resync {
 		d := &resync[i]
-		if last[copyKey{d.r.stream, d.r.gen, d.r.rec}] != d.koff {
+		if lc[copyKey{d.r.stream, d.r.gen, d.r.rec}] != d.koff {
 			continue
 		}
 		p.l.apply(p.id, &d.r, d.koff)
@@ -169,9 +183,17 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 			testHookResyncApplied()
 		}
 	}
+	if from > p.next {
+		p.applied += from - p.next
+	}
 	p.next = from
 	if initial {
-		p.l.cfg.Logf("kafkalog: partition %s/%d rebuilt: %d records from offset %d to %d", p.l.cfg.Topic, p.id, n, start, hwm)
+		p.replayed = n
+		if p.restored {
+			p.l.cfg.Logf("kafkalog: partition %s/%d restored from its snapshot at offset %d, then %d records to %d", p.l.cfg.Topic, p.id, p.covered, n, hwm)
+		} else {
+			p.l.cfg.Logf("kafkalog: partition %s/%d rebuilt: %d records from offset %d to %d", p.l.cfg.Topic, p.id, n, start, hwm)
+		}
 	}
 	return nil
 }
@@ -221,19 +243,20 @@ func (l *Log) apply(part int32, r *record, koff int64) {
 		}
 	}
 	if r.rec < s.w.nextRec {
-		s.moveDuplicate(r.rec, koff)
-		if len(r.value) > 0 {
+		s.moveDuplicate(r.rec, koff, r.rec == s.w.nextRec-1)
+		if len(r.value) > 0 && !l.starting {
 			l.cache.put(part, koff, r.value)
 		}
 		return
 	}
-	if r.rec > s.w.nextRec {
-		l.cfg.Logf("kafkalog: stream %q gen %d: record %d follows %d (records missing from Kafka)", r.stream, r.gen, r.rec, s.w.nextRec-1)
-	}
 	switch r.op {
 	case opAppend, opClose:
+		if !s.w.admit(r) {
+			s.w.nextRec = r.rec + 1
+			return
+		}
 		s.applyW(r)
-		if len(r.value) > 0 {
+		if len(r.value) > 0 && !l.starting {
 			l.cache.put(part, koff, r.value)
 		}
 		s.applyR(r, koff)
@@ -264,6 +287,9 @@ func (l *Log) adoptTrimmed(part int32, r *record) *stream {
 	l.streams[r.stream] = s
 	if r.gen > l.gens[r.stream] {
 		l.gens[r.stream] = r.gen
+	}
+	if p := l.parts[part]; r.gen > p.gens[r.stream] {
+		p.gens[r.stream] = r.gen
 	}
 	l.mu.Unlock()
 	return s

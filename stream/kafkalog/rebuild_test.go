@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/forklab/forklab/stream/broker"
 )
@@ -53,9 +54,41 @@ func snapshotAll(t *testing.T, l *Log, producers []string) map[string]string {
 }
 
 // TestRebuildMatchesLive drives a mix of every operation, then restarts the
-// log three times (rebuild from Kafka each time) and requires a client to
-// see exactly the same streams, bytes, offsets and producer state each time.
+// log three times and requires a client to see exactly the same streams,
+// bytes, offsets and producer state each time: with a full rebuild from the
+// data topic, with a snapshot taken on the way and the records after it
+// replayed (as after a crash), and with the snapshot a clean close writes.
 func TestRebuildMatchesLive(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		cfg  Config
+		// how the start must have made each partition's state
+		snapshot, replay bool
+	}{
+		{"full rebuild", Config{SnapshotRecords: -1}, false, true},
+		{"snapshot then replay", Config{SnapshotRecords: 7, SnapshotMinInterval: time.Nanosecond, NoSnapshotOnClose: true}, true, true},
+		{"snapshot on close", Config{}, true, false},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			rebuildMatchesLive(t, mode.cfg, func(t *testing.T, l *Log) {
+				snapshots, replayed := 0, 0
+				for _, r := range l.Restored() {
+					if r.FromSnapshot {
+						snapshots++
+					} else if r.Why != "no snapshot" && mode.snapshot {
+						t.Errorf("partition %d: snapshot not used: %s", r.Partition, r.Why)
+					}
+					replayed += r.Replayed
+				}
+				if (snapshots > 0) != mode.snapshot || (replayed > 0) != mode.replay {
+					t.Fatalf("restored %+v: want snapshots %v, records replayed %v", l.Restored(), mode.snapshot, mode.replay)
+				}
+			})
+		})
+	}
+}
+
+func rebuildMatchesLive(t *testing.T, cfg Config, checkRestore func(*testing.T, *Log)) {
 	dir := t.TempDir()
 	b, err := broker.Start(broker.Config{DataDir: dir, NoSync: true})
 	if err != nil {
@@ -63,8 +96,9 @@ func TestRebuildMatchesLive(t *testing.T) {
 	}
 	defer b.Close()
 	ctx := context.Background()
+	cfg.Brokers, cfg.Partitions = b.Addrs(), 3
 	open := func() *Log {
-		l, err := Open(ctx, Config{Brokers: b.Addrs(), Partitions: 3})
+		l, err := Open(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,6 +165,7 @@ func TestRebuildMatchesLive(t *testing.T) {
 	for restart := 1; restart <= 3; restart++ {
 		l.Close()
 		l = open()
+		checkRestore(t, l)
 		got := snapshotAll(t, l, producers)
 		if !reflect.DeepEqual(got, want) {
 			for k := range want {

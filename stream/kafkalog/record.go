@@ -2,6 +2,7 @@ package kafkalog
 
 import (
 	"fmt"
+	"hash/crc32"
 	"strconv"
 	"time"
 
@@ -72,8 +73,13 @@ type record struct {
 	reason      string
 }
 
-// message encodes r as a Kafka message keyed by the stream name.
-func (r *record) message() kafka.Message {
+// kafkaRecord encodes r as a Kafka record keyed by the stream name.
+func (r *record) kafkaRecord() kafka.Record {
+	return kafka.Record{Key: kafka.NewBytes([]byte(r.stream)), Value: kafka.NewBytes(r.value), Headers: r.headers()}
+}
+
+// headers are r's record headers.
+func (r *record) headers() []kafka.Header {
 	h := []kafka.Header{
 		{Key: HeaderOp, Value: []byte(r.op)},
 		{Key: HeaderStream, Value: []byte(r.stream)},
@@ -114,7 +120,21 @@ func (r *record) message() kafka.Message {
 	if r.reason != "" {
 		h = append(h, kafka.Header{Key: HeaderReason, Value: []byte(r.reason)})
 	}
-	return kafka.Message{Key: []byte(r.stream), Value: r.value, Headers: h}
+	return h
+}
+
+// recordSum identifies a record by its key and headers (CRC-32), to check
+// that the record a snapshot ends at is still the one at that offset.
+func recordSum(key []byte, headers []kafka.Header) uint32 {
+	h := crc32.NewIEEE()
+	h.Write(key)
+	for _, x := range headers {
+		h.Write([]byte{0})
+		h.Write([]byte(x.Key))
+		h.Write([]byte{0})
+		h.Write(x.Value)
+	}
+	return h.Sum32()
 }
 
 // decodeRecord parses the headers of a record read back from Kafka. A record

@@ -217,8 +217,12 @@ func (p *Replay) applyCreate(r *record, koff int64, ch *Change) {
 		s.source = src
 		if src != nil {
 			pos := src.tail
+			// The fork point as the log's start reads it (create.go).
 			if off, err := ParseOffset(r.forkOffset); err == nil {
-				pos = position(off, p.part)
+				pos = off.Pos
+				if off.IsZero() {
+					pos = -1
+				}
 			}
 			i := firstEntryAtOrAfter(src.entries, pos)
 			s.entries = append(make([]Entry, 0, i+2), src.entries[:i]...)

@@ -21,6 +21,7 @@ type meta struct {
 	expiresAt   time.Time
 	forkedFrom  string
 	forkOffset  string // as the client gave it, or the source tail it defaulted to
+	forkPos     int64  // the fork point in the partition: positions up to it are the source's; -1 for Zero
 	forkSub     int64
 	source      *stream // the stream this fork inherits from; nil for a root
 	trimmed     bool    // its create record fell out of Kafka's retention
@@ -45,7 +46,14 @@ type producerTuple struct {
 // decides appends against. Only that goroutine (or the single-threaded
 // rebuild) touches it.
 type wstate struct {
-	nextRec   int64
+	// nextRec is one past the highest record number the fold of Kafka's
+	// records applied: a record numbered below it is a copy.
+	nextRec int64
+	// burnt is one past the highest record number the log ever assigned,
+	// including in writes that failed: a number is never assigned twice,
+	// so a failed write that lands late can never pass for a copy of a
+	// later record (it is then the copy, and ignored).
+	burnt     int64
 	producers map[string]fence.State
 	streamSeq string
 	closed    bool
@@ -60,6 +68,13 @@ func (w wstate) clone() wstate {
 	return w
 }
 
+// allocRec assigns the number of the next record the log writes.
+func (w *wstate) allocRec() int64 {
+	n := max(w.nextRec, w.burnt)
+	w.burnt = n + 1
+	return n
+}
+
 // stream is one stream generation.
 type stream struct {
 	meta meta
@@ -69,6 +84,7 @@ type stream struct {
 	liveReaders atomic.Int32 // long-polls and SSE waits in progress: the TTL does not run out under them
 
 	mu         sync.RWMutex // guards the fields below, which readers see
+	rewrites   int          // times moveDuplicate rewrote an entry in place (for snapshot deltas)
 	entries    []entry
 	own        int   // index of the first entry the stream wrote itself
 	createKoff int64 // Kafka offset of the create record; -1 when trimmed away
@@ -77,11 +93,11 @@ type stream struct {
 	producers  map[string]fence.State // committed producer state, for ProducerState
 	soft       bool                   // soft-deleted: retained for forks, gone to clients
 	removed    bool
-	notify     chan struct{} // closed and replaced on every change
+	notify     chan struct{} // closed on every change; made by the first waiter after it (watch)
 }
 
 func newStream(m meta) *stream {
-	s := &stream{meta: m, createKoff: -1, notify: make(chan struct{})}
+	s := &stream{meta: m, createKoff: -1}
 	s.w.producers = map[string]fence.State{}
 	s.touch()
 	return s
@@ -89,10 +105,15 @@ func newStream(m meta) *stream {
 
 func (s *stream) touch() { s.lastAccess.Store(time.Now().UnixNano()) }
 
-// changedLocked wakes every waiter; s.mu must be held for writing.
+// changedLocked wakes every waiter; s.mu must be held for writing. The
+// channel is made when a reader first needs one (snapshot), so that a
+// stream nobody waits on (every stream while the log starts) costs no
+// channel per record.
 func (s *stream) changedLocked() {
-	close(s.notify)
-	s.notify = make(chan struct{})
+	if s.notify != nil {
+		close(s.notify)
+		s.notify = nil
+	}
 }
 
 // expired reports whether the stream's TTL or expiry has passed at now. A
@@ -119,7 +140,8 @@ func (s *stream) expired(now time.Time) bool {
 const maxTTLSeconds = int64(math.MaxInt64 / time.Second)
 
 // applyW folds an append or close record into the write state. The live
-// path calls it when it accepts a request, the rebuild for every record.
+// path calls it when it accepts a request, the rebuild for every record
+// that admit accepts.
 func (s *stream) applyW(r *record) {
 	s.w.nextRec = r.rec + 1
 	if r.hasProducer {
@@ -134,6 +156,29 @@ func (s *stream) applyW(r *record) {
 			s.w.closer = &producerTuple{r.producerID, r.epoch, r.seq}
 		}
 	}
+}
+
+// admit reports whether the fold of Kafka's records takes an append or
+// close record read back: the rules the live path decides by, for what a
+// record can break by arriving late (a write the log gave up on that
+// landed after later writes were decided): not after the stream was
+// closed, not a duplicate or stale producer seq, not a Stream-Seq
+// regression. A producer seq that skips ahead is taken (records before it
+// may have been dropped by retention), as fence.Replay does.
+func (w *wstate) admit(r *record) bool {
+	if w.closed {
+		return false
+	}
+	if r.hasProducer {
+		switch fence.Decide(w.producers[r.producerID], fence.Request{Epoch: r.epoch, Seq: r.seq}).Verdict {
+		case fence.Duplicate, fence.StaleEpoch:
+			return false
+		}
+	}
+	if r.streamSeq != "" && w.streamSeq != "" && r.streamSeq <= w.streamSeq {
+		return false
+	}
+	return true
 }
 
 // applyR makes an append or close record at koff visible to readers and
@@ -158,12 +203,18 @@ func (s *stream) applyR(r *record, koff int64) (tail int64) {
 	return s.tail
 }
 
-// moveDuplicate handles a second copy of record number rec at koff, written
-// by a Writer retry after an attempt whose answer was lost: the later copy
-// is the one the live path was told about, so the entry moves to it and the
-// earlier copy is never read. Offsets stay strictly increasing because both
-// copies follow everything before them.
-func (s *stream) moveDuplicate(rec, koff int64) {
+// moveDuplicate handles a second copy of record number rec at koff. A copy
+// of the stream's latest record (rec is its last number, latest) is the one
+// a retried produce wrote after the attempt whose answer was lost; the
+// later copy is the one the writer was told about, so the entry moves to it
+// and the earlier copy is never read; offsets stay strictly increasing
+// because both copies follow everything before them. A copy of an older
+// record (written by another tool, or by a retry that landed after later
+// records) is ignored: moving the entry would put it out of order.
+func (s *stream) moveDuplicate(rec, koff int64, latest bool) {
+	if !latest {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rec == 0 && koff > s.createKoff {
@@ -180,6 +231,7 @@ func (s *stream) moveDuplicate(rec, koff int64) {
 			copy(es, s.entries)
 			es[i].koff = koff
 			s.entries = es
+			s.rewrites++
 		}
 	}
 	s.tail = s.createKoff + 1
@@ -191,18 +243,32 @@ func (s *stream) moveDuplicate(rec, koff int64) {
 
 // view returns the stream's entries and tail as readers see them now.
 type view struct {
-	entries []entry
-	tail    int64
-	closed  bool
-	soft    bool
-	removed bool
-	notify  <-chan struct{}
+	entries    []entry
+	createKoff int64 // Kafka offset of the create record; -1 when trimmed away
+	tail       int64
+	closed     bool
+	soft       bool
+	removed    bool
+	notify     <-chan struct{}
 }
 
 func (s *stream) snapshot() view {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return view{entries: s.entries[:len(s.entries):len(s.entries)], tail: s.tail, closed: s.closed, soft: s.soft, removed: s.removed, notify: s.notify}
+	return view{entries: s.entries[:len(s.entries):len(s.entries)], createKoff: s.createKoff, tail: s.tail,
+		closed: s.closed, soft: s.soft, removed: s.removed}
+}
+
+// watch is snapshot with a channel that is closed on the stream's next
+// change; the first waiter since the last change makes it.
+func (s *stream) watch() view {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.notify == nil {
+		s.notify = make(chan struct{})
+	}
+	return view{entries: s.entries[:len(s.entries):len(s.entries)], createKoff: s.createKoff, tail: s.tail,
+		closed: s.closed, soft: s.soft, removed: s.removed, notify: s.notify}
 }
 
 // firstAtOrAfter returns the index of the first entry at or after pos.
@@ -217,4 +283,21 @@ func firstAtOrAfter(es []entry, pos int64) int {
 		}
 	}
 	return lo
+}
+
+// Stages accumulates where appends spend their time, for the append-path
+// profile (make bench-log-profile). Durations are nanoseconds summed:
+// Queue over ops (from submit to the partition goroutine deciding it,
+// group-commit linger included); Decide, Produce (the produce request
+// through kafka-go and the broker), Sync (to disk) and Commit (making the
+// records visible and answering) over batches, each batch counted once for
+// every op it decided (so that Sync/Ops is the mean time an op waited for
+// the sync); the HTTP ones over append
+// requests, filled in by stream/server: Requests, HTTPIn (from the
+// handler's start, headers parsed, to the append handed to the log: body
+// read and checks), Log (the log's Append) and HTTPOut (the answer).
+type Stages struct {
+	Ops, Batches, Records                atomic.Int64
+	Queue, Decide, Produce, Sync, Commit atomic.Int64
+	Requests, HTTPIn, Log, HTTPOut       atomic.Int64
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/forklab/forklab/stream/kafkalog"
 )
@@ -10,6 +11,18 @@ import (
 // append handles POST: append, close, or append-and-close (§5.2, §5.3),
 // with idempotent producers (§5.2.1).
 func (s *Server) append(w http.ResponseWriter, r *http.Request, name string) {
+	var t0, t1, t2 time.Time
+	if st := s.cfg.Stages; st != nil {
+		t0 = time.Now()
+		defer func() {
+			if !t2.IsZero() {
+				st.Requests.Add(1)
+				st.HTTPIn.Add(int64(t1.Sub(t0)))
+				st.Log.Add(int64(t2.Sub(t1)))
+				st.HTTPOut.Add(int64(time.Since(t2)))
+			}
+		}()
+	}
 	h := r.Header
 	p, err := parseProducer(h)
 	if err != nil {
@@ -36,7 +49,13 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, name string) {
 		Name: name, ContentType: ct, Body: body, Close: closing, StreamSeq: h.Get(hSeq),
 		HasProducer: p.present, ProducerID: p.id, Epoch: p.epoch, Seq: p.seq,
 	}
+	if s.cfg.Stages != nil {
+		t1 = time.Now()
+	}
 	res, err := s.cfg.Log.Append(r.Context(), req)
+	if s.cfg.Stages != nil {
+		t2 = time.Now()
+	}
 	rh := w.Header()
 	if res.HasProducer {
 		rh.Set(hProducerEpoch, strconv.FormatInt(res.ProducerEpoch, 10))

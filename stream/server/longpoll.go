@@ -24,6 +24,7 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, name string, p
 		s.failRead(w, name, err)
 		return
 	}
+	s.writeDeadline(w) // from the end of the wait
 	h := w.Header()
 	s.dataHeaders(h, res)
 	if !res.Closed {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/big"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -91,18 +92,39 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// bodyOr413 reads the body, answering 413 or 400 itself on failure.
+// bodyOr413 reads the body within the body timeout, answering 413, 408
+// (too slow: the connection is closed) or 400 itself on failure.
 func (s *Server) bodyOr413(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
 	b, err := readBody(r, s.cfg.MaxBodyBytes)
-	if errors.Is(err, errBodyTooLarge) {
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		// No deadline while the request is handled: the server's
+		// background read, which notices a client that goes away, must
+		// not time out.
+		rc.SetReadDeadline(time.Time{})
+	}
+	switch {
+	case errors.Is(err, errBodyTooLarge):
 		fail(w, http.StatusRequestEntityTooLarge, "body exceeds the limit of %d bytes", s.cfg.MaxBodyBytes)
 		return nil, false
-	}
-	if err != nil {
+	case ne != nil && ne.Timeout():
+		w.Header().Set("Connection", "close")
+		fail(w, http.StatusRequestTimeout, "the body did not arrive within %s; send it faster or raise --body-timeout", s.cfg.BodyTimeout)
+		return nil, false
+	case err != nil:
 		fail(w, http.StatusBadRequest, "%v", err)
 		return nil, false
 	}
 	return b, true
+}
+
+// writeDeadline bounds the time the response now being written may take
+// to reach the client: a client that stops reading loses its connection
+// instead of holding it (and its goroutine) for ever.
+func (s *Server) writeDeadline(w http.ResponseWriter) {
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 }
 
 // producer holds parsed idempotent-producer headers.

@@ -40,10 +40,21 @@ type Config struct {
 	MaxBodyBytes int64
 	// ReadChunkBytes bounds the data of one catch-up response; default 1 MiB.
 	ReadChunkBytes int
+	// BodyTimeout bounds the time a client may take to send a request
+	// body, from the end of its headers; a slower one gets 408 and its
+	// connection is closed. Default 30s.
+	BodyTimeout time.Duration
+	// WriteTimeout bounds the time each response (each event of an SSE
+	// stream) may take to reach the client; a client that does not read
+	// loses its connection. Default 30s.
+	WriteTimeout time.Duration
 	// Tokens turns on bearer-token authentication; nil serves everyone.
 	Tokens *Tokens
 	// Logf logs failures; nil discards them.
 	Logf func(format string, args ...any)
+	// Stages, when set, accumulates where append requests spend their
+	// time (the HTTP fields; the log fills in the rest).
+	Stages *kafkalog.Stages
 }
 
 // Server is the protocol's HTTP handler.
@@ -91,6 +102,12 @@ func New(cfg Config) *Server {
 	if cfg.ReadChunkBytes <= 0 {
 		cfg.ReadChunkBytes = 1 << 20
 	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
@@ -134,6 +151,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cross-Origin-Resource-Policy", "cross-origin")
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Access-Control-Expose-Headers", exposed)
+	s.writeDeadline(w)
 
 	if !strings.HasPrefix(r.URL.Path, s.cfg.BasePath) {
 		fail(w, http.StatusNotFound, "not found: streams live under %s", s.cfg.BasePath)

@@ -48,6 +48,7 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request, name string, pos re
 	flusher, _ := w.(http.Flusher)
 	bw := bufio.NewWriter(w)
 	flush := func() {
+		s.writeDeadline(w) // each event gets the write timeout
 		bw.Flush()
 		if flusher != nil {
 			flusher.Flush()
@@ -70,6 +71,7 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request, name string, pos re
 		if res.Records == 0 && !res.Closed && !first && res.Next == req.From {
 			return // timed out at the same position
 		}
+		s.writeDeadline(w) // the event's writes count from now
 		if res.Records > 0 {
 			writeData(bw, res.Data, binary)
 		}

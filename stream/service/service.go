@@ -30,6 +30,10 @@ type Config struct {
 	EmbeddedPort int
 	// NoSync turns off the embedded broker's fsync per batch (tests only).
 	NoSync bool
+	// KfakeSync has the embedded broker sync every batch inside kfake
+	// (two fsyncs in its request loop) instead of the log syncing the
+	// partition after each produce; for the benchmarks' comparison.
+	KfakeSync bool
 	// Log configures the Kafka mapping (topic, partitions, limits).
 	Log kafkalog.Config
 	// Server configures the HTTP layer; its Log field is filled in.
@@ -39,7 +43,29 @@ type Config struct {
 	// AllowUnauthenticated permits listening beyond loopback without
 	// tokens.
 	AllowUnauthenticated bool
+	// HeaderTimeout bounds the time a client may take to send a request's
+	// headers; default 10s. The body's time is Server.BodyTimeout.
+	HeaderTimeout time.Duration
+	// IdleTimeout bounds how long a keep-alive connection waits for its
+	// next request; default 60s.
+	IdleTimeout time.Duration
+	// MaxConnsPerClient bounds the connections one client IP address may
+	// hold open; beyond it a connection is answered 429 and closed.
+	// Default 256; negative means no limit.
+	MaxConnsPerClient int
+	// MaxConns bounds the connections held open in all; beyond it a
+	// connection is answered 503 and closed. Default 4096; negative means
+	// no limit.
+	MaxConns int
 }
+
+// Defaults of the connection limits.
+const (
+	DefaultHeaderTimeout     = 10 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultMaxConnsPerClient = 256
+	DefaultMaxConns          = 4096
+)
 
 // Service is a running session-log service.
 type Service struct {
@@ -83,12 +109,23 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		// The broker must accept a whole group-commit batch: twice the
 		// larger of the batch and record limits, and at least 16 MiB.
 		maxMsg := max(16<<20, 2*max(cfg.Log.MaxBatchBytes, cfg.Log.MaxRecordBytes)+4<<20)
-		b, err := broker.Start(broker.Config{DataDir: cfg.DataDir, Port: cfg.EmbeddedPort, NoSync: cfg.NoSync, MaxMessageBytes: maxMsg})
+		b, err := broker.Start(broker.Config{DataDir: cfg.DataDir, Port: cfg.EmbeddedPort, NoSync: cfg.NoSync,
+			KfakeSync: cfg.KfakeSync, MaxMessageBytes: maxMsg})
 		if err != nil {
 			return nil, err
 		}
 		s.Broker = b
 		brokers = b.Addrs()
+		topic := cfg.Log.Topic
+		if topic == "" {
+			topic = kafkalog.DefaultTopic
+		}
+		cfg.Log.Sync = func(part int32) error { return b.SyncPartition(topic, part) }
+		snapTopic := cfg.Log.SnapshotTopic
+		if snapTopic == "" {
+			snapTopic = topic + ".snapshots"
+		}
+		cfg.Log.SyncSnapshot = func(part int32) error { return b.SyncPartition(snapTopic, part) }
 	}
 	s.Brokers = brokers
 	cfg.Log.Brokers = brokers
@@ -105,12 +142,25 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		s.closeBroker()
 		return nil, err
 	}
-	s.ln = ln
 	s.URL = "http://" + ln.Addr().String()
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxConnsPerClient == 0 {
+		cfg.MaxConnsPerClient = DefaultMaxConnsPerClient
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	s.ln = newLimitListener(ln, cfg.MaxConnsPerClient, cfg.MaxConns)
 	h := server.New(cfg.Server)
-	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: cfg.IdleTimeout,
+		MaxHeaderBytes: 64 << 10}
 	s.srv.RegisterOnShutdown(h.Shutdown)
-	go func() { s.serveErr <- s.srv.Serve(ln) }()
+	go func() { s.serveErr <- s.srv.Serve(s.ln) }()
 	return s, nil
 }
 
