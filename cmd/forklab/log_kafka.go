@@ -19,6 +19,12 @@ import (
 var kafkaCmd = &cobra.Command{
 	Use:   "kafka",
 	Short: "A development Kafka cluster (several kfake brokers in one process) for tests and trials",
+	Long: `kafka groups the development cluster's commands: serve runs several
+Kafka-protocol brokers (franz-go's kfake) in one process with replicated
+topics, for trying the session log's --brokers and distributed sweeps
+(forklab sweep --distributed, forklab worker) without a real cluster.`,
+	Example: `  forklab kafka serve --brokers 3 --addr-file /tmp/kafka.addrs &
+  forklab sweep --distributed --brokers "$(cat /tmp/kafka.addrs)" --out /shared/out --seeds 0:1000000`,
 }
 
 func init() {

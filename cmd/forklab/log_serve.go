@@ -44,6 +44,8 @@ with --brokers the same code runs on a real Kafka cluster.
 Without --token-file the service only listens on loopback addresses unless
 --allow-unauthenticated is given. A token file has one "SCOPE TOKEN" per line,
 SCOPE being read or read-write.`,
+		Example: `  forklab log serve --data-dir ./log                    # embedded broker, loopback only
+  forklab log serve --brokers k1:9092,k2:9092 --replication-factor 3 --token-file tokens.txt --addr :8080`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if maxBody <= 0 {
