@@ -115,7 +115,8 @@ func TestBadInputExitsTwoAndWritesNothingComplete(t *testing.T) {
 		{"unknown arm in sweep", []string{"sweep", "--arms", "off,maybe", "--out", unfinished + "/i"}, `unknown arm "maybe"`, unfinished + "/i", false},
 		{"replicas 0", []string{"sweep", "--replicas", "0", "--out", unfinished + "/j"}, "replicas: must be between 1 and 1000, got 0", unfinished + "/j", false},
 		{"probability", []string{"sweep", "--p-stall", "1.5", "--out", unfinished + "/k"}, "--p-stall: p_stall must be a number in [0, 1], got 1.5", unfinished + "/k", false},
-		{"unknown world", []string{"sweep", "--world", "chess", "--out", unfinished + "/n"}, `unknown world "chess" (known: counter, toolloop)`, unfinished + "/n", false},
+		// The tests' binary also has the test-only faulty world (tags_faultworld_test.go).
+		{"unknown world", []string{"sweep", "--world", "chess", "--out", unfinished + "/n"}, `unknown world "chess" (known: counter, faulty, toolloop)`, unfinished + "/n", false},
 		{"unknown param", []string{"sweep", "--param", "p_stal=0.1", "--out", unfinished + "/o"}, `world counter has no parameter "p_stal" (its parameters: target, base_budget, slack, freeze_at, p_stall, p_obs_noise, p_refresh_fail)`, unfinished + "/o", false},
 		{"param of another world", []string{"sweep", "--world", "toolloop", "--p-stall", "0.1", "--out", unfinished + "/p"}, "--p-stall is not a parameter of world toolloop", unfinished + "/p", false},
 		{"wrap-around", []string{"sweep", "--base-budget", "2147483648", "--out", unfinished + "/q"}, "base_budget must be an integer in [1, 1048576], got 2147483648", unfinished + "/q", false},
