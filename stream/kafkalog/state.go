@@ -220,20 +220,26 @@ func (w *wstate) fold(r *record) foldVerdict {
 // closed, not a duplicate or stale producer seq, not a Stream-Seq
 // regression. A producer seq that skips ahead is taken (records before it
 // may have been dropped by retention), as fence.Replay does.
-func (w *wstate) admit(r *record) bool {
+func (w *wstate) admit(r *record) bool { return w.refusal(r) == "" }
+
+// refusal is why admit refuses r (one of the Refused… texts, replay.go),
+// or "" when it takes it.
+func (w *wstate) refusal(r *record) string {
 	if w.closed {
-		return false
+		return RefusedClosed
 	}
 	if r.hasProducer {
 		switch fence.Decide(w.producers[r.producerID], fence.Request{Epoch: r.epoch, Seq: r.seq}).Verdict {
-		case fence.Duplicate, fence.StaleEpoch:
-			return false
+		case fence.Duplicate:
+			return RefusedDuplicate
+		case fence.StaleEpoch:
+			return RefusedStaleEpoch
 		}
 	}
 	if r.streamSeq != "" && w.streamSeq != "" && r.streamSeq <= w.streamSeq {
-		return false
+		return RefusedStreamSeq
 	}
-	return true
+	return ""
 }
 
 // applyR makes an append or close record at koff visible to readers and
