@@ -253,7 +253,9 @@ type SessionEvent struct {
 	Index int32 `parquet:"index"`
 	// ReadOffset is an offset to read from to see this event (forklab log
 	// read --offset): the start of the read that returned it (log export),
-	// or the offset of the record that holds it (log sink).
+	// or the offset the log issued right before the record that holds it,
+	// so that a read from it starts with that record (log sink; Zero, the
+	// beginning, for a stream's first record).
 	ReadOffset string `parquet:"read_offset,dict"`
 	Type       string `parquet:"type,dict"`
 	Domain     bool   `parquet:"domain"`
@@ -299,8 +301,7 @@ type SessionEvent struct {
 	Generation *int64 `parquet:"generation,optional"`
 	// KafkaPartition and KafkaOffset locate the record that holds the
 	// event in the data topic (for an event a fork inherits, its source's
-	// record; for a record a Writer retry wrote twice, the copy read
-	// first). One record can hold several events (a JSON array appended).
+	// record; for a record Kafka holds twice, the copy read first). One record can hold several events (a JSON array appended).
 	KafkaPartition *int32 `parquet:"kafka_partition,optional"`
 	KafkaOffset    *int64 `parquet:"kafka_offset,optional"`
 	// AppendedAt is that record's Kafka timestamp: when the log service

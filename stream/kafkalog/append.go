@@ -144,7 +144,7 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r
 	}
 	t.touch(s)
 	r.rec = s.w.allocRec()
-	s.applyW(r)
+	s.w.apply(r)
 	if len(req.Body) > 0 {
 		res.Outcome = Appended
 	} else {

@@ -274,7 +274,7 @@ func (l *Log) applyCreate(part int32, r *record, koff int64) {
 	removed := l.removed[r.stream]
 	l.mu.RUnlock()
 	if existing != nil && existing.meta.gen == r.gen {
-		existing.moveDuplicate(0, koff, existing.w.nextRec == 1)
+		existing.moveDuplicate(0, koff, existing.w.fold(r) == foldCopyOfLatest)
 		if len(r.value) > 0 && !l.starting {
 			l.cache.put(part, koff, r.value)
 		}
@@ -304,15 +304,8 @@ func (l *Log) installCreate(part int32, r *record, koff int64) *stream {
 	var v view
 	if src != nil {
 		v = src.snapshot()
-		// The fork point: positions up to it are the source's. Records
-		// of earlier versions carry it in the bare form.
-		m.forkPos = v.tail
-		if off, err := ParseOffset(r.forkOffset); err == nil {
-			m.forkPos = off.Pos
-			if off.IsZero() {
-				m.forkPos = -1
-			}
-		}
+		// The fork point: positions up to it are the source's.
+		m.forkPos = forkPoint(r, v.tail)
 	}
 	s := newStream(m)
 	s.w.nextRec = 1

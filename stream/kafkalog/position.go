@@ -30,14 +30,56 @@ import (
 // into was deleted; read the new generation from -1); any other offset the
 // stream never issued is 400.
 
-// mint is the offset s issues for position pos: stamped by the lineage
-// member that owns the position.
-func (s *stream) mint(pos int64) Offset {
-	o := s
-	for o.meta.source != nil && pos <= o.meta.forkPos {
-		o = o.meta.source
+// lineage is a stream generation as the offsets it issues see it: the
+// name, generation and partition that stamp them and, for a fork, the
+// source it inherits from and the fork point. The service's streams and
+// Replay's (replay.go) both are one, so that a reader of the topic mints
+// exactly the offsets the service issues.
+type lineage[T any] interface {
+	stamper() (name string, gen int64, part int32)
+	// inherits returns the source and the fork point (positions up to it
+	// are the source's); ok is false for a root, or a fork whose source
+	// was not found (it inherits nothing).
+	inherits() (src T, forkPos int64, ok bool)
+}
+
+// mintIn is the offset stream generation s issues for position pos:
+// stamped by the lineage member that owns the position, the first one,
+// walking from s to its sources, whose own range holds pos.
+func mintIn[T lineage[T]](s T, pos int64) Offset {
+	for {
+		src, forkPos, ok := s.inherits()
+		if !ok || pos > forkPos {
+			break
+		}
+		s = src
 	}
-	return stamp(o.meta.name, o.meta.gen, o.meta.part, pos)
+	name, gen, part := s.stamper()
+	return stamp(name, gen, part, pos)
+}
+
+func (s *stream) stamper() (string, int64, int32) { return s.meta.name, s.meta.gen, s.meta.part }
+func (s *stream) inherits() (*stream, int64, bool) {
+	return s.meta.source, s.meta.forkPos, s.meta.source != nil
+}
+
+// mint is the offset s issues for position pos (mintIn).
+func (s *stream) mint(pos int64) Offset { return mintIn(s, pos) }
+
+// forkPoint is the fork point of the fork a create record describes, as
+// the log's start reads it (and Replay): the position its Stream-Fork-Offset
+// header names (records of earlier versions carry it in the bare form), -1
+// for the beginning (Zero), or srcTail, the source's tail, when the header
+// does not parse.
+func forkPoint(r *record, srcTail int64) int64 {
+	off, err := ParseOffset(r.forkOffset)
+	switch {
+	case err != nil:
+		return srcTail
+	case off.IsZero():
+		return -1
+	}
+	return off.Pos
 }
 
 // boundary reports whether pos is one of the boundaries of a stream view.

@@ -224,8 +224,10 @@ func lastCopies(recs []decoded) map[copyKey]int64 {
 }
 
 // apply folds one record read back from Kafka into the state. It is the
-// rebuild's counterpart of the live decisions: both go through applyW,
-// applyR, install and remove, so a restart reaches the same state.
+// rebuild's counterpart of the live decisions: both go through the write
+// state's apply, applyR, installCreate and applyDelete, so a restart
+// reaches the same state. Which records it takes is wstate.fold's to say,
+// which Replay shares.
 func (l *Log) apply(part int32, r *record, koff int64) {
 	if r.op == opCreate {
 		l.applyCreate(part, r, koff)
@@ -242,27 +244,21 @@ func (l *Log) apply(part int32, r *record, koff int64) {
 			return // a record of an earlier generation, or a duplicate of a delete
 		}
 	}
-	if r.rec < s.w.nextRec {
-		s.moveDuplicate(r.rec, koff, r.rec == s.w.nextRec-1)
+	switch v := s.w.fold(r); v {
+	case foldCopy, foldCopyOfLatest:
+		s.moveDuplicate(r.rec, koff, v == foldCopyOfLatest)
 		if len(r.value) > 0 && !l.starting {
 			l.cache.put(part, koff, r.value)
 		}
-		return
-	}
-	switch r.op {
-	case opAppend, opClose:
-		if !s.w.admit(r) {
-			s.w.nextRec = r.rec + 1
+	case foldTaken:
+		if r.op == opDelete {
+			l.applyDelete(s)
 			return
 		}
-		s.applyW(r)
 		if len(r.value) > 0 && !l.starting {
 			l.cache.put(part, koff, r.value)
 		}
 		s.applyR(r, koff)
-	case opDelete:
-		s.w.nextRec = r.rec + 1
-		l.applyDelete(s)
 	}
 }
 

@@ -5,16 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/forklab/forklab/stream/fence"
 )
 
 // Replay folds the records of one partition of the data topic, in offset
 // order, into the streams they describe, with the rules of the log
-// service's own rebuild (rebuild.go, create.go, delete.go): generations,
-// the second copy of a Writer-retried record, creates that retention
-// removed, forks and their inherited records, soft and hard deletes. A
-// program that reads the topic directly (forklab log sink) sees through
-// it exactly the streams, and the messages in them, that the HTTP API
-// serves.
+// service's own start (rebuild.go, create.go, delete.go): generations, the
+// record numbers that tell a copy of a record (or a late write whose number
+// was passed) from a new one, the rules that refuse an append or close that
+// landed late (wstate.fold, shared with the service), creates that
+// retention removed, forks and their inherited records, soft and hard
+// deletes. A program that reads the topic directly (forklab log sink) sees
+// through it exactly the streams, the messages in them and the offsets
+// that the HTTP API serves, as a restart of the service would.
 //
 // It is a pure state machine: Apply takes one record and says what became
 // readable; fetching, and what to do with the messages, are the caller's.
@@ -26,6 +30,9 @@ type Replay struct {
 	streams map[string]*rstream
 	gens    map[string]int64 // highest generation seen per name
 	removed map[string]int64 // highest generation deleted per name
+	// gapEnd is the last offset of the latest range retention removed
+	// before it was read (Gap); -1 when none.
+	gapEnd int64
 }
 
 // Entry is one record of a stream's view, as the service indexes it: the
@@ -33,7 +40,7 @@ type Replay struct {
 // source.
 type Entry struct {
 	// Koff is the Kafka offset of the record that holds the bytes (its
-	// later copy, if a Writer retry wrote it twice).
+	// later copy, if Kafka holds the stream's latest record twice).
 	Koff int64
 	// Rec is the record's number in the generation that wrote it.
 	Rec int64
@@ -50,26 +57,36 @@ type Entry struct {
 type rstream struct {
 	name        string
 	gen         int64
+	part        int32
 	contentType string
 	json        bool
-	nextRec     int64
-	closed      bool
-	deleted     bool
-	soft        bool
-	trimmed     bool
-	refs        int
-	source      *rstream
-	entries     []Entry
-	own         int   // index of the first entry the stream wrote itself
-	createKoff  int64 // -1 when trimmed away
-	tail        int64
-	msgs        int64 // messages in entries
+	// w is the write state the fold decides by, as the service keeps it
+	// (nextRec, producers, Stream-Seq, closed, deleted, soft, refs); burnt
+	// and closer, which only the live path uses, stay empty.
+	w          wstate
+	trimmed    bool
+	source     *rstream
+	forkPos    int64 // positions up to it are the source's; -1 for Zero or no source
+	entries    []Entry
+	own        int   // index of the first entry the stream wrote itself
+	createKoff int64 // -1 when trimmed away
+	tail       int64
+	msgs       int64 // messages in entries
+	last       int64 // Kafka offset of the last record that took a number of the generation
 }
+
+func (s *rstream) stamper() (string, int64, int32) { return s.name, s.gen, s.part }
+func (s *rstream) inherits() (*rstream, int64, bool) {
+	return s.source, s.forkPos, s.source != nil
+}
+
+// mint is the offset the service issues for position pos of s (mintIn).
+func (s *rstream) mint(pos int64) Offset { return mintIn(s, pos) }
 
 // NewReplay returns the empty state of partition part: what a reader of the
 // partition knows before its first record.
 func NewReplay(part int32) *Replay {
-	return &Replay{part: part, streams: map[string]*rstream{}, gens: map[string]int64{}, removed: map[string]int64{}}
+	return &Replay{part: part, streams: map[string]*rstream{}, gens: map[string]int64{}, removed: map[string]int64{}, gapEnd: -1}
 }
 
 // Partition is the partition the Replay folds.
@@ -81,6 +98,17 @@ type StreamRef struct {
 	Gen  int64
 }
 
+// Why the fold refuses an append or close that landed late (Change.Refused):
+// the rules the service decided later writes by, applied to the record in
+// the order Kafka holds it (docs/session-log.md, "Writes, duplicates and
+// crashes").
+const (
+	RefusedClosed     = "the stream is closed"
+	RefusedDuplicate  = "the producer seq was already accepted"
+	RefusedStaleEpoch = "the producer epoch is stale"
+	RefusedStreamSeq  = "the Stream-Seq is not greater than the last one"
+)
+
 // Change is what one record did.
 type Change struct {
 	// Stream and Gen are the stream generation the record belongs to, as
@@ -89,11 +117,23 @@ type Change struct {
 	Gen         int64
 	ContentType string
 	JSON        bool
-	// Applied is false for a record the service ignores: of an older or a
-	// deleted generation, a second delete, a record of a stream it never
-	// saw created that cannot be adopted. Duplicate marks the second copy
-	// of a record a Writer retry wrote twice: applied, nothing new.
-	Applied, Duplicate bool
+	// Applied is false for a record the service passes over: of an older
+	// or a deleted generation, a second delete, a record of a stream it
+	// never saw created that cannot be adopted. An applied record belongs
+	// to the stream generation; Duplicate and Refused mark the ones that
+	// add nothing to it.
+	Applied bool
+	// Duplicate marks a record whose number the fold has passed: a second
+	// copy of a record, or a write the service gave up on that landed
+	// after its retry (or later writes) had been numbered. Nothing new;
+	// a second copy of the stream's latest record moves its entry to the
+	// later copy, as in the service.
+	Duplicate bool
+	// Refused names the rule by which the fold refuses an append or close
+	// that landed after the stream moved on without it (RefusedClosed,
+	// RefusedDuplicate, RefusedStaleEpoch, RefusedStreamSeq); "" when it
+	// was taken. A refused record takes its number and adds nothing.
+	Refused string
 	// Created: the record created this generation. Adopted: a record of a
 	// generation whose create retention removed; the stream goes on from
 	// it (its earlier messages are unknown).
@@ -104,6 +144,7 @@ type Change struct {
 	// New are the entries that became readable, in the order a read
 	// returns them: for a fork, the Inherited entries of its source first,
 	// then the record's own (Own tells; its messages are in the record).
+	// ReadFrom gives the offset to read each from.
 	New       []Entry
 	Inherited int
 	Own       bool
@@ -111,11 +152,20 @@ type Change struct {
 	// not in this partition's state; the service gives it nothing to
 	// inherit, and so does Replay.
 	SourceMissing bool
-	// Missing counts records of this generation that are absent before
-	// this one (their numbers were skipped): removed by retention or lost.
-	Missing int64
+	// Missing counts record numbers of this generation skipped before this
+	// record when a range of the partition that retention removed unread
+	// (Gap) lies between it and the stream's previous record: records lost
+	// to retention (a number burnt by a failed write in that span counts
+	// too). Burnt counts the numbers skipped when no such range lies
+	// between: writes the service gave up on, which never landed or land
+	// later (then Duplicate). Neither counts for an Adopted record.
+	Missing, Burnt int64
 	// Closed: the stream is closed after this record.
 	Closed bool
+	// Tail is the stream's tail offset after the record, as the service
+	// issues it (HEAD, and the Stream-Next-Offset of a read that reaches
+	// the end); the zero Offset when the record was not Applied.
+	Tail Offset
 	// Removed lists the generations a delete removed for good: the stream
 	// itself unless forks still inherit from it (then it is soft-deleted),
 	// and soft-deleted sources whose last fork it was.
@@ -123,13 +173,41 @@ type Change struct {
 	// SoftDeleted: the stream is deleted but kept for the forks that
 	// inherit from it.
 	SoftDeleted bool
+
+	s    *rstream
+	prev int64 // position right after the entry before New[0] in the view; -1 when none
+}
+
+// ReadFrom is the offset to read the stream from to get New[i] first, as
+// the service issues it: the offset right after the entry before it in the
+// stream's view (the Stream-Next-Offset of a read that ended there), or
+// Zero, the beginning, when New[i] is the view's first entry. For a fork,
+// the offsets of the positions it inherits are its source's (§8: no offset
+// translation), stamped as the service stamps them.
+func (c *Change) ReadFrom(i int) Offset {
+	pos := c.prev
+	if i > 0 {
+		pos = c.New[i-1].Koff + 1
+	}
+	if pos < 0 {
+		return Zero
+	}
+	return c.s.mint(pos)
+}
+
+// Gap tells the Replay that the records of its partition below logStart
+// that it was not given were removed by retention before they were read
+// (a Reader's RetentionError): record numbers that the next record of a
+// stream skips across them are Missing, not Burnt.
+func (p *Replay) Gap(logStart int64) {
+	p.gapEnd = max(p.gapEnd, logStart-1)
 }
 
 // Apply folds one record of the partition. Records must come in offset
 // order and belong to the Replay's partition.
 func (p *Replay) Apply(rec Record) Change {
 	r, koff := &rec.r, rec.Offset
-	ch := Change{Stream: r.stream, Gen: r.gen, ContentType: r.contentType, JSON: isJSON(r.contentType)}
+	ch := Change{Stream: r.stream, Gen: r.gen, ContentType: r.contentType, JSON: isJSON(r.contentType), prev: -1}
 	if r.op == opCreate {
 		p.applyCreate(r, koff, &ch)
 		return ch
@@ -143,38 +221,46 @@ func (p *Replay) Apply(rec Record) Change {
 			return ch
 		}
 	}
-	ch.Applied = true
+	ch.Applied, ch.s = true, s
 	ch.ContentType, ch.JSON = s.contentType, s.json
-	if r.rec < s.nextRec {
-		s.moveDuplicate(r.rec, koff)
-		ch.Duplicate = true
-		ch.Index, ch.Closed = s.msgs, s.closed
-		return ch
-	}
-	if r.rec > s.nextRec && !ch.Adopted {
-		ch.Missing = r.rec - s.nextRec
-	}
-	switch r.op {
-	case opAppend, opClose:
-		s.nextRec = r.rec + 1
-		if r.closed {
-			s.closed = true
+	skipped, why := r.rec-s.w.nextRec, s.w.refusal(r)
+	v := s.w.fold(r)
+	if v == foldTaken || v == foldRefused {
+		// The record took its number: the ones it skips were lost to
+		// retention or burnt by writes that failed.
+		if skipped > 0 && p.gapEnd > s.last {
+			ch.Missing = skipped
+		} else if skipped > 0 {
+			ch.Burnt = skipped
 		}
-		ch.Index = s.msgs
-		if len(r.value) > 0 {
+		s.last = koff
+	}
+	switch v {
+	case foldCopy, foldCopyOfLatest:
+		s.moveDuplicate(r.rec, koff, v == foldCopyOfLatest)
+		ch.Duplicate = true
+	case foldRefused:
+		ch.Refused = why
+	case foldTaken:
+		if r.op == opDelete {
+			ch.Removed = p.applyDelete(s)
+			ch.SoftDeleted = s.w.soft
+		} else if len(r.value) > 0 {
 			e := Entry{Koff: koff, Rec: r.rec, Cut: -1, Msgs: msgCount(s.json, r.value, -1)}
+			if n := len(s.entries); n > 0 {
+				ch.prev = s.entries[n-1].Koff + 1
+			}
+			ch.Index = s.msgs
 			s.entries = append(s.entries, e)
 			s.tail = koff + 1
 			s.msgs += int64(e.Msgs)
 			ch.New, ch.Own = []Entry{e}, true
 		}
-		ch.Closed = s.closed
-	case opDelete:
-		s.nextRec = r.rec + 1
-		ch.Index, ch.Closed = s.msgs, s.closed
-		ch.Removed = p.applyDelete(s)
-		ch.SoftDeleted = s.soft
 	}
+	if len(ch.New) == 0 {
+		ch.Index = s.msgs
+	}
+	ch.Closed, ch.Tail = s.w.closed, s.mint(s.tail)
 	return ch
 }
 
@@ -193,21 +279,22 @@ func msgCount(json bool, value []byte, cut int32) int32 {
 	return int32(len(jsonEnds(inner)))
 }
 
+// applyCreate is Log.applyCreate and installCreate.
 func (p *Replay) applyCreate(r *record, koff int64, ch *Change) {
 	existing := p.streams[r.stream]
 	if existing != nil && existing.gen == r.gen {
-		existing.moveDuplicate(0, koff)
-		ch.Applied, ch.Duplicate = true, true
+		existing.moveDuplicate(0, koff, existing.w.fold(r) == foldCopyOfLatest)
+		ch.Applied, ch.Duplicate, ch.s = true, true, existing
 		ch.ContentType, ch.JSON = existing.contentType, existing.json
-		ch.Index, ch.Closed = existing.msgs, existing.closed
+		ch.Index, ch.Closed, ch.Tail = existing.msgs, existing.w.closed, existing.mint(existing.tail)
 		return
 	}
 	if (existing != nil && existing.gen > r.gen) || r.gen <= p.removed[r.stream] {
 		return
 	}
-	s := &rstream{name: r.stream, gen: r.gen, contentType: r.contentType, json: isJSON(r.contentType),
-		nextRec: 1, closed: r.closed, createKoff: koff}
-	ch.Applied, ch.Created = true, true
+	s := &rstream{name: r.stream, gen: r.gen, part: p.part, contentType: r.contentType, json: isJSON(r.contentType),
+		w: wstate{nextRec: 1, closed: r.closed, producers: map[string]fence.State{}}, forkPos: -1, createKoff: koff, last: koff}
+	ch.Applied, ch.Created, ch.s = true, true, s
 	if r.forkedFrom != "" {
 		src := p.streams[r.forkedFrom]
 		if src == nil || src.gen != r.forkGen {
@@ -216,15 +303,8 @@ func (p *Replay) applyCreate(r *record, koff int64, ch *Change) {
 		}
 		s.source = src
 		if src != nil {
-			pos := src.tail
-			// The fork point as the log's start reads it (create.go).
-			if off, err := ParseOffset(r.forkOffset); err == nil {
-				pos = off.Pos
-				if off.IsZero() {
-					pos = -1
-				}
-			}
-			i := firstEntryAtOrAfter(src.entries, pos)
+			s.forkPos = forkPoint(r, src.tail)
+			i := firstEntryAtOrAfter(src.entries, s.forkPos)
 			s.entries = append(make([]Entry, 0, i+2), src.entries[:i]...)
 			if r.forkCut >= 0 && i < len(src.entries) && src.entries[i].Koff == r.forkCutKoff {
 				e := src.entries[i]
@@ -240,7 +320,7 @@ func (p *Replay) applyCreate(r *record, koff int64, ch *Change) {
 			for _, e := range s.entries {
 				s.msgs += int64(e.Msgs)
 			}
-			src.refs++
+			src.w.refs++
 		}
 	}
 	s.own = len(s.entries)
@@ -257,7 +337,7 @@ func (p *Replay) applyCreate(r *record, koff int64, ch *Change) {
 	if r.gen > p.gens[r.stream] {
 		p.gens[r.stream] = r.gen
 	}
-	ch.Closed = s.closed
+	ch.Closed, ch.Tail = s.w.closed, s.mint(s.tail)
 }
 
 // firstEntryAtOrAfter is firstAtOrAfter for Entry slices.
@@ -272,9 +352,10 @@ func (p *Replay) adoptable(name string, gen int64) bool {
 	return gen >= p.gens[name] && gen > p.removed[name]
 }
 
+// adoptTrimmed is Log.adoptTrimmed.
 func (p *Replay) adoptTrimmed(r *record) *rstream {
-	s := &rstream{name: r.stream, gen: r.gen, contentType: r.contentType, json: isJSON(r.contentType),
-		nextRec: r.rec, createKoff: -1, trimmed: true}
+	s := &rstream{name: r.stream, gen: r.gen, part: p.part, contentType: r.contentType, json: isJSON(r.contentType),
+		w: wstate{nextRec: r.rec, producers: map[string]fence.State{}}, forkPos: -1, createKoff: -1, trimmed: true, last: -1}
 	p.streams[r.stream] = s
 	if r.gen > p.gens[r.stream] {
 		p.gens[r.stream] = r.gen
@@ -282,9 +363,13 @@ func (p *Replay) adoptTrimmed(r *record) *rstream {
 	return s
 }
 
-// moveDuplicate is stream.moveDuplicate: the later copy of record rec is the
-// one the service reads.
-func (s *rstream) moveDuplicate(rec, koff int64) {
+// moveDuplicate is stream.moveDuplicate: a second copy of the stream's
+// latest record (latest) is the one the service reads; a copy of an older
+// record is ignored.
+func (s *rstream) moveDuplicate(rec, koff int64, latest bool) {
+	if !latest {
+		return
+	}
 	if rec == 0 && koff > s.createKoff {
 		s.createKoff = koff
 	}
@@ -305,14 +390,14 @@ func (s *rstream) moveDuplicate(rec, koff int64) {
 
 // applyDelete is Log.applyDelete; it returns the generations removed.
 func (p *Replay) applyDelete(s *rstream) []StreamRef {
-	s.deleted = true
-	if s.refs > 0 {
-		s.soft = true
+	s.w.deleted = true
+	if s.w.refs > 0 {
+		s.w.soft = true
 		return nil
 	}
 	var out []StreamRef
 	for s != nil {
-		s.deleted, s.soft = true, false
+		s.w.deleted, s.w.soft = true, false
 		if p.streams[s.name] == s {
 			delete(p.streams, s.name)
 		}
@@ -323,8 +408,8 @@ func (p *Replay) applyDelete(s *rstream) []StreamRef {
 		src := s.source
 		s = nil
 		if src != nil {
-			src.refs--
-			if src.soft && src.refs == 0 {
+			src.w.refs--
+			if src.w.soft && src.w.refs == 0 {
 				s = src
 			}
 		}
@@ -347,15 +432,24 @@ type Stream struct {
 	// Entries is the stream's view: the records a read returns, in order.
 	// The slice is the Replay's; do not modify it.
 	Entries []Entry
+	// Tail is the stream's tail offset as the service issues it (HEAD).
+	Tail Offset
+
+	s *rstream
 }
+
+// End is the offset right after Entries[i], as the service issues it: the
+// Stream-Next-Offset of a read whose last record is Entries[i] (and the
+// offset from which a read returns Entries[i+1] first).
+func (s Stream) End(i int) Offset { return s.s.mint(s.Entries[i].Koff + 1) }
 
 // Streams lists the streams the partition holds, soft-deleted ones
 // included, sorted by name.
 func (p *Replay) Streams() []Stream {
 	out := make([]Stream, 0, len(p.streams))
 	for _, s := range p.streams {
-		out = append(out, Stream{Name: s.name, Gen: s.gen, ContentType: s.contentType, Closed: s.closed,
-			SoftDeleted: s.soft, Trimmed: s.trimmed, Messages: s.msgs, Entries: s.entries})
+		out = append(out, Stream{Name: s.name, Gen: s.gen, ContentType: s.contentType, Closed: s.w.closed,
+			SoftDeleted: s.w.soft, Trimmed: s.trimmed, Messages: s.msgs, Entries: s.entries, Tail: s.mint(s.tail), s: s})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -391,11 +485,20 @@ func (p *Replay) all() []*rstream {
 	return out
 }
 
-// replayVersion is the layout of MarshalBinary's output.
-const replayVersion = 1
+// replayVersion is the layout of MarshalBinary's output. Version 1 was
+// written before the fold kept producer state, Stream-Seq and fork points
+// (it cannot decide late records as the service does): UnmarshalReplay
+// refuses it.
+const replayVersion = 2
+
+// ErrReplayVersion is wrapped by UnmarshalReplay's error for a state of
+// another layout version: fold the topic again from its start.
+var ErrReplayVersion = errors.New("replay state of another version")
 
 // MarshalBinary encodes the state: the streams of the partition with their
-// entries (varints, offsets as deltas), the generations seen and deleted.
+// write state (record number, producers, Stream-Seq) and entries (varints,
+// offsets as deltas), the generations seen and deleted, the end of the last
+// retention gap. The layout is deterministic: equal states encode equally.
 // UnmarshalReplay decodes it.
 func (p *Replay) MarshalBinary() ([]byte, error) {
 	all := p.all()
@@ -406,27 +509,48 @@ func (p *Replay) MarshalBinary() ([]byte, error) {
 	var b []byte
 	b = binary.AppendUvarint(b, replayVersion)
 	b = binary.AppendVarint(b, int64(p.part))
+	b = binary.AppendVarint(b, p.gapEnd)
 	b = binary.AppendUvarint(b, uint64(len(all)))
 	for _, s := range all {
 		b = appendString(b, s.name)
 		b = binary.AppendVarint(b, s.gen)
 		b = appendString(b, s.contentType)
 		var flags uint64
-		for i, f := range []bool{s.closed, s.deleted, s.soft, s.trimmed, p.streams[s.name] == s} {
+		for i, f := range []bool{s.w.closed, s.w.deleted, s.w.soft, s.trimmed, p.streams[s.name] == s} {
 			if f {
 				flags |= 1 << i
 			}
 		}
 		b = binary.AppendUvarint(b, flags)
-		b = binary.AppendVarint(b, s.nextRec)
-		b = binary.AppendVarint(b, int64(s.refs))
+		b = binary.AppendVarint(b, s.w.nextRec)
+		b = binary.AppendVarint(b, int64(s.w.refs))
+		b = appendString(b, s.w.streamSeq)
+		ids := make([]string, 0, len(s.w.producers))
+		for id := range s.w.producers {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		b = binary.AppendUvarint(b, uint64(len(ids)))
+		for _, id := range ids {
+			st := s.w.producers[id]
+			b = appendString(b, id)
+			known := uint64(0)
+			if st.Known {
+				known = 1
+			}
+			b = binary.AppendUvarint(b, known)
+			b = binary.AppendVarint(b, st.Epoch)
+			b = binary.AppendVarint(b, st.LastSeq)
+		}
 		src := -1
 		if s.source != nil {
 			src = idx[s.source]
 		}
 		b = binary.AppendVarint(b, int64(src))
+		b = binary.AppendVarint(b, s.forkPos)
 		b = binary.AppendVarint(b, s.createKoff)
 		b = binary.AppendVarint(b, s.tail)
+		b = binary.AppendVarint(b, s.last)
 		b = binary.AppendUvarint(b, uint64(s.own))
 		b = binary.AppendUvarint(b, uint64(len(s.entries)))
 		prev := int64(0)
@@ -461,37 +585,54 @@ func appendString(b []byte, s string) []byte {
 // errReplayState is wrapped by UnmarshalReplay's errors.
 var errReplayState = errors.New("corrupt replay state")
 
-// UnmarshalReplay decodes a state MarshalBinary encoded.
+// UnmarshalReplay decodes a state MarshalBinary encoded. A state of another
+// layout version is an error wrapping ErrReplayVersion.
 func UnmarshalReplay(b []byte) (*Replay, error) {
 	d := decoder{b: b}
 	if v := d.uvarint(); v != replayVersion && d.err == nil {
-		return nil, fmt.Errorf("%w: layout version %d, want %d", errReplayState, v, replayVersion)
+		return nil, fmt.Errorf("%w: layout version %d, this build reads %d (an earlier forklab wrote it, with fold rules that differ): fold the topic again from its start", ErrReplayVersion, v, replayVersion)
 	}
 	p := NewReplay(int32(d.varint()))
+	p.gapEnd = d.varint()
 	n := d.uvarint()
 	if n > uint64(len(b)) {
 		return nil, fmt.Errorf("%w: %d streams in %d bytes", errReplayState, n, len(b))
 	}
 	all := make([]*rstream, 0, n)
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		s := &rstream{name: d.string(), gen: d.varint(), contentType: d.string()}
+		s := &rstream{name: d.string(), gen: d.varint(), part: p.part, contentType: d.string()}
 		s.json = isJSON(s.contentType)
 		flags := d.uvarint()
-		s.closed, s.deleted, s.soft, s.trimmed = flags&1 != 0, flags&2 != 0, flags&4 != 0, flags&8 != 0
-		s.nextRec = d.varint()
-		s.refs = int(d.varint())
+		s.w.closed, s.w.deleted, s.w.soft, s.trimmed = flags&1 != 0, flags&2 != 0, flags&4 != 0, flags&8 != 0
+		s.w.nextRec = d.varint()
+		s.w.refs = int(d.varint())
+		s.w.streamSeq = d.string()
+		np := d.uvarint()
+		if np > uint64(len(b)) {
+			return nil, fmt.Errorf("%w: %d producers in %d bytes", errReplayState, np, len(b))
+		}
+		s.w.producers = make(map[string]fence.State, np)
+		for j := uint64(0); j < np && d.err == nil; j++ {
+			id := d.string()
+			s.w.producers[id] = fence.State{Known: d.uvarint() == 1, Epoch: d.varint(), LastSeq: d.varint()}
+		}
 		if src := d.varint(); src >= 0 {
 			if src >= int64(len(all)) {
 				return nil, fmt.Errorf("%w: stream %q refers to a later source", errReplayState, s.name)
 			}
 			s.source = all[src]
 		}
+		s.forkPos = d.varint()
 		s.createKoff = d.varint()
 		s.tail = d.varint()
+		s.last = d.varint()
 		s.own = int(d.uvarint())
 		ne := d.uvarint()
 		if ne > uint64(len(b)) {
 			return nil, fmt.Errorf("%w: %d entries in %d bytes", errReplayState, ne, len(b))
+		}
+		if uint64(s.own) > ne {
+			return nil, fmt.Errorf("%w: stream %q owns entries from %d of %d", errReplayState, s.name, s.own, ne)
 		}
 		s.entries = make([]Entry, 0, ne)
 		prev := int64(0)

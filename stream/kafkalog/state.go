@@ -139,46 +139,107 @@ func (s *stream) expired(now time.Time) bool {
 // can hold; longer ones never run out.
 const maxTTLSeconds = int64(math.MaxInt64 / time.Second)
 
-// applyW folds an append or close record into the write state. The live
-// path calls it when it accepts a request, the rebuild for every record
-// that admit accepts.
-func (s *stream) applyW(r *record) {
-	s.w.nextRec = r.rec + 1
+// apply folds an append or close record into the write state. The live
+// path calls it when it accepts a request, the fold of Kafka's records
+// (fold) for every record that admit accepts.
+func (w *wstate) apply(r *record) {
+	w.nextRec = r.rec + 1
 	if r.hasProducer {
-		s.w.producers[r.producerID] = fence.Replay(s.w.producers[r.producerID], fence.Request{Epoch: r.epoch, Seq: r.seq})
+		w.producers[r.producerID] = fence.Replay(w.producers[r.producerID], fence.Request{Epoch: r.epoch, Seq: r.seq})
 	}
 	if r.streamSeq != "" {
-		s.w.streamSeq = r.streamSeq
+		w.streamSeq = r.streamSeq
 	}
 	if r.closed {
-		s.w.closed = true
+		w.closed = true
 		if r.hasProducer {
-			s.w.closer = &producerTuple{r.producerID, r.epoch, r.seq}
+			w.closer = &producerTuple{r.producerID, r.epoch, r.seq}
 		}
 	}
 }
 
-// admit reports whether the fold of Kafka's records takes an append or
+// foldVerdict is what the fold of Kafka's records — the log's start, its
+// resync after a failed write, and Replay — does with a record of a stream
+// generation it holds (fold).
+type foldVerdict int
+
+const (
+	// foldTaken: an append or close the rules admit, folded into the
+	// write state (apply), or a delete; the caller applies it.
+	foldTaken foldVerdict = iota
+	// foldCopy: a record number the fold has passed: a second copy of an
+	// older record, or a write the log gave up on that landed after later
+	// records were numbered (its number was burnt and never reassigned).
+	// Nothing changes.
+	foldCopy
+	// foldCopyOfLatest: a second copy of the generation's latest record
+	// (a produce that wrote it twice): the index moves to the later copy
+	// (moveDuplicate).
+	foldCopyOfLatest
+	// foldRefused: an append or close that admit refuses (it landed late,
+	// after the stream was closed, or repeats a producer seq, or comes from
+	// a stale epoch, or does not raise the Stream-Seq): its number is
+	// taken, nothing else changes.
+	foldRefused
+	// foldUnknown: an operation this version does not know; nothing
+	// changes.
+	foldUnknown
+)
+
+// fold decides a record of the stream generation whose write state w is,
+// read back from Kafka in offset order, and folds its number and (when
+// taken) its append or close into w. Copies are recognised by the record
+// number alone: a number the log assigned is never assigned again, even
+// when the write that carried it failed (allocRec).
+func (w *wstate) fold(r *record) foldVerdict {
+	if r.rec < w.nextRec {
+		if r.rec == w.nextRec-1 {
+			return foldCopyOfLatest
+		}
+		return foldCopy
+	}
+	switch r.op {
+	case opAppend, opClose:
+		if !w.admit(r) {
+			w.nextRec = r.rec + 1
+			return foldRefused
+		}
+		w.apply(r)
+		return foldTaken
+	case opDelete:
+		w.nextRec = r.rec + 1
+		return foldTaken
+	}
+	return foldUnknown
+}
+
+// admit reports whether the fold of Kafka's records (fold) takes an append or
 // close record read back: the rules the live path decides by, for what a
 // record can break by arriving late (a write the log gave up on that
 // landed after later writes were decided): not after the stream was
 // closed, not a duplicate or stale producer seq, not a Stream-Seq
 // regression. A producer seq that skips ahead is taken (records before it
 // may have been dropped by retention), as fence.Replay does.
-func (w *wstate) admit(r *record) bool {
+func (w *wstate) admit(r *record) bool { return w.refusal(r) == "" }
+
+// refusal is why admit refuses r (one of the Refused… texts, replay.go),
+// or "" when it takes it.
+func (w *wstate) refusal(r *record) string {
 	if w.closed {
-		return false
+		return RefusedClosed
 	}
 	if r.hasProducer {
 		switch fence.Decide(w.producers[r.producerID], fence.Request{Epoch: r.epoch, Seq: r.seq}).Verdict {
-		case fence.Duplicate, fence.StaleEpoch:
-			return false
+		case fence.Duplicate:
+			return RefusedDuplicate
+		case fence.StaleEpoch:
+			return RefusedStaleEpoch
 		}
 	}
 	if r.streamSeq != "" && w.streamSeq != "" && r.streamSeq <= w.streamSeq {
-		return false
+		return RefusedStreamSeq
 	}
-	return true
+	return ""
 }
 
 // applyR makes an append or close record at koff visible to readers and

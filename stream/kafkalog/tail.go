@@ -40,8 +40,13 @@ type Record struct {
 	Stream string
 	// Gen is the generation of the stream name (1 for the first stream
 	// ever created under it) and Rec the record's number within the
-	// generation (0 for the create). A record found twice with the same
-	// (Stream, Gen, Rec) is one record written twice by a Writer retry.
+	// generation (0 for the create). The log never gives a number twice,
+	// even to the retry of a write that failed: a record found twice with
+	// the same (Stream, Gen, Rec) is one record written twice (by an
+	// earlier version's kafka-go Writer retry, or a program copying
+	// records), and one whose number the stream is past is a copy or a
+	// write the log gave up on that landed late. Replay folds them as the
+	// service does.
 	Gen, Rec    int64
 	ContentType string
 	// Value is the appended bytes (a create's initial body; empty for a

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -258,5 +259,25 @@ func TestSinkReportsRetentionGaps(t *testing.T) {
 	wantEvs := `g/a#0={"i":0} g/a#1={"i":1} g/a#2={"i":2} g/a#3={"i":4} g/a/f#3={"i":4} g/a/f#4={"f":1} g/b#0={"b":2}`
 	if strings.Join(evs, " ") != wantEvs {
 		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(evs, " "), wantEvs)
+	}
+}
+
+// A state whose replay an earlier forklab wrote (replay layout 1, folded
+// without producer state, Stream-Seq or stamped offsets) is refused with
+// what to do, not resumed with rules that would decide late records
+// otherwise than the log.
+func TestSinkRefusesOldReplayState(t *testing.T) {
+	root := t.TempDir()
+	old := state{Version: stateVersion, Topic: "forklab.streams", Partition: 0,
+		Replay: []byte{1, 0, 0, 0, 0}} // layout 1: version, partition, no streams, no names
+	b, err := json.Marshal(old)
+	mustDo(t, err)
+	path := statePath(root, "forklab.streams", 0)
+	mustDo(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	mustDo(t, os.WriteFile(path, b, 0o644))
+	_, _, _, err = loadState(root, "forklab.streams", 0, "")
+	if err == nil || !strings.Contains(err.Error(), "written by an earlier forklab") ||
+		!strings.Contains(err.Error(), "layout version 1, this build reads 2") || !strings.HasSuffix(err.Error(), "sink into a new --out") {
+		t.Fatalf("state of replay layout 1: %v", err)
 	}
 }

@@ -76,6 +76,9 @@ func loadState(root, topic string, part int32, prefix string) (*state, *kafkalog
 			ErrUsage, filepath.Dir(root), st.Prefix, prefix)
 	}
 	rp, err := kafkalog.UnmarshalReplay(st.Replay)
+	if errors.Is(err, kafkalog.ErrReplayVersion) {
+		return nil, nil, nil, fmt.Errorf("sink state %s was written by an earlier forklab, whose fold of the log's records differs (%v): sink into a new --out", path, err)
+	}
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("sink state %s: %w", path, err)
 	}

@@ -145,6 +145,7 @@ func (w *worker) session(ctx context.Context) (progressed bool, err error) {
 		var re *kafkalog.RetentionError
 		switch {
 		case errors.As(err, &re):
+			w.replay.Gap(re.LogStart)
 			w.gap(Gap{Partition: w.part, From: re.From, To: re.LogStart - 1, Records: re.LogStart - re.From,
 				What: fmt.Sprintf("partition %d: offsets %d to %d (%d records) were removed by retention before the sink read them",
 					w.part, re.From, re.LogStart-1, re.LogStart-re.From)})
@@ -310,7 +311,8 @@ func (w *worker) apply(ctx context.Context, rec kafkalog.Record) error {
 			continue
 		}
 		gen, part, koff, at := ch.Gen, w.part, e.Koff, t.UTC()
-		readOffset := kafkalog.Offset{Partition: w.part, Pos: e.Koff}.String()
+		// The offset the log issues to read the stream from this record on.
+		readOffset := ch.ReadFrom(i).String()
 		for _, m := range msgs {
 			ev := fold.Row(ch.Stream, int32(idx), readOffset, m)
 			ev.Generation, ev.KafkaPartition, ev.KafkaOffset, ev.AppendedAt = &gen, &part, &koff, &at
