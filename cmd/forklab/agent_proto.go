@@ -33,10 +33,14 @@ negotiation; start replies carrying every declared task draw, feature and
 hidden value with its type; every declared arm branched; the same checkpoint,
 arm and replica giving the same outcome twice (unless the agent declares
 itself nondeterministic: then sweep it with replicas); a checkpoint forked in
-a fresh process giving the same outcome; error replies to an unknown method
-and refusals of malformed input, the process going on; batches when declared;
-shutdown. The agents' stderr goes to --log-dir (default: a temporary
-directory, named when a check fails).`,
+a fresh process (which must declare what the first did) giving the same
+outcome; error replies to an unknown method and refusals of malformed input,
+the process going on; batches when declared; shutdown, the process exiting
+within 5 seconds. Every reply is validated by the code a sweep uses, so the
+check fails wherever a sweep would refuse a reply, with the sweep's message.
+--param takes what sweep takes (a list as 2,5 or [2,5]). The agents' stderr
+goes to --log-dir (default: a temporary directory, named when a check
+fails).`,
 		Example: `  forklab agent check 'python3 examples/agents/seed_core.py'
   forklab agent check 'node examples/agents/toolbot.mjs'
   forklab agent check 'forklab agent serve --world toolloop'`,
@@ -59,18 +63,6 @@ directory, named when a check fails).`,
 			for s := r.Start; s < r.End; s++ {
 				seedList = append(seedList, s)
 			}
-			ps := map[string]any{}
-			for _, kv := range params {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					return usageErr("--param %q: want key=value", kv)
-				}
-				var x any
-				if json.Unmarshal([]byte(v), &x) != nil {
-					x = v
-				}
-				ps[k] = x
-			}
 			env := map[string]string{}
 			for _, kv := range environment {
 				k, v, ok := strings.Cut(kv, "=")
@@ -87,7 +79,7 @@ directory, named when a check fails).`,
 				tmp = true
 			}
 			rows := agentproc.Check(cmd.Context(), agentproc.CheckOptions{Command: agentproc.Command{Line: args[0], Env: env},
-				Timeout: timeout, Seeds: seedList, ForkStep: forkAt, Params: ps, LogDir: logDir})
+				Timeout: timeout, Seeds: seedList, ForkStep: forkAt, Params: params, LogDir: logDir})
 			failed := 0
 			for _, row := range rows {
 				if row.Status == agentproc.Fail {
@@ -118,10 +110,10 @@ directory, named when a check fails).`,
 		},
 	}
 	f := check.Flags()
-	f.DurationVar(&timeout, "timeout", 30*time.Second, "time the agent may take per request")
+	f.DurationVar(&timeout, "timeout", agentproc.CheckTimeout, "time the agent may take per request")
 	f.StringVar(&seeds, "seeds", "0:8", "seeds to play, START:END")
 	f.IntVar(&forkAt, "fork-at", 2, "fork step to checkpoint at (step 1 is checked too)")
-	f.StringArrayVar(&params, "param", nil, "set a declared parameter, key=value (repeatable; JSON values)")
+	f.StringArrayVar(&params, "param", nil, "set a declared parameter, key=value (repeatable; a list as 2,5 or [2,5], as sweep takes it)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per check")
 	f.StringVar(&logDir, "log-dir", "", "directory for the agents' stderr (default: a temporary one)")
 	f.StringArrayVar(&environment, "agent-env", nil, "KEY=VALUE added to the agent's environment (repeatable)")

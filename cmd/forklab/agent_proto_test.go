@@ -173,7 +173,7 @@ func TestAgentFaultsThenResume(t *testing.T) {
 	}
 	rows := mustRun(t, "sql", out, `SELECT seed, error FROM pairs WHERE status = 'error' ORDER BY seed`, "--format", "csv")
 	for _, want := range []string{
-		`7,"start: agent process`, `exited with status 1 during start; its stderr ends ""faulty_agent: crashing on seed 7"" (agent-logs/agent-`,
+		`7,"start: agent process`, `exited with status 1 during start; its stderr ends ""faulty_agent: crashing on seed 7 (pid `, `)"" (agent-logs/agent-`,
 		`13,"off replica 0: branch: agent process`, `timed out after 1s waiting for the branch reply; its stderr ends ""faulty_agent: hanging on seed 13""`,
 		`21,"start: agent process`, `wrote a malformed start reply: the line is not JSON: ""Traceback (most recent call last): seed 21""`,
 		"(2 attempts)",
@@ -195,6 +195,9 @@ func TestAgentFaultsThenResume(t *testing.T) {
 		var method string
 		var seed int
 		fmt.Sscanf(l, "%s %d", &method, &seed)
+		if method == "initialize" {
+			continue
+		}
 		if f := seed % 50; f != 7 && f != 13 && f != 21 {
 			t.Errorf("the resumed sweep asked %q, a seed it had finished", l)
 		}
@@ -435,6 +438,19 @@ func TestAgentSessionsOnTheLog(t *testing.T) {
 	// The same pair from a sweep: seed 5 forked at step 2 is rescued.
 	if got := mustRun(t, "sweep", "--agent", agent, "--seeds", "5:6", "--fork-at", "2", "--out", t.TempDir()+"/p", "--overwrite"); !strings.Contains(got, "rescued 1   harmed 0") {
 		t.Errorf("sweep of seed 5: %s", got)
+	}
+	// Before the first action there is nothing to fork: fork steps are 1 or
+	// more (the fold answers fork_step 0; no branch is asked with step 1's
+	// noise key), and the exit status says bad input.
+	var beforeFirst string
+	for i, e := range events {
+		if strings.Contains(e, `"type":"start"`) {
+			beforeFirst = offsets[i]
+		}
+	}
+	if _, errs, code := run(t, "fork", "--log", url, "--stream", "whole", "--offset", beforeFirst, "--arm", "on", "--agent", agent); code != 2 ||
+		!strings.Contains(errs, "nothing to fork: fold whole at "+beforeFirst+": the run had taken no step before that offset (fold answered fork_step 0)") {
+		t.Errorf("fork before the first action: exit %d, %s", code, errs)
 	}
 	// An agent without fold is refused with a clear message.
 	_, errs, code := run(t, "fork", "--log", url, "--stream", "whole", "--offset", at, "--arm", "on", "--agent", nodeBin(t)+" "+repoFile(t, "examples/agents/toolbot.mjs"))

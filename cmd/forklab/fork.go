@@ -60,7 +60,14 @@ turn first.
 --json prints one JSON object per outcome: world, arm, replica, seed,
 fork_step, intervened, success, cost (the branch's own, from the fork to its
 end), final (what the agent saw at the end) and, with --stream, the child
-stream, its events, epoch and tail.`,
+stream, its events, epoch and tail. With --agent the object is the external
+agent's: world, arm, replica, seed, fork_step, checkpoint (what its fold
+returned), intervened, success, cost (its declared cost fields) and details
+(what its branch reported, if anything).
+
+--arm policy needs --policy FILE, a guard rule forklab policy wrote: the
+branch gets the on intervention where the rule fires on the checkpoint's
+features, none elsewhere.`,
 		Example: `  forklab checkpoint --seed 0 --fork-at 3 > cp.json
   forklab fork --checkpoint cp.json --arm on
   forklab log read --stream demo --offsets                 # each event's offset

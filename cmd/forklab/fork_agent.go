@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -31,7 +32,7 @@ func forkAgent(ctx context.Context, line string, log *client.Client, stream, off
 	}
 	o, f, err := def.ForkFromLog(ctx, log, stream, offset, child, arm, replica, fires)
 	if err != nil {
-		if code := client.StatusCode(err); code >= 400 && code < 500 {
+		if code := client.StatusCode(err); code >= 400 && code < 500 || errors.Is(err, agentproc.ErrForkStep) {
 			return asInput(err)
 		}
 		return err

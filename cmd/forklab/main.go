@@ -19,6 +19,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
 )
@@ -89,7 +90,8 @@ func main() {
 		os.Exit(ex.code)
 	case errors.Is(err, sweep.ErrMismatch):
 		os.Exit(4)
-	case errors.As(err, &in):
+	case errors.As(err, &in), errors.Is(err, agentproc.ErrInconsistent):
+		// An agent whose processes declare different worlds is bad input.
 		os.Exit(2)
 	}
 	os.Exit(1)

@@ -178,6 +178,16 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				logs := filepath.Join(st.Dir, sweep.AgentLogs)
 				ext.SetLogDir(logs)
 				ext.SetJournal(st.JournalDir())
+				if len(spec.MaxCost) > 0 {
+					// The budget is checked before any new seed is asked:
+					// a resumed sweep whose journal already reached it
+					// replays its seeds and asks nothing.
+					ext.SetBeforeNew(func() {
+						prog.mu.Lock()
+						prog.update()
+						prog.mu.Unlock()
+					})
+				}
 				if !fl.Changed("workers") {
 					opt.Workers = max(1, spec.Agent.Parallel)
 				}
@@ -228,9 +238,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				}
 				if errors.Is(err, agentproc.ErrStopped) {
 					prog.mu.Lock()
-					why, c := prog.stopped, prog.cost()
+					msg := prog.stopMessage(out)
 					prog.mu.Unlock()
-					return exitError{6, fmt.Errorf("sweep stopped: %s (cost so far: %s); %s is as it was before; every finished seed is kept: raise --max-cost and run again with --resume", why, costText(resolved.Decl, c), out)}
+					return exitError{6, errors.New(msg)}
 				}
 				return fmt.Errorf("%w (the finished work is kept for forklab sweep --resume)", err)
 			}

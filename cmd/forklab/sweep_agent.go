@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/forklab/forklab/pipeline/analysis/report"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/world"
@@ -168,7 +170,7 @@ type sweepProgress struct {
 	def      *agentproc.Definition
 	decl     world.Declaration
 	limit    map[string]float64
-	stopped  string // the budget line that stopped the sweep
+	stopped  bool // the budget was reached: the runners take no new seed
 	start    time.Time
 	lastLine time.Time
 	lines    bool
@@ -197,12 +199,21 @@ func costText(d world.Declaration, c world.Cost) string {
 		case world.CostTokens:
 			parts = append(parts, fmt.Sprintf("%d tokens", c.Tokens))
 		case world.CostUSD:
-			parts = append(parts, fmt.Sprintf("$%.2f", c.USD))
+			parts = append(parts, usdText(c.USD))
 		case world.CostSeconds:
 			parts = append(parts, fmt.Sprintf("%.0fs agent time", c.Seconds))
 		}
 	}
 	return strings.Join(parts, " · ")
+}
+
+// usdText writes US dollars: cents from $0.10 up ($5.00, $12.34), three
+// significant digits below ($0.00313), never a small cost as $0.00.
+func usdText(x float64) string {
+	if x >= 0.1 {
+		return fmt.Sprintf("$%.2f", x)
+	}
+	return "$" + report.CostNum(x)
 }
 
 func costField(c world.Cost, f string) float64 {
@@ -232,17 +243,26 @@ func (p *sweepProgress) keep(c world.Cost) {
 	p.mu.Unlock()
 }
 
+// budgetCost is the cost --max-cost budgets: for an agent, what the seeds
+// in the journal cost when they were played (every seed finished in
+// earlier runs) plus what this run spent asking the agent — a figure that
+// does not depend on the order in which seeds are replayed; for a built-in
+// world, the cost of the units kept and written.
+func (p *sweepProgress) budgetCost() world.Cost {
+	if p.def == nil {
+		return p.kept
+	}
+	spent, _ := p.def.Spent()
+	return addCosts(p.def.Journaled(), spent)
+}
+
 // update refreshes the bar and checks the budget; p.mu is held.
 func (p *sweepProgress) update() {
 	c := p.cost()
-	if p.stopped == "" {
-		for f, max := range p.limit {
-			if v := costField(c, f); v >= max {
-				p.stopped = fmt.Sprintf("%s reached %.6g of --max-cost %s=%g", f, v, f, max)
-				if p.def != nil {
-					p.def.Stop()
-				}
-			}
+	if !p.stopped && budgetReached(p.limit, p.budgetCost()) != "" {
+		p.stopped = true
+		if p.def != nil {
+			p.def.Stop()
 		}
 	}
 	desc := fmt.Sprintf("%d errors", p.errs)
@@ -264,6 +284,68 @@ func (p *sweepProgress) update() {
 		}
 		fmt.Fprintf(os.Stderr, "forklab sweep: %d/%d pairs · %s · %.1f pairs/s · ETA %s\n", p.done, p.total, desc, rate, eta)
 	}
+}
+
+// budgetReached names the --max-cost limits cost has reached, "" for none:
+// "usd 5.00219 ≥ 5", in the order world.CostFields lists the fields.
+func budgetReached(limit map[string]float64, c world.Cost) string {
+	var parts []string
+	for _, f := range world.CostFields {
+		if max, ok := limit[f]; ok {
+			if v := costField(c, f); v >= max {
+				parts = append(parts, fmt.Sprintf("%s %s ≥ %s", f, strconv.FormatFloat(roundCost(v), 'g', -1, 64), strconv.FormatFloat(max, 'g', -1, 64)))
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// roundCost rounds a sum of reported costs to 9 significant digits: the
+// same seeds summed in another order (they finish in any order) differ in
+// the last bits of a float64, which a message must not show.
+func roundCost(x float64) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 9, 64), 64)
+	return v
+}
+
+// stopMessage says why a sweep stopped at --max-cost, with the cost of
+// the sweep so far (budgetCost) taken once the seeds in progress had
+// finished: a deterministic figure — a resume that asks nothing new prints
+// the same every time — not the moment the budget was noticed.
+func (p *sweepProgress) stopMessage(out string) string {
+	c := p.budgetCost()
+	reached := budgetReached(p.limit, c)
+	if reached == "" {
+		reached = "not reached"
+	}
+	msg := fmt.Sprintf("sweep stopped at --max-cost %s (%s): the seeds finished so far cost %s", limitText(p.limit), reached, costText(p.decl, c))
+	if p.def != nil {
+		spent, _ := p.def.Spent()
+		switch {
+		case spent == (world.Cost{}):
+			msg += ", all in earlier runs: nothing new was asked of the agent"
+		case p.def.Journaled() != (world.Cost{}):
+			msg += fmt.Sprintf(" (%s in earlier runs, %s now)", costText(p.decl, p.def.Journaled()), costText(p.decl, spent))
+		}
+	}
+	return msg + fmt.Sprintf("; %s is as it was before; every finished seed is kept: raise --max-cost and run again with --resume", out)
+}
+
+// limitText writes a --max-cost budget as the flag takes it: usd=5 or
+// tokens=2000000,usd=5.
+func limitText(limit map[string]float64) string {
+	var parts []string
+	for _, f := range world.CostFields {
+		if max, ok := limit[f]; ok {
+			parts = append(parts, f+"="+strconv.FormatFloat(max, 'g', -1, 64))
+		}
+	}
+	for f, max := range limit {
+		if !slices.Contains(world.CostFields, f) {
+			parts = append(parts, f+"="+strconv.FormatFloat(max, 'g', -1, 64))
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // watch checks the budget and refreshes the bar while the agent spends,

@@ -37,7 +37,7 @@ func addWorldFlags(fs *pflag.FlagSet) *worldFlags {
 	d := sweep.DefaultSpec()
 	f := &worldFlags{fs: fs, byFlag: map[string]string{}}
 	fs.StringVar(&f.world, "world", d.World, "the world to play: "+strings.Join(lab.Names(), ", ")+" (forklab worlds describes them)")
-	fs.StringArrayVar(&f.params, "param", nil, "set a world parameter, key=value (repeatable; lists comma-separated)")
+	fs.StringArrayVar(&f.params, "param", nil, "set a world parameter, key=value (repeatable; a list as 2,5 or [2,5])")
 	seen := map[string]bool{}
 	for _, def := range lab.Definitions() {
 		decl := def.Declaration()
@@ -116,21 +116,12 @@ func (f *worldFlags) applyDecl(spec *sweep.Spec, decl world.Declaration) error {
 		}
 		spec.Params[p.Name] = v
 	}
-	for _, kv := range f.params {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return fmt.Errorf("--param %q: want key=value, e.g. --param p_stall=0.2", kv)
-		}
-		k = strings.TrimSpace(k)
-		p, found := decl.Param(k)
-		if !found {
-			return fmt.Errorf("--param %s: world %s has no parameter %q (its parameters: %s)", kv, decl.Name, k, strings.Join(decl.ParamNames(), ", "))
-		}
-		c, err := p.ParseText(v)
-		if err != nil {
-			return fmt.Errorf("--param %s: %w", kv, err)
-		}
-		spec.Params[k] = c
+	set2, err := decl.ParseParamText(f.params)
+	if err != nil {
+		return err
+	}
+	for k, v := range set2 {
+		spec.Params[k] = v
 	}
 	if set("temperature") {
 		spec.Model.Temperature = f.temperature

@@ -33,7 +33,11 @@
 //    (whether the id in use is wrong), which is reported apart;
 //  - every random draw is a hash of a key and what is drawn: the world's
 //    draws keyed by the seed, the model's by the seed before the fork and by
-//    the branch's noise_key after it. Same request, same outcome.
+//    the branch's noise_key after it. Same request, same outcome;
+//  - task seeds go up to 2^63-1, beyond what a JavaScript number holds
+//    exactly: lines are read and written with the protocol document's
+//    recipe for exact integers (exactParse, exactStringify), so seed
+//    9007199254740993 is that seed, not 9007199254740992.
 
 import { createInterface } from "node:readline";
 
@@ -218,6 +222,23 @@ class RPCError extends Error {
 }
 const INVALID_PARAMS = -32602, BAD_CHECKPOINT = -32001;
 
+// A seed is an integer in [0, 2^63-1]: a number up to 2^53, a BigInt above
+// (exactParse). Both spell the same digits in the draws' keys.
+const isSeed = (s) => (typeof s === "bigint" ? s >= 0n && s < 2n ** 63n : Number.isSafeInteger(s) && s >= 0);
+
+// forklab-agent/1 recipe: exact integers (docs/agent-protocol.md, "start").
+// JSON.parse reads every number as a double, exact up to 2^53 only; a seed
+// can be up to 2^63-1. exactParse reads an integer literal beyond 2^53 as a
+// BigInt (numbers inside strings are left alone); exactStringify writes a
+// BigInt back as a JSON number.
+const BIG = "\u0000bigint:";
+const exactParse = (line) => JSON.parse(
+  line.replace(/"(?:[^"\\]|\\.)*"|(?<![\d.eE+-])-?\d{16,}(?![\d.eE])/g,
+    (t) => (t[0] === '"' || Number.isSafeInteger(Number(t)) ? t : `"\\u0000bigint:${t}"`)),
+  (k, v) => (typeof v === "string" && v.startsWith(BIG) ? BigInt(v.slice(BIG.length)) : v));
+const exactStringify = (v) => JSON.stringify(v, (k, x) => (typeof x === "bigint" ? BIG + x : x))
+  .replace(/"\\u0000bigint:(-?\d+)"/g, "$1");
+
 function readParams(p) {
   if (typeof p !== "object" || p === null || Array.isArray(p)) throw new RPCError(INVALID_PARAMS, "params.params must be an object");
   const out = {};
@@ -239,7 +260,7 @@ const methods = {
   },
 
   start(p) {
-    if (!Number.isSafeInteger(p.seed) || p.seed < 0) throw new RPCError(INVALID_PARAMS, "params.seed must be a non-negative integer");
+    if (!isSeed(p.seed)) throw new RPCError(INVALID_PARAMS, "params.seed must be an integer in [0, 2^63-1]");
     if (!Array.isArray(p.fork_steps) || p.fork_steps.length === 0 || !p.fork_steps.every((k) => Number.isInteger(k) && k >= 1))
       throw new RPCError(INVALID_PARAMS, "params.fork_steps must be a list of integers >= 1");
     const params = readParams(p.params);
@@ -258,7 +279,7 @@ const methods = {
 
   branch(p) {
     const cp = p.checkpoint;
-    if (typeof cp !== "object" || cp === null || !Array.isArray(cp.transcript) || !Number.isSafeInteger(cp.seed) || typeof cp.params !== "object")
+    if (typeof cp !== "object" || cp === null || !Array.isArray(cp.transcript) || !isSeed(cp.seed) || typeof cp.params !== "object")
       throw new RPCError(BAD_CHECKPOINT, "params.checkpoint is not a toolbot checkpoint (want seed, params, transcript, …)");
     if (!Array.isArray(p.branches) || p.branches.length === 0) throw new RPCError(INVALID_PARAMS, "params.branches must be a non-empty list");
     return {
@@ -302,15 +323,15 @@ for await (const line of rl) {
   if (!line.trim()) continue;
   let req;
   try {
-    req = JSON.parse(line);
+    req = exactParse(line);
   } catch (e) {
-    process.stdout.write(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32700, message: `not JSON: ${e.message}` } }) + "\n");
+    process.stdout.write(exactStringify({ jsonrpc: "2.0", id: null, error: { code: -32700, message: `not JSON: ${e.message}` } }) + "\n");
     continue;
   }
   const reply = handle(req);
   if (req && req.method === "shutdown" && reply.result) {
-    process.stdout.write(JSON.stringify(reply) + "\n", () => process.exit(0));
+    process.stdout.write(exactStringify(reply) + "\n", () => process.exit(0));
     break;
   }
-  process.stdout.write(JSON.stringify(reply) + "\n");
+  process.stdout.write(exactStringify(reply) + "\n");
 }

@@ -216,6 +216,11 @@ func (d Declaration) Validate() error {
 		if prev, ok := columns[col]; ok {
 			return fmt.Errorf("world %s: %s is named %q, which is already %s", d.Name, what, col, prev)
 		}
+		for _, prefix := range []string{"cost_", "extra_"} {
+			if strings.HasPrefix(col, prefix) {
+				return fmt.Errorf("world %s: %s is named %q: the %s prefix is for the fixed cost columns", d.Name, what, col, prefix)
+			}
+		}
 		columns[col] = what
 		return nil
 	}
@@ -269,10 +274,25 @@ func (d Declaration) Validate() error {
 			return err
 		}
 	}
+	// Task fields are the columns of the tasks table, which a query joins
+	// to checkpoints or pairs on (config_id, seed): a task field takes no
+	// name of a fixed column, a feature or a hidden_ column, nor another
+	// task field's. It may share a parameter's name: the parameter is then
+	// the distribution the field is drawn from (the counter's slack), and
+	// no table or view holds both.
 	taskCols := map[string]bool{}
 	for _, t := range d.Task {
-		if taskCols[t.Name] || slices.Contains(ReservedColumns, t.Name) {
-			return fmt.Errorf("world %s: task field %q is repeated or a fixed column", d.Name, t.Name)
+		what := fmt.Sprintf("task field %q", t.Name)
+		switch {
+		case taskCols[t.Name]:
+			return fmt.Errorf("world %s: %s is repeated", d.Name, what)
+		case strings.HasPrefix(t.Name, "hidden_"):
+			return fmt.Errorf("world %s: %s: the hidden_ prefix is for hidden truth", d.Name, what)
+		case strings.HasPrefix(t.Name, "cost_"), strings.HasPrefix(t.Name, "extra_"):
+			return fmt.Errorf("world %s: %s: the cost_ and extra_ prefixes are for the fixed cost columns", d.Name, what)
+		}
+		if prev, ok := columns[t.Name]; ok {
+			return fmt.Errorf("world %s: %s is named %q, which is already %s", d.Name, what, t.Name, prev)
 		}
 		taskCols[t.Name] = true
 	}

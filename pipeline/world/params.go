@@ -196,7 +196,7 @@ func (p Param) parseInt(x any, bad func(string) error) (any, error) {
 	case int:
 		v = int64(n)
 	case float64:
-		if n != math.Trunc(n) || math.Abs(n) > 1<<53 {
+		if n != math.Trunc(n) || math.Abs(n) > MaxExactInt {
 			return nil, bad(describe(x))
 		}
 		v = int64(n)
@@ -209,7 +209,7 @@ func (p Param) parseInt(x any, bad func(string) error) (any, error) {
 	default:
 		return nil, bad(describe(x))
 	}
-	if v > 1<<53 || v < -(1<<53) || !p.inRange(float64(v)) {
+	if v > MaxExactInt || v < -MaxExactInt || !p.inRange(float64(v)) {
 		return nil, bad(strconv.FormatInt(v, 10))
 	}
 	return v, nil
@@ -255,8 +255,10 @@ func describe(x any) string {
 }
 
 // ParseText reads a parameter from command-line text (--param key=value,
-// --p-stall 0.2): true/false, a number, an enum value, or a comma-separated
-// list; in an int list "none" stands for 0 (the counter's freeze_at).
+// --p-stall 0.2): true/false, a number, an enum value, or a list — its
+// values comma-separated, with or without the brackets of a JSON array
+// ("2,5" and "[2,5]" are the same list); in an int list "none" stands for
+// 0 (the counter's freeze_at). Every subcommand reads --param with it.
 func (p Param) ParseText(s string) (any, error) {
 	s = strings.TrimSpace(s)
 	switch p.Kind {
@@ -267,6 +269,9 @@ func (p Param) ParseText(s string) (any, error) {
 		}
 		return b, nil
 	case ParamEnum:
+		if u, err := strconv.Unquote(s); err == nil && strings.HasPrefix(s, `"`) {
+			s = u // a JSON string
+		}
 		return p.Parse(s)
 	case ParamInt, ParamFloat:
 		n := json.Number(s)
@@ -275,8 +280,12 @@ func (p Param) ParseText(s string) (any, error) {
 		}
 		return p.Parse(n)
 	}
+	list := s
+	if strings.HasPrefix(list, "[") && strings.HasSuffix(list, "]") {
+		list = strings.TrimSpace(list[1 : len(list)-1])
+	}
 	var items []any
-	for _, f := range strings.Split(s, ",") {
+	for _, f := range strings.Split(list, ",") {
 		f = strings.TrimSpace(f)
 		if p.Kind == ParamIntList && strings.EqualFold(f, "none") {
 			items = append(items, int64(0))
@@ -284,11 +293,37 @@ func (p Param) ParseText(s string) (any, error) {
 		}
 		n := json.Number(f)
 		if _, err := n.Float64(); err != nil {
-			return nil, fmt.Errorf("%s must be %s, written comma-separated, got %q", p.Name, p.Range(), s)
+			return nil, fmt.Errorf("%s must be %s, written comma-separated (2,5 or [2,5]), got %q", p.Name, p.Range(), s)
 		}
 		items = append(items, n)
 	}
 	return p.Parse(items)
+}
+
+// ParseParamText reads parameter settings written "key=value", as every
+// subcommand's --param takes them, against d: each key a declared
+// parameter, each value read by its Param.ParseText. It returns the
+// values by name, in their canonical types (for Resolve); the error names
+// the setting and what was wrong.
+func (d Declaration) ParseParamText(kvs []string) (map[string]any, error) {
+	out := make(map[string]any, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("--param %q: want key=value, e.g. --param p_stall=0.2 or --param k_choices=2,5", kv)
+		}
+		k = strings.TrimSpace(k)
+		p, found := d.Param(k)
+		if !found {
+			return nil, fmt.Errorf("--param %s: world %s has no parameter %q (its parameters: %s)", kv, d.Name, k, strings.Join(d.ParamNames(), ", "))
+		}
+		x, err := p.ParseText(v)
+		if err != nil {
+			return nil, fmt.Errorf("--param %s: %w", kv, err)
+		}
+		out[k] = x
+	}
+	return out, nil
 }
 
 // Params are one configuration's parameter values, keyed by name, in the

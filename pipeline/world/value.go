@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Value is one declared value (a feature, a hidden truth, a task draw) of
@@ -94,6 +95,13 @@ func (v Value) JSON(k Kind) any {
 	return v.S
 }
 
+// MaxExactInt is 2^53, the bound of an int value (a task draw, feature,
+// hidden field, parameter or cost count): every integer up to it in
+// magnitude is exact as a JSON number read as a double, as JavaScript,
+// DuckDB's JSON functions and many BI tools read numbers. Task seeds are
+// the one exception (docs/agent-protocol.md, "start").
+const MaxExactInt = 1 << 53
+
 // Parse reads a value of field f from decoded JSON (bool, float64,
 // json.Number, string or nil). It fails, naming the field, on a value of
 // the wrong type, a non-integral or out-of-range int, a non-finite float,
@@ -111,23 +119,39 @@ func (f Field) Parse(x any) (Value, error) {
 			return BoolValue(b), nil
 		}
 	case Int:
+		bad := func(got string) error {
+			return fmt.Errorf("%s must be an integer within ±2^53, got %s: a JSON number beyond that is not exact in parsers that read numbers as doubles (JavaScript, DuckDB's JSON, many BI tools)", f.Name, got)
+		}
+		var i int64
 		switch n := x.(type) {
 		case json.Number:
-			i, err := strconv.ParseInt(string(n), 10, 64)
+			v, err := strconv.ParseInt(string(n), 10, 64)
 			if err != nil {
-				return Value{}, fmt.Errorf("%s must be an integer that fits 64 bits, got %s", f.Name, n)
+				if strings.Trim(strings.TrimPrefix(string(n), "-"), "0123456789") == "" {
+					return Value{}, bad(string(n)) // an integer beyond 64 bits
+				}
+				return Value{}, fmt.Errorf("%s must be an integer, got %s", f.Name, n)
 			}
-			return IntValue(i), nil
+			i = v
 		case float64:
-			if n != math.Trunc(n) || math.Abs(n) > 1<<53 {
-				return Value{}, fmt.Errorf("%s must be an integer (|x| <= 2^53 as a JSON double), got %v", f.Name, n)
+			if n != math.Trunc(n) {
+				return Value{}, fmt.Errorf("%s must be an integer, got %v", f.Name, n)
 			}
-			return IntValue(int64(n)), nil
+			if math.Abs(n) > MaxExactInt {
+				return Value{}, bad(strconv.FormatFloat(n, 'g', -1, 64))
+			}
+			i = int64(n)
 		case int64:
-			return IntValue(n), nil
+			i = n
 		case int:
-			return IntValue(int64(n)), nil
+			i = int64(n)
+		default:
+			return Value{}, fmt.Errorf("%s must be a %s, got %s", f.Name, f.Kind, jsonType(x))
 		}
+		if i > MaxExactInt || i < -MaxExactInt {
+			return Value{}, bad(strconv.FormatInt(i, 10))
+		}
+		return IntValue(i), nil
 	case Float:
 		var v float64
 		switch n := x.(type) {

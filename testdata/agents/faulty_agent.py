@@ -2,14 +2,24 @@
 """examples/agents/seed_core.py with faults, for forklab's tests.
 
     faulty_agent.py [--crash 7,8] [--hang 13] [--garbage 21] [--drop-feature NAME] [--coin] [--count FILE]
+                    [--wrong-id] [--notification] [--linger] [--flaky-decl FILE] [--over-flip] [--no-batch]
 
 --crash, --hang and --garbage name seeds modulo 50: a start request of such a
-seed makes the process exit at once, a branch request of it makes the process
-hang, and a start request of it makes the process print a line that is not
-JSON. --drop-feature leaves a declared feature out of every start reply;
---coin makes branch outcomes a coin flip without declaring the agent
-nondeterministic. --count appends "METHOD SEED" to FILE for every start and
-branch request received, so tests can count what an agent was asked.
+seed makes the process exit at once (saying so, with its pid, on stderr), a
+branch request of it makes the process hang, and a start request of it makes
+the process print a line that is not JSON. --drop-feature leaves a declared
+feature out of every start reply; --coin makes branch outcomes a coin flip
+without declaring the agent nondeterministic. --count appends "METHOD SEED"
+to FILE for every start and branch request received (and "initialize -" for
+every initialize), so tests can count what an agent was asked.
+
+Protocol mistakes: --wrong-id answers every start with the request's id plus
+100; --notification writes a JSON-RPC notification line before every start
+reply; --linger answers shutdown but does not exit; --flaky-decl counts the
+processes started in FILE and has every process after the first declare
+world version "1.1" instead of "1"; --over-flip reports the on arm's branch
+of a run that is already over as the opposite of the off arm's; --no-batch
+declares no batch capability.
 """
 import argparse, importlib.util, json, os, random, sys, time
 
@@ -26,9 +36,42 @@ ap.add_argument("--garbage", type=seeds, default=set())
 ap.add_argument("--drop-feature", default="")
 ap.add_argument("--coin", action="store_true")
 ap.add_argument("--count", default="")
+ap.add_argument("--wrong-id", action="store_true")
+ap.add_argument("--notification", action="store_true")
+ap.add_argument("--linger", action="store_true")
+ap.add_argument("--flaky-decl", default="")
+ap.add_argument("--over-flip", action="store_true")
+ap.add_argument("--no-batch", action="store_true")
 a = ap.parse_args()
 
-plain_start, plain_branch = core.m_start, core.m_branch
+plain_start, plain_branch, plain_initialize, plain_handle = core.m_start, core.m_branch, core.m_initialize, core.handle
+
+
+def initialize(p):
+    r = plain_initialize(p)
+    if a.count:
+        with open(a.count, "a") as f:
+            f.write("initialize -\n")
+    if a.no_batch:
+        r["capabilities"] = {"fold": True}
+    if a.flaky_decl:
+        try:
+            with open(a.flaky_decl) as f:
+                n = int(f.read() or 0)
+        except FileNotFoundError:
+            n = 0
+        with open(a.flaky_decl, "w") as f:
+            f.write(str(n + 1))
+        if n > 0:
+            r["world"] = dict(r["world"], version="1.1")
+    return r
+
+
+def handle(req):
+    reply, done = plain_handle(req)
+    if a.wrong_id and isinstance(req, dict) and req.get("method") == "start" and isinstance(reply.get("id"), int):
+        reply["id"] += 100
+    return reply, done
 
 
 def start(p):
@@ -37,13 +80,16 @@ def start(p):
         with open(a.count, "a") as f:
             f.write("start %s\n" % seed)
     if isinstance(seed, int) and seed % 50 in a.crash:
-        print("faulty_agent: crashing on seed %d" % seed, file=sys.stderr, flush=True)
+        print("faulty_agent: crashing on seed %d (pid %d)" % (seed, os.getpid()), file=sys.stderr, flush=True)
         os._exit(1)
     if isinstance(seed, int) and seed % 50 in a.garbage:
         print("faulty_agent: garbage on seed %d" % seed, file=sys.stderr, flush=True)
         sys.stdout.write("Traceback (most recent call last): seed %d\n" % seed)
         sys.stdout.flush()
     r = plain_start(p)
+    if a.notification:
+        sys.stdout.write('{"jsonrpc":"2.0","method":"progress","params":{"seed":%d}}\n' % seed)
+        sys.stdout.flush()
     if a.drop_feature:
         for f in r["forks"]:
             f["features"].pop(a.drop_feature, None)
@@ -59,6 +105,12 @@ def branch(p):
         print("faulty_agent: hanging on seed %d" % seed, file=sys.stderr, flush=True)
         time.sleep(3600)
     r = plain_branch(p)
+    st = p["checkpoint"]["state"]
+    if a.over_flip and (st["declared"] or st["steps"] >= st["budget"]):
+        off = next(b["success"] for b, q in zip(r["branches"], p["branches"]) if q["arm"] == "off")
+        for b, q in zip(r["branches"], p["branches"]):
+            if q["arm"] == "on":
+                b["success"] = not off
     if a.coin:
         for b in r["branches"]:
             b["success"] = random.random() < 0.5
@@ -67,4 +119,9 @@ def branch(p):
 
 core.METHODS["start"] = start
 core.METHODS["branch"] = branch
+core.METHODS["initialize"] = initialize
+core.handle = handle
 core.serve()
+if a.linger:
+    print("faulty_agent: answered shutdown; lingering", file=sys.stderr, flush=True)
+    time.sleep(3600)

@@ -16,6 +16,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/forklab/forklab/pipeline/analysis/results"
@@ -252,9 +253,9 @@ func CostLine(rows []results.Row) string {
 	var parts []string
 	for _, c := range rows {
 		unit := c.Str("cost")
-		p := fmt.Sprintf("%s %s per branch against off's %s (%s per run)", Num(c.Float("mean")), unit, Num(c.Float("mean_off")), Signed(c.Float("extra")))
+		p := fmt.Sprintf("%s %s per branch against off's %s (%s per run)", CostNum(c.Float("mean")), unit, CostNum(c.Float("mean_off")), CostSigned(c.Float("extra")))
 		if c["per_net_rescue"] != nil {
-			p += fmt.Sprintf(", %s %s per net rescue", Signed(c.Float("per_net_rescue")), unit)
+			p += fmt.Sprintf(", %s %s per net rescue", CostSigned(c.Float("per_net_rescue")), unit)
 		} else {
 			p += ", no net rescue to pay for"
 		}
@@ -356,6 +357,29 @@ func Num(x float64) string {
 	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	if s == "-0" {
 		return "0"
+	}
+	return s
+}
+
+// CostNum formats a cost — a mean, a difference, a total of steps,
+// tokens, US dollars or seconds — the one rule the text report, the HTML
+// report and forklab sweep's cost lines use: as Num from 0.1 up in
+// magnitude (4.49, 1927.8, 12), three significant digits below, so that a
+// small cost does not round to 0: 0.00312, -0.0533, 0.000125.
+func CostNum(x float64) string {
+	if a := math.Abs(x); a >= 0.1 || a == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return Num(x)
+	}
+	decimals := 2 - int(math.Floor(math.Log10(math.Abs(x))))
+	s := strconv.FormatFloat(x, 'f', decimals, 64)
+	return strings.TrimRight(strings.TrimRight(s, "0"), ".")
+}
+
+// CostSigned is CostNum with its sign: +0.00111, -0.5, 0.
+func CostSigned(x float64) string {
+	s := CostNum(x)
+	if s != "0" && !strings.HasPrefix(s, "-") {
+		return "+" + s
 	}
 	return s
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 )
 
@@ -107,5 +108,41 @@ func TestFormatKeepsValues(t *testing.T) {
 		if got := Format(tc.v); got != tc.want {
 			t.Errorf("Format(%v) = %q, want %q", tc.v, got, tc.want)
 		}
+	}
+}
+
+// Costs print with enough significant digits that a small one does not
+// round to 0 (an agent's branch costing $0.003 showed as "0 usd per branch
+// against off's 0"): two decimals from 0.1 up, as means print, three
+// significant digits below.
+func TestCostNum(t *testing.T) {
+	for _, tc := range []struct {
+		x          float64
+		num, signd string
+	}{
+		{0, "0", "0"},
+		{4.49, "4.49", "+4.49"},
+		{1927.8, "1927.8", "+1927.8"},
+		{0.11, "0.11", "+0.11"},
+		{0.1, "0.1", "+0.1"},
+		{0.0999, "0.0999", "+0.0999"},
+		{0.003125, "0.00313", "+0.00313"},
+		{-0.0533333, "-0.0533", "-0.0533"},
+		{0.05, "0.05", "+0.05"},
+		{0.000125, "0.000125", "+0.000125"},
+		{2e-9, "0.000000002", "+0.000000002"},
+		{-1.5, "-1.5", "-1.5"},
+	} {
+		if got := CostNum(tc.x); got != tc.num {
+			t.Errorf("CostNum(%v) = %q, want %q", tc.x, got, tc.num)
+		}
+		if got := CostSigned(tc.x); got != tc.signd {
+			t.Errorf("CostSigned(%v) = %q, want %q", tc.x, got, tc.signd)
+		}
+	}
+	rows := []results.Row{{"cost": "usd", "mean": 0.00312, "mean_off": 0.00201, "extra": 0.00111, "per_net_rescue": 0.0222}}
+	want := "cost: 0.00312 usd per branch against off's 0.00201 (+0.00111 per run), +0.0222 usd per net rescue"
+	if got := CostLine(rows); got != want {
+		t.Errorf("CostLine = %q, want %q", got, want)
 	}
 }

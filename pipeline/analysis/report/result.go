@@ -141,13 +141,13 @@ func costSentence(rows []results.Row) string {
 		if x < 0 {
 			verb = "saves "
 		}
-		p := fmt.Sprintf("%s %s per run", Num(math.Abs(x)), c.Str("cost"))
+		p := fmt.Sprintf("%s %s per run", CostNum(math.Abs(x)), c.Str("cost"))
 		if verb != last {
 			p = verb + p
 		}
 		last = verb
 		if c["per_net_rescue"] != nil {
-			p += fmt.Sprintf(" (%s per net rescue)", Num(math.Abs(c.Float("per_net_rescue"))))
+			p += fmt.Sprintf(" (%s per net rescue)", CostNum(math.Abs(c.Float("per_net_rescue"))))
 		}
 		parts = append(parts, p)
 	}
@@ -270,16 +270,16 @@ func guard(s *Sections, g *search.Group, m sweep.Manifest, several bool) string 
 		if x < 0 {
 			verb = "saves "
 		}
-		part := fmt.Sprintf("%s %s", Num(math.Abs(x)), fieldName(k))
+		part := fmt.Sprintf("%s %s", CostNum(math.Abs(x)), fieldName(k))
 		if verb != last {
 			part = verb + part
 		}
 		last = verb
 		if n := c.Holdout.Net(); n > 0 {
-			part += fmt.Sprintf(" (%s per net rescue)", Num(math.Abs(x)/float64(n)))
+			part += fmt.Sprintf(" (%s per net rescue)", CostNum(math.Abs(x)/float64(n)))
 		}
 		if always != nil && !math.IsNaN(always.Holdout.Extra[k]) {
-			part += fmt.Sprintf(" where always-on %s %s", map[bool]string{true: "saves", false: "costs"}[always.Holdout.Extra[k] < 0], Num(math.Abs(always.Holdout.Extra[k])))
+			part += fmt.Sprintf(" where always-on %s %s", map[bool]string{true: "saves", false: "costs"}[always.Holdout.Extra[k] < 0], CostNum(math.Abs(always.Holdout.Extra[k])))
 		}
 		costs = append(costs, part)
 	}

@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +35,9 @@ type CheckResult struct {
 	Detail string      `json:"detail"`
 }
 
+// CheckTimeout is forklab agent check's default deadline per request.
+const CheckTimeout = 30 * time.Second
+
 // CheckOptions configure Check.
 type CheckOptions struct {
 	Command Command
@@ -44,8 +47,9 @@ type CheckOptions struct {
 	// (default 2; the run is also checkpointed at step 1).
 	Seeds    []uint64
 	ForkStep int
-	// Params set declared parameters (the rest take their defaults).
-	Params map[string]any
+	// Params set declared parameters, each "key=value" as --param takes
+	// it (world.Declaration.ParseParamText); the rest take their defaults.
+	Params []string
 	// LogDir receives the agents' standard error (agent-check-N.log).
 	LogDir string
 }
@@ -57,13 +61,17 @@ type CheckOptions struct {
 // the same checkpoint, arm and replica giving the same outcome (or the
 // agent declaring itself nondeterministic, in which case the row tells the
 // user to sweep with replicas); a checkpoint forked in a fresh process
-// giving the outcome it gave in the first; error replies for an unknown
-// method, and malformed input refused without the process dying; batches
-// when declared; shutdown. It returns the rows in order; a row with status
-// Fail means the agent does not conform.
+// giving the outcome it gave in the first (and declaring what the first
+// did); error replies for an unknown method, and malformed input refused
+// with the request's id without the process dying; batches when declared;
+// shutdown, the process exiting within ShutdownGrace. Every reply goes
+// through roundTrip, the validation a sweep uses, so an agent fails here
+// with the sweep's message wherever a sweep would refuse its reply. It
+// returns the rows in order; a row with status Fail means the agent does
+// not conform.
 func Check(ctx context.Context, opt CheckOptions) []CheckResult {
 	if opt.Timeout <= 0 {
-		opt.Timeout = 30 * time.Second
+		opt.Timeout = CheckTimeout
 	}
 	if len(opt.Seeds) == 0 {
 		opt.Seeds = []uint64{0, 1, 2, 3, 4, 5, 6, 7}
@@ -81,6 +89,7 @@ type checker struct {
 	ctx   context.Context
 	rows  []CheckResult
 	n     int
+	c     *conn // the process the checks talk to
 	init  *InitializeResult
 	inst  *Instance
 	steps []int
@@ -97,71 +106,79 @@ func (k *checker) add(name string, st CheckStatus, format string, args ...any) {
 	k.rows = append(k.rows, CheckResult{Name: name, Status: st, Detail: fmt.Sprintf(format, args...)})
 }
 
-// spawn starts a fresh agent process and initializes it (with versions).
-func (k *checker) spawn(versions []string) (*conn, *response, error) {
+// spawn starts a fresh agent process and initializes it, offering
+// versions; its standard error goes to LogDir/agent-check-N.log.
+func (k *checker) spawn(versions []string) (*conn, *InitializeResult, error) {
 	k.n++
-	var stderr *os.File
-	logPath := ""
+	var t *logTarget
 	if k.opt.LogDir != "" {
-		if err := os.MkdirAll(k.opt.LogDir, 0o755); err != nil {
-			return nil, nil, err
-		}
-		logPath = filepath.Join(k.opt.LogDir, fmt.Sprintf("agent-check-%d.log", k.n))
-		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-		if err != nil {
-			return nil, nil, err
-		}
-		defer f.Close()
-		stderr = f
+		name := fmt.Sprintf("agent-check-%d.log", k.n)
+		t = &logTarget{path: filepath.Join(k.opt.LogDir, name), shown: name, trunc: true}
 	}
-	c, err := start(k.opt.Command, fmt.Sprintf("agent process %d", k.n), stderr, logPath)
+	c, err := start(k.opt.Command, fmt.Sprintf("agent process %d", k.n), t)
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := k.raw(c, request{JSONRPC: "2.0", ID: c.id(), Method: MethodInitialize,
-		Params: InitializeParams{ProtocolVersions: versions, Client: ClientInfo{Name: "forklab agent check", Version: Version}}}, MethodInitialize)
+	res, err := initialize(k.ctx, c, versions, ClientInfo{Name: "forklab agent check", Version: Version}, k.opt.Timeout)
 	if err != nil {
 		c.kill()
 		return nil, nil, err
 	}
-	return c, r, nil
+	return c, res, nil
 }
 
-// raw sends one request value (or any line when v is []byte) and decodes
-// the reply's envelope.
-func (k *checker) raw(c *conn, v any, what string) (*response, error) {
-	line, ok := v.([]byte)
-	if !ok {
-		var err error
-		if line, err = json.Marshal(v); err != nil {
-			return nil, err
-		}
-	}
-	reply, err := c.call(k.ctx, line, k.opt.Timeout, what)
-	if err != nil {
-		return nil, err
-	}
-	r, err := decodeResponse(bytes.TrimSpace(reply))
-	if err != nil {
-		return nil, fmt.Errorf("malformed %s reply: %v", what, err)
-	}
-	return &r, nil
-}
-
-// ask sends one call on c and decodes its result with the call's decoder.
-func (k *checker) ask(c *conn, cl *call) error {
-	r, err := k.raw(c, request{JSONRPC: "2.0", ID: c.id(), Method: cl.method, Params: cl.params}, cl.method)
-	if err != nil {
+// ask sends one call on the current process, its reply validated exactly
+// as a sweep validates it (roundTrip), and returns the call's error: a
+// failure of the process (which is then replaced by a fresh one for the
+// checks that follow), an error reply, or a result its decoder refused.
+func (k *checker) ask(cl *call) error {
+	if err := roundTrip(k.ctx, k.c, []*call{cl}, false, k.opt.Timeout); err != nil {
+		k.replace()
 		return err
 	}
-	if r.Error != nil {
-		return fmt.Errorf("the agent answered %s with error %d: %s", cl.method, r.Error.Code, r.Error.Message)
-	}
-	if err := cl.decode(r.Result); err != nil {
-		return fmt.Errorf("malformed %s reply: %v", cl.method, err)
-	}
-	return nil
+	return cl.err
 }
+
+// replace kills the current process, which failed a request, and starts
+// a fresh one for the checks that follow (nil if it cannot be started:
+// they then fail saying so).
+func (k *checker) replace() {
+	k.c.kill()
+	k.c = nil
+	if c, _, err := k.spawn([]string{Version}); err == nil {
+		k.c = c
+	}
+}
+
+// refuse sends a call the agent must refuse with one of the codes want,
+// and returns what is wrong ("" when it was refused so).
+func (k *checker) refuse(what string, cl *call, want ...int) string {
+	if k.c == nil {
+		return what + ": no agent process to ask (an earlier one failed and a fresh one would not start)"
+	}
+	err := k.ask(cl)
+	switch {
+	case err == nil:
+		return fmt.Sprintf("%s was answered with a result; it must be refused with error %s", what, codes(want))
+	case cl.reply == nil:
+		return fmt.Sprintf("%s: %s", what, errText(err))
+	case !slices.Contains(want, cl.reply.Code):
+		return fmt.Sprintf("%s was refused with error %d; want %s", what, cl.reply.Code, codes(want))
+	}
+	return ""
+}
+
+func codes(want []int) string {
+	s := make([]string, len(want))
+	for i, c := range want {
+		s[i] = fmt.Sprint(c)
+	}
+	return strings.Join(s, " or ")
+}
+
+// anyResult accepts whatever result a call that should have been refused
+// gets.
+func anyResult(json.RawMessage) error { return nil }
 
 func (k *checker) skipRest(from string) {
 	for _, name := range checkNames {
@@ -188,22 +205,14 @@ var checkNames = []string{
 }
 
 func (k *checker) run() {
-	c, r, err := k.spawn([]string{Version})
-	if err == nil && r.Error != nil {
-		err = fmt.Errorf("it refused initialize: %s (code %d)", r.Error.Message, r.Error.Code)
-	}
-	if err == nil {
-		k.init, err = DecodeInitialize(r.Result)
-	}
+	c, res, err := k.spawn([]string{Version})
 	if err != nil {
-		k.add("handshake", Fail, "%s", strings.TrimPrefix(err.Error(), ErrAgent.Error()+": "))
-		if c != nil {
-			c.kill()
-		}
+		k.add("handshake", Fail, "%s", errText(err))
 		k.skipRest("")
 		return
 	}
-	defer c.kill()
+	k.c, k.init = c, res
+	defer func() { k.c.kill() }()
 	d := k.init.World
 	note := fmt.Sprintf("world %s %s: %d features, %d hidden, arms %s", d.Name, d.Version, len(d.Features), len(d.Hidden), strings.Join(d.Arms(), ","))
 	if d.Nondeterministic {
@@ -212,7 +221,10 @@ func (k *checker) run() {
 	k.add("handshake", Pass, "%s", note)
 	k.versions()
 
-	params, err := d.Resolve(k.opt.Params)
+	params, err := d.ParseParamText(k.opt.Params)
+	if err == nil {
+		params, err = d.Resolve(params)
+	}
 	if err != nil {
 		k.add("declared values", Fail, "--param: %v", err)
 		k.skipRest("")
@@ -229,42 +241,41 @@ func (k *checker) run() {
 			k.arms = append(k.arms, fork.Arm(a))
 		}
 	}
-	if !k.declared(c) {
+	if !k.declared() {
 		k.skipRest("")
 		return
 	}
-	k.repeatableStart(c)
-	if !k.branches(c) {
+	k.repeatableStart()
+	if !k.branches() {
 		k.skipRest("")
 		return
 	}
-	k.sameOutcome(c)
+	k.sameOutcome()
 	k.freshProcess()
-	k.unknownMethod(c)
-	k.malformed(c)
-	k.batches(c)
+	k.unknownMethod()
+	k.malformed()
+	k.batches()
 	if k.init.Capabilities.Fold {
 		k.add("fold", Note, "declared; not exercised here (it needs a session on the log): try forklab fork --stream S --offset O --agent CMD")
 	} else {
 		k.add("fold", Skip, "not declared: forks from the session log are not available for this agent")
 	}
-	k.shutdown(c)
+	k.shutdown()
 }
 
 func (k *checker) versions() {
-	c, r, err := k.spawn([]string{"forklab-agent/999"})
+	c, _, err := k.spawn([]string{"forklab-agent/999"})
+	code, isReply := replyCode(err)
 	switch {
-	case err != nil:
-		k.add("version negotiation", Fail, "offered only forklab-agent/999, the agent failed instead of refusing: %v", errText(err))
-	case r.Error == nil:
+	case err == nil:
+		c.kill()
 		k.add("version negotiation", Fail, "offered only forklab-agent/999, the agent accepted it: it must answer error %d", CodeUnsupportedProto)
-	case r.Error.Code != CodeUnsupportedProto:
-		k.add("version negotiation", Fail, "offered only forklab-agent/999, the agent answered error %d; want %d", r.Error.Code, CodeUnsupportedProto)
+	case !isReply:
+		k.add("version negotiation", Fail, "offered only forklab-agent/999, the agent failed instead of refusing: %v", errText(err))
+	case code != CodeUnsupportedProto:
+		k.add("version negotiation", Fail, "offered only forklab-agent/999, the agent answered error %d; want %d", code, CodeUnsupportedProto)
 	default:
 		k.add("version negotiation", Pass, "an unknown version is refused with %d", CodeUnsupportedProto)
-	}
-	if c != nil {
-		c.kill()
 	}
 }
 
@@ -272,13 +283,13 @@ func (k *checker) plan() lab.Plan {
 	return lab.Plan{ForkSteps: k.steps, Arms: k.arms, Replicas: checkReplicas}
 }
 
-func (k *checker) declared(c *conn) bool {
+func (k *checker) declared() bool {
 	d := &k.init.World
 	for _, seed := range k.opt.Seeds {
 		res := &lab.SeedResult{}
 		res.Resize(d, k.plan())
 		res.Seed = seed
-		if err := k.ask(c, k.inst.startCall(seed, k.steps, res)); err != nil {
+		if err := k.ask(k.inst.startCall(seed, k.steps, res)); err != nil {
 			k.add("declared values", Fail, "seed %d: %s", seed, errText(err))
 			return false
 		}
@@ -288,7 +299,7 @@ func (k *checker) declared(c *conn) bool {
 	return true
 }
 
-func (k *checker) repeatableStart(c *conn) {
+func (k *checker) repeatableStart() {
 	if k.init.World.Nondeterministic {
 		k.add("start is repeatable", Skip, "the agent declares itself nondeterministic")
 		return
@@ -296,7 +307,7 @@ func (k *checker) repeatableStart(c *conn) {
 	for i, seed := range k.opt.Seeds {
 		res := &lab.SeedResult{}
 		res.Resize(&k.init.World, k.plan())
-		if err := k.ask(c, k.inst.startCall(seed, k.steps, res)); err != nil {
+		if err := k.ask(k.inst.startCall(seed, k.steps, res)); err != nil {
 			k.add("start is repeatable", Fail, "seed %d, asked again: %s", seed, errText(err))
 			return
 		}
@@ -323,15 +334,18 @@ func sameValues(a, b []world.Value) bool {
 	return true
 }
 
-// branchAll branches every fork of every seed on c.
-func (k *checker) branchAll(c *conn) ([][][]lab.BranchResult, error) {
+// branchAll branches every fork of every seed on the current process.
+func (k *checker) branchAll() ([][][]lab.BranchResult, error) {
 	var all [][][]lab.BranchResult
 	for si, res := range k.starts {
 		var perFork [][]lab.BranchResult
 		for _, f := range res.Forks {
 			out := make([]lab.BranchResult, len(k.arms)*checkReplicas)
-			cl := k.inst.branchCall(res.Seed, f.ForkStep, f.Checkpoint, k.arms, checkReplicas, false, out, 0)
-			if err := k.ask(c, cl); err != nil {
+			cl := k.inst.branchCall(res.Seed, f.ForkStep, f.Over, f.Checkpoint, k.arms, checkReplicas, false, out, 0)
+			if k.c == nil {
+				return nil, errors.New("no agent process to ask (an earlier one failed and a fresh one would not start)")
+			}
+			if err := k.ask(cl); err != nil {
 				return nil, fmt.Errorf("seed %d fork step %d: %s", k.opt.Seeds[si], f.ForkStep, errText(err))
 			}
 			for bi, b := range out {
@@ -346,8 +360,8 @@ func (k *checker) branchAll(c *conn) ([][][]lab.BranchResult, error) {
 	return all, nil
 }
 
-func (k *checker) branches(c *conn) bool {
-	all, err := k.branchAll(c)
+func (k *checker) branches() bool {
+	all, err := k.branchAll()
 	if err != nil {
 		k.add("every arm branches", Fail, "%v", err)
 		return false
@@ -366,15 +380,16 @@ func joinArms(arms []fork.Arm) string {
 }
 
 // differ finds the first outcome that differs between two runs of every
-// branch.
+// branch, and words it with the declared cost fields as the protocol
+// writes them.
 func (k *checker) differ(a, b [][][]lab.BranchResult) string {
 	for si := range a {
 		for fi := range a[si] {
 			for bi := range a[si][fi] {
 				x, y := a[si][fi][bi], b[si][fi][bi]
 				if x.Success != y.Success || x.Cost != y.Cost || !bytes.Equal(x.Details, y.Details) {
-					return fmt.Sprintf("seed %d fork step %d arm %s replica %d: success %t cost %+v, then success %t cost %+v",
-						k.starts[si].Seed, k.steps[fi], k.arms[bi/checkReplicas], bi%checkReplicas, x.Success, x.Cost, y.Success, y.Cost)
+					return fmt.Sprintf("seed %d fork step %d arm %s replica %d: %s, then %s",
+						k.starts[si].Seed, k.steps[fi], k.arms[bi/checkReplicas], bi%checkReplicas, k.outcomeText(x, !bytes.Equal(x.Details, y.Details)), k.outcomeText(y, !bytes.Equal(x.Details, y.Details)))
 				}
 			}
 		}
@@ -382,8 +397,26 @@ func (k *checker) differ(a, b [][][]lab.BranchResult) string {
 	return ""
 }
 
-func (k *checker) sameOutcome(c *conn) {
-	again, err := k.branchAll(c)
+// outcomeText writes a branch's outcome as the agent reported it:
+// success true, cost {"steps":3,"tokens":810}, and its details when asked.
+func (k *checker) outcomeText(b lab.BranchResult, details bool) string {
+	cost, _ := json.Marshal(CostOf(k.init.World.Cost, b.Cost))
+	s := fmt.Sprintf("success %t, cost %s", b.Success, cost)
+	if details {
+		d := string(b.Details)
+		if d == "" {
+			d = "none"
+		}
+		if len(d) > 160 {
+			d = d[:160] + "…"
+		}
+		s += ", details " + d
+	}
+	return s
+}
+
+func (k *checker) sameOutcome() {
+	again, err := k.branchAll()
 	if err != nil {
 		k.add("same request, same outcome", Fail, "asked again: %v", err)
 		return
@@ -401,22 +434,27 @@ func (k *checker) sameOutcome(c *conn) {
 }
 
 func (k *checker) freshProcess() {
-	c, r, err := k.spawn([]string{Version})
-	if err == nil && r.Error != nil {
-		err = fmt.Errorf("it refused initialize: %s", r.Error.Message)
-	}
+	c, res, err := k.spawn([]string{Version})
 	if err != nil {
 		k.add("fresh-process fork", Fail, "a second process: %s", errText(err))
 		return
 	}
-	defer c.kill()
-	other, err := k.branchAll(c)
+	if d := declarationDiff(k.init, res); d.path != "" {
+		c.kill()
+		k.add("fresh-process fork", Fail, "a second process declared otherwise than the first: %s; every process of an agent must declare the same world, protocol version and capabilities", d)
+		return
+	}
+	first := k.c
+	k.c = c
+	other, err := k.branchAll()
+	k.c.kill()
+	k.c = first
 	if err != nil {
 		k.add("fresh-process fork", Fail, "checkpoints of the first process, branched in a second: %v", err)
 		return
 	}
 	if k.init.World.Nondeterministic || k.varies {
-		k.add("fresh-process fork", Pass, "a second process accepts the first one's checkpoints (outcomes not compared: they vary within one process already)")
+		k.add("fresh-process fork", Pass, "a second process declares the same and accepts the first one's checkpoints (outcomes not compared: they vary within one process already)")
 		return
 	}
 	if diff := k.differ(k.outcomes, other); diff != "" {
@@ -426,135 +464,151 @@ func (k *checker) freshProcess() {
 	k.add("fresh-process fork", Pass, "checkpoints forked in a fresh process give the first process's outcomes")
 }
 
-func (k *checker) alive(c *conn) error {
+// alive reports whether the current process still answers a start.
+func (k *checker) alive() error {
+	if k.c == nil {
+		return errors.New("no agent process")
+	}
 	res := &lab.SeedResult{}
 	res.Resize(&k.init.World, k.plan())
-	return k.ask(c, k.inst.startCall(k.opt.Seeds[0], k.steps, res))
+	return k.ask(k.inst.startCall(k.opt.Seeds[0], k.steps, res))
 }
 
-func (k *checker) unknownMethod(c *conn) {
-	id := c.id()
-	r, err := k.raw(c, request{JSONRPC: "2.0", ID: id, Method: "no_such_method", Params: struct{}{}}, "no_such_method")
-	switch {
-	case err != nil:
-		k.add("unknown method", Fail, "%s", errText(err))
-		return
-	case r.Error == nil:
-		k.add("unknown method", Fail, "no_such_method was answered with a result; want error %d", CodeMethodNotFound)
-		return
-	case r.Error.Code != CodeMethodNotFound:
-		k.add("unknown method", Fail, "no_such_method was answered with error %d; want %d", r.Error.Code, CodeMethodNotFound)
-		return
-	case string(r.ID) != fmt.Sprint(id):
-		k.add("unknown method", Fail, "the error reply's id is %s; want the request's, %d", r.ID, id)
+func (k *checker) unknownMethod() {
+	cl := &call{method: "no_such_method", params: struct{}{}, decode: anyResult}
+	if bad := k.refuse("no_such_method", cl, CodeMethodNotFound); bad != "" {
+		k.add("unknown method", Fail, "%s", bad)
 		return
 	}
-	if err := k.alive(c); err != nil {
+	if err := k.alive(); err != nil {
 		k.add("unknown method", Fail, "after the error reply the agent no longer answers: %s", errText(err))
 		return
 	}
 	k.add("unknown method", Pass, "answered with error %d and the request's id; the agent goes on", CodeMethodNotFound)
 }
 
-func (k *checker) malformed(c *conn) {
+func (k *checker) malformed() {
+	if bad := k.notJSON(); bad != "" {
+		k.add("malformed input", Fail, "%s", bad)
+		return
+	}
 	cp := k.starts[0].Forks[0].Checkpoint
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
 	cases := []struct {
 		what string
-		line any
+		cl   *call
 		want []int
 	}{
-		{"a line that is not JSON", []byte(`{"jsonrpc":"2.0","id":`), []int{CodeParseError}},
-		{"start with seed \"seven\"", []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"start","params":{"seed":"seven","fork_steps":[1],"params":{},"model":{"temperature":0,"no_tool":0.5}}}`, c.id())), []int{CodeInvalidParams}},
-		{"start without fork_steps", []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"start","params":{"seed":1,"params":{},"model":{"temperature":0,"no_tool":0.5}}}`, c.id())), []int{CodeInvalidParams}},
-		{"branch of a checkpoint that is not one", request{JSONRPC: "2.0", ID: c.id(), Method: MethodBranch,
-			Params: BranchParams{Seed: 1, ForkStep: 1, Checkpoint: json.RawMessage(`{"forged":true,"state":"nothing"}`),
+		{"start with seed \"seven\"", &call{method: MethodStart, decode: anyResult,
+			params: raw(`{"seed":"seven","fork_steps":[1],"params":{},"model":{"temperature":0,"no_tool":0.5}}`)}, []int{CodeInvalidParams}},
+		{"start without fork_steps", &call{method: MethodStart, decode: anyResult,
+			params: raw(`{"seed":1,"params":{},"model":{"temperature":0,"no_tool":0.5}}`)}, []int{CodeInvalidParams}},
+		{"branch of a checkpoint that is not one", &call{method: MethodBranch, decode: anyResult,
+			params: BranchParams{Seed: 1, ForkStep: 1, Checkpoint: raw(`{"forged":true,"state":"nothing"}`),
 				Branches: []BranchSpec{{Arm: fork.Off, Replica: 0, NoiseKey: NoiseKey(1, 1, fork.Off, 0, false)}}}}, []int{CodeBadCheckpoint, CodeInvalidParams}},
-		{"branch with an undeclared intervention", request{JSONRPC: "2.0", ID: c.id(), Method: MethodBranch,
-			Params: BranchParams{Seed: k.starts[0].Seed, ForkStep: 1, Checkpoint: cp,
+		{"branch with an undeclared intervention", &call{method: MethodBranch, decode: anyResult,
+			params: BranchParams{Seed: k.starts[0].Seed, ForkStep: 1, Checkpoint: cp,
 				Branches: []BranchSpec{{Arm: fork.On, Intervention: ptr("no_such_action_xyz"), Replica: 0, NoiseKey: NoiseKey(1, 1, fork.On, 0, false)}}}}, []int{CodeInvalidParams}},
 	}
 	for _, tc := range cases {
-		r, err := k.raw(c, tc.line, "malformed request")
-		switch {
-		case err != nil:
-			k.add("malformed input", Fail, "%s: %s", tc.what, errText(err))
-			return
-		case r.Error == nil:
-			k.add("malformed input", Fail, "%s was answered with a result; it must be refused with error %v", tc.what, tc.want)
-			return
-		case !containsInt(tc.want, r.Error.Code):
-			k.add("malformed input", Fail, "%s was refused with error %d; want %v", tc.what, r.Error.Code, tc.want)
+		if bad := k.refuse(tc.what, tc.cl, tc.want...); bad != "" {
+			k.add("malformed input", Fail, "%s", bad)
 			return
 		}
-		if err := k.alive(c); err != nil {
+		if err := k.alive(); err != nil {
 			k.add("malformed input", Fail, "after refusing %s the agent no longer answers: %s", tc.what, errText(err))
 			return
 		}
 	}
-	k.add("malformed input", Pass, "%d malformed requests refused with the right codes; the agent goes on", len(cases))
+	k.add("malformed input", Pass, "%d malformed requests refused with the right codes; the agent goes on", len(cases)+1)
+}
+
+// notJSON sends a line that is not JSON: the agent must answer a parse
+// error with id null and go on. It returns what is wrong, or "".
+func (k *checker) notJSON() string {
+	const what = "a line that is not JSON"
+	if k.c == nil {
+		return what + ": no agent process to ask"
+	}
+	line, err := k.c.call(k.ctx, []byte(`{"jsonrpc":"2.0","id":`), k.opt.Timeout, "parse error")
+	if err != nil {
+		k.replace()
+		return fmt.Sprintf("%s: %s", what, errText(err))
+	}
+	r, err := decodeResponse(bytes.TrimSpace(line))
+	switch {
+	case err != nil:
+		k.replace()
+		return fmt.Sprintf("%s: %s wrote a malformed reply: %v", what, k.cName(), err)
+	case r.Error == nil:
+		return fmt.Sprintf("%s was answered with a result; it must be refused with error %d", what, CodeParseError)
+	case r.Error.Code != CodeParseError:
+		return fmt.Sprintf("%s was refused with error %d; want %d", what, r.Error.Code, CodeParseError)
+	case string(r.ID) != "null":
+		return fmt.Sprintf("%s was refused with id %s; want null (the request's id cannot be read)", what, r.ID)
+	}
+	if err := k.alive(); err != nil {
+		return fmt.Sprintf("after refusing %s the agent no longer answers: %s", what, errText(err))
+	}
+	return ""
+}
+
+func (k *checker) cName() string {
+	if k.c == nil {
+		return "the agent"
+	}
+	return k.c.name
 }
 
 func ptr(s string) *string { return &s }
 
-func containsInt(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
-func (k *checker) batches(c *conn) {
+func (k *checker) batches() {
 	if k.init.Capabilities.Batch <= 1 {
 		k.add("batches", Skip, "not declared: one request per line")
 		return
 	}
+	if k.c == nil {
+		k.add("batches", Fail, "no agent process to ask (an earlier one failed and a fresh one would not start)")
+		return
+	}
 	var calls []*call
-	var reqs []request
 	for _, seed := range k.opt.Seeds[:min(2, len(k.opt.Seeds))] {
 		res := &lab.SeedResult{}
 		res.Resize(&k.init.World, k.plan())
-		cl := k.inst.startCall(seed, k.steps, res)
-		cl.id = c.id()
-		calls = append(calls, cl)
-		reqs = append(reqs, request{JSONRPC: "2.0", ID: cl.id, Method: cl.method, Params: cl.params})
+		calls = append(calls, k.inst.startCall(seed, k.steps, res))
 	}
-	line, _ := json.Marshal(reqs)
-	reply, err := c.call(k.ctx, line, k.opt.Timeout, "batch")
-	if err != nil {
-		k.add("batches", Fail, "a batch of %d starts: %s", len(reqs), errText(err))
-		return
-	}
-	p := &Pool{}
-	if err := p.match(&slot{c: c}, calls, reply, true); err != nil {
-		k.add("batches", Fail, "a batch of %d starts: %s", len(reqs), errText(err))
+	if err := roundTrip(k.ctx, k.c, calls, len(calls) > 1, k.opt.Timeout); err != nil {
+		k.replace()
+		k.add("batches", Fail, "a batch of %d starts: %s", len(calls), errText(err))
 		return
 	}
 	for _, cl := range calls {
 		if cl.err != nil {
-			k.add("batches", Fail, "a batch of %d starts: %s", len(reqs), errText(cl.err))
+			k.add("batches", Fail, "a batch of %d starts: %s", len(calls), errText(cl.err))
 			return
 		}
 	}
-	k.add("batches", Pass, "a batch of %d starts is answered by an array of %d responses (declared batch %d)", len(reqs), len(reqs), k.init.Capabilities.Batch)
+	k.add("batches", Pass, "a batch of %d starts is answered by an array of %d responses (declared batch %d)", len(calls), len(calls), k.init.Capabilities.Batch)
 }
 
-func (k *checker) shutdown(c *conn) {
-	r, err := k.raw(c, request{JSONRPC: "2.0", ID: c.id(), Method: MethodShutdown, Params: struct{}{}}, MethodShutdown)
-	if err != nil {
+func (k *checker) shutdown() {
+	if k.c == nil {
+		k.add("shutdown", Fail, "no agent process to ask (an earlier one failed and a fresh one would not start)")
+		return
+	}
+	cl := &call{method: MethodShutdown, params: struct{}{}, decode: func(raw json.RawMessage) error {
+		return ValidateJSON("shutdown.result", "result", raw)
+	}}
+	if err := k.ask(cl); err != nil {
 		k.add("shutdown", Fail, "%s", errText(err))
 		return
 	}
-	if r.Error != nil {
-		k.add("shutdown", Fail, "answered with error %d: %s", r.Error.Code, r.Error.Message)
-		return
-	}
+	c := k.c
 	c.stdin.Close()
 	select {
 	case <-c.exited:
-	case <-time.After(k.opt.Timeout):
-		k.add("shutdown", Fail, "answered, but had not exited %s after shutdown and the end of its stdin", k.opt.Timeout)
+	case <-time.After(ShutdownGrace):
+		k.add("shutdown", Fail, "answered, but had not exited %s after shutdown and the end of its stdin (forklab kills it then)", ShutdownGrace)
 		return
 	}
 	var ee interface{ ExitCode() int }

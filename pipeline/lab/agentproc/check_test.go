@@ -32,7 +32,7 @@ func TestCheck(t *testing.T) {
 		{"coin flips", "counter", "coin=1", map[string]string{
 			"same request, same outcome": "the same checkpoint, arm and replica must give the same outcome; seed the sampler with noise_key, or declare \"nondeterministic\": true and sweep with --replicas"}},
 		{"missing feature", "counter", "drop=repeat_run", map[string]string{
-			"declared values": "seed 0: malformed start reply: result.forks[0].features.repeat_run is missing: the declaration lists it (int)"}},
+			"declared values": "wrote a malformed start reply: result.forks[0].features.repeat_run is missing: the declaration lists it (int)"}},
 		{"feature of the wrong type", "counter", "retype=same_obs", map[string]string{
 			"declared values": "result.forks[0].features.same_obs must be a bool, got a string"}},
 	} {

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +27,12 @@ const MaxLine = 64 << 20
 // as opposed to an error reply it chose to send.
 var ErrAgent = errors.New("agent failed")
 
+// ShutdownGrace is how long an agent process has, after forklab's shutdown
+// request and the end of its stdin, to exit before its process group is
+// killed (docs/agent-protocol.md, "shutdown"). forklab agent check waits
+// as long.
+const ShutdownGrace = 5 * time.Second
+
 // conn is one agent process and the pipes to it. Requests are sent one
 // line at a time: a conn is used by one goroutine at a time.
 type conn struct {
@@ -35,12 +43,10 @@ type conn struct {
 	waitErr error
 	nextID  int64
 	name    string // "agent process 2 (pid 1234)", for errors
-	log     string // where its stderr goes ("" when inherited)
-	shown   string // how errors name the log file (agent-logs/agent-2.log)
-	// tail reads the last line the process wrote to stderr when it goes to
-	// a file, for error messages.
-	tail *tailFile
-	buf  bytes.Buffer
+	// stderr relays the process's standard error to its log and keeps
+	// its last line for error messages.
+	stderr *relay
+	buf    bytes.Buffer
 }
 
 type lineOrErr struct {
@@ -57,14 +63,70 @@ type Command struct {
 	Dir string
 }
 
-// start starts the agent process. stderr receives its standard error (nil:
-// forklab's own). The process gets its own process group, so that killing
-// it kills whatever the shell line started.
-func start(c Command, name string, stderr *os.File, logPath string) (*conn, error) {
+// shellWords are the words that begin a shell construct rather than a
+// command: a line beginning with one is not exec'd.
+var shellWords = map[string]bool{
+	"if": true, "then": true, "else": true, "elif": true, "fi": true, "do": true, "done": true,
+	"case": true, "esac": true, "while": true, "until": true, "for": true, "in": true,
+	"function": true, "select": true, "time": true, "!": true, "{": true, "}": true, "[[": true,
+	"exec": true, "exit": true, ".": true, "source": true, "eval": true,
+}
+
+// assignment matches a leading environment assignment of a simple
+// command, FOO=bar followed by blanks, whose value holds no quotes.
+var assignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=[^\s'"$]*[ \t]+`)
+
+// execLine turns a command line that is one simple command — no ;, &, |,
+// parentheses, backquotes, $( or newline; a program, not a shell word,
+// after any leading VAR=value assignments — into "exec" of it, so that
+// /bin/sh replaces itself with the agent: the agent is then forklab's
+// direct child and the pid in messages is the agent's. Any other line is
+// returned as it is, and false: the shell stays the parent.
+func execLine(line string) (string, bool) {
+	if strings.ContainsAny(line, ";&|()`\n\\") || strings.Contains(line, "$(") {
+		return line, false
+	}
+	rest := strings.TrimLeft(line, " \t")
+	prefix := line[:len(line)-len(rest)]
+	for {
+		m := assignment.FindString(rest)
+		if m == "" {
+			break
+		}
+		prefix, rest = prefix+m, rest[len(m):]
+	}
+	word := rest
+	if i := strings.IndexAny(word, " \t"); i >= 0 {
+		word = word[:i]
+	}
+	if q := word; len(q) >= 2 && (q[0] == '"' || q[0] == '\'') {
+		end := strings.IndexByte(rest[1:], q[0])
+		if end < 0 {
+			return line, false
+		}
+		word = rest[1 : 1+end]
+	}
+	if word == "" || shellWords[word] || strings.ContainsAny(word, "$=") {
+		return line, false
+	}
+	if !strings.Contains(word, "/") {
+		if _, err := exec.LookPath(word); err != nil {
+			return line, false // a shell builtin, function or alias; or a typo the shell will report
+		}
+	}
+	return prefix + "exec " + rest, true
+}
+
+// start starts the agent process. Its standard error goes through a relay
+// to log (nil: forklab's own standard error until the relay is pointed at
+// a file). The process gets its own process group, so that killing it
+// kills whatever the shell line started.
+func start(c Command, name string, log *logTarget) (*conn, error) {
 	if strings.TrimSpace(c.Line) == "" {
 		return nil, errors.New("the agent command is empty")
 	}
-	cmd := exec.Command("/bin/sh", "-c", c.Line)
+	line, direct := execLine(c.Line)
+	cmd := exec.Command("/bin/sh", "-c", line)
 	cmd.Dir = c.Dir
 	cmd.Env = os.Environ()
 	for k, v := range c.Env {
@@ -74,35 +136,47 @@ func start(c Command, name string, stderr *os.File, logPath string) (*conn, erro
 	// line started; and killed if forklab dies (SIGKILL included), so that
 	// a hung agent does not outlive it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if stderr != nil {
-		cmd.Stderr = stderr
-	} else {
-		cmd.Stderr = os.Stderr
-	}
-	// A pipe of our own for stdin, whose writes can time out: an agent that
-	// stops reading must not block forklab on a full pipe.
+	// Pipes of our own: stdin's writes can time out (an agent that stops
+	// reading must not block forklab on a full pipe), and stderr goes
+	// through the relay.
 	pr, in, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stdin = pr
-	out, err := cmd.StdoutPipe()
+	er, ew, err := os.Pipe()
 	if err != nil {
 		pr.Close()
 		in.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		pr.Close()
-		in.Close()
-		return nil, fmt.Errorf("start %q: %w", c.Line, err)
+	cmd.Stdin, cmd.Stderr = pr, ew
+	out, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
+		if err != nil {
+			err = fmt.Errorf("start %q: %w", c.Line, err)
+		}
 	}
 	pr.Close()
+	ew.Close()
+	if err != nil {
+		in.Close()
+		er.Close()
+		return nil, err
+	}
+	pid := cmd.Process.Pid
 	k := &conn{cmd: cmd, stdin: in, lines: make(chan lineOrErr, 1), exited: make(chan struct{}),
-		name: fmt.Sprintf("%s (pid %d)", name, cmd.Process.Pid), log: logPath, shown: logPath}
-	if logPath != "" {
-		k.tail = &tailFile{path: logPath}
-		k.tail.mark()
+		name: fmt.Sprintf("%s (pid %d)", name, pid)}
+	if !direct {
+		k.name = fmt.Sprintf("%s (pid %d of /bin/sh running it)", name, pid)
+	}
+	k.stderr = newRelay(fmt.Sprintf("%s (pid %d) started %s: %s", name, pid, time.Now().UTC().Format(time.RFC3339), c.Line))
+	go k.stderr.copy(er)
+	if log != nil {
+		if err := k.stderr.to(*log); err != nil {
+			k.kill()
+			return nil, err
+		}
 	}
 	go k.read(out)
 	go func() {
@@ -192,6 +266,8 @@ func (k *conn) died(what string, cause error) error {
 		}
 		return fmt.Errorf("%w: %s: %v during %s%s", ErrAgent, k.name, cause, what, k.logHint())
 	}
+	// What it wrote to stderr before it exited is still in the pipe.
+	k.stderr.wait(500 * time.Millisecond)
 	status := "exited with status 0"
 	var ee *exec.ExitError
 	if errors.As(k.waitErr, &ee) {
@@ -219,14 +295,16 @@ func isPipeErr(err error) bool {
 
 // logHint points at the process's stderr: its last line, and the log file.
 func (k *conn) logHint() string {
-	if k.tail == nil {
-		return ""
+	last, shown := k.stderr.last()
+	switch {
+	case last != "" && shown != "":
+		return fmt.Sprintf("; its stderr ends %q (%s)", last, shown)
+	case last != "":
+		return fmt.Sprintf("; its stderr ends %q", last)
+	case shown != "":
+		return fmt.Sprintf("; stderr: %s", shown)
 	}
-	last := k.tail.last()
-	if last != "" {
-		return fmt.Sprintf("; its stderr ends %q (%s)", last, k.shown)
-	}
-	return fmt.Sprintf("; stderr: %s", k.shown)
+	return ""
 }
 
 // kill ends the process (its whole process group) and waits for it.
@@ -249,17 +327,17 @@ func (k *conn) drain() {
 }
 
 // close asks the process to end: shutdown, then EOF on stdin; it is
-// killed if it has not exited within grace.
-func (k *conn) close(grace time.Duration) {
+// killed if it has not exited within ShutdownGrace.
+func (k *conn) close() {
 	if k == nil {
 		return
 	}
 	line, _ := json.Marshal(request{JSONRPC: "2.0", ID: k.id(), Method: MethodShutdown, Params: struct{}{}})
-	k.call(context.Background(), line, grace, MethodShutdown)
+	k.call(context.Background(), line, ShutdownGrace, MethodShutdown)
 	k.stdin.Close()
 	select {
 	case <-k.exited:
-	case <-time.After(grace):
+	case <-time.After(ShutdownGrace):
 		syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
 		<-k.exited
 	}
@@ -273,42 +351,113 @@ func (k *conn) id() int64 {
 	return k.nextID
 }
 
-// tailFile reads the end of a log file that a process appends to.
-type tailFile struct {
-	path string
-	from int64 // where this process's output begins
-	mu   sync.Mutex
+// logTarget is where a relay writes: a log file, and how error messages
+// name it.
+type logTarget struct {
+	path  string
+	shown string // agent-logs/agent-2.log
+	trunc bool   // start the file afresh instead of appending
 }
 
-func (t *tailFile) mark() {
-	if fi, err := os.Stat(t.path); err == nil {
-		t.from = fi.Size()
+// relay copies an agent process's standard error to where it goes now —
+// forklab's own standard error until it is pointed at a log file (to),
+// the file after — and keeps its end for error messages. A process started
+// before the sweep knows its log directory (the first one, whose
+// initialize told forklab the world) is pointed at its file once the
+// directory is known, with nothing lost.
+type relay struct {
+	mu     sync.Mutex
+	dst    io.Writer
+	file   *os.File
+	shown  string
+	header string // the "--- forklab: …" line written atop each file
+	tail   []byte // the last bytes written, for last
+	done   chan struct{}
+}
+
+// tailBytes bounds what a relay keeps of its output for last.
+const tailBytes = 4096
+
+func newRelay(header string) *relay {
+	return &relay{dst: os.Stderr, header: header, done: make(chan struct{})}
+}
+
+// to sends everything from now on to t's file, appending (or truncating,
+// with t.trunc) after a header line naming the process.
+func (r *relay) to(t logTarget) error {
+	if err := os.MkdirAll(filepath.Dir(t.path), 0o755); err != nil {
+		return fmt.Errorf("agent log directory: %w", err)
 	}
-}
-
-// last returns the last non-empty line this process wrote, at most 200
-// bytes of it.
-func (t *tailFile) last() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	f, err := os.Open(t.path)
+	flag := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if t.trunc {
+		flag |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(t.path, flag, 0o644)
 	if err != nil {
-		return ""
+		return fmt.Errorf("agent log: %w", err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || fi.Size() <= t.from {
-		return ""
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.done: // the process is gone: nothing more will come
+		f.Close()
+		return nil
+	default:
 	}
-	start := max(t.from, fi.Size()-4096)
-	b := make([]byte, fi.Size()-start)
-	if _, err := f.ReadAt(b, start); err != nil && err != io.EOF {
-		return ""
+	fmt.Fprintf(f, "--- forklab: %s\n", r.header)
+	if r.file != nil {
+		r.file.Close()
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	r.dst, r.file, r.shown = f, f, t.shown
+	return nil
+}
+
+// copy relays src until it ends.
+func (r *relay) copy(src *os.File) {
+	defer close(r.done)
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			r.mu.Lock()
+			r.dst.Write(buf[:n])
+			r.tail = append(r.tail, buf[:n]...)
+			if len(r.tail) > tailBytes {
+				r.tail = append(r.tail[:0], r.tail[len(r.tail)-tailBytes:]...)
+			}
+			r.mu.Unlock()
+		}
+		if err != nil {
+			break
+		}
+	}
+	r.mu.Lock()
+	if r.file != nil {
+		r.file.Close()
+		r.file = nil
+	}
+	r.mu.Unlock()
+}
+
+// wait waits up to d for the process's stderr to end.
+func (r *relay) wait(d time.Duration) {
+	select {
+	case <-r.done:
+	case <-time.After(d):
+	}
+}
+
+// last returns the last non-empty line the process wrote to stderr, at
+// most 200 bytes of it, and how messages name its log file ("" while it
+// goes to forklab's own standard error).
+func (r *relay) last() (string, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(string(r.tail), "\n\r\t "), "\n")
 	last := strings.TrimSpace(lines[len(lines)-1])
 	if len(last) > 200 {
 		last = last[:200] + "…"
 	}
-	return last
+	return last, r.shown
 }

@@ -84,8 +84,9 @@ func parseValues(where string, fields []world.Field, vals Values, dst []world.Va
 	return dst, nil
 }
 
-// parseCost reads a cost: exactly the declared cost fields, integers for
-// steps and tokens, finite non-negative numbers for usd and seconds.
+// parseCost reads a cost: exactly the declared cost fields, integers in
+// [0, 2^53] for steps and tokens, finite non-negative numbers for usd and
+// seconds.
 func parseCost(where string, model world.CostModel, c *Cost) (world.Cost, error) {
 	var out world.Cost
 	fields := []struct {
@@ -105,8 +106,8 @@ func parseCost(where string, model world.CostModel, c *Cost) (world.Cost, error)
 		switch f.name {
 		case world.CostSteps, world.CostTokens:
 			n, err := strconv.ParseInt(string(*f.v), 10, 64)
-			if err != nil || n < 0 {
-				return out, fmt.Errorf("%s.%s must be a non-negative integer, got %s", where, f.name, *f.v)
+			if err != nil || n < 0 || n > world.MaxExactInt {
+				return out, fmt.Errorf("%s.%s must be a non-negative integer up to 2^53, got %s", where, f.name, *f.v)
 			}
 			if f.name == world.CostSteps {
 				out.Steps = n

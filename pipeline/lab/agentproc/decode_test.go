@@ -35,10 +35,13 @@ func TestStartReplyErrorsNameTheField(t *testing.T) {
 		{"enum value not declared", `"calm"` + "\x00" + `"sleepy"`, `result.forks[0].features.mood is "sleepy", not one of its declared values ([calm wild])`},
 		{"feature not declared", `"tokens_left":null` + "\x00" + `"tokens_left":null,"extra":1`, `result.forks[0].features.extra is not declared (declared: same_obs, mood, tokens_left)`},
 		{"null where not nullable", `"budget":7` + "\x00" + `"budget":null`, `result.task.budget is null but is not declared nullable`},
-		{"non-integer int", `"budget":7` + "\x00" + `"budget":7.5`, `result.task.budget must be an integer that fits 64 bits, got 7.5`},
+		{"non-integer int", `"budget":7` + "\x00" + `"budget":7.5`, `result.task.budget must be an integer, got 7.5`},
+		{"int at 2^53", `"budget":7` + "\x00" + `"budget":-9007199254740992`, ""},
+		{"int beyond 2^53", `"budget":7` + "\x00" + `"budget":1152921504606846976`, `result.task.budget must be an integer within ±2^53, got 1152921504606846976: a JSON number beyond that is not exact in parsers that read numbers as doubles (JavaScript, DuckDB's JSON, many BI tools)`},
 		{"cost field missing", `,"usd":0.25`, `result.forks[0].cost.usd is missing: the cost model lists it`},
 		{"cost field not declared", `"usd":0.25` + "\x00" + `"usd":0.25,"tokens":9`, `result.forks[0].cost.tokens is reported but the cost model does not list it (it lists steps, usd)`},
-		{"negative cost", `"steps":3` + "\x00" + `"steps":-3`, `result.forks[0].cost.steps must be a non-negative integer, got -3`},
+		{"negative cost", `"steps":3` + "\x00" + `"steps":-3`, `result.forks[0].cost.steps must be a non-negative integer up to 2^53, got -3`},
+		{"cost beyond 2^53", `"steps":3` + "\x00" + `"steps":9007199254740993`, `result.forks[0].cost.steps must be a non-negative integer up to 2^53, got 9007199254740993`},
 		{"checkpoint null", `{"s":[1, 2]}` + "\x00" + `null`, `result.forks[0].checkpoint: must not be null (a checkpoint is any other JSON value)`},
 		{"unknown key", `"over":false` + "\x00" + `"over":false,"overr":true`, `result.forks[0]: additional properties 'overr' not allowed`},
 		{"over missing", `"over":false,`, `result.forks[0]: missing property 'over'`},
@@ -82,7 +85,7 @@ func TestBranchReplyErrors(t *testing.T) {
 		{`{"branches":[{"success":true,"cost":{"steps":2}},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0].cost.usd is missing: the cost model lists it"},
 	} {
 		out := make([]lab.BranchResult, 2)
-		c := testInstance().branchCall(7, 3, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0)
+		c := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0)
 		err := c.decode(json.RawMessage(tc.reply))
 		switch {
 		case tc.want == "" && err != nil:
@@ -98,7 +101,7 @@ func TestBranchReplyErrors(t *testing.T) {
 	}
 	// The branches asked: the on arm's intervention by name, off's null,
 	// and a noise key per arm and replica.
-	c := testInstance().branchCall(7, 3, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 2, false, make([]lab.BranchResult, 4), 0)
+	c := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 2, false, make([]lab.BranchResult, 4), 0)
 	b, _ := json.Marshal(c.params)
 	want := `{"seed":7,"fork_step":3,"checkpoint":{},"branches":[` +
 		`{"arm":"off","intervention":null,"replica":0,"noise_key":"` + NoiseKey(7, 3, fork.Off, 0, false) + `"},` +
@@ -188,7 +191,7 @@ func TestStrictDecodingIsTheSchema(t *testing.T) {
 			}},
 		{"branch.result", `{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"details":{"why":"ok"}},{"error":{"code":-32000,"message":"m","data":{"retryable":false}}}]}`,
 			func(b json.RawMessage) error {
-				return testInstance().branchCall(7, 3, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, make([]lab.BranchResult, 2), 0).decode(b)
+				return testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, make([]lab.BranchResult, 2), 0).decode(b)
 			}},
 		{"fold.result", `{"seed":5,"fork_step":2,"over":false,"checkpoint":[1,2],"features":{"same_obs":true,"mood":"wild","tokens_left":1.5},"hidden":{"stuck":false},"cost":{"steps":2,"usd":0}}`,
 			func(b json.RawMessage) error { return foldCall(&testDecl, FoldParams{}, &Folded{}).decode(b) }},

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
@@ -26,38 +25,34 @@ type Definition struct {
 	pool *Pool
 	init InitializeResult
 
-	mu       sync.Mutex
-	journal  string
-	spent    world.Cost // reported by the agent in this process
-	replayed world.Cost // of seeds taken from the journal
-	stopped  atomic.Bool
+	mu        sync.Mutex
+	journal   string
+	journaled world.Cost // what the journal's seeds cost, when it was set
+	before    func()     // SetBeforeNew's hook
+	spent     world.Cost // reported by the agent in this process
+	replayed  world.Cost // of seeds taken from the journal
+	stopped   atomic.Bool
 }
 
 var _ lab.Definition = (*Definition)(nil)
 
-// Open starts one agent process to learn its declaration (its standard
-// error goes to forklab's), shuts it down, and returns the agent's
-// definition, whose pool starts cfg.Parallel processes as work arrives.
+// Open starts the agent's first process and learns its declaration from
+// its initialize; the process stays, the first of the pool's
+// cfg.Parallel, which starts the others as work arrives (every process
+// must declare the same: one that does not stops the work with
+// ErrInconsistent). Its standard error goes to forklab's until SetLogDir.
 // The error says why the agent could not be used: it did not start, did
 // not answer initialize in time, spoke another protocol version, or sent a
 // declaration that is malformed or breaks a rule (naming the field).
 func Open(ctx context.Context, cfg Config) (*Definition, error) {
 	p := newPool(cfg)
-	c, err := p.spawn("agent process 0", "", "")
+	s := <-p.slots
+	err := p.ensure(ctx, s)
+	p.slots <- s
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: %w", cfg.Command.Line, err)
 	}
-	res, err := initialize(ctx, c, p.cfg)
-	if err != nil {
-		c.kill()
-		return nil, fmt.Errorf("agent %q: %w", cfg.Command.Line, err)
-	}
-	c.close(5 * time.Second)
-	p.init = res
-	if p.declJSON, err = json.Marshal(res.World); err != nil {
-		return nil, err
-	}
-	return &Definition{pool: p, init: *res}, nil
+	return &Definition{pool: p, init: *p.init}, nil
 }
 
 // Declaration returns the agent's world declaration.
@@ -72,23 +67,59 @@ func (d *Definition) Agent() *AgentInfo { return d.init.Agent }
 // Pool returns the definition's process pool.
 func (d *Definition) Pool() *Pool { return d.pool }
 
-// SetLogDir sends the standard error of agent processes started from now
-// on to dir/agent-N.log.
+// SetLogDir sends the standard error of the agent's processes to
+// dir/agent-N.log from now on: those running and those started later.
 func (d *Definition) SetLogDir(dir string) { d.pool.SetLogDir(dir) }
 
 // SetJournal keeps every seed an agent finished without error in files
 // under dir, and replays seeds found there instead of asking the agent
 // again: an interrupted sweep resumed over the same dir pays for no seed
-// twice. "" turns the journal off.
+// twice. "" turns the journal off. It reads what the seeds already in dir
+// cost (Journaled).
 func (d *Definition) SetJournal(dir string) {
+	var cost world.Cost
+	if dir != "" {
+		cost, _ = journalCost(dir) // an unreadable journal shows when it is opened
+	}
 	d.mu.Lock()
-	d.journal = dir
+	d.journal, d.journaled = dir, cost
 	d.mu.Unlock()
 }
 
+// Journaled returns what the seeds in the journal cost when the agent
+// played them, as SetJournal found them: the cost of every seed finished
+// without error in earlier runs of the sweep, whether this run replays it
+// or keeps its unit as written. Journaled plus Spent's spent is the cost
+// of the sweep so far; it does not depend on the order in which seeds are
+// replayed, so a resumed sweep that asks nothing new reports the same
+// figure every time.
+func (d *Definition) Journaled() world.Cost {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.journaled
+}
+
 // Stop makes runners take no new seeds: those in progress are finished
-// and journaled, then Run returns ErrStopped.
+// and journaled, then Run returns ErrStopped. Seeds in the journal are not
+// new: they are still replayed, up to the first seed that is.
 func (d *Definition) Stop() { d.stopped.Store(true) }
+
+// SetBeforeNew makes runners call f before they ask the agent for a seed
+// that is not in the journal, once the journal's seeds before it have been
+// replayed (and their cost added to Spent's replayed): forklab sweep checks
+// its --max-cost budget there and calls Stop, so that a resumed sweep
+// stops at the same seed, with the same cost, every time.
+func (d *Definition) SetBeforeNew(f func()) {
+	d.mu.Lock()
+	d.before = f
+	d.mu.Unlock()
+}
+
+func (d *Definition) beforeNew() func() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.before
+}
 
 // Spent returns what the agent reported its work in this process cost
 // (runs to the forks and branches), and what the seeds replayed from the
@@ -196,12 +227,13 @@ func (i *Instance) Branch(checkpoint []byte, arm fork.Arm, replica int, rule fun
 	if arm == fork.Policy {
 		return lab.Outcome{}, fmt.Errorf("the policy arm needs the checkpoint's features: fork an agent's run from the session log (forklab fork --stream … --agent …), whose fold reports them")
 	}
-	return i.BranchAt(context.Background(), 0, 0, checkpoint, arm, replica, false)
+	return i.BranchAt(context.Background(), 0, 0, false, checkpoint, arm, replica, false)
 }
 
 // BranchAt asks the agent to finish one branch of checkpoint, taken of
-// seed at forkStep; fires is the policy rule's verdict on its features.
-func (i *Instance) BranchAt(ctx context.Context, seed uint64, forkStep int, checkpoint []byte, arm fork.Arm, replica int, fires bool) (lab.Outcome, error) {
+// seed at forkStep; over says the run was over there, fires is the policy
+// rule's verdict on its features.
+func (i *Instance) BranchAt(ctx context.Context, seed uint64, forkStep int, over bool, checkpoint []byte, arm fork.Arm, replica int, fires bool) (lab.Outcome, error) {
 	if !json.Valid(checkpoint) {
 		return lab.Outcome{}, fmt.Errorf("%w: the checkpoint is not JSON", fork.ErrCheckpoint)
 	}
@@ -210,7 +242,7 @@ func (i *Instance) BranchAt(ctx context.Context, seed uint64, forkStep int, chec
 		return lab.Outcome{}, fmt.Errorf("agent world %s declares no intervention for arm %s (its arms: %v)", d.Name, arm, d.Arms())
 	}
 	out := make([]lab.BranchResult, 1)
-	c := i.branchCall(seed, forkStep, checkpoint, []fork.Arm{arm}, 1, fires, out, replica)
+	c := i.branchCall(seed, forkStep, over, checkpoint, []fork.Arm{arm}, 1, fires, out, replica)
 	if err := i.def.pool.do(ctx, []*call{c}); err != nil {
 		return lab.Outcome{}, err
 	}
@@ -264,8 +296,10 @@ func (i *Instance) startCall(seed uint64, forkSteps []int, res *lab.SeedResult) 
 
 // branchCall is the branch request of every arm and replica of one
 // checkpoint, decoding into out (arm-major). With replicas 1, firstReplica
-// numbers the only replica.
-func (i *Instance) branchCall(seed uint64, forkStep int, checkpoint []byte, arms []fork.Arm, replicas int, fires bool, out []lab.BranchResult, firstReplica int) *call {
+// numbers the only replica. over is what start (or fold) said of the
+// checkpoint: a run that is over has one outcome, which every branch of it
+// must report (docs/agent-protocol.md, "Runs that are over").
+func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint []byte, arms []fork.Arm, replicas int, fires bool, out []lab.BranchResult, firstReplica int) *call {
 	d := &i.def.init.World
 	specs := make([]BranchSpec, 0, len(arms)*replicas)
 	for _, arm := range arms {
@@ -288,12 +322,20 @@ func (i *Instance) branchCall(seed uint64, forkStep int, checkpoint []byte, arms
 			if len(r.Branches) != len(specs) {
 				return fmt.Errorf("result.branches has %d entries for %d branches asked", len(r.Branches), len(specs))
 			}
+			first := -1 // the first branch with an outcome, for over
 			for k, wb := range r.Branches {
 				b := &out[k]
 				*b = lab.BranchResult{Details: b.Details[:0]}
 				if wb.Error != nil {
 					b.Err = fmt.Sprintf("the agent reported the branch failed: %s", wb.Error.Error())
 					continue
+				}
+				if over {
+					if first < 0 {
+						first = k
+					} else if *wb.Success != *r.Branches[first].Success {
+						return fmt.Errorf("result.branches[%d].success is %t but result.branches[%d].success is %t: the run was over at the checkpoint (start said \"over\": true), so every branch must report its final success", k, *wb.Success, first, *r.Branches[first].Success)
+					}
 				}
 				cost, err := parseCost(fmt.Sprintf("result.branches[%d].cost", k), d.Cost, wb.Cost)
 				if err != nil {

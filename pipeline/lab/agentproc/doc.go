@@ -9,10 +9,14 @@
 // The model:
 //
 //   - A Definition owns a Pool of long-lived agent processes (Config.Parallel),
-//     started on demand, each initialized once (version negotiation, the
-//     world declaration). Any process may answer any request: the protocol
+//     each initialized once (version negotiation, the world declaration):
+//     the first is started by Open, whose declaration it learns, and serves
+//     the work too; the others start on demand. Every process must declare
+//     what the first did; one that does not stops the work (ErrInconsistent,
+//     naming the field). Any process may answer any request: the protocol
 //     requires answers to depend on the request alone, a checkpoint carrying
-//     everything a branch needs.
+//     everything a branch needs. A simple command line is exec'd by the
+//     shell, so the process forklab names by pid is the agent itself.
 //   - A request that fails — the process exited, missed its deadline
 //     (Config.Timeout per run or branch asked), wrote something that is not
 //     its reply, or answered with an error worth retrying — is sent again
@@ -30,6 +34,9 @@
 //     interrupted at any moment, stopped at its budget (Definition.Stop) or
 //     finished with error rows, and resumed, replays those seeds and asks
 //     the agent for the others only. No finished fork is paid for twice.
+//   - Every reply — in a sweep, a fork, agent check — goes through one
+//     validator (roundTrip): its envelope, its id (one of the request's; a
+//     wrong one is named with the ids expected), then its result.
 //   - Replies are decoded strictly against the protocol's JSON Schemas
 //     (schemas/agent-protocol) and the declaration; a malformed reply is an
 //     error naming the field. The schemas are consulted only to word a

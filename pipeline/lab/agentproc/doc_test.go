@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -115,7 +116,7 @@ func TestDocumentedMessages(t *testing.T) {
 	inst := &Instance{def: &Definition{init: InitializeResult{World: decl}}, params: world.Params{}, model: fork.Model{NoTool: 0.5}}
 	// The bytes forklab writes for the requests the document shows.
 	cp := json.RawMessage(`{"seed":5,"fork_step":3,"state":{"v":3,"obs":0,"steps":3,"done":false,"declared":false,"frozen":true,"same_obs":true,"budget":8,"freeze_at":1},"repeat_run":3}`)
-	branch := inst.branchCall(5, 3, cp, []fork.Arm{fork.Off, fork.On, fork.AA}, 1, false, make([]lab.BranchResult, 3), 0)
+	branch := inst.branchCall(5, 3, false, cp, []fork.Arm{fork.Off, fork.On, fork.AA}, 1, false, make([]lab.BranchResult, 3), 0)
 	start := func(seed uint64) request {
 		return request{JSONRPC: "2.0", ID: int64(seed) - 3, Method: MethodStart, Params: StartParams{Seed: seed, ForkSteps: []int{3}, Params: world.Params{}, Model: fork.Model{NoTool: 0.5}}}
 	}
@@ -129,7 +130,7 @@ func TestDocumentedMessages(t *testing.T) {
 		request{JSONRPC: "2.0", ID: 3, Method: MethodBranch, Params: branch.params},
 		request{JSONRPC: "2.0", ID: 4, Method: MethodShutdown, Params: struct{}{}},
 		[]request{start(5), start(6)},
-		request{JSONRPC: "2.0", ID: 2, Method: MethodFold, Params: FoldParams{Stream: "demo", Offset: "0000000000000000_0000000000000004", Events: events}},
+		request{JSONRPC: "2.0", ID: 2, Method: MethodFold, Params: FoldParams{Stream: "demo", Offset: "0000000000000000_0000000000000005_1_89fbe3e6", Events: events}},
 	} {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -168,7 +169,7 @@ func TestDocumentedMessages(t *testing.T) {
 				res.Resize(&decl, lab.Plan{ForkSteps: []int{3}, Arms: []fork.Arm{fork.Off}, Replicas: 1})
 				derr = inst.startCall(5, []int{3}, &res).decode(r.Result)
 			case MethodBranch:
-				derr = inst.branchCall(5, 3, cp, []fork.Arm{fork.Off, fork.On, fork.AA}, 1, false, make([]lab.BranchResult, 3), 0).decode(r.Result)
+				derr = inst.branchCall(5, 3, false, cp, []fork.Arm{fork.Off, fork.On, fork.AA}, 1, false, make([]lab.BranchResult, 3), 0).decode(r.Result)
 			case MethodFold:
 				derr = foldCall(&decl, FoldParams{}, &Folded{}).decode(r.Result)
 			}
@@ -176,5 +177,50 @@ func TestDocumentedMessages(t *testing.T) {
 				t.Errorf("line %d: %v", m.line, derr)
 			}
 		}
+	}
+}
+
+// The document's recipe for exact integers in JavaScript works — integers
+// beyond 2^53 read as BigInts and written back as the same JSON numbers,
+// numbers inside strings and every other value untouched — and
+// examples/agents/toolbot.mjs uses it line for line.
+func TestExactIntegerRecipe(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	doc, err := os.ReadFile("../../../docs/agent-protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(doc), "### Exact integers in JavaScript")
+	_, block, ok2 := strings.Cut(sec, "```js\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("no js block under \"Exact integers in JavaScript\" in docs/agent-protocol.md")
+	}
+	bot, err := os.ReadFile("../../../examples/agents/toolbot.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
+		if !strings.Contains(string(bot), l) {
+			t.Errorf("examples/agents/toolbot.mjs lacks the recipe's line %s", l)
+		}
+	}
+	line := `{"seed":9223372036854775807,"x":1.5,"s":"9223372036854775807","n":-9007199254740993,"safe":9007199254740991,"e":1e21,"f":12345678901234567.5,"q":"a\"9007199254740993","list":[9007199254740993,2]}`
+	script := block + `
+const v = exactParse(process.argv[1]);
+console.log([typeof v.seed, typeof v.n, typeof v.safe, typeof v.s, typeof v.q, typeof v.list[0], v.seed === 9223372036854775807n, v.n === -9007199254740993n, v.s === "9223372036854775807", v.q === 'a"9007199254740993'].join(" "));
+console.log(exactStringify(v));
+`
+	out, err := exec.Command(node, "-e", script, line).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	want := "bigint bigint number string string bigint true true true true\n" +
+		`{"seed":9223372036854775807,"x":1.5,"s":"9223372036854775807","n":-9007199254740993,"safe":9007199254740991,"e":1e+21,"f":12345678901234568,"q":"a\"9007199254740993","list":[9007199254740993,2]}` + "\n"
+	if string(out) != want {
+		t.Errorf("node printed\n%s\nwant\n%s", out, want)
 	}
 }

@@ -91,8 +91,10 @@ func ReadEvents(ctx context.Context, log *client.Client, stream, offset, child s
 // ForkFromLog forks an agent's session on the log: it reads the session's
 // events before offset (ReadEvents, through child), asks the agent's fold
 // for the checkpoint there, and asks the agent to finish the branch of arm
-// and replica from it. rule is the policy arm's guard rule, read on the
-// folded features.
+// and replica from it, at the fold's fork step — with that step's noise
+// key. rule is the policy arm's guard rule, read on the folded features. A
+// fold at step 0 (no action before the offset) is refused with
+// ErrForkStep, the branch not asked.
 func (d *Definition) ForkFromLog(ctx context.Context, log *client.Client, stream, offset, child string, arm fork.Arm, replica int, rule func([]world.Value) bool) (lab.Outcome, Folded, error) {
 	if !d.init.Capabilities.Fold {
 		return lab.Outcome{}, Folded{}, fmt.Errorf("agent world %s does not declare the fold capability: it cannot fork runs from the session log", d.init.World.Name)
@@ -105,12 +107,20 @@ func (d *Definition) ForkFromLog(ctx context.Context, log *client.Client, stream
 	if err != nil {
 		return lab.Outcome{}, Folded{}, fmt.Errorf("fold %s at %s: %w", stream, offset, err)
 	}
+	if f.ForkStep < 1 {
+		return lab.Outcome{}, f, fmt.Errorf("%w: fold %s at %s: the run had taken no step before that offset (fold answered fork_step 0): fork at the offset of an event after its first action", ErrForkStep, stream, offset)
+	}
 	fires := rule != nil && rule(f.Features)
 	inst := &Instance{def: d}
-	o, err := inst.BranchAt(ctx, f.Seed, max(f.ForkStep, 1), f.Checkpoint, arm, replica, fires)
+	o, err := inst.BranchAt(ctx, f.Seed, f.ForkStep, f.Over, f.Checkpoint, arm, replica, fires)
 	if err != nil {
 		return lab.Outcome{}, f, err
 	}
-	o.ForkStep = f.ForkStep
 	return o, f, nil
 }
+
+// ErrForkStep marks a fork asked where the run had taken no step yet: fork
+// steps are 1 or more — in a sweep's --fork-at, in branch's fork_step, in
+// the noise key — so a fold at step 0 is not branched
+// (docs/agent-protocol.md, "fold").
+var ErrForkStep = errors.New("nothing to fork")

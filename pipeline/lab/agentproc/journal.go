@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -136,6 +137,56 @@ func (j *journal) add(seeds []*journalSeed) error {
 		return fmt.Errorf("agent journal %s: %w", j.path, err)
 	}
 	return nil
+}
+
+// journalCost is what the seeds kept in the journal files in dir cost when
+// the agent played them (each seed once, as it will be replayed): the
+// cost of every seed finished without error in earlier runs of a sweep.
+func journalCost(dir string) (world.Cost, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		return world.Cost{}, err
+	}
+	var total world.Cost
+	for _, path := range files {
+		f, err := os.Open(path)
+		if err != nil {
+			return world.Cost{}, fmt.Errorf("agent journal: %w", err)
+		}
+		seen := map[uint64]world.Cost{}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), MaxLine)
+		for sc.Scan() {
+			var s struct {
+				Seed  uint64     `json:"seed"`
+				Spent world.Cost `json:"spent"`
+			}
+			if json.Unmarshal(sc.Bytes(), &s) == nil {
+				seen[s.Seed] = s.Spent // the last line of a seed is the one replayed
+			}
+		}
+		f.Close()
+		seeds := make([]uint64, 0, len(seen))
+		for seed := range seen {
+			seeds = append(seeds, seed)
+		}
+		slices.Sort(seeds) // a sum in seed order: the same bits every time
+		for _, seed := range seeds {
+			total = addCost(total, seen[seed])
+		}
+	}
+	return total, nil
+}
+
+// covers reports whether every seed of [lo, hi) was in the journal when it
+// was opened: such a block is replayed without asking the agent.
+func (j *journal) covers(lo, hi uint64) bool {
+	for s := lo; s < hi; s++ {
+		if j.done[s] == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (j *journal) close() {

@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,10 +93,12 @@ type Pool struct {
 	slots chan *slot
 	all   []*slot
 
-	mu       sync.Mutex
-	init     *InitializeResult
-	declJSON []byte
-	closed   bool
+	mu     sync.Mutex
+	init   *InitializeResult
+	first  string // names the process whose declaration init is
+	closed bool
+	// live are the processes started, by slot number, for SetLogDir.
+	live map[int]*conn
 
 	requests  sync.Map // method -> *atomic.Int64
 	retries   atomic.Int64
@@ -138,12 +140,18 @@ func (p *Pool) count(method string, n int) {
 	v.(*atomic.Int64).Add(int64(n))
 }
 
-// SetLogDir sends the standard error of processes started from now on to
-// dir/agent-N.log.
+// SetLogDir sends the standard error of the pool's processes to
+// dir/agent-N.log: of those started from now on, and from now on of those
+// running (the first process, started to learn the declaration before the
+// sweep knew its directory). A running process whose file cannot be opened
+// keeps writing where it did; a new one fails to start, saying why.
 func (p *Pool) SetLogDir(dir string) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.cfg.LogDir = dir
-	p.mu.Unlock()
+	for n, c := range p.live {
+		c.stderr.to(logTargetIn(dir, n))
+	}
 }
 
 // Close shuts every process down (shutdown, then EOF, then SIGKILL after
@@ -161,7 +169,7 @@ func (p *Pool) Close() error {
 		s := <-p.slots
 		if s.c != nil {
 			wg.Add(1)
-			go func(c *conn) { defer wg.Done(); c.close(5 * time.Second) }(s.c)
+			go func(c *conn) { defer wg.Done(); c.close() }(s.c)
 			s.c = nil
 		}
 	}
@@ -185,10 +193,25 @@ type call struct {
 	id       int64
 	// raw is the result decode accepted.
 	raw json.RawMessage
+	// reply is the error reply as the agent sent it, if it sent one.
+	reply *WireError
 }
 
-// errRefused marks an error reply forklab will not retry.
+// refusal marks an error reply forklab will not retry.
 type refusal struct{ *WireError }
+
+// Unwrap gives the error reply, for errors.As.
+func (r refusal) Unwrap() error { return r.WireError }
+
+// replyCode returns the code of the error reply err carries, if it
+// carries one (an agent's answer, as opposed to a failure of the process).
+func replyCode(err error) (int, bool) {
+	var we *WireError
+	if errors.As(err, &we) {
+		return we.Code, true
+	}
+	return 0, false
+}
 
 // do sends calls to the pool's processes, retrying failed ones with
 // backoff up to Retries times, and returns once each has succeeded or
@@ -253,6 +276,9 @@ func (p *Pool) attempt(ctx context.Context, s *slot, calls []*call, batch bool) 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, ErrInconsistent) {
+			return err
+		}
 		for _, c := range calls {
 			c.err = err
 		}
@@ -269,6 +295,9 @@ func (p *Pool) attempt(ctx context.Context, s *slot, calls []*call, batch bool) 
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
+				if errors.Is(err, ErrInconsistent) {
+					return err
+				}
 				for _, c := range group {
 					c.err = err
 				}
@@ -282,18 +311,43 @@ func (p *Pool) attempt(ctx context.Context, s *slot, calls []*call, batch bool) 
 	return nil
 }
 
-// exchange sends one line (a request, or a batch when asBatch) and reads
-// its reply.
+// exchange sends one line (a request, or a batch when asBatch) on s's
+// process and reads its reply; a process that fails it is killed.
 func (p *Pool) exchange(ctx context.Context, s *slot, group []*call, asBatch bool) error {
-	reqs := make([]request, len(group))
 	units := 0
-	for i, c := range group {
-		c.id = s.c.id()
-		reqs[i] = request{JSONRPC: "2.0", ID: c.id, Method: c.method, Params: c.params}
+	for _, c := range group {
 		// A batch line gets the deadline of its largest request: an agent
 		// that takes batches says its requests are quick.
 		units = max(units, c.units, 1)
 		p.count(c.method, 1)
+	}
+	if err := roundTrip(ctx, s.c, group, asBatch, p.cfg.Timeout*time.Duration(units)); err != nil {
+		// The process failed, or wrote something that is not the reply:
+		// it cannot be trusted with the next request.
+		s.c.kill()
+		s.c = nil
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		failGroup(group, err, asBatch)
+	}
+	return nil
+}
+
+// roundTrip sends group on c as one line — a JSON-RPC batch when asBatch,
+// else the one request — numbering the requests with c's next ids, waits
+// up to timeout for the reply line, and matches it to the requests
+// (matchReply). Every reply forklab reads, in a sweep, a fork or agent
+// check, goes through here. It returns an error when the process failed:
+// it exited, missed the deadline or wrote a line that is not the reply
+// (the caller kills it). Otherwise each call's err says how it fared: nil
+// with its result decoded, an error reply, or a result its decoder
+// refused.
+func roundTrip(ctx context.Context, c *conn, group []*call, asBatch bool, timeout time.Duration) error {
+	reqs := make([]request, len(group))
+	for i, cl := range group {
+		cl.id = c.id()
+		reqs[i] = request{JSONRPC: "2.0", ID: cl.id, Method: cl.method, Params: cl.params}
 	}
 	var line []byte
 	var err error
@@ -303,36 +357,22 @@ func (p *Pool) exchange(ctx context.Context, s *slot, group []*call, asBatch boo
 		line, err = gojson.Marshal(reqs[0])
 	}
 	if err != nil {
-		for _, c := range group {
-			c.err = refusal{&WireError{Code: CodeInvalidParams, Message: "forklab could not encode the request: " + err.Error()}}
+		for _, cl := range group {
+			cl.err = refusal{&WireError{Code: CodeInvalidParams, Message: "forklab could not encode the request: " + err.Error()}}
 		}
 		return nil
 	}
-	method := group[0].method
-	reply, err := s.c.call(ctx, line, p.cfg.Timeout*time.Duration(units), method)
+	reply, err := c.call(ctx, line, timeout, group[0].method)
 	if err != nil {
-		s.c.kill()
-		s.c = nil
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		p.failGroup(group, err, asBatch)
-		return nil
+		return err
 	}
-	if err := p.match(s, group, reply, asBatch); err != nil {
-		// The process wrote something that is not the reply: it cannot
-		// be trusted with the next request.
-		s.c.kill()
-		s.c = nil
-		p.failGroup(group, err, asBatch)
-	}
-	return nil
+	return matchReply(c.name, group, reply, asBatch)
 }
 
 // failGroup records the failure of a whole line. A batch of several
 // requests cannot tell which of them broke the process: its requests are
 // sent again one by one without the attempt counting against them.
-func (p *Pool) failGroup(group []*call, err error, asBatch bool) {
+func failGroup(group []*call, err error, asBatch bool) {
 	for _, c := range group {
 		if c.err != nil {
 			continue
@@ -344,10 +384,12 @@ func (p *Pool) failGroup(group []*call, err error, asBatch bool) {
 	}
 }
 
-// match pairs a reply line with the calls of the request line and decodes
-// each result. An error means the line was not a reply to the request.
-func (p *Pool) match(s *slot, group []*call, reply []byte, asBatch bool) error {
-	who := s.c.name
+// matchReply pairs a reply line with the calls of the request line and
+// decodes each result: every response's envelope checked, its id one of
+// the request's (each once), its result decoded by its call's decoder. An
+// error means the line was not a reply to the request. who names the
+// process in messages.
+func matchReply(who string, group []*call, reply []byte, asBatch bool) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s wrote a malformed %s reply: %s", ErrAgent, who, group[0].method, fmt.Sprintf(format, args...))
 	}
@@ -364,7 +406,7 @@ func (p *Pool) match(s *slot, group []*call, reply []byte, asBatch bool) error {
 		var resps []response
 		d := gojson.NewDecoder(bytes.NewReader(trimmed))
 		d.DisallowUnknownFields()
-		if d.Decode(&resps) == nil && len(resps) == len(group) && p.deliver(who, byID, resps) {
+		if d.Decode(&resps) == nil && len(resps) == len(group) && deliver(who, byID, resps) {
 			return nil
 		}
 	}
@@ -374,28 +416,24 @@ func (p *Pool) match(s *slot, group []*call, reply []byte, asBatch bool) error {
 			return bad("the line is not JSON (%v): %s", err, clip(reply))
 		}
 	} else {
-		if !json.Valid(trimmed) {
-			return bad("the line is not JSON: %s", clip(reply))
-		}
 		elems = []json.RawMessage{trimmed}
-	}
-	byID = make(map[int64]*call, len(group))
-	for _, c := range group {
-		byID[c.id] = c
 	}
 	if len(elems) == 1 && len(group) > 1 {
 		// A batch refused as a whole (the agent could not read it): its
 		// requests go again one by one.
 		var r response
 		if json.Unmarshal(elems[0], &r) == nil && r.Error != nil && string(r.ID) == "null" {
-			p.failGroup(group, fmt.Errorf("%w: %s refused a batch of %d %s requests: %s", ErrAgent, who, len(group), group[0].method, r.Error.Error()), true)
+			failGroup(group, fmt.Errorf("%w: %s refused a batch of %d %s requests: %s", ErrAgent, who, len(group), group[0].method, r.Error.Error()), true)
 			return nil
 		}
 	}
 	if asBatch != (trimmed[0] == '[') || len(elems) != len(group) {
 		if len(elems) == 1 {
-			var r response
-			if json.Unmarshal(elems[0], &r) == nil && r.Error != nil && string(r.ID) == "null" {
+			r, err := decodeResponse(elems[0])
+			if err != nil {
+				return bad("%v", err)
+			}
+			if r.Error != nil && string(r.ID) == "null" {
 				return fmt.Errorf("%w: %s could not read the %s request: %s", ErrAgent, who, group[0].method, r.Error.Error())
 			}
 		}
@@ -408,18 +446,18 @@ func (p *Pool) match(s *slot, group []*call, reply []byte, asBatch bool) error {
 		}
 		var id int64
 		if err := json.Unmarshal(r.ID, &id); err != nil {
-			if r.Error != nil {
+			if r.Error != nil && string(r.ID) == "null" {
 				return fmt.Errorf("%w: %s could not read the %s request: %s", ErrAgent, who, group[0].method, r.Error.Error())
 			}
-			return bad("id %s is not one of the request's", r.ID)
+			return bad("id %s is not one of the request's (%s)", r.ID, expectedIDs(byID))
 		}
 		c, ok := byID[id]
 		if !ok {
-			return bad("id %d is not one of the request's", id)
+			return bad("id %d is not one of the request's (%s)", id, expectedIDs(byID))
 		}
 		delete(byID, id)
 		if r.Error != nil {
-			c.err = agentError(who, c.method, r.Error)
+			c.err, c.reply = agentError(who, c.method, r.Error), r.Error
 			continue
 		}
 		if err := c.decode(r.Result); err != nil {
@@ -431,10 +469,38 @@ func (p *Pool) match(s *slot, group []*call, reply []byte, asBatch bool) error {
 	return nil
 }
 
+// expectedIDs words the ids a reply may still carry: "expected id 7",
+// "expected one of ids 7, 9", or "expected one of ids 2 to 65" for a
+// batch of consecutive ids.
+func expectedIDs(byID map[int64]*call) string {
+	ids := make([]int64, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	switch n := len(ids); {
+	case n == 0:
+		return "every id of the request was answered already"
+	case n == 1:
+		return fmt.Sprintf("expected id %d", ids[0])
+	case ids[n-1]-ids[0] == int64(n-1) && n > 2:
+		return fmt.Sprintf("expected one of ids %d to %d", ids[0], ids[n-1])
+	}
+	text := make([]string, 0, 6)
+	for i, id := range ids {
+		if i == 5 {
+			text = append(text, "…")
+			break
+		}
+		text = append(text, strconv.FormatInt(id, 10))
+	}
+	return "expected one of ids " + strings.Join(text, ", ")
+}
+
 // deliver hands each response of a batch to its call, if every response
 // has a sound envelope and an id of the batch, each once; otherwise it
 // reports false and the line is examined again to word what is wrong.
-func (p *Pool) deliver(who string, byID map[int64]*call, resps []response) bool {
+func deliver(who string, byID map[int64]*call, resps []response) bool {
 	seen := make(map[int64]bool, len(resps))
 	for i := range resps {
 		r := &resps[i]
@@ -452,7 +518,7 @@ func (p *Pool) deliver(who string, byID map[int64]*call, resps []response) bool 
 		id, _ := strconv.ParseInt(string(r.ID), 10, 64)
 		c := byID[id]
 		if r.Error != nil {
-			c.err = agentError(who, c.method, r.Error)
+			c.err, c.reply = agentError(who, c.method, r.Error), r.Error
 			continue
 		}
 		if err := c.decode(r.Result); err != nil {
@@ -474,12 +540,27 @@ func agentError(who, method string, e *WireError) error {
 	return err
 }
 
-// decodeResponse checks one response object's envelope.
+// decodeResponse checks one response object's envelope. A line that is
+// not JSON, a notification or a request where a reply was expected are
+// told apart, quoting (a prefix of) the line.
 func decodeResponse(b []byte) (response, error) {
 	var r response
 	d := gojson.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&r); err != nil {
+		if !json.Valid(b) {
+			return r, fmt.Errorf("the line is not JSON: %s", clip(b))
+		}
+		var probe struct {
+			ID     json.RawMessage `json:"id"`
+			Method *string         `json:"method"`
+		}
+		if json.Unmarshal(b, &probe) == nil && probe.Method != nil {
+			if probe.ID == nil {
+				return r, fmt.Errorf("a notification (no id) where a reply was expected: %s; forklab-agent/1 has no notifications: write logs to stderr", clip(b))
+			}
+			return r, fmt.Errorf("a request (method %q) where a reply was expected: %s; an agent only answers", *probe.Method, clip(b))
+		}
 		if verr := ValidateJSON("response", "the line", b); verr != nil {
 			return r, verr
 		}
@@ -510,7 +591,14 @@ func clip(b []byte) string {
 	return fmt.Sprintf("%q", s)
 }
 
-// ensure starts s's process if it has none, and initializes it.
+// ErrInconsistent marks an agent whose processes declared different
+// worlds, protocol versions or capabilities: its answers cannot be put in
+// one table, so the sweep stops (docs/agent-protocol.md, "initialize").
+var ErrInconsistent = errors.New("the agent's processes disagree")
+
+// ensure starts s's process if it has none, and initializes it. A process
+// whose declaration differs from the first process's is killed and the
+// error, ErrInconsistent, names the first field that differs.
 func (p *Pool) ensure(ctx context.Context, s *slot) error {
 	if s.c != nil {
 		return nil
@@ -521,84 +609,167 @@ func (p *Pool) ensure(ctx context.Context, s *slot) error {
 	if closed {
 		return errors.New("the agent pool is closed")
 	}
-	c, err := p.spawn(fmt.Sprintf("agent process %d", s.n), logDir, fmt.Sprintf("agent-%d.log", s.n))
+	c, err := p.spawn(s.n, logDir)
 	if err != nil {
 		return err
 	}
-	res, err := initialize(ctx, c, p.cfg)
+	p.count(MethodInitialize, 1)
+	res, err := initialize(ctx, c, []string{Version}, p.cfg.Client, max(p.cfg.Timeout, StartupTimeout))
 	if err != nil {
 		c.kill()
 		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	dj, err := json.Marshal(res.World)
-	if err != nil {
-		c.kill()
-		return err
+	if p.live == nil {
+		p.live = map[int]*conn{}
 	}
 	if p.init == nil {
-		p.init, p.declJSON = res, dj
-	} else if !bytes.Equal(dj, p.declJSON) || res.ProtocolVersion != p.init.ProtocolVersion || res.Capabilities != p.init.Capabilities {
+		p.init, p.first = res, c.name
+	} else if diff := declarationDiff(p.init, res); diff.path != "" {
 		c.kill()
-		return fmt.Errorf("%w: %s declared another world or capabilities than the first agent process: every process of an agent must declare the same", ErrAgent, c.name)
+		return fmt.Errorf("%w: %s declared otherwise than %s: %s; every process of an agent must declare the same world, protocol version and capabilities", ErrInconsistent, c.name, p.first, diff)
+	}
+	if p.cfg.LogDir != logDir && p.cfg.LogDir != "" { // SetLogDir came meanwhile
+		c.stderr.to(logTargetIn(p.cfg.LogDir, s.n))
 	}
 	s.c = c
+	p.live[s.n] = c
 	return nil
 }
 
-// spawn starts one process with its standard error in logDir/logName (or
-// forklab's own when logDir is "").
-func (p *Pool) spawn(name, logDir, logName string) (*conn, error) {
+// spawn starts process n of the pool, its standard error in
+// logDir/agent-N.log (or forklab's own when logDir is "").
+func (p *Pool) spawn(n int, logDir string) (*conn, error) {
 	p.processes.Add(1)
-	if logDir == "" {
-		return start(p.cfg.Command, name, nil, "")
+	var t *logTarget
+	if logDir != "" {
+		lt := logTargetIn(logDir, n)
+		t = &lt
 	}
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return nil, fmt.Errorf("agent log directory: %w", err)
-	}
-	path := filepath.Join(logDir, logName)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("agent log: %w", err)
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "--- forklab: %s started %s: %s\n", name, time.Now().UTC().Format(time.RFC3339), p.cfg.Command.Line)
-	c, err := start(p.cfg.Command, name, f, path)
-	if err == nil {
-		// Errors name the log as it is found in the results directory.
-		c.shown = filepath.Join(filepath.Base(logDir), logName)
-	}
-	return c, err
+	return start(p.cfg.Command, fmt.Sprintf("agent process %d", n), t)
 }
 
-// initialize performs the handshake on a new process and checks the
-// declaration.
-func initialize(ctx context.Context, c *conn, cfg Config) (*InitializeResult, error) {
-	line, err := json.Marshal(request{JSONRPC: "2.0", ID: c.id(), Method: MethodInitialize,
-		Params: InitializeParams{ProtocolVersions: []string{Version}, Client: cfg.Client}})
-	if err != nil {
+// logTargetIn is process n's log file in dir, appended to across restarts;
+// messages name it as found in the results directory (agent-logs/agent-N.log).
+func logTargetIn(dir string, n int) logTarget {
+	name := fmt.Sprintf("agent-%d.log", n)
+	return logTarget{path: filepath.Join(dir, name), shown: filepath.Join(filepath.Base(dir), name)}
+}
+
+// initialize performs the handshake on a new process, offering versions,
+// and checks the declaration. An error reply's code is in the error
+// (replyCode).
+func initialize(ctx context.Context, c *conn, versions []string, client ClientInfo, timeout time.Duration) (*InitializeResult, error) {
+	var res *InitializeResult
+	cl := &call{method: MethodInitialize, units: 1, params: InitializeParams{ProtocolVersions: versions, Client: client},
+		decode: func(raw json.RawMessage) error {
+			var err error
+			res, err = DecodeInitialize(raw)
+			return err
+		}}
+	if err := roundTrip(ctx, c, []*call{cl}, false, timeout); err != nil {
 		return nil, err
 	}
-	reply, err := c.call(ctx, line, max(cfg.Timeout, StartupTimeout), MethodInitialize)
-	if err != nil {
-		return nil, err
-	}
-	r, err := decodeResponse(bytes.TrimSpace(reply))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s wrote a malformed initialize reply: %v", ErrAgent, c.name, err)
-	}
-	if r.Error != nil {
-		if r.Error.Code == CodeUnsupportedProto {
-			return nil, fmt.Errorf("%w: %s speaks none of the protocol versions forklab offered (%s): %s", ErrAgent, c.name, Version, r.Error.Message)
+	if e := cl.reply; e != nil {
+		if e.Code == CodeUnsupportedProto {
+			return nil, fmt.Errorf("%w: %s speaks none of the protocol versions forklab offered (%s): %w", ErrAgent, c.name, strings.Join(versions, ", "), e)
 		}
-		return nil, fmt.Errorf("%w: %s refused initialize: %s", ErrAgent, c.name, r.Error.Error())
+		return nil, fmt.Errorf("%w: %s refused initialize: %w", ErrAgent, c.name, e)
 	}
-	res, err := DecodeInitialize(r.Result)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s wrote a malformed initialize reply: %v", ErrAgent, c.name, err)
+	if cl.err != nil {
+		return nil, cl.err
 	}
 	return res, nil
+}
+
+// fieldDiff is the first field in which two declarations differ: its path
+// ("world.version") and its value in each, as JSON.
+type fieldDiff struct{ path, first, now string }
+
+// String words the difference, the first process's value first:
+// `world.version: "1" vs "1.1"`.
+func (d fieldDiff) String() string { return fmt.Sprintf("%s: %s vs %s", d.path, d.first, d.now) }
+
+// declarationDiff compares what two processes declared in initialize —
+// the protocol version, the world and the capabilities — and returns the
+// first field that differs; its path is "" when they agree.
+func declarationDiff(first, now *InitializeResult) fieldDiff {
+	generic := func(r *InitializeResult) any {
+		b, _ := json.Marshal(struct {
+			ProtocolVersion string            `json:"protocol_version"`
+			World           world.Declaration `json:"world"`
+			Capabilities    Capabilities      `json:"capabilities"`
+		}{r.ProtocolVersion, r.World, r.Capabilities})
+		var v any
+		json.Unmarshal(b, &v)
+		return v
+	}
+	return firstDiff("", generic(first), generic(now))
+}
+
+// firstDiff walks two decoded JSON values in step and returns the first
+// place where they differ (maps by sorted key, arrays by index).
+func firstDiff(path string, a, b any) fieldDiff {
+	show := func(v any) string {
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	join := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok {
+			break
+		}
+		keys := make([]string, 0, len(x)+len(y))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		for k := range y {
+			if _, ok := x[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			av, aok := x[k]
+			bv, bok := y[k]
+			switch {
+			case !aok:
+				return fieldDiff{join(k), "nothing", show(bv)}
+			case !bok:
+				return fieldDiff{join(k), show(av), "nothing"}
+			}
+			if d := firstDiff(join(k), av, bv); d.path != "" {
+				return d
+			}
+		}
+		return fieldDiff{}
+	case []any:
+		y, ok := b.([]any)
+		if !ok {
+			break
+		}
+		for i := range min(len(x), len(y)) {
+			if d := firstDiff(fmt.Sprintf("%s[%d]", path, i), x[i], y[i]); d.path != "" {
+				return d
+			}
+		}
+		if len(x) != len(y) {
+			return fieldDiff{path, fmt.Sprintf("%d entries", len(x)), fmt.Sprintf("%d entries", len(y))}
+		}
+		return fieldDiff{}
+	}
+	if sa, sb := show(a), show(b); sa != sb {
+		return fieldDiff{path, sa, sb}
+	}
+	return fieldDiff{}
 }
 
 // DecodeInitialize checks an initialize result against its schema and the

@@ -86,6 +86,8 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 	wg.Add(1) // the dispatcher, so that its Adds come before any Wait returns
 	go func() {
 		defer wg.Done()
+		// replays are the blocks taken from the journal alone, in flight.
+		var replays sync.WaitGroup
 		stopped := false
 		for _, b := range blocks {
 			if !stopped {
@@ -95,16 +97,35 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 					stopped = true
 				}
 			}
-			if stopped || def.stopped.Load() {
+			journaled := j != nil && j.covers(b.lo, b.hi)
+			if !stopped && !journaled {
+				// A new seed is about to be asked of the agent: first the
+				// journal's seeds before it are accounted for, then the
+				// budget is checked, so that a resumed sweep stops at the
+				// same seed every time.
+				replays.Wait()
+				if f := def.beforeNew(); f != nil {
+					f()
+				}
+			}
+			if stopped || !journaled && def.stopped.Load() {
+				// Seeds already paid for are replayed even once the budget
+				// is reached; the first new one after it stops the run.
 				stopped = true
 				b.skipped = true
 				close(b.done)
 				continue
 			}
 			wg.Add(1)
+			if journaled {
+				replays.Add(1)
+			}
 			go func(b *block) {
 				defer wg.Done()
 				defer close(b.done)
+				if journaled {
+					defer replays.Done()
+				}
 				b.err = r.play(inner, b, j)
 			}(b)
 		}
@@ -180,7 +201,7 @@ func (r *runner) play(ctx context.Context, b *block, j *journal) error {
 			if r.plan.Fires != nil {
 				f.Fires = r.plan.Fires(f.Features)
 			}
-			branches = append(branches, r.inst.branchCall(res.Seed, f.ForkStep, f.Checkpoint, r.plan.Arms, K, f.Fires, f.Branches, 0))
+			branches = append(branches, r.inst.branchCall(res.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, K, f.Fires, f.Branches, 0))
 		}
 	}
 	if err := def.pool.do(ctx, branches); err != nil {
@@ -241,7 +262,7 @@ func (r *runner) replay(s *journalSeed, res *lab.SeedResult) bool {
 		if r.plan.Fires != nil {
 			f.Fires = r.plan.Fires(f.Features)
 		}
-		c := r.inst.branchCall(s.Seed, f.ForkStep, f.Checkpoint, r.plan.Arms, r.plan.Replicas, f.Fires, f.Branches, 0)
+		c := r.inst.branchCall(s.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, r.plan.Replicas, f.Fires, f.Branches, 0)
 		if c.decode(s.Branch[fi]) != nil {
 			return false
 		}

@@ -58,4 +58,10 @@ func TestServeSweepIsByteIdentical(t *testing.T) {
 	if st.Requests["start"] == 0 || st.Requests["branch"] < st.Requests["start"] {
 		t.Fatalf("requests %v", st.Requests)
 	}
+	// Two processes for --parallel 2: the one Open started to learn the
+	// declaration serves the sweep too (no probe process), and the
+	// initialize of each is the only one it gets.
+	if st.Processes != 2 || st.Requests["initialize"] != 2 {
+		t.Fatalf("%d processes, %d initialize requests: want 2 and 2", st.Processes, st.Requests["initialize"])
+	}
 }
