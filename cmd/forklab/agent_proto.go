@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/forklab/forklab/internal/atomicfile"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -79,15 +80,20 @@ directory, named when a check fails).`,
 				}
 				env[k] = v
 			}
-			tmp := false
+			removeTmp := func() {}
 			if logDir == "" {
-				if logDir, err = os.MkdirTemp("", "forklab-agent-check-"); err != nil {
+				// Removed after a pass, kept after a failure (the agents'
+				// stderr), and removed on a signal (atomicfile.Cleanup).
+				if logDir, removeTmp, err = atomicfile.TempDir("", "forklab-agent-check-"); err != nil {
 					return err
 				}
-				tmp = true
 			}
 			rows := agentproc.Check(cmd.Context(), agentproc.CheckOptions{Command: agentproc.Command{Line: args[0], Env: env},
 				Timeout: timeout, Seeds: seedList, ForkStep: forkAt, Params: ps, LogDir: logDir})
+			if err := cmd.Context().Err(); err != nil {
+				removeTmp()
+				return err
+			}
 			failed := 0
 			for _, row := range rows {
 				if row.Status == agentproc.Fail {
@@ -110,9 +116,7 @@ directory, named when a check fails).`,
 			if failed > 0 {
 				return exitError{1, fmt.Errorf("agent check: %d of %d checks failed; the agents' stderr is in %s", failed, len(rows), logDir)}
 			}
-			if tmp {
-				os.RemoveAll(logDir)
-			}
+			removeTmp()
 			fmt.Fprintf(os.Stderr, "agent check: all %d checks passed or skipped\n", len(rows))
 			return nil
 		},

@@ -100,5 +100,6 @@ timing depends on the machine).`,
 	f.Lookup("temperature").DefValue = "0.1"
 	ps := f.Lookup("p-stall")
 	ps.Usage = strings.Replace(ps.Usage, "(default 0)", "(default here 0.1, for the counter)", 1)
+	ownSignals(cmd)
 	rootCmd.AddCommand(cmd)
 }

@@ -101,6 +101,7 @@ log-cluster-test), Kafka consumer groups. It is not a production broker.`,
 	f.StringVar(&ports, "ports", "", "the brokers' ports on 127.0.0.1, comma-separated (default: free ports)")
 	f.StringVar(&addrFile, "addr-file", "", "write the bootstrap addresses (host:port,…) to this file once the cluster listens; removed on exit")
 	f.BoolVar(&sync, "sync", false, "fsync every produced batch before acknowledging it (needs --data-dir)")
+	ownSignals(cmd)
 	kafkaCmd.AddCommand(cmd)
 	rootCmd.AddCommand(kafkaCmd)
 }

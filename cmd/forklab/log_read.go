@@ -114,6 +114,7 @@ together in one request share their offset. JSON streams only.`,
 	f.StringVar(&offsetFile, "offset-file", "", "also write the next offset to this file on exit")
 	f.BoolVar(&offsets, "offsets", false, "start each line with the offset right after that message (to fork or resume there)")
 	lf = addLogFlags(cmd)
+	ownSignals(cmd)
 	logCmd.AddCommand(cmd)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/forklab/forklab/internal/atomicfile"
 	"net"
 	"os"
 	"os/signal"
@@ -94,14 +95,22 @@ SCOPE being read or read-write.`,
 				}
 			}
 			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
+				// Written under a temporary name and put in place when
+				// the server stops; a symlink or a device is refused.
+				f, err := atomicfile.Output(cpuProfile, true)
 				if err != nil {
 					return usageErr("--cpuprofile: %v", err)
 				}
+				defer f.Abort()
 				if err := pprof.StartCPUProfile(f); err != nil {
 					return fmt.Errorf("--cpuprofile: %w", err)
 				}
-				defer func() { pprof.StopCPUProfile(); f.Close() }()
+				defer func() {
+					pprof.StopCPUProfile()
+					if err := f.Commit(); err != nil {
+						fmt.Fprintf(os.Stderr, "forklab log serve: --cpuprofile: %v\n", err)
+					}
+				}()
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -165,6 +174,7 @@ SCOPE being read or read-write.`,
 	f.BoolVar(&quiet, "quiet", false, "do not log operational events to stderr")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the service to this file until it stops (for make bench-log-profile)")
 	f.MarkHidden("cpuprofile")
+	ownSignals(cmd)
 	logCmd.AddCommand(cmd)
 }
 

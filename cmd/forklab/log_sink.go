@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/sink"
 	"github.com/spf13/cobra"
 )
@@ -80,7 +81,23 @@ In a results directory, forklab db adds the files to the events view.`,
 			}
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// In a results directory, sink/ belongs to the sweep: it goes
+			// when the sweep is replaced (sweep.RegisterDerived). Noted
+			// once it exists, so that a refused run leaves no trace.
+			sinkDir := filepath.Join(cfg.Out, sink.Dir)
+			derive := func() error {
+				if _, err := os.Stat(sinkDir); err != nil {
+					return nil
+				}
+				return sweep.RegisterDerived(sinkDir)
+			}
+			if err := derive(); err != nil {
+				return err
+			}
 			rep, err := sink.Run(ctx, cfg)
+			if derr := derive(); err == nil {
+				err = derr
+			}
 			if errors.Is(err, sink.ErrUsage) {
 				return asInput(err)
 			}
@@ -102,6 +119,7 @@ In a results directory, forklab db adds the files to the events view.`,
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "the log's Kafka bootstrap brokers, host:port,…")
 	f.StringVar(&cfg.Topic, "topic", "forklab.streams", "the log's data topic")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only gaps and the summary")
+	ownSignals(cmd)
 	logCmd.AddCommand(cmd)
 }
 

@@ -263,6 +263,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			// The DuckDB database for BI tools: views over the tables just
 			// written (pipeline/analysis/export; docs/bi.md).
 			if _, err := export.WriteDB(ctx, out); err != nil {
+				if ctx.Err() != nil {
+					return exitError{130, fmt.Errorf("interrupted after %s was published: its results.duckdb was not written (run forklab db %s)", out, out)}
+				}
 				return fmt.Errorf("write %s/results.duckdb: %w", out, err)
 			}
 			if m.Errors > 0 {
@@ -301,5 +304,6 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 	af = addAgentFlags(f)
 	sf = addScaleFlags(f)
 	cmd.AddCommand(finalizeCmd())
+	ownSignals(cmd)
 	rootCmd.AddCommand(cmd)
 }

@@ -273,6 +273,7 @@ wait ran out; 2: DIR holds nothing to finalize.`,
 	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for shares still running (e.g. 2h)")
 	cmd.Flags().DurationVar(&poll, "poll", 5*time.Second, "with --wait, how often to look for the missing units")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary line")
+	ownSignals(cmd)
 	return cmd
 }
 

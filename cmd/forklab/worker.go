@@ -136,6 +136,7 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 	f.BoolVarP(&verbose, "verbose", "v", false, "a line per unit")
 	f.BoolVar(&debug, "debug", false, "log the Kafka client's errors too")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no start and summary lines")
+	ownSignals(cmd)
 	rootCmd.AddCommand(cmd)
 }
 
