@@ -53,9 +53,6 @@ directory, named when a check fails).`,
 			if r.Len() > 1000 {
 				return usageErr("--seeds: check at most 1000 seeds, got %d", r.Len())
 			}
-			if forkAt < 1 {
-				return usageErr("--fork-at must be at least 1, got %d", forkAt)
-			}
 			var seedList []uint64
 			for s := r.Start; s < r.End; s++ {
 				seedList = append(seedList, s)
@@ -122,9 +119,9 @@ directory, named when a check fails).`,
 		},
 	}
 	f := check.Flags()
-	f.DurationVar(&timeout, "timeout", 30*time.Second, "time the agent may take per request")
+	durationFlag(f, &timeout, "timeout", 30*time.Second, time.Millisecond, sweep.MaxAgentTimeout, "time the agent may take per request")
 	f.StringVar(&seeds, "seeds", "0:8", "seeds to play, START:END")
-	f.IntVar(&forkAt, "fork-at", 2, "fork step to checkpoint at (step 1 is checked too)")
+	intFlag(f, &forkAt, "fork-at", 2, 1, sweep.MaxForkStep, "fork step to checkpoint at (step 1 is checked too)")
 	f.StringArrayVar(&params, "param", nil, "set a declared parameter, key=value (repeatable; JSON values)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per check")
 	f.StringVar(&logDir, "log-dir", "", "directory for the agents' stderr (default: a temporary one)")

@@ -131,11 +131,11 @@ writes every one, as DIR/policy-config-C-fork-F.json.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&opt.MaxHarm, "max-harm", opt.MaxHarm, "cap on harms (see --harm-scope)")
+	intFlag(f, &opt.MaxHarm, "max-harm", opt.MaxHarm, 0, sweep.MaxRows, "cap on harms (see --harm-scope)")
 	f.StringVar(&opt.Scope, "harm-scope", opt.Scope, "clean: the cap counts harms on runs whose declared fault flag is false (the seed's cap); all: every harm")
-	f.Float64Var(&opt.Holdout, "holdout", opt.Holdout, "share of seeds held out, in (0, 1), split by a stable hash of the seed")
-	f.IntVar(&opt.ConfigID, "config", -1, "search only this configuration of a grid sweep (default: every one)")
-	f.IntVar(&opt.ForkStep, "fork-step", -1, "search only this fork step (default: every one)")
+	openFloatFlag(f, &opt.Holdout, "holdout", opt.Holdout, 0, 1, "share of seeds held out, split by a stable hash of the seed")
+	intFlagOr(f, &opt.ConfigID, "config", -1, 0, sweep.MaxConfigs-1, -1, "every one", "search only this configuration of a grid sweep")
+	intFlagOr(f, &opt.ForkStep, "fork-step", -1, 1, sweep.MaxForkStep, -1, "every one", "search only this fork step")
 	f.StringVarP(&out, "out", "o", "", "write the chosen rule to this JSON file (one configuration and fork step)")
 	f.StringVar(&outDir, "out-dir", "", "write one rule per configuration and fork step into this directory")
 	f.BoolVar(&overwrite, "overwrite", false, "replace --out (or the files in --out-dir) if they exist")

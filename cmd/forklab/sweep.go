@@ -78,12 +78,6 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
   forklab sweep --distributed --brokers kafka:9092 --seeds 0:300000000 --out /data/big`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if workers < 0 {
-				return usageErr("--workers must be 0 (one per CPU) or more, got %d", workers)
-			}
-			if logParallel < 1 {
-				return usageErr("--log-parallel must be at least 1, got %d", logParallel)
-			}
 			if err := sf.check(cmd, resume, fromLog != ""); err != nil {
 				return err
 			}
@@ -144,6 +138,10 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				if fl.Changed("world") {
 					return usageErr("--world and --agent exclude each other: the agent declares its own world")
 				}
+				// The agent's keys are checked before it is started.
+				if err := spec.Agent.Validate(); err != nil {
+					return specErr(err, fl.Changed, nil)
+				}
 				if ext, err = openAgent(ctx, spec.Agent); err != nil {
 					return asInput(err)
 				}
@@ -152,14 +150,14 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 					return asInput(err)
 				}
 				if resolved, err = spec.ResolveWith(ext); err != nil {
-					return asInput(err)
+					return specErr(err, fl.Changed, nil)
 				}
 			} else {
 				if err := wf.apply(&spec); err != nil {
 					return asInput(err)
 				}
 				if resolved, err = spec.Resolve(); err != nil {
-					return asInput(err)
+					return specErr(err, fl.Changed, nil)
 				}
 			}
 			if sf.shard != "" || sf.distributed {
@@ -288,17 +286,17 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 	f.StringVar(&seeds, "seeds", "0:300", "seed range START:END (END exclusive, as Python's range); N alone means 0:N")
 	f.StringVar(&forkAt, "fork-at", "3", "fork steps: 3, 1,2,3 or 1-4")
 	f.StringVar(&arms, "arms", "off,on", "arms, the control off among them: off,on,placebo,aa,policy")
-	f.IntVar(&replicas, "replicas", 1, "forks per checkpoint and arm, labelled by majority vote")
+	intFlag(f, &replicas, "replicas", 1, 1, sweep.MaxReplicas, "forks per checkpoint and arm, labelled by majority vote")
 	f.StringVar(&out, "out", "out", "results directory")
 	f.BoolVar(&overwrite, "overwrite", false, "replace a finished sweep in --out (atomically, once the new one is complete)")
 	f.BoolVar(&resume, "resume", false, "continue the interrupted sweep of --out, keeping the units it finished")
-	f.IntVar(&workers, "workers", 0, "parallel workers (0: one per CPU); never changes the output")
+	intFlag(f, &workers, "workers", 0, 0, maxWorkers, "parallel workers (0: one per CPU); never changes the output")
 	f.StringVar(&specFile, "spec", "", "sweep spec file (.json, .yaml); flags override it")
 	f.StringVar(&policyFile, "policy", "", "guard rule for the policy arm (forklab policy writes one)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary line")
 	f.StringVar(&fromLog, "from-log", "", "play every run and branch as a session on this session log (URL) and fork them from their offsets")
 	f.StringVar(&logPrefix, "log-prefix", "", "stream name prefix for --from-log (default sweep-<time>; must be new)")
-	f.IntVar(&logParallel, "log-parallel", 16, "seeds played on the log at once")
+	intFlag(f, &logParallel, "log-parallel", 16, 1, 1024, "seeds played on the log at once")
 	f.StringVar(&token, "token", os.Getenv("FORKLAB_TOKEN"), "bearer token for --from-log (default $FORKLAB_TOKEN)")
 	wf = addWorldFlags(f)
 	af = addAgentFlags(f)
