@@ -408,7 +408,7 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 			return Resolved{}, fmt.Errorf("grid: %s lists no values", k)
 		}
 		if size *= len(vs); size > MaxConfigs {
-			return Resolved{}, fmt.Errorf("grid: more than %d configurations", MaxConfigs)
+			return Resolved{}, fmt.Errorf("grid: more than %d configurations (a grid makes one per combination of its values; at most %d)", MaxConfigs, MaxConfigs)
 		}
 	}
 	slices.Sort(keys)
@@ -617,7 +617,9 @@ func specError(err error) string {
 		if strings.HasPrefix(key, "max_cost.") {
 			key = "max_cost"
 		}
-		if r, ok := keyRanges[key]; ok && strings.HasPrefix(typ.Value, "number") {
+		r, ok := keyRanges[key]
+		ok = ok && typ.Type != nil && kindOf(typ.Type.Kind().String()) == "a number"
+		if ok && strings.HasPrefix(typ.Value, "number") {
 			// A number that does not fit the key's type (1e400, a
 			// fraction, 2^64): out of range, not of another kind.
 			return fmt.Sprintf("%s must be %s, got %s", typ.Field, r, strings.TrimPrefix(typ.Value, "number "))
