@@ -68,6 +68,11 @@ log-cluster-test), Kafka consumer groups. It is not a production broker.`,
 			if sync && dataDir == "" {
 				return usageErr("--sync needs --data-dir")
 			}
+			if addrFile != "" {
+				if err := atomicfile.CheckReplaceable(addrFile); err != nil {
+					return asInput(fmt.Errorf("--addr-file: %w", err))
+				}
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			cl, err := broker.StartCluster(cfg)

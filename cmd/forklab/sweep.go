@@ -67,6 +67,15 @@ processes, shows their progress and publishes when every unit is in (run
 the same command again to pick up a stopped coordinator's sweep). Either
 way the tables are the single-process sweep's, byte for byte.
 
+A sweep writes into a hidden directory beside --out and replaces --out in one
+atomic step when it is complete: interrupted or failed, --out holds the old
+sweep, whole. What was derived from the old sweep inside --out (report.html,
+policy.json, a rerun/ sweep, results.duckdb, …) goes with it; your own files
+stay. Every flag and spec key is range-checked before anything runs; a sweep
+holds at most 1,048,576 units and 2^53 branch rows (137,438,953,472 seeds with
+the default unit size; docs/scale-out.md), and a larger seed range is refused
+naming the largest that fits.
+
 Exit status: 0 done; 5 done, but more than --max-error-rate of the pairs
 are errors (the numbers are incomplete; --resume plays the failed units
 again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
