@@ -147,5 +147,8 @@ gives the same Parquet files, byte for byte, as sweeping it in process.`,
 		},
 	}
 	serve.Flags().StringVar(&worldName, "world", "counter", "the built-in world to serve (forklab worlds lists them)")
+	// A protocol server that writes no file: a signal ends it at once, as
+	// its parent (a sweep that stops its agents) expects.
+	ownSignals(serve)
 	agentCmd.AddCommand(serve)
 }

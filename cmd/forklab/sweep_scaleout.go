@@ -273,6 +273,9 @@ wait ran out; 2: DIR holds nothing to finalize.`,
 // exits 5, as forklab sweep does.
 func published(ctx context.Context, out string, res sweep.Result, start time.Time, quiet bool) error {
 	if _, err := export.WriteDB(ctx, out); err != nil {
+		if ctx.Err() != nil {
+			return exitError{130, fmt.Errorf("interrupted after %s was published: its results.duckdb was not written (run forklab db %s)", out, out)}
+		}
 		return fmt.Errorf("write %s/results.duckdb: %w", out, err)
 	}
 	m := res.Manifest
