@@ -16,10 +16,10 @@
 //     temporary file and directory still in flight (cmd/forklab calls it
 //     on SIGINT and SIGTERM).
 //
-// Temporary files are named .forklab-RANDOM.tmp-BASE beside the final
-// path: hidden, recognisable (IsTemp), and ending with the final name so
-// that writers that pick a compression by extension (DuckDB's COPY to
-// x.csv.gz) see it.
+// Temporary files are named .BASE.forklab.tmp-RANDOM beside the final
+// path: hidden, recognisable (IsTemp), and never ending with the final
+// name's extension, so that a reader globbing *.parquet (the events view
+// over a sink's folder) never opens one half-written.
 package atomicfile
 
 import (
@@ -89,22 +89,16 @@ func kind(m os.FileMode) string {
 	return "special file"
 }
 
-// tempPrefix and tempInfix frame a temporary name: .forklab-RANDOM.tmp-BASE.
-// The infix is the one the sweep's table files use (.NAME.tmp-RANDOM), so
-// that one test finds both.
-const (
-	tempPrefix = ".forklab-"
-	tempInfix  = ".tmp-"
-)
+// tempInfix marks a temporary name: .BASE.forklab.tmp-RANDOM. It holds
+// the infix the sweep's table files use (.NAME.tmp-RANDOM), so that one
+// test finds both.
+const tempInfix = ".forklab.tmp-"
 
 // IsTemp says whether name (a base name) is a temporary file of this
 // package: one a killed process may have left, never a finished file.
 func IsTemp(name string) bool {
-	if !strings.HasPrefix(name, tempPrefix) {
-		return false
-	}
-	i := strings.Index(name, tempInfix)
-	return i > len(tempPrefix)
+	_, ok := TempTarget(name)
+	return ok
 }
 
 // TempTarget returns the base name of the file a temporary file named
@@ -112,10 +106,11 @@ func IsTemp(name string) bool {
 // files (IsTemp): a process cleaning up after a killed writer of its own
 // files (forklab log sink) finds them by it.
 func TempTarget(name string) (string, bool) {
-	if !IsTemp(name) {
+	i := strings.LastIndex(name, tempInfix)
+	if !strings.HasPrefix(name, ".") || i < 2 {
 		return "", false
 	}
-	return name[strings.Index(name, tempInfix)+len(tempInfix):], true
+	return name[1:i], true
 }
 
 // Create starts writing path: a temporary file beside it. It replaces an
@@ -159,7 +154,7 @@ func create(path string) (*File, error) {
 	var f *os.File
 	err := inFlight.add(func() (string, error) {
 		var err error
-		f, err = os.CreateTemp(filepath.Dir(path), tempPrefix+"*"+tempInfix+filepath.Base(path))
+		f, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+tempInfix+"*")
 		if err != nil {
 			return "", err
 		}

@@ -181,10 +181,10 @@ func TestTempNames(t *testing.T) {
 	}
 	defer f.Abort()
 	base := filepath.Base(f.TempPath())
-	if !strings.HasPrefix(base, ".forklab-") || !strings.HasSuffix(base, ".tmp-x.csv.gz") || !IsTemp(base) {
+	if !strings.HasPrefix(base, ".x.csv.gz.forklab.tmp-") || strings.HasSuffix(base, ".gz") || !IsTemp(base) {
 		t.Errorf("temporary name %s", base)
 	}
-	for _, n := range []string{"x.csv", ".forklab-derived", ".forklab-sql-123", ".x.csv.tmp-1"} {
+	for _, n := range []string{"x.csv", ".forklab-derived", ".forklab-sql-123", ".x.csv.tmp-1", "a.forklab.tmp-1"} {
 		if IsTemp(n) {
 			t.Errorf("IsTemp(%s)", n)
 		}

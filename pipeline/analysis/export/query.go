@@ -312,20 +312,38 @@ func copyQuery(ctx context.Context, conn *sql.Conn, last string, sh shape, f For
 	if err != nil {
 		return err
 	}
-	run := func(ctx context.Context, path string) error {
+	run := func(ctx context.Context, path, compression string) error {
 		// USE_TMP_FILE false: the file is forklab's own temporary file
 		// already, and DuckDB's tmp_ copy beside it would be outside the
 		// sandbox.
-		_, err := conn.ExecContext(ctx, "COPY (\n"+q+"\n) TO "+quote(path)+" ("+f.copyOptions()+", USE_TMP_FILE false)")
+		_, err := conn.ExecContext(ctx, "COPY (\n"+q+"\n) TO "+quote(path)+" ("+f.copyOptions()+compression+", USE_TMP_FILE false)")
 		if err != nil {
 			return &QueryFailed{results.QueryError(err)}
 		}
 		return nil
 	}
 	if out != nil {
-		return run(ctx, out.TempPath())
+		// The temporary name does not end with the output's extensions
+		// (atomicfile): the compression they ask for is said outright.
+		return run(ctx, out.TempPath(), compressionOf(f, out.Path()))
 	}
-	return streamFile(ctx, stdout, scratch, run)
+	return streamFile(ctx, stdout, scratch, func(ctx context.Context, path string) error { return run(ctx, path, "") })
+}
+
+// compressionOf is the COPY option for the compression the name of a CSV
+// or JSON output asks for, as DuckDB reads it from the extension: .gz is
+// gzip, .zst zstd; "" for none (Parquet compresses its pages itself).
+func compressionOf(f Format, path string) string {
+	if f == Parquet {
+		return ""
+	}
+	switch {
+	case strings.HasSuffix(path, ".gz"):
+		return ", COMPRESSION gzip"
+	case strings.HasSuffix(path, ".zst"):
+		return ", COMPRESSION zstd"
+	}
+	return ""
 }
 
 // writeFailure is err, an error of DuckDB's, as a failure to write

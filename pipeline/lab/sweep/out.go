@@ -472,7 +472,7 @@ var forklabEntries = []string{ManifestName, DerivedName, stagingLock, schemas.Co
 // results directory: a table or file a sweep writes, a leftover temporary
 // file, or the staging directory of a sweep nested in it.
 func isForklabEntry(name string) bool {
-	return slices.Contains(forklabEntries, name) || strings.HasPrefix(name, ".forklab-") ||
+	return slices.Contains(forklabEntries, name) || strings.HasPrefix(name, ".forklab-") || atomicfile.IsTemp(name) ||
 		strings.HasPrefix(name, ".") && strings.HasSuffix(name, stagingSuffix)
 }
 
