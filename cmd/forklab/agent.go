@@ -107,12 +107,6 @@ appended), 3 fenced: a newer incarnation owns the session.`,
 			if name == "" {
 				return usageErr("--session is required")
 			}
-			if until < 0 || delay < 0 || retryFor < 0 {
-				return usageErr("--until, --delay and --retry-for must not be negative")
-			}
-			if seed > sweep.MaxSeed {
-				return usageErr("--seed must be below 2^63")
-			}
 			fl := cmd.Flags()
 			logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab agent: "+f+"\n", a...) }
 			w := &agent.Worker{Log: lf.client(), Stream: name, Until: until, Delay: delay, RetryFor: retryFor, Logf: logf}
@@ -120,6 +114,16 @@ appended), 3 fenced: a newer incarnation owns the session.`,
 				spec := sweep.DefaultSpec()
 				if err := wf.apply(&spec); err != nil {
 					return asInput(err)
+				}
+				// The rules forklab sweep and checkpoint apply: --until is
+				// a fork step, at most the steps a run of the world takes.
+				spec.Seeds = sweep.Range{Start: seed, End: seed + 1}
+				if until > 0 {
+					spec.ForkAt = []int{until}
+				}
+				if _, err := spec.Resolve(); err != nil {
+					always := func(string) bool { return true }
+					return specErr(err, always, map[string]string{"seeds": "seed", "fork_at": "until"})
 				}
 				start, err := session.NewStart(spec.World, spec.Params, spec.Model, seed)
 				if err != nil {
@@ -159,10 +163,10 @@ appended), 3 fenced: a newer incarnation owns the session.`,
 	}
 	f := run.Flags()
 	f.StringVar(&name, "session", "", "session name: the stream and the producer id")
-	f.Uint64Var(&seed, "seed", 0, "task seed (required to start a session)")
-	f.IntVar(&until, "until", 0, "stop after this many steps (a prefix to fork from); 0 runs to the end")
-	f.DurationVar(&delay, "delay", 0, "pause before each append (makes sessions slow enough to interrupt)")
-	f.DurationVar(&retryFor, "retry-for", 2*time.Minute, "how long to retry while the log is unreachable")
+	uint64Flag(f, &seed, "seed", 0, 0, sweep.MaxSeed-1, "task seed (required to start a session)")
+	intFlag(f, &until, "until", 0, 0, sweep.MaxForkStep, "stop after this many steps (a prefix to fork from); 0 runs to the end")
+	durationFlag(f, &delay, "delay", 0, 0, time.Hour, "pause before each append (makes sessions slow enough to interrupt)")
+	durationFlag(f, &retryFor, "retry-for", 2*time.Minute, 0, 24*time.Hour, "how long to retry while the log is unreachable")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print each appended event with the stream's tail after it")
 	f.BoolVar(&gate, "gate", false, "with -v: after each event, wait for a line on stdin before going on (forklab chaos uses it to land its faults)")
 	wf = addWorldFlags(f)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/forklab/forklab/internal/atomicfile"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -56,9 +57,6 @@ fails).`,
 			if r.Len() > 1000 {
 				return usageErr("--seeds: check at most 1000 seeds, got %d", r.Len())
 			}
-			if forkAt < 1 {
-				return usageErr("--fork-at must be at least 1, got %d", forkAt)
-			}
 			var seedList []uint64
 			for s := r.Start; s < r.End; s++ {
 				seedList = append(seedList, s)
@@ -71,15 +69,20 @@ fails).`,
 				}
 				env[k] = v
 			}
-			tmp := false
+			removeTmp := func() {}
 			if logDir == "" {
-				if logDir, err = os.MkdirTemp("", "forklab-agent-check-"); err != nil {
+				// Removed after a pass, kept after a failure (the agents'
+				// stderr), and removed on a signal (atomicfile.Cleanup).
+				if logDir, removeTmp, err = atomicfile.TempDir("", "forklab-agent-check-"); err != nil {
 					return err
 				}
-				tmp = true
 			}
 			rows := agentproc.Check(cmd.Context(), agentproc.CheckOptions{Command: agentproc.Command{Line: args[0], Env: env},
 				Timeout: timeout, Seeds: seedList, ForkStep: forkAt, Params: params, LogDir: logDir})
+			if err := cmd.Context().Err(); err != nil {
+				removeTmp()
+				return err
+			}
 			failed := 0
 			for _, row := range rows {
 				if row.Status == agentproc.Fail {
@@ -102,17 +105,15 @@ fails).`,
 			if failed > 0 {
 				return exitError{1, fmt.Errorf("agent check: %d of %d checks failed; the agents' stderr is in %s", failed, len(rows), logDir)}
 			}
-			if tmp {
-				os.RemoveAll(logDir)
-			}
+			removeTmp()
 			fmt.Fprintf(os.Stderr, "agent check: all %d checks passed or skipped\n", len(rows))
 			return nil
 		},
 	}
 	f := check.Flags()
-	f.DurationVar(&timeout, "timeout", agentproc.CheckTimeout, "time the agent may take per request")
+	durationFlag(f, &timeout, "timeout", agentproc.CheckTimeout, time.Millisecond, sweep.MaxAgentTimeout, "time the agent may take per request")
 	f.StringVar(&seeds, "seeds", "0:8", "seeds to play, START:END")
-	f.IntVar(&forkAt, "fork-at", 2, "fork step to checkpoint at (step 1 is checked too)")
+	intFlag(f, &forkAt, "fork-at", 2, 1, sweep.MaxForkStep, "fork step to checkpoint at (step 1 is checked too)")
 	f.StringArrayVar(&params, "param", nil, "set a declared parameter, key=value (repeatable; a list as 2,5 or [2,5], as sweep takes it)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per check")
 	f.StringVar(&logDir, "log-dir", "", "directory for the agents' stderr (default: a temporary one)")
@@ -138,5 +139,8 @@ gives the same Parquet files, byte for byte, as sweeping it in process.`,
 		},
 	}
 	serve.Flags().StringVar(&worldName, "world", "counter", "the built-in world to serve (forklab worlds lists them)")
+	// A protocol server that writes no file: a signal ends it at once, as
+	// its parent (a sweep that stops its agents) expects.
+	ownSignals(serve)
 	agentCmd.AddCommand(serve)
 }

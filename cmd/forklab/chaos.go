@@ -48,12 +48,6 @@ timing depends on the machine).`,
   forklab chaos --sessions 50 --kills 200 --restarts 2 --sink-kills 30`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.Sessions < 1 || cfg.Kills < 0 || cfg.Zombies < 0 || cfg.Restarts < 0 || cfg.Parallel < 1 || cfg.SinkKills < 0 {
-				return usageErr("--sessions and --parallel must be at least 1; --kills, --zombies, --restarts and --sink-kills at least 0")
-			}
-			if cfg.Delay < 0 {
-				return usageErr("--delay must not be negative")
-			}
 			spec := sweep.DefaultSpec()
 			spec.Model.Temperature = 0.1
 			spec.Params = world.Params{"p_stall": 0.1} // the counter's default here; another world starts from its own
@@ -86,19 +80,20 @@ timing depends on the machine).`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&cfg.Sessions, "sessions", 50, "agent sessions to run")
-	f.IntVar(&cfg.Kills, "kills", 200, "worker SIGKILLs to inflict")
-	f.IntVar(&cfg.Zombies, "zombies", 20, "workers to freeze (SIGSTOP), replace, then wake (SIGCONT)")
-	f.IntVar(&cfg.Restarts, "restarts", 2, "times to SIGKILL and restart the log service")
-	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the sessions (task seeds SEED*1000+i) and of the plan of faults")
-	f.IntVar(&cfg.Parallel, "parallel", 10, "sessions running at once")
-	f.DurationVar(&cfg.Delay, "delay", 20*time.Millisecond, "each worker's pause before every append")
+	intFlag(f, &cfg.Sessions, "sessions", 50, 1, 100000, "agent sessions to run")
+	intFlag(f, &cfg.Kills, "kills", 200, 0, 1000000, "worker SIGKILLs to inflict")
+	intFlag(f, &cfg.Zombies, "zombies", 20, 0, 1000000, "workers to freeze (SIGSTOP), replace, then wake (SIGCONT)")
+	intFlag(f, &cfg.Restarts, "restarts", 2, 0, 10000, "times to SIGKILL and restart the log service")
+	uint64Flag(f, &cfg.Seed, "seed", 1, 0, (sweep.MaxSeed-100000)/1000, "seed of the sessions (task seeds SEED*1000+i, below 2^63) and of the plan of faults")
+	intFlag(f, &cfg.Parallel, "parallel", 10, 1, 1024, "sessions running at once")
+	durationFlag(f, &cfg.Delay, "delay", 20*time.Millisecond, 0, time.Hour, "each worker's pause before every append")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "log data directory (default: a temporary one, removed after)")
-	f.IntVar(&cfg.SinkKills, "sink-kills", 0, "run forklab log sink --follow beside the sessions and SIGKILL it this many times (0: no sink)")
+	intFlag(f, &cfg.SinkKills, "sink-kills", 0, 0, 100000, "run forklab log sink --follow beside the sessions and SIGKILL it this many times (0: no sink)")
 	f.StringVar(&cfg.SinkOut, "sink-out", "", "the sink's output directory (default: DATA-DIR/sink-out)")
 	wf = addWorldFlags(f)
 	f.Lookup("temperature").DefValue = "0.1"
 	ps := f.Lookup("p-stall")
 	ps.Usage = strings.Replace(ps.Usage, "(default 0)", "(default here 0.1, for the counter)", 1)
+	ownSignals(cmd)
 	rootCmd.AddCommand(cmd)
 }

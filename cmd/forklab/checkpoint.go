@@ -32,14 +32,14 @@ the per-parameter flags), and checked the same way.`,
 			if err := wf.apply(&spec); err != nil {
 				return asInput(err)
 			}
-			if seed > sweep.MaxSeed-1 {
-				return usageErr("--seed must be below 2^63-1, got %d", seed)
-			}
 			spec.Seeds = sweep.Range{Start: seed, End: seed + 1}
 			spec.ForkAt = []int{forkAt}
 			r, err := spec.Resolve()
 			if err != nil {
-				return asInput(fmt.Errorf("--fork-at/--seed/world: %w", err))
+				// The same rules as forklab sweep's, naming this
+				// command's flags: --fork-at past the world's runs, --seed.
+				always := func(string) bool { return true }
+				return specErr(err, always, map[string]string{"seeds": "seed"})
 			}
 			inst, err := r.Def.Open(r.Configs[0].Params, r.Configs[0].Model)
 			if err != nil {
@@ -55,8 +55,8 @@ the per-parameter flags), and checked the same way.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Uint64Var(&seed, "seed", 0, "task seed")
-	f.IntVar(&forkAt, "fork-at", 3, "fork step: the number of steps run before the checkpoint")
+	uint64Flag(f, &seed, "seed", 0, 0, sweep.MaxSeed-1, "task seed")
+	intFlag(f, &forkAt, "fork-at", 3, 1, sweep.MaxForkStep, "fork step: the number of steps run before the checkpoint (at most the steps a run of the world can take)")
 	wf = addWorldFlags(f)
 	cmd.MarkFlagRequired("seed")
 	rootCmd.AddCommand(cmd)

@@ -12,6 +12,7 @@ import (
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
 	"github.com/forklab/forklab/pipeline/world"
 	"github.com/spf13/cobra"
@@ -81,9 +82,6 @@ features, none elsewhere.`,
 			arm := fork.Arm(armName)
 			if arm != fork.Off && arm != fork.On && arm != fork.Placebo && arm != fork.AA && arm != fork.Policy {
 				return usageErr("--arm %q is unknown (known: off, on, placebo, aa, policy)", armName)
-			}
-			if replica < 0 {
-				return usageErr("--replica must be 0 or more, got %d", replica)
 			}
 			var rule *policy.Rule
 			if arm == fork.Policy {
@@ -190,7 +188,7 @@ features, none elsewhere.`,
 	f := cmd.Flags()
 	f.StringVar(&file, "checkpoint", "", "checkpoint file (one JSON object per line; - for stdin)")
 	f.StringVar(&armName, "arm", "", "arm to finish: off, on, placebo, aa or policy")
-	f.IntVar(&replica, "replica", 0, "replica number (selects the model's noise stream)")
+	intFlag(f, &replica, "replica", 0, 0, sweep.MaxReplicas-1, "replica number (selects the model's noise stream)")
 	f.StringVar(&policyFile, "policy", "", "guard rule for --arm policy")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per outcome")
 	f.StringVar(&stream, "stream", "", "session stream to fork on the log")

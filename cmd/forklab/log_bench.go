@@ -38,9 +38,6 @@ after each load (from /proc), to show whether it stays flat.`,
 			if len(targets) == 0 {
 				return usageErr("give at least one --target NAME=URL")
 			}
-			if duration <= 0 || warmup < 0 || events < 0 {
-				return usageErr("--duration must be positive, --warmup and --catchup-events not negative")
-			}
 			type load struct{ producers, body int }
 			var ls []load
 			if loads == "" {
@@ -51,14 +48,14 @@ after each load (from /proc), to show whether it stays flat.`,
 					np, err1 := strconv.Atoi(p)
 					nb, err2 := strconv.Atoi(b)
 					if !ok || err1 != nil || err2 != nil {
-						return usageErr("--loads %q: want PRODUCERSxBYTES,… (e.g. 16x100,64x100)", loads)
+						return usageErr("--loads %q: want PRODUCERSxBYTES,… with 1-%d producers and 1 B-16 MiB bodies (e.g. 16x100,64x100)", loads, maxBenchProducers)
 					}
 					ls = append(ls, load{np, nb})
 				}
 			}
 			for _, l := range ls {
-				if l.producers <= 0 || l.producers > 4096 || l.body <= 0 || l.body > 16<<20 {
-					return usageErr("a load of %d producers and %d-byte bodies: want 1-4096 producers and 1 B-16 MiB bodies", l.producers, l.body)
+				if l.producers <= 0 || l.producers > maxBenchProducers || l.body <= 0 || l.body > maxBenchBody {
+					return usageErr("--loads: a load of %d producers and %d-byte bodies: want 1-%d producers and 1 B-16 MiB bodies", l.producers, l.body, maxBenchProducers)
 				}
 			}
 			var ts []bench.Target
@@ -73,8 +70,8 @@ after each load (from /proc), to show whether it stays flat.`,
 			for _, p := range pids {
 				name, v, ok := strings.Cut(p, "=")
 				n, err := strconv.Atoi(v)
-				if !ok || err != nil || n <= 0 {
-					return usageErr("--pid %q: want NAME=PID", p)
+				if !ok || err != nil || n <= 0 || n > maxPID {
+					return usageErr("--pid %q: want NAME=PID, PID an integer in [1, %d]", p, maxPID)
 				}
 				pidOf[name] = n
 			}
@@ -136,11 +133,11 @@ after each load (from /proc), to show whether it stays flat.`,
 	f.StringArrayVar(&targets, "target", nil, "NAME=URL of a server to load (repeatable; the first is the baseline)")
 	f.StringArrayVar(&pids, "pid", nil, "NAME=PID: report that target's resident memory after each load (repeatable)")
 	f.StringVar(&loads, "loads", "", "loads to run, PRODUCERSxBYTES,… (default: --producers x --body)")
-	f.IntVar(&producers, "producers", 16, "concurrent producers, one stream each")
-	f.IntVar(&body, "body", 100, "bytes per append")
-	f.DurationVar(&duration, "duration", 10*time.Second, "measured time per target and load")
-	f.DurationVar(&warmup, "warmup", 2*time.Second, "unmeasured time before it")
-	f.IntVar(&events, "catchup-events", 1000000, "events in the catch-up read test (0 skips it)")
+	intFlag(f, &producers, "producers", 16, 1, maxBenchProducers, "concurrent producers, one stream each")
+	intFlag(f, &body, "body", 100, 1, maxBenchBody, "bytes per append")
+	durationFlag(f, &duration, "duration", 10*time.Second, time.Millisecond, 24*time.Hour, "measured time per target and load")
+	durationFlag(f, &warmup, "warmup", 2*time.Second, 0, time.Hour, "unmeasured time before it")
+	intFlag(f, &events, "catchup-events", 1000000, 0, 1000000000, "events in the catch-up read test (0 skips it)")
 	logCmd.AddCommand(cmd)
 }
 

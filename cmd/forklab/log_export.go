@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
 	"github.com/forklab/forklab/pipeline/sessions/session"
 	"github.com/forklab/forklab/schemas"
@@ -70,8 +72,8 @@ exported too, with a warning, so a corrupt session can be inspected.`,
 				name += ".parquet"
 			}
 			path := filepath.Join(out, "events", name)
-			if _, err := os.Stat(path); err == nil && !overwrite {
-				return usageErr("%s exists; pass --overwrite to replace it", path)
+			if err := checkOutput(path, overwrite); err != nil {
+				return err
 			}
 			var rows []schemas.SessionEvent
 			for _, s := range streams {
@@ -86,8 +88,8 @@ exported too, with a warning, so a corrupt session can be inspected.`,
 				}
 				rows = append(rows, r...)
 			}
-			if err := agent.WriteEvents(path, rows); err != nil {
-				return fmt.Errorf("write %s: %w", path, err)
+			if err := writeEvents(path, rows, overwrite); err != nil {
+				return err
 			}
 			fmt.Fprintf(os.Stderr, "wrote %s: %d events from %d %s\n", path, len(rows), len(streams), plural(len(streams), "stream", "streams"))
 			return nil
@@ -109,4 +111,32 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// writeEvents writes rows to path as agent.WriteEvents does, through
+// atomicfile.Output: the file is registered as derived from the results
+// directory holding it (sweep.RegisterDerived), a folder made for it goes
+// again on failure, and a signal leaves nothing half-written.
+func writeEvents(path string, rows []schemas.SessionEvent, overwrite bool) error {
+	undo, err := mkdirAll(filepath.Dir(path))
+	if err != nil {
+		return asInput(fmt.Errorf("write %s: %w", path, err))
+	}
+	f, err := atomicfile.Output(path, overwrite)
+	if err != nil {
+		undo()
+		return asInput(err)
+	}
+	defer f.Abort()
+	sweep.DeriveOutput(f, "", "")
+	err = agent.EncodeEvents(f, rows)
+	if err == nil {
+		err = f.Commit()
+	}
+	if err != nil {
+		f.Abort()
+		undo()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }

@@ -52,15 +52,12 @@ log-cluster-test), Kafka consumer groups. It is not a production broker.`,
   forklab log serve --brokers "$(cat /tmp/kafka.addrs)" --replication-factor 3 --partitions 3`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if brokers < 1 || brokers > 64 {
-				return usageErr("--brokers must be between 1 and 64, got %d", brokers)
-			}
 			cfg := broker.ClusterConfig{Brokers: brokers, DataDir: dataDir, Sync: sync}
 			if ports != "" {
 				for _, p := range strings.Split(ports, ",") {
 					n, err := strconv.Atoi(strings.TrimSpace(p))
 					if err != nil || n < 1 || n > 65535 {
-						return usageErr("--ports %q: want %d port numbers, comma-separated", ports, brokers)
+						return usageErr("--ports %q: want %d port numbers, each an integer in [1, 65535], comma-separated", ports, brokers)
 					}
 					cfg.Ports = append(cfg.Ports, n)
 				}
@@ -70,6 +67,11 @@ log-cluster-test), Kafka consumer groups. It is not a production broker.`,
 			}
 			if sync && dataDir == "" {
 				return usageErr("--sync needs --data-dir")
+			}
+			if addrFile != "" {
+				if err := atomicfile.CheckReplaceable(addrFile); err != nil {
+					return asInput(fmt.Errorf("--addr-file: %w", err))
+				}
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -96,11 +98,12 @@ log-cluster-test), Kafka consumer groups. It is not a production broker.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&brokers, "brokers", 3, "number of brokers")
+	intFlag(f, &brokers, "brokers", 3, 1, 64, "number of brokers")
 	f.StringVar(&dataDir, "data-dir", "", "persist the cluster's data here (default: in memory)")
 	f.StringVar(&ports, "ports", "", "the brokers' ports on 127.0.0.1, comma-separated (default: free ports)")
 	f.StringVar(&addrFile, "addr-file", "", "write the bootstrap addresses (host:port,…) to this file once the cluster listens; removed on exit")
 	f.BoolVar(&sync, "sync", false, "fsync every produced batch before acknowledging it (needs --data-dir)")
+	ownSignals(cmd)
 	kafkaCmd.AddCommand(cmd)
 	rootCmd.AddCommand(kafkaCmd)
 }

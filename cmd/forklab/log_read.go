@@ -47,6 +47,13 @@ together in one request share their offset. JSON streams only.`,
 			if stream == "" {
 				return usageErr("--stream is required")
 			}
+			if offsetFile != "" {
+				// Refused before anything is read: a symlink or a device
+				// is not replaced by the offset.
+				if err := atomicfile.CheckReplaceable(offsetFile); err != nil {
+					return asInput(fmt.Errorf("--offset-file: %w", err))
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			mode := client.CatchUp
@@ -114,6 +121,7 @@ together in one request share their offset. JSON streams only.`,
 	f.StringVar(&offsetFile, "offset-file", "", "also write the next offset to this file on exit")
 	f.BoolVar(&offsets, "offsets", false, "start each line with the offset right after that message (to fork or resume there)")
 	lf = addLogFlags(cmd)
+	ownSignals(cmd)
 	logCmd.AddCommand(cmd)
 }
 

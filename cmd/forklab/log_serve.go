@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/forklab/forklab/internal/atomicfile"
 	"net"
 	"os"
 	"os/signal"
@@ -48,24 +49,6 @@ SCOPE being read or read-write.`,
   forklab log serve --brokers k1:9092,k2:9092 --replication-factor 3 --token-file tokens.txt --addr :8080`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if maxBody <= 0 {
-				return usageErr("--max-body must be positive, got %d", maxBody)
-			}
-			if partitions <= 0 {
-				return usageErr("--partitions must be positive, got %d", partitions)
-			}
-			for _, d := range []struct {
-				name string
-				v    time.Duration
-			}{{"--long-poll-timeout", longPoll}, {"--append-timeout", appendTimeout}, {"--header-timeout", headerTimeout},
-				{"--body-timeout", bodyTimeout}, {"--write-timeout", writeTimeout}, {"--idle-timeout", idleTimeout}} {
-				if d.v <= 0 {
-					return usageErr("%s must be positive, got %s", d.name, d.v)
-				}
-			}
-			if maxConnsPerClient < 0 || maxConns < 0 {
-				return usageErr("--max-conns-per-client and --max-conns must be positive (0: no limit), got %d and %d", maxConnsPerClient, maxConns)
-			}
 			var bl []string
 			for _, b := range strings.Split(brokers, ",") {
 				if b = strings.TrimSpace(b); b != "" {
@@ -94,14 +77,22 @@ SCOPE being read or read-write.`,
 				}
 			}
 			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
+				// Written under a temporary name and put in place when
+				// the server stops; a symlink or a device is refused.
+				f, err := atomicfile.Output(cpuProfile, true)
 				if err != nil {
 					return usageErr("--cpuprofile: %v", err)
 				}
+				defer f.Abort()
 				if err := pprof.StartCPUProfile(f); err != nil {
 					return fmt.Errorf("--cpuprofile: %w", err)
 				}
-				defer func() { pprof.StopCPUProfile(); f.Close() }()
+				defer func() {
+					pprof.StopCPUProfile()
+					if err := f.Commit(); err != nil {
+						fmt.Fprintf(os.Stderr, "forklab log serve: --cpuprofile: %v\n", err)
+					}
+				}()
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -145,26 +136,27 @@ SCOPE being read or read-write.`,
 	f.StringVar(&addr, "addr", "127.0.0.1:4437", "HTTP listen address")
 	f.StringVar(&brokers, "brokers", "", "Kafka bootstrap brokers, host:port,… (default: start the embedded broker)")
 	f.StringVar(&dataDir, "data-dir", "", "embedded broker data directory (default $XDG_DATA_HOME/forklab/log)")
-	f.IntVar(&embeddedPort, "kafka-port", 0, "embedded broker port on 127.0.0.1 (default: a free port)")
+	intFlag(f, &embeddedPort, "kafka-port", 0, 0, 65535, "embedded broker port on 127.0.0.1 (0: a free port)")
 	f.StringVar(&topic, "topic", "forklab.streams", "Kafka data topic")
-	f.IntVar(&partitions, "partitions", 1, "partitions when the data topic is created (an existing topic keeps its own)")
-	f.IntVar(&replication, "replication-factor", -1, "replication factor when the data topic is created (-1: the cluster's default)")
-	f.Int64Var(&maxBody, "max-body", 1<<20, "largest append or create body in bytes; larger ones get 413")
-	f.Int64Var(&cacheMB, "cache-mb", 256, "record values kept in memory, MiB; older ones are read back from Kafka")
-	f.DurationVar(&longPoll, "long-poll-timeout", 20*time.Second, "how long a long-poll read waits for data")
-	f.DurationVar(&appendTimeout, "append-timeout", 10*time.Second, "how long a write waits for Kafka's acknowledgement before it is answered 503 (retry with the same Producer-Seq)")
-	f.DurationVar(&headerTimeout, "header-timeout", service.DefaultHeaderTimeout, "time a client may take to send a request's headers")
-	f.DurationVar(&bodyTimeout, "body-timeout", 30*time.Second, "time a client may take to send a request body; slower ones get 408")
-	f.DurationVar(&writeTimeout, "write-timeout", 30*time.Second, "time a response (each SSE event) may take to reach the client")
-	f.DurationVar(&idleTimeout, "idle-timeout", service.DefaultIdleTimeout, "how long a keep-alive connection waits for its next request")
-	f.IntVar(&maxConnsPerClient, "max-conns-per-client", service.DefaultMaxConnsPerClient, "connections one client IP may hold open; more get 429 (0: no limit)")
-	f.IntVar(&maxConns, "max-conns", service.DefaultMaxConns, "connections held open in all; more get 503 (0: no limit)")
+	intFlag(f, &partitions, "partitions", 1, 1, 100000, "partitions when the data topic is created (an existing topic keeps its own)")
+	intFlagOr(f, &replication, "replication-factor", -1, 1, 32767, -1, "the cluster's default", "replication factor when the data topic is created")
+	int64Flag(f, &maxBody, "max-body", 1<<20, 1, 64<<20, "largest append or create body in bytes; larger ones get 413")
+	int64Flag(f, &cacheMB, "cache-mb", 256, 1, 1<<20, "record values kept in memory, MiB; older ones are read back from Kafka")
+	durationFlag(f, &longPoll, "long-poll-timeout", 20*time.Second, time.Millisecond, time.Hour, "how long a long-poll read waits for data")
+	durationFlag(f, &appendTimeout, "append-timeout", 10*time.Second, time.Millisecond, time.Hour, "how long a write waits for Kafka's acknowledgement before it is answered 503 (retry with the same Producer-Seq)")
+	durationFlag(f, &headerTimeout, "header-timeout", service.DefaultHeaderTimeout, time.Millisecond, time.Hour, "time a client may take to send a request's headers")
+	durationFlag(f, &bodyTimeout, "body-timeout", 30*time.Second, time.Millisecond, time.Hour, "time a client may take to send a request body; slower ones get 408")
+	durationFlag(f, &writeTimeout, "write-timeout", 30*time.Second, time.Millisecond, time.Hour, "time a response (each SSE event) may take to reach the client")
+	durationFlag(f, &idleTimeout, "idle-timeout", service.DefaultIdleTimeout, time.Millisecond, 24*time.Hour, "how long a keep-alive connection waits for its next request")
+	intFlag(f, &maxConnsPerClient, "max-conns-per-client", service.DefaultMaxConnsPerClient, 0, 1<<20, "connections one client IP may hold open; more get 429 (0: no limit)")
+	intFlag(f, &maxConns, "max-conns", service.DefaultMaxConns, 0, 1<<20, "connections held open in all; more get 503 (0: no limit)")
 	f.StringVar(&tokenFile, "token-file", "", `bearer tokens, one "read|read-write TOKEN" per line; turns on authentication`)
 	f.BoolVar(&allowUnauth, "allow-unauthenticated", false, "allow listening beyond loopback without --token-file")
 	f.BoolVar(&noSync, "no-sync", false, "embedded broker: do not fsync every batch (faster, loses acknowledged appends on a crash)")
 	f.BoolVar(&quiet, "quiet", false, "do not log operational events to stderr")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the service to this file until it stops (for make bench-log-profile)")
 	f.MarkHidden("cpuprofile")
+	ownSignals(cmd)
 	logCmd.AddCommand(cmd)
 }
 

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/sink"
 	"github.com/spf13/cobra"
 )
@@ -59,12 +60,6 @@ In a results directory, forklab db adds the files to the events view.`,
 			if fi, err := os.Stat(cfg.Out); err == nil && !fi.IsDir() {
 				return usageErr("--out %s is a file; give a directory", cfg.Out)
 			}
-			if cfg.RotateRecords < 1 {
-				return usageErr("--rotate-records must be at least 1, got %d", cfg.RotateRecords)
-			}
-			if cfg.RotateInterval <= 0 {
-				return usageErr("--rotate-interval must be positive, got %s", cfg.RotateInterval)
-			}
 			for _, b := range strings.Split(brokers, ",") {
 				if b = strings.TrimSpace(b); b != "" {
 					cfg.Brokers = append(cfg.Brokers, b)
@@ -80,7 +75,23 @@ In a results directory, forklab db adds the files to the events view.`,
 			}
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// In a results directory, sink/ belongs to the sweep: it goes
+			// when the sweep is replaced (sweep.RegisterDerived). Noted
+			// once it exists, so that a refused run leaves no trace.
+			sinkDir := filepath.Join(cfg.Out, sink.Dir)
+			derive := func() error {
+				if _, err := os.Stat(sinkDir); err != nil {
+					return nil
+				}
+				return sweep.RegisterDerived(sinkDir)
+			}
+			if err := derive(); err != nil {
+				return err
+			}
 			rep, err := sink.Run(ctx, cfg)
+			if derr := derive(); err == nil {
+				err = derr
+			}
 			if errors.Is(err, sink.ErrUsage) {
 				return asInput(err)
 			}
@@ -97,11 +108,12 @@ In a results directory, forklab db adds the files to the events view.`,
 	f.StringVar(&cfg.Out, "out", "", "directory to write sink/ into (a results directory, or any)")
 	f.StringVar(&cfg.Prefix, "prefix", "", "copy only the streams whose names start with this")
 	f.BoolVar(&cfg.Follow, "follow", false, "keep following the log (long polls) until SIGINT or SIGTERM")
-	f.IntVar(&cfg.RotateRecords, "rotate-records", 10000, "close a batch (one file per date) once it holds this many events")
-	f.DurationVar(&cfg.RotateInterval, "rotate-interval", time.Minute, "with --follow, close a batch this long after its first record")
+	intFlag(f, &cfg.RotateRecords, "rotate-records", 10000, 1, 10000000, "close a batch (one file per date) once it holds this many events")
+	durationFlag(f, &cfg.RotateInterval, "rotate-interval", time.Minute, time.Millisecond, 24*time.Hour, "with --follow, close a batch this long after its first record")
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "the log's Kafka bootstrap brokers, host:port,…")
 	f.StringVar(&cfg.Topic, "topic", "forklab.streams", "the log's data topic")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only gaps and the summary")
+	ownSignals(cmd)
 	logCmd.AddCommand(cmd)
 }
 

@@ -14,12 +14,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
+	"github.com/forklab/forklab/internal/atomicfile"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
 )
@@ -70,10 +76,66 @@ func asInput(err error) error {
 	return inputError{err}
 }
 
+// ownSignalsKey annotates a command that handles SIGINT and SIGTERM itself
+// (a sweep keeps its finished work for --resume, a server shuts down
+// cleanly, a worker drains): main leaves the signals to it.
+const ownSignalsKey = "forklab.own-signals"
+
+// ownSignals marks cmd as handling SIGINT and SIGTERM itself.
+func ownSignals(cmd *cobra.Command) {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[ownSignalsKey] = "true"
+}
+
+// signalGrace is how long a command has, after SIGINT or SIGTERM cancelled
+// its context, to stop by itself; then (or at a second signal) main removes
+// every temporary file still in flight and exits 130.
+const signalGrace = 5 * time.Second
+
+// onSignals cancels the returned context at the first SIGINT or SIGTERM,
+// for every command but those that handle signals themselves (ownSignals):
+// the command stops, its deferred Aborts remove what it was writing, and
+// main exits 130. A command that does not stop within signalGrace, or a
+// second signal, ends the process at once — after atomicfile.Cleanup has
+// removed every temporary file and folder in flight, so that nothing
+// half-written stays (docs/exit-status.md).
+func onSignals(args []string) (context.Context, *atomic.Bool) {
+	var interrupted atomic.Bool
+	if c, _, err := rootCmd.Find(args); err == nil && c.Annotations[ownSignalsKey] != "" {
+		return context.Background(), &interrupted
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		interrupted.Store(true)
+		cancel()
+		select {
+		case <-sigs:
+		case <-time.After(signalGrace):
+		}
+		atomicfile.Cleanup()
+		fmt.Fprintln(os.Stderr, "forklab: interrupted; nothing half-written was left")
+		os.Exit(130)
+	}()
+	return ctx, &interrupted
+}
+
 func main() {
-	err := rootCmd.Execute()
+	ignoreFileSizeSignal()
+	ctx, interrupted := onSignals(os.Args[1:])
+	err := rootCmd.ExecuteContext(ctx)
 	if err == nil {
 		return
+	}
+	var ex exitError
+	if interrupted.Load() && !errors.As(err, &ex) {
+		atomicfile.Cleanup()
+		fmt.Fprintln(os.Stderr, "forklab: interrupted; nothing half-written was left")
+		os.Exit(130)
 	}
 	var in inputError
 	if isCobraUsage(err) {
@@ -84,7 +146,6 @@ func main() {
 		os.Exit(2)
 	}
 	fmt.Fprintln(os.Stderr, "forklab:", err)
-	var ex exitError
 	switch {
 	case errors.As(err, &ex):
 		os.Exit(ex.code)
@@ -92,6 +153,10 @@ func main() {
 		os.Exit(4)
 	case errors.As(err, &in), errors.Is(err, agentproc.ErrInconsistent):
 		// An agent whose processes declare different worlds is bad input.
+		os.Exit(2)
+	case errors.Is(err, atomicfile.ErrNotRegular), errors.Is(err, atomicfile.ErrExists):
+		// An output path that is a symlink, a device or a directory, or
+		// a file that exists without --overwrite: refused, nothing done.
 		os.Exit(2)
 	}
 	os.Exit(1)

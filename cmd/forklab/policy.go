@@ -9,6 +9,7 @@ import (
 
 	"github.com/forklab/forklab/internal/atomicfile"
 	"github.com/forklab/forklab/pipeline/analysis/report"
+	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/analysis/search"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
@@ -48,9 +49,14 @@ writes every one, as DIR/policy-config-C-fork-F.json.`,
 			if out != "" && outDir != "" {
 				return usageErr("--out and --out-dir: give one")
 			}
-			if out != "" && !overwrite {
-				if _, err := os.Stat(out); err == nil {
-					return usageErr("%s exists; pass --overwrite to replace it", out)
+			if out != "" {
+				if err := checkOutput(out, overwrite); err != nil {
+					return err
+				}
+			}
+			if outDir != "" {
+				if err := atomicfile.CheckReplaceable(outDir); err != nil && !isDir(outDir) {
+					return asInput(fmt.Errorf("--out-dir: %w", err))
 				}
 			}
 			db, err := openResults(cmd, args[0])
@@ -81,22 +87,42 @@ writes every one, as DIR/policy-config-C-fork-F.json.`,
 				if g.Skipped != "" {
 					return usageErr("%s: %s: no rule chosen: %s", args[0], report.GroupTitle(db.Manifest, g.ConfigID, g.ForkStep), g.Skipped)
 				}
-				return writeRule(out, args[0], g, opt)
+				return writeRule(out, db, g, opt, overwrite)
 			case outDir != "":
-				if err := os.MkdirAll(outDir, 0o755); err != nil {
-					return asInput(fmt.Errorf("--out-dir: %w", err))
-				}
+				// Every file is checked before any is written, and a
+				// folder made for them goes again if writing fails: a
+				// refusal or a failure leaves no trace.
+				var todo []*search.Group
 				for i := range r.Groups {
 					g := &r.Groups[i]
 					if g.Skipped != "" {
 						fmt.Fprintf(os.Stderr, "no rule for %s: %s\n", report.GroupTitle(db.Manifest, g.ConfigID, g.ForkStep), g.Skipped)
 						continue
 					}
-					path := filepath.Join(outDir, fmt.Sprintf("policy-config-%d-fork-%d.json", g.ConfigID, g.ForkStep))
-					if _, err := os.Stat(path); err == nil && !overwrite {
-						return usageErr("%s exists; pass --overwrite to replace it", path)
+					if err := checkOutput(ruleFile(outDir, g), overwrite); err != nil {
+						return err
 					}
-					if err := writeRule(path, args[0], g, opt); err != nil {
+					todo = append(todo, g)
+				}
+				if len(todo) == 0 {
+					return nil
+				}
+				made := !isDir(outDir)
+				if made {
+					// A folder forklab makes in a results directory
+					// belongs to its sweep.
+					if err := sweep.RegisterDerived(outDir); err != nil {
+						return fmt.Errorf("--out-dir: %w", err)
+					}
+					if err := os.MkdirAll(outDir, 0o755); err != nil {
+						return asInput(fmt.Errorf("--out-dir: %w", err))
+					}
+				}
+				for _, g := range todo {
+					if err := writeRule(ruleFile(outDir, g), db, g, opt, overwrite); err != nil {
+						if made {
+							os.RemoveAll(outDir)
+						}
 						return err
 					}
 				}
@@ -105,11 +131,11 @@ writes every one, as DIR/policy-config-C-fork-F.json.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&opt.MaxHarm, "max-harm", opt.MaxHarm, "cap on harms (see --harm-scope)")
+	intFlag(f, &opt.MaxHarm, "max-harm", opt.MaxHarm, 0, sweep.MaxRows, "cap on harms (see --harm-scope)")
 	f.StringVar(&opt.Scope, "harm-scope", opt.Scope, "clean: the cap counts harms on runs whose declared fault flag is false (the seed's cap); all: every harm")
-	f.Float64Var(&opt.Holdout, "holdout", opt.Holdout, "share of seeds held out, in (0, 1), split by a stable hash of the seed")
-	f.IntVar(&opt.ConfigID, "config", -1, "search only this configuration of a grid sweep (default: every one)")
-	f.IntVar(&opt.ForkStep, "fork-step", -1, "search only this fork step (default: every one)")
+	openFloatFlag(f, &opt.Holdout, "holdout", opt.Holdout, 0, 1, "share of seeds held out, split by a stable hash of the seed")
+	intFlagOr(f, &opt.ConfigID, "config", -1, 0, sweep.MaxConfigs-1, -1, "every one", "search only this configuration of a grid sweep")
+	intFlagOr(f, &opt.ForkStep, "fork-step", -1, 1, sweep.MaxForkStep, -1, "every one", "search only this fork step")
 	f.StringVarP(&out, "out", "o", "", "write the chosen rule to this JSON file (one configuration and fork step)")
 	f.StringVar(&outDir, "out-dir", "", "write one rule per configuration and fork step into this directory")
 	f.BoolVar(&overwrite, "overwrite", false, "replace --out (or the files in --out-dir) if they exist")
@@ -134,17 +160,32 @@ func chooseOne(r *search.Result, m sweep.Manifest, dir string) string {
 		dir, len(r.Groups), strings.Join(choices, " or "))
 }
 
-// writeRule writes g's chosen rule to path, noting where it came from.
-func writeRule(path, dir string, g *search.Group, opt search.Options) error {
+// ruleFile is the file of g's rule in --out-dir dir.
+func ruleFile(dir string, g *search.Group) string {
+	return filepath.Join(dir, fmt.Sprintf("policy-config-%d-fork-%d.json", g.ConfigID, g.ForkStep))
+}
+
+// writeRule writes g's chosen rule to path, noting where it came from; the
+// file belongs to db's sweep (sweep.DeriveOutput).
+func writeRule(path string, db *results.DB, g *search.Group, opt search.Options, overwrite bool) error {
 	rule := g.Chosen.Rule
 	rule.Note = fmt.Sprintf("chosen by forklab policy on %s (config %d, fork step %d): most search rescues with at most %d harms on %s runs; search %d rescued / %d harmed, held out %d rescued / %d harmed",
-		dir, g.ConfigID, g.ForkStep, opt.MaxHarm, opt.Scope, g.Chosen.Search.Rescued, g.Chosen.Search.Harmed, g.Chosen.Holdout.Rescued, g.Chosen.Holdout.Harmed)
+		db.Dir, g.ConfigID, g.ForkStep, opt.MaxHarm, opt.Scope, g.Chosen.Search.Rescued, g.Chosen.Search.Harmed, g.Chosen.Holdout.Rescued, g.Chosen.Holdout.Harmed)
 	b, err := rule.Encode()
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(path, b); err != nil {
+	f, err := atomicfile.Output(path, overwrite)
+	if err != nil {
 		return asInput(fmt.Errorf("write policy: %w", err))
+	}
+	defer f.Abort()
+	sweep.DeriveOutput(f, db.Dir, db.Manifest.SweepID)
+	if _, err := f.Write(b); err != nil {
+		return fmt.Errorf("write policy: %w", err)
+	}
+	if err := f.Commit(); err != nil {
+		return fmt.Errorf("write policy: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s: recover when %s\n", path, rule)
 	return nil

@@ -53,6 +53,10 @@ network and opens offline in any browser. An existing FILE needs --overwrite.`,
 				return err
 			}
 			defer db.Close()
+			if out != nil {
+				// The page belongs to this sweep (sweep.DeriveOutput).
+				sweep.DeriveOutput(out, db.Dir, db.Manifest.SweepID)
+			}
 			s, err := report.Collect(cmd.Context(), db)
 			if err != nil {
 				return err
@@ -67,7 +71,7 @@ network and opens offline in any browser. An existing FILE needs --overwrite.`,
 			if out == nil {
 				return nil
 			}
-			if err := htmlreport.Render(out.File(), s, db.Manifest, db.Dir); err != nil {
+			if err := htmlreport.Render(out, s, db.Manifest, db.Dir); err != nil {
 				return err
 			}
 			if err := out.Commit(); err != nil {

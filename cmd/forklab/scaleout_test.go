@@ -143,11 +143,11 @@ func TestScaleOutFlagRefusals(t *testing.T) {
 		{[]string{"sweep", "--distributed", "--brokers", "x:1", "--shard", "0/2", "--out", out}, "--shard and --distributed do not go together"},
 		{[]string{"sweep", "--distributed", "--brokers", "x:1", "--resume", "--out", out}, "run the same command again"},
 		{[]string{"sweep", "--distributed", "--brokers", "x:1", "--workers", "2", "--out", out}, "start forklab worker processes"},
-		{[]string{"sweep", "--distributed", "--brokers", "x:1", "--max-attempts", "0", "--out", out}, "--max-attempts must be between 1 and 100"},
-		{[]string{"sweep", "finalize", out, "--wait", "-1s"}, "--wait must be 0 or more"},
+		{[]string{"sweep", "--distributed", "--brokers", "x:1", "--max-attempts", "0", "--out", out}, `invalid argument "0" for "--max-attempts" flag: must be an integer in [1, 100]`},
+		{[]string{"sweep", "finalize", out, "--wait", "-1s"}, `invalid argument "-1s" for "--wait" flag: must be a duration in [0s, 720h]`},
 		{[]string{"sweep", "finalize", out}, "nothing to finalize"},
 		{[]string{"worker"}, "--brokers is required"},
-		{[]string{"worker", "--brokers", "x:1", "--session-timeout", "1s"}, "--session-timeout must be at least 6s"},
+		{[]string{"worker", "--brokers", "x:1", "--session-timeout", "1s"}, `invalid argument "1s" for "--session-timeout" flag: must be a duration in [6s, 30m]`},
 		{[]string{"worker", "--brokers", "x:1", "--agent-env", "NOEQUALS"}, "want KEY=VALUE"},
 	} {
 		_, errs, code := run(t, c.args...)

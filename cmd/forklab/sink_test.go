@@ -97,8 +97,8 @@ func TestSinkRecipes(t *testing.T) {
 		want string
 	}{
 		{[]string{"--out", dir, "--prefix", "other/"}, `holds the streams under --prefix "demo/"; a sink directory keeps one selection: use another --out for --prefix "other/"`},
-		{[]string{"--out", dir, "--rotate-records", "0"}, "--rotate-records must be at least 1, got 0"},
-		{[]string{"--out", dir, "--follow", "--rotate-interval", "0s"}, "--rotate-interval must be positive, got 0s"},
+		{[]string{"--out", dir, "--rotate-records", "0"}, `invalid argument "0" for "--rotate-records" flag: must be an integer in [1, 10000000]`},
+		{[]string{"--out", dir, "--follow", "--rotate-interval", "0s"}, `invalid argument "0s" for "--rotate-interval" flag: must be a duration in [1ms, 24h]`},
 		{[]string{"--prefix", "demo/"}, "--out DIR is required"},
 		{[]string{"--out", file}, "is a file; give a directory"},
 		{[]string{"--out", dir, "--prefix", "demo/", "--topic", "nope"}, "has no topic nope"},
@@ -110,5 +110,19 @@ func TestSinkRecipes(t *testing.T) {
 	}
 	if got := count(); !strings.HasSuffix(got, "\n3 51") {
 		t.Fatalf("a refused run changed the events: %q", got)
+	}
+
+	// The sink's files and log export's belong to the sweep of the
+	// results directory they were written into: replaced, it drops them
+	// (issue 12 E).
+	mustRun(t, "log", "export", "--log", url, "--stream", "demo/s1", "--out", dir)
+	if b, _ := os.ReadFile(filepath.Join(dir, ".forklab-derived")); string(b) != "sink\n" {
+		t.Fatalf(".forklab-derived: %q", b)
+	}
+	mustRun(t, "sweep", "--seeds", "0:5", "--out", dir, "-q", "--overwrite")
+	for _, gone := range []string{"sink", "events", ".forklab-derived"} {
+		if _, err := os.Stat(filepath.Join(dir, gone)); err == nil {
+			t.Errorf("%s survived the overwrite of its sweep", gone)
+		}
 	}
 }

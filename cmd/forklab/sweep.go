@@ -67,6 +67,15 @@ processes, shows their progress and publishes when every unit is in (run
 the same command again to pick up a stopped coordinator's sweep). Either
 way the tables are the single-process sweep's, byte for byte.
 
+A sweep writes into a hidden directory beside --out and replaces --out in one
+atomic step when it is complete: interrupted or failed, --out holds the old
+sweep, whole. What was derived from the old sweep inside --out (report.html,
+policy.json, a rerun/ sweep, results.duckdb, …) goes with it; your own files
+stay. Every flag and spec key is range-checked before anything runs; a sweep
+holds at most 1,048,576 units and 2^53 branch rows (137,438,953,472 seeds with
+the default unit size; docs/scale-out.md), and a larger seed range is refused
+naming the largest that fits.
+
 Exit status: 0 done; 5 done, but more than --max-error-rate of the pairs
 are errors (the numbers are incomplete; --resume plays the failed units
 again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
@@ -78,12 +87,6 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
   forklab sweep --distributed --brokers kafka:9092 --seeds 0:300000000 --out /data/big`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if workers < 0 {
-				return usageErr("--workers must be 0 (one per CPU) or more, got %d", workers)
-			}
-			if logParallel < 1 {
-				return usageErr("--log-parallel must be at least 1, got %d", logParallel)
-			}
 			if err := sf.check(cmd, resume, fromLog != ""); err != nil {
 				return err
 			}
@@ -144,6 +147,10 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				if fl.Changed("world") {
 					return usageErr("--world and --agent exclude each other: the agent declares its own world")
 				}
+				// The agent's keys are checked before it is started.
+				if err := spec.Agent.Validate(); err != nil {
+					return specErr(err, fl.Changed, nil)
+				}
 				if ext, err = openAgent(ctx, spec.Agent); err != nil {
 					return asInput(err)
 				}
@@ -152,14 +159,14 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 					return asInput(err)
 				}
 				if resolved, err = spec.ResolveWith(ext); err != nil {
-					return asInput(err)
+					return specErr(err, fl.Changed, nil)
 				}
 			} else {
 				if err := wf.apply(&spec); err != nil {
 					return asInput(err)
 				}
 				if resolved, err = spec.Resolve(); err != nil {
-					return asInput(err)
+					return specErr(err, fl.Changed, nil)
 				}
 			}
 			if sf.shard != "" || sf.distributed {
@@ -273,6 +280,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			// The DuckDB database for BI tools: views over the tables just
 			// written (pipeline/analysis/export; docs/bi.md).
 			if _, err := export.WriteDB(ctx, out); err != nil {
+				if ctx.Err() != nil {
+					return exitError{130, fmt.Errorf("interrupted after %s was published: its results.duckdb was not written (run forklab db %s)", out, out)}
+				}
 				return fmt.Errorf("write %s/results.duckdb: %w", out, err)
 			}
 			if m.Errors > 0 {
@@ -295,21 +305,22 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 	f.StringVar(&seeds, "seeds", "0:300", "seed range START:END (END exclusive, as Python's range); N alone means 0:N")
 	f.StringVar(&forkAt, "fork-at", "3", "fork steps: 3, 1,2,3 or 1-4")
 	f.StringVar(&arms, "arms", "off,on", "arms, the control off among them: off,on,placebo,aa,policy")
-	f.IntVar(&replicas, "replicas", 1, "forks per checkpoint and arm, labelled by majority vote")
+	intFlag(f, &replicas, "replicas", 1, 1, sweep.MaxReplicas, "forks per checkpoint and arm, labelled by majority vote")
 	f.StringVar(&out, "out", "out", "results directory")
 	f.BoolVar(&overwrite, "overwrite", false, "replace a finished sweep in --out (atomically, once the new one is complete)")
 	f.BoolVar(&resume, "resume", false, "continue the interrupted sweep of --out, keeping the units it finished")
-	f.IntVar(&workers, "workers", 0, "parallel workers (0: one per CPU); never changes the output")
+	intFlag(f, &workers, "workers", 0, 0, maxWorkers, "parallel workers (0: one per CPU); never changes the output")
 	f.StringVar(&specFile, "spec", "", "sweep spec file (.json, .yaml); flags override it")
 	f.StringVar(&policyFile, "policy", "", "guard rule for the policy arm (forklab policy writes one)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary line")
 	f.StringVar(&fromLog, "from-log", "", "play every run and branch as a session on this session log (URL) and fork them from their offsets")
 	f.StringVar(&logPrefix, "log-prefix", "", "stream name prefix for --from-log (default sweep-<time>; must be new)")
-	f.IntVar(&logParallel, "log-parallel", 16, "seeds played on the log at once")
+	intFlag(f, &logParallel, "log-parallel", 16, 1, 1024, "seeds played on the log at once")
 	f.StringVar(&token, "token", os.Getenv("FORKLAB_TOKEN"), "bearer token for --from-log (default $FORKLAB_TOKEN)")
 	wf = addWorldFlags(f)
 	af = addAgentFlags(f)
 	sf = addScaleFlags(f)
 	cmd.AddCommand(finalizeCmd())
+	ownSignals(cmd)
 	rootCmd.AddCommand(cmd)
 }

@@ -36,13 +36,13 @@ type agentFlags struct {
 func addAgentFlags(fs *pflag.FlagSet) *agentFlags {
 	f := &agentFlags{fs: fs}
 	fs.StringVar(&f.command, "agent", "", "sweep an external agent: the shell command that starts one agent process, speaking forklab-agent/1 (docs/agent-protocol.md)")
-	fs.IntVar(&f.parallel, "parallel", 1, "agent processes run at once (with --agent)")
-	fs.DurationVar(&f.timeout, "timeout", agentproc.DefaultTimeout, "time an agent may take per run or branch before it is killed and restarted")
-	fs.IntVar(&f.retries, "retries", agentproc.DefaultRetries, "times a failed agent request is retried (with backoff) before its pairs become error rows")
+	intFlag(fs, &f.parallel, "parallel", 1, 1, sweep.MaxAgentParallel, "agent processes run at once (with --agent)")
+	durationFlag(fs, &f.timeout, "timeout", agentproc.DefaultTimeout, time.Millisecond, sweep.MaxAgentTimeout, "time an agent may take per run or branch before it is killed and restarted")
+	intFlag(fs, &f.retries, "retries", agentproc.DefaultRetries, 0, sweep.MaxAgentRetries, "times a failed agent request is retried (with backoff) before its pairs become error rows")
 	fs.StringArrayVar(&f.env, "agent-env", nil, "KEY=VALUE added to the agent's environment (repeatable; values are not recorded)")
 	fs.StringVar(&f.maxErrorRate, "max-error-rate", "1%", "share of error pairs above which the sweep is reported incomplete and exits 5: 1%, 0.05")
 	fs.StringVar(&f.maxCost, "max-cost", "", "stop cleanly (resumably, exit 6) once the cost reported so far reaches this: 5 (US dollars) or tokens=2000000,usd=5")
-	fs.IntVar(&f.unitSeeds, "unit-seeds", 0, "seeds per unit of work and file (0: automatic)")
+	intFlag(fs, &f.unitSeeds, "unit-seeds", 0, 0, sweep.MaxUnitSeeds, "seeds per unit of work and file (0: automatic)")
 	return f
 }
 
@@ -65,15 +65,9 @@ func (f *agentFlags) apply(spec *sweep.Spec) error {
 		}
 	}
 	if set("parallel") {
-		if f.parallel < 1 {
-			return fmt.Errorf("--parallel must be at least 1, got %d", f.parallel)
-		}
 		spec.Agent.Parallel = f.parallel
 	}
 	if set("timeout") {
-		if f.timeout <= 0 {
-			return fmt.Errorf("--timeout must be positive, got %s", f.timeout)
-		}
 		spec.Agent.Timeout = sweep.Duration(f.timeout)
 	}
 	if set("retries") {
@@ -105,9 +99,6 @@ func (f *agentFlags) apply(spec *sweep.Spec) error {
 		spec.MaxCost = c
 	}
 	if set("unit-seeds") {
-		if f.unitSeeds < 0 {
-			return fmt.Errorf("--unit-seeds must be 0 (automatic) or more, got %d", f.unitSeeds)
-		}
 		spec.UnitSeeds = f.unitSeeds
 	}
 	return nil
@@ -121,8 +112,8 @@ func parseShare(s string) (float64, error) {
 		t, scale = strings.TrimSuffix(t, "%"), 0.01
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || v*scale < 0 || v*scale > 1 {
-		return 0, fmt.Errorf("want a share such as 1%% or 0.05, got %q", s)
+	if err != nil || !(v*scale >= 0 && v*scale <= 1) {
+		return 0, fmt.Errorf("must be a share in [0, 1] (0%% to 100%%), such as 1%% or 0.05, got %q", s)
 	}
 	return v * scale, nil
 }
@@ -139,7 +130,7 @@ func parseCostLimit(s string) (map[string]float64, error) {
 		v = strings.TrimPrefix(strings.TrimSpace(v), "$")
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(x > 0) || math.IsInf(x, 0) {
-			return nil, fmt.Errorf("want a positive amount such as 5 (US dollars) or tokens=2000000,usd=5, got %q", s)
+			return nil, fmt.Errorf("each amount must be a finite number above 0, such as 5 (US dollars) or tokens=2000000,usd=5, got %q", s)
 		}
 		out[k] = x
 	}

@@ -41,9 +41,9 @@ func addScaleFlags(f *pflag.FlagSet) *scaleFlags {
 	f.BoolVar(&sf.distributed, "distributed", false, "publish the units on Kafka (--brokers) for forklab workers, follow them, finalize --out when all are in")
 	f.StringVar(&sf.brokers, "brokers", os.Getenv("FORKLAB_BROKERS"), "Kafka bootstrap brokers host:port,… for --distributed (default $FORKLAB_BROKERS)")
 	f.StringVar(&sf.queue, "queue", scaleout.DefaultQueue, "--distributed: queue name (topics QUEUE.units, QUEUE.results; the workers' group QUEUE.workers)")
-	f.IntVar(&sf.partitions, "partitions", scaleout.DefaultPartitions, "--distributed: partitions of the units topic (the most workers busy at once); grows an existing topic")
-	f.IntVar(&sf.maxAttempts, "max-attempts", 3, "--distributed: attempts at a unit before it is written as error rows")
-	f.DurationVar(&sf.lease, "lease", 10*time.Second, "--distributed: how long a unit whose worker went silent counts as still running")
+	intFlag(f, &sf.partitions, "partitions", scaleout.DefaultPartitions, 1, 100000, "--distributed: partitions of the units topic (the most workers busy at once); grows an existing topic")
+	intFlag(f, &sf.maxAttempts, "max-attempts", 3, 1, 100, "--distributed: attempts at a unit before it is written as error rows")
+	durationFlag(f, &sf.lease, "lease", 10*time.Second, time.Second, 24*time.Hour, "--distributed: how long a unit whose worker went silent counts as still running")
 	return sf
 }
 
@@ -78,12 +78,6 @@ func (sf *scaleFlags) check(cmd *cobra.Command, resume, fromLog bool) error {
 		return usageErr("--resume does not apply to --distributed: run the same command again to pick a stopped coordinator's sweep up")
 	case fromLog:
 		return usageErr("--from-log does not go with --distributed")
-	case sf.partitions < 1 || sf.partitions > 100000:
-		return usageErr("--partitions must be between 1 and 100000, got %d", sf.partitions)
-	case sf.maxAttempts < 1 || sf.maxAttempts > 100:
-		return usageErr("--max-attempts must be between 1 and 100, got %d", sf.maxAttempts)
-	case sf.lease < time.Second:
-		return usageErr("--lease must be at least 1s, got %s", sf.lease)
 	case fl.Changed("workers"):
 		return usageErr("--workers does not apply to --distributed: start forklab worker processes (--parallel each)")
 	}
@@ -246,9 +240,6 @@ wait ran out; 2: DIR holds nothing to finalize.`,
   wait; forklab sweep finalize /data/big`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if wait < 0 || poll <= 0 {
-				return usageErr("--wait must be 0 or more and --poll positive, got %s and %s", wait, poll)
-			}
 			out := args[0]
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -270,9 +261,10 @@ wait ran out; 2: DIR holds nothing to finalize.`,
 		},
 	}
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace a finished sweep in DIR")
-	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for shares still running (e.g. 2h)")
-	cmd.Flags().DurationVar(&poll, "poll", 5*time.Second, "with --wait, how often to look for the missing units")
+	durationFlag(cmd.Flags(), &wait, "wait", 0, 0, 30*24*time.Hour, "wait up to this long for shares still running (e.g. 2h)")
+	durationFlag(cmd.Flags(), &poll, "poll", 5*time.Second, 10*time.Millisecond, time.Hour, "with --wait, how often to look for the missing units")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary line")
+	ownSignals(cmd)
 	return cmd
 }
 
@@ -281,6 +273,9 @@ wait ran out; 2: DIR holds nothing to finalize.`,
 // exits 5, as forklab sweep does.
 func published(ctx context.Context, out string, res sweep.Result, start time.Time, quiet bool) error {
 	if _, err := export.WriteDB(ctx, out); err != nil {
+		if ctx.Err() != nil {
+			return exitError{130, fmt.Errorf("interrupted after %s was published: its results.duckdb was not written (run forklab db %s)", out, out)}
+		}
 		return fmt.Errorf("write %s/results.duckdb: %w", out, err)
 	}
 	m := res.Manifest

@@ -63,12 +63,6 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 			if brokers == "" {
 				return usageErr("--brokers is required: the Kafka cluster the coordinator publishes units on (host:port,…)")
 			}
-			if parallel < 0 || maxUnits < 0 {
-				return usageErr("--parallel and --max-units must be 0 or more")
-			}
-			if sessionTimeout != 0 && sessionTimeout < 6*time.Second {
-				return usageErr("--session-timeout must be at least 6s (Kafka's group.min.session.timeout.ms), got %s", sessionTimeout)
-			}
 			env := map[string]string{}
 			for _, kv := range agentEnv {
 				k, v, ok := strings.Cut(kv, "=")
@@ -126,16 +120,17 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", os.Getenv("FORKLAB_BROKERS"), "Kafka bootstrap brokers host:port,… (default $FORKLAB_BROKERS)")
 	f.StringVar(&queue, "queue", scaleout.DefaultQueue, "queue name: topics QUEUE.units and QUEUE.results, group QUEUE.workers")
-	f.IntVar(&partitions, "partitions", scaleout.DefaultPartitions, "partitions of the units topic if this worker creates it")
+	intFlag(f, &partitions, "partitions", scaleout.DefaultPartitions, 1, 100000, "partitions of the units topic if this worker creates it")
 	f.StringVar(&id, "id", "", "worker name in reports and attempt records (default HOST-PID)")
-	f.IntVar(&parallel, "parallel", 0, "units run at once, each a member of the group (0: one per CPU)")
-	f.IntVar(&maxUnits, "max-units", 0, "leave after finishing this many units (0: never)")
-	f.DurationVar(&sessionTimeout, "session-timeout", 10*time.Second, "how long Kafka waits for a silent worker before giving its units to others (at least 6s)")
+	intFlag(f, &parallel, "parallel", 0, 0, maxWorkers, "units run at once, each a member of the group (0: one per CPU)")
+	intFlag(f, &maxUnits, "max-units", 0, 0, sweep.MaxUnits, "leave after finishing this many units (0: never)")
+	durationFlag(f, &sessionTimeout, "session-timeout", 10*time.Second, 6*time.Second, 30*time.Minute, "how long Kafka waits for a silent worker before giving its units to others (Kafka's group.min.session.timeout.ms and group.max.session.timeout.ms by default)")
 	f.StringVar(&agentCmd, "agent", "", "the command line that starts the agent of external-agent sweeps on this machine (default: the coordinator's)")
 	f.StringArrayVar(&agentEnv, "agent-env", nil, "KEY=VALUE added to the agents' environment (repeatable)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "a line per unit")
 	f.BoolVar(&debug, "debug", false, "log the Kafka client's errors too")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no start and summary lines")
+	ownSignals(cmd)
 	rootCmd.AddCommand(cmd)
 }
 

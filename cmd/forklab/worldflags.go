@@ -53,8 +53,8 @@ func addWorldFlags(fs *pflag.FlagSet) *worldFlags {
 				fmt.Sprintf("[%s] %s (default %s)", decl.Name, p.Description, defaultText(p)))
 		}
 	}
-	fs.Float64Var(&f.temperature, "temperature", 0, "probability a model turn departs from the greedy choice")
-	fs.Float64Var(&f.noTool, "no-tool", d.Model.NoTool, "share of departing turns that call no tool at all")
+	floatFlag(fs, &f.temperature, "temperature", 0, 0, 1, "probability a model turn departs from the greedy choice")
+	floatFlag(fs, &f.noTool, "no-tool", d.Model.NoTool, 0, 1, "share of departing turns that call no tool at all")
 	return f
 }
 

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/forklab/forklab/internal/atomicfile"
 	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -93,14 +94,20 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	}
 	info := DBInfo{Path: filepath.Join(dir, DBName)}
 	final := filepath.Join(abs, DBName)
-	reserve, err := os.CreateTemp(abs, "."+DBName+".tmp-*")
+	// results.duckdb (and its log) must be forklab's own regular files: a
+	// symbolic link or a device there is the user's, and stays.
+	for _, p := range []string{final, final + ".wal"} {
+		if err := atomicfile.CheckReplaceable(p); err != nil {
+			return DBInfo{}, err
+		}
+	}
+	// DuckDB creates the file itself: a temporary name beside the final
+	// one, removed (with its write-ahead log) on error and on a signal.
+	tmp, release, err := atomicfile.TempName(final, ".wal")
 	if err != nil {
 		return DBInfo{}, fmt.Errorf("write %s: %w", info.Path, err)
 	}
-	tmp := reserve.Name()
-	reserve.Close()
-	os.Remove(tmp) // DuckDB creates it
-	defer duck.RemoveFiles(tmp)
+	defer release()
 
 	db, err := duck.Open("")
 	if err != nil {
@@ -207,6 +214,14 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	// the new one DuckDB would replay it.
 	if err := os.Remove(final + ".wal"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return DBInfo{}, fmt.Errorf("write %s: remove the old write-ahead log: %w", info.Path, err)
+	}
+	// The database describes the sweep read above: if another sweep was
+	// published meanwhile, it does not go beside it.
+	if now, err := sweep.ReadManifest(dir); err != nil || now.SweepID != m.SweepID {
+		return DBInfo{}, fmt.Errorf("write %s: %s was replaced by another sweep meanwhile; run forklab db again", info.Path, dir)
+	}
+	if err := atomicfile.CheckReplaceable(final); err != nil {
+		return DBInfo{}, err
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		return DBInfo{}, fmt.Errorf("write %s: %w", info.Path, err)

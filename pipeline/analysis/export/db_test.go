@@ -519,7 +519,7 @@ func TestWriteDBWhileAReaderHoldsIt(t *testing.T) {
 	if n := scalar(t, db, "SELECT count(*) FROM events"); n != int64(14) {
 		t.Errorf("a new reader sees %v events, want 14", n)
 	}
-	left, _ := filepath.Glob(filepath.Join(abs, "."+DBName+".tmp-*"))
+	left, _ := filepath.Glob(filepath.Join(abs, "."+DBName+".forklab.tmp-*"))
 	if _, err := os.Stat(filepath.Join(abs, DBName+".wal")); err == nil || len(left) > 0 {
 		t.Errorf("files left: %v, wal: %v", left, err)
 	}

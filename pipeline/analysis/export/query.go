@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/duckdb/duckdb-go/v2"
+	"github.com/forklab/forklab/internal/atomicfile"
 	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/analysis/search"
@@ -103,7 +104,7 @@ func BadInput(err error) bool {
 	var in inputErr
 	var rf *Refused
 	return errors.As(err, &qf) || errors.As(err, &in) || errors.As(err, &rf) || errors.Is(err, ErrExists) ||
-		errors.Is(err, ErrBadOutput) || errors.Is(err, sweep.ErrNotResults)
+		errors.Is(err, ErrBadOutput) || errors.Is(err, atomicfile.ErrNotRegular) || errors.Is(err, sweep.ErrNotResults)
 }
 
 // ParseSetting reads a DuckDB setting NAME=VALUE for --setting; VALUE is
@@ -165,7 +166,7 @@ func Run(ctx context.Context, dir, text string, o Options) error {
 	if o.Out != "" {
 		var err error
 		if out, err = CreateOutput(o.Out, o.Overwrite); err != nil {
-			return err
+			return fmt.Errorf("--out: %w", err)
 		}
 		defer out.Abort()
 	}
@@ -176,11 +177,11 @@ func Run(ctx context.Context, dir, text string, o Options) error {
 	if out != nil {
 		scratchIn = filepath.Dir(out.Path())
 	}
-	scratch, err := os.MkdirTemp(scratchIn, ".forklab-sql-")
+	scratch, removeScratch, err := atomicfile.TempDir(scratchIn, ".forklab-sql-")
 	if err != nil {
 		return fmt.Errorf("temporary folder: %w", err)
 	}
-	defer os.RemoveAll(scratch)
+	defer removeScratch()
 	sb := duck.Sandbox{
 		Dirs:           []string{scratch},
 		ExternalAccess: o.Allow.ExternalAccess || o.Allow.Extensions,
@@ -207,11 +208,20 @@ func Run(ctx context.Context, dir, text string, o Options) error {
 		return err
 	}
 	defer db.Close()
+	if out != nil {
+		// The result belongs to this sweep: written into a results
+		// directory, it is dropped when that sweep is replaced, and it is
+		// not published if dir changed while the query read it.
+		sweep.DeriveOutput(out, dir, db.Manifest.SweepID)
+	}
 	if err := db.AddReportViews(ctx); err != nil {
 		return err
 	}
 	abs, _ := filepath.Abs(dir)
 	if err := query(ctx, db, text, o, out, scratch); err != nil {
+		if werr := writeFailure(err, out, scratch); werr != nil {
+			return werr
+		}
 		return sandboxHint(err, abs)
 	}
 	if out != nil {
@@ -251,7 +261,7 @@ func query(ctx context.Context, db *results.DB, text string, o Options, out *Out
 	case Table, Arrow, ArrowStream:
 		w := o.Stdout
 		if out != nil {
-			w = out.File()
+			w = out
 		}
 		bw := bufio.NewWriterSize(w, 1<<16)
 		if o.Format == Table {
@@ -302,20 +312,63 @@ func copyQuery(ctx context.Context, conn *sql.Conn, last string, sh shape, f For
 	if err != nil {
 		return err
 	}
-	run := func(ctx context.Context, path string) error {
+	run := func(ctx context.Context, path, compression string) error {
 		// USE_TMP_FILE false: the file is forklab's own temporary file
 		// already, and DuckDB's tmp_ copy beside it would be outside the
 		// sandbox.
-		_, err := conn.ExecContext(ctx, "COPY (\n"+q+"\n) TO "+quote(path)+" ("+f.copyOptions()+", USE_TMP_FILE false)")
+		_, err := conn.ExecContext(ctx, "COPY (\n"+q+"\n) TO "+quote(path)+" ("+f.copyOptions()+compression+", USE_TMP_FILE false)")
 		if err != nil {
 			return &QueryFailed{results.QueryError(err)}
 		}
 		return nil
 	}
 	if out != nil {
-		return run(ctx, out.TempPath())
+		// The temporary name does not end with the output's extensions
+		// (atomicfile): the compression they ask for is said outright.
+		return run(ctx, out.TempPath(), compressionOf(f, out.Path()))
 	}
-	return streamFile(ctx, stdout, scratch, run)
+	return streamFile(ctx, stdout, scratch, func(ctx context.Context, path string) error { return run(ctx, path, "") })
+}
+
+// compressionOf is the COPY option for the compression the name of a CSV
+// or JSON output asks for, as DuckDB reads it from the extension: .gz is
+// gzip, .zst zstd; "" for none (Parquet compresses its pages itself).
+func compressionOf(f Format, path string) string {
+	if f == Parquet {
+		return ""
+	}
+	switch {
+	case strings.HasSuffix(path, ".gz"):
+		return ", COMPRESSION gzip"
+	case strings.HasSuffix(path, ".zst"):
+		return ", COMPRESSION zstd"
+	}
+	return ""
+}
+
+// writeFailure is err, an error of DuckDB's, as a failure to write
+// forklab's own files — the output's temporary file or the scratch folder
+// (a full disk, a file size limit) — which is no fault of the query (exit
+// 1, not 2): the message names the output file rather than its temporary
+// name. It is nil for any other error.
+func writeFailure(err error, out *Output, scratch string) error {
+	var qf *QueryFailed
+	if !errors.As(err, &qf) {
+		return nil
+	}
+	msg := qf.Error()
+	if !strings.Contains(msg, "IO Error") {
+		return nil
+	}
+	switch {
+	case out != nil && strings.Contains(msg, filepath.Base(out.TempPath())):
+		msg = strings.ReplaceAll(msg, out.TempPath(), out.Path())
+		msg = strings.ReplaceAll(msg, "./"+filepath.Base(out.TempPath()), out.Path())
+		return fmt.Errorf("write %s: %s", out.Path(), strings.ReplaceAll(msg, filepath.Base(out.TempPath()), filepath.Base(out.Path())))
+	case strings.Contains(msg, filepath.Base(scratch)):
+		return fmt.Errorf("write DuckDB's temporary files in %s: %s", filepath.Dir(scratch), msg)
+	}
+	return nil
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

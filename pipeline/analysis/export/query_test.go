@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/forklab/forklab/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"strings"
@@ -309,7 +310,7 @@ func TestQueryBadInput(t *testing.T) {
 	old := filepath.Join(dir, "old.csv")
 	os.WriteFile(old, []byte("keep me\n"), 0o644)
 	if _, err := runSQL(t, db, byLabel, Options{Format: CSV, Out: old}); !errors.Is(err, ErrExists) || !BadInput(err) ||
-		err.Error() != "output "+old+" already exists; pass --overwrite to replace it" {
+		err.Error() != "--out: output "+old+" already exists; pass --overwrite to replace it" {
 		t.Errorf("existing output: %v", err)
 	}
 	// A query that fails while running (after the COPY started).
@@ -328,7 +329,8 @@ func TestQueryBadInput(t *testing.T) {
 	if b, _ := os.ReadFile(old); !strings.HasPrefix(string(b), "label,n\n") {
 		t.Errorf("overwrite: %q", b)
 	}
-	if _, err := runSQL(t, db, byLabel, Options{Format: CSV, Out: dir}); !errors.Is(err, ErrBadOutput) {
+	if _, err := runSQL(t, db, byLabel, Options{Format: CSV, Out: dir}); !errors.Is(err, atomicfile.ErrNotRegular) || !BadInput(err) ||
+		!strings.Contains(err.Error(), "(it is a directory)") {
 		t.Errorf("output is a directory: %v", err)
 	}
 	if _, err := runSQL(t, db, byLabel, Options{Format: CSV, Out: filepath.Join(dir, "no", "such", "x.csv")}); !errors.Is(err, ErrBadOutput) || !strings.Contains(err.Error(), "no such file or directory") {

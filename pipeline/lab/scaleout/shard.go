@@ -33,7 +33,7 @@ func ParseShare(s string) (Share, error) {
 	i, err1 := strconv.Atoi(strings.TrimSpace(a))
 	n, err2 := strconv.Atoi(strings.TrimSpace(b))
 	if !ok || err1 != nil || err2 != nil {
-		return Share{}, fmt.Errorf("share %q is malformed: want I/N, e.g. 0/3 (I counts from 0, as JOB_COMPLETION_INDEX)", s)
+		return Share{}, fmt.Errorf("share %q is malformed: want I/N with integers 0 <= I < N <= %d, e.g. 0/3 (I counts from 0, as JOB_COMPLETION_INDEX)", s, MaxShares)
 	}
 	if n < 1 || n > MaxShares || i < 0 || i >= n {
 		return Share{}, fmt.Errorf("share %q is out of range: want 0 <= I < N <= %d, e.g. 0/3, 1/3, 2/3", s, MaxShares)

@@ -34,7 +34,7 @@ func TestAgentSpecFile(t *testing.T) {
 		t.Fatal("the default max error rate is not 1%")
 	}
 	for _, tc := range []struct{ yaml, want string }{
-		{"agent: {command: x, timeout: soon}", `duration "soon": want e.g. 90s or 2m`},
+		{"agent: {command: x, timeout: soon}", `duration "soon": want a duration in [1ms, 24h] such as 90s or 2m`},
 		{"agent: {command: x, parralel: 2}", `unknown key "parralel"`},
 		{"max_cost: 5", "key max_cost: a number cannot be read as a mapping"},
 	} {
@@ -51,8 +51,8 @@ func TestAgentSpecFile(t *testing.T) {
 		{func(s *sweep.Spec) { s.MaxCost = map[string]float64{"usd": 5} }, "max_cost: world counter does not report usd (it reports steps)"},
 		{func(s *sweep.Spec) { s.MaxCost = map[string]float64{"dollars": 5} }, `max_cost: unknown cost field "dollars"`},
 		{func(s *sweep.Spec) { r := 1.5; s.MaxErrorRate = &r }, "max_error_rate: must be a share in [0, 1], got 1.5"},
-		{func(s *sweep.Spec) { s.UnitSeeds = -1 }, "unit_seeds: must be between 1 and"},
-		{func(s *sweep.Spec) { s.Agent = &sweep.AgentSpec{Command: " "} }, "agent: command is empty"},
+		{func(s *sweep.Spec) { s.UnitSeeds = -1 }, "unit_seeds: must be 0 (automatic) or an integer in [1, 16777216], got -1"},
+		{func(s *sweep.Spec) { s.Agent = &sweep.AgentSpec{Command: " "} }, "agent.command: is empty"},
 	} {
 		s := sweep.DefaultSpec()
 		tc.edit(&s)

@@ -90,8 +90,11 @@ type Staging struct {
 // StagingDir is the staging directory of output directory out.
 func StagingDir(out string) string {
 	clean := filepath.Clean(out)
-	return filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+".forklab-staging")
+	return filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+stagingSuffix)
 }
+
+// stagingSuffix ends the name of a staging directory.
+const stagingSuffix = ".forklab-staging"
 
 // stagingLock is the lock file in a staging directory; LockName is the
 // same name, which sweeps before the staging directory held in the output
@@ -115,8 +118,8 @@ const ledgerDir = ".forklab-units"
 // again (its files linked, not copied) so that Run plays only the units
 // with errors again. Errors name the directory and what to do.
 func Stage(out string, overwrite, resume bool) (*Staging, error) {
-	if fi, err := os.Stat(out); err == nil && !fi.IsDir() {
-		return nil, fmt.Errorf("output %s exists and is not a directory", out)
+	if err := checkOut(out); err != nil {
+		return nil, err
 	}
 	_, merr := os.Stat(filepath.Join(out, ManifestName))
 	finished := merr == nil
@@ -154,6 +157,15 @@ func Stage(out string, overwrite, resume bool) (*Staging, error) {
 		return nil, fmt.Errorf("output %s: %w", out, err)
 	}
 	s := &Staging{Out: out, Dir: dir, lock: release}
+	// A sweep nested in another's results directory (make sweep's
+	// rerun) derives from that sweep: it goes when that sweep is replaced.
+	if err := RegisterDerived(out); err != nil {
+		s.lock()
+		if !existed {
+			os.RemoveAll(dir)
+		}
+		return nil, fmt.Errorf("output %s: %w", out, err)
+	}
 	if existed && !resume {
 		if err := s.clear(); err != nil {
 			s.Abandon()
@@ -220,8 +232,8 @@ func stageFrom(out, dir string) error {
 // finishing step (Run with Options.FinalizeOnly, after Stage with resume)
 // checks that every unit is there.
 func StageShared(out string, overwrite bool) (*Staging, error) {
-	if fi, err := os.Stat(out); err == nil && !fi.IsDir() {
-		return nil, fmt.Errorf("output %s exists and is not a directory", out)
+	if err := checkOut(out); err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(out, ManifestName)); err == nil && !overwrite {
 		return nil, fmt.Errorf("output %s %w (%s); pass --overwrite to replace it or choose another --out", out, ErrFinished, ManifestName)
@@ -234,10 +246,31 @@ func StageShared(out string, overwrite bool) (*Staging, error) {
 		}
 	}
 	dir := StagingDir(out)
+	if err := RegisterDerived(out); err != nil {
+		return nil, fmt.Errorf("output %s: %w", out, err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("output %s: %w", out, unwrapPath(err))
 	}
 	return &Staging{Out: out, Dir: dir, lock: func() {}}, nil
+}
+
+// checkOut refuses an output path that is not a directory, or that is a
+// symbolic link: publishing swaps the staging directory with the path
+// itself, which would replace the link (and leave what it points to
+// behind). The error names the link's target to give instead.
+func checkOut(out string) error {
+	fi, err := os.Lstat(out)
+	switch {
+	case err != nil:
+		return nil
+	case fi.Mode()&os.ModeSymlink != 0:
+		target, _ := filepath.EvalSymlinks(out)
+		return fmt.Errorf("output %s is a symbolic link (to %s); forklab publishes a sweep by swapping directories and does not replace a link: give --out %s", out, target, target)
+	case !fi.IsDir():
+		return fmt.Errorf("output %s exists and is not a directory", out)
+	}
+	return nil
 }
 
 // clear empties the staging directory but for its lock.
@@ -296,6 +329,15 @@ func (s *Staging) Publish(m *Manifest) error {
 	if err != nil {
 		return fmt.Errorf("output %s: %w", s.Out, err)
 	}
+	// What forklab wrote into the user's folders derives from the old
+	// sweep: it goes, the folders come along.
+	for _, d := range derivedNames(s.Out) {
+		if top, _, nested := strings.Cut(d, "/"); nested && slices.Contains(foreign, top) && !strings.Contains(d, "..") {
+			if err := os.RemoveAll(filepath.Join(s.Out, filepath.FromSlash(d))); err != nil {
+				return fmt.Errorf("output %s: drop %s, derived from the sweep it replaces: %w", s.Out, d, err)
+			}
+		}
+	}
 	for _, name := range foreign {
 		if err := os.Rename(filepath.Join(s.Out, name), filepath.Join(s.Dir, name)); err != nil {
 			return fmt.Errorf("output %s: keep %s: %w", s.Out, name, err)
@@ -323,40 +365,88 @@ func (s *Staging) Publish(m *Manifest) error {
 }
 
 // DerivedName lists, in a results directory, the files forklab derived from
-// the sweep (a report, a policy, a rerun, results.duckdb, exported events):
-// they belong to that sweep and are dropped when it is replaced.
+// the sweep (a report, a policy, a rerun, results.duckdb, exported events,
+// a query's output): they belong to that sweep and are dropped when it is
+// replaced. Each line is a path relative to the directory, slash-separated:
+// a top-level entry forklab made (report.html, rerun), or a file forklab
+// wrote into a folder it did not make (notes/report.html), which goes
+// while the folder stays.
 const DerivedName = ".forklab-derived"
 
-// RegisterDerived records that path, written by forklab, derives from the
-// sweep in the results directory that contains it, if any (found by walking
-// up from path's directory to a manifest). A path outside every results
-// directory is left alone.
+// RegisterDerived records that path, written (or about to be written) by
+// forklab, derives from the sweep in the results directory that contains
+// it, if any (found by walking up from path's directory to a manifest). A
+// path outside every results directory, or inside an entry already
+// forklab's (a table folder, a registered folder), is left alone. A
+// top-level entry that does not exist yet is registered whole (forklab
+// makes it); a path inside a folder of someone else's is registered by
+// itself.
 func RegisterDerived(path string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return err
 	}
 	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, ManifestName)); err == nil {
-			if dir == abs {
-				return nil
-			}
+		if isResultsDir(dir) {
 			rel, err := filepath.Rel(dir, abs)
 			if err != nil {
 				return err
 			}
-			top := strings.Split(filepath.ToSlash(rel), "/")[0]
+			rel = filepath.ToSlash(rel)
+			top, _, nested := strings.Cut(rel, "/")
 			names := derivedNames(dir)
-			if slices.Contains(names, top) {
+			if slices.Contains(names, rel) || slices.Contains(names, top) || isForklabEntry(top) {
 				return nil
 			}
-			names = append(names, top)
+			if nested {
+				// A folder forklab makes now is its own; one that exists
+				// and is nobody's derived entry is the user's.
+				if _, err := os.Lstat(filepath.Join(dir, top)); errors.Is(err, fs.ErrNotExist) {
+					rel = top
+				}
+			}
+			names = append(names, rel)
 			return atomicfile.WriteFile(filepath.Join(dir, DerivedName), []byte(strings.Join(names, "\n")+"\n"))
 		}
 		if filepath.Dir(dir) == dir {
 			return nil
 		}
 	}
+}
+
+// DeriveOutput makes f, an output being written from the results directory
+// source (whose manifest has sweep_id sweepID), belong to the sweep it
+// derives from: just before f is renamed into place, the commit checks that
+// source still holds that sweep — a sweep --overwrite that published
+// meanwhile makes the commit fail, leaving f's path as it was, so that a
+// report or a query's result never shows one sweep beside another's
+// manifest — and registers f's path as derived from the results directory
+// holding it (RegisterDerived). source "" skips the check.
+func DeriveOutput(f *atomicfile.File, source, sweepID string) {
+	f.BeforeCommit(func() error {
+		if source != "" {
+			m, err := ReadManifest(source)
+			if err != nil || m.SweepID != sweepID {
+				return fmt.Errorf("%s was replaced by another sweep while forklab read it; %s is as it was: run the command again", source, f.Path())
+			}
+		}
+		return RegisterDerived(f.Path())
+	})
+}
+
+// isResultsDir says whether dir holds a forklab manifest (a manifest.json
+// of another tool does not count).
+func isResultsDir(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, ManifestName))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var m struct {
+		ForklabVersion string `json:"forklab_version"`
+		SweepID        string `json:"sweep_id"`
+	}
+	return json.NewDecoder(f).Decode(&m) == nil && m.ForklabVersion != "" && m.SweepID != ""
 }
 
 func derivedNames(dir string) []string {
@@ -378,6 +468,14 @@ func derivedNames(dir string) []string {
 var forklabEntries = []string{ManifestName, DerivedName, stagingLock, schemas.ConfigsTable, schemas.ParamsTable,
 	"tasks", "checkpoints", "branches", "pairs", "events", "results.duckdb", "results.duckdb.wal", AgentLogs}
 
+// isForklabEntry says whether top-level name is always forklab's in a
+// results directory: a table or file a sweep writes, a leftover temporary
+// file, or the staging directory of a sweep nested in it.
+func isForklabEntry(name string) bool {
+	return slices.Contains(forklabEntries, name) || strings.HasPrefix(name, ".forklab-") || atomicfile.IsTemp(name) ||
+		strings.HasPrefix(name, ".") && strings.HasSuffix(name, stagingSuffix)
+}
+
 // AgentLogs is the folder of a results directory holding an external
 // agent's standard error, one file per process slot (agent-N.log).
 const AgentLogs = "agent-logs"
@@ -396,7 +494,7 @@ func foreignEntries(dir string) ([]string, error) {
 	var out []string
 	for _, e := range entries {
 		n := e.Name()
-		if slices.Contains(forklabEntries, n) || slices.Contains(derived, n) || strings.HasPrefix(n, ".forklab-") {
+		if isForklabEntry(n) || slices.Contains(derived, n) {
 			continue
 		}
 		out = append(out, n)

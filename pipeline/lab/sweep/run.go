@@ -429,8 +429,8 @@ func verifyFiles(dir string, files []FileInfo) error {
 	return nil
 }
 
-// tmpInfix marks a temporary file: ".NAME.tmp-RANDOM", as tableFile and
-// atomicfile name them.
+// tmpInfix marks a temporary file: ".NAME.tmp-RANDOM" as tableFile names
+// them (atomicfile's ".NAME.forklab.tmp-RANDOM" holds it too).
 const tmpInfix = ".tmp-"
 
 // removeTemps removes the temporary files under root that writers killed

@@ -43,7 +43,7 @@ func ParseRange(s string) (Range, error) {
 	start, err1 := strconv.ParseUint(strings.TrimSpace(lo), 10, 63)
 	end, err2 := strconv.ParseUint(strings.TrimSpace(hi), 10, 63)
 	if err1 != nil || err2 != nil {
-		return Range{}, fmt.Errorf("seed range %q is malformed: want START:END with integers 0 <= START < END < 2^63, e.g. 0:300", s)
+		return Range{}, fmt.Errorf("seed range %q is malformed: want START:END with integers in [0, %d] and START < END, e.g. 0:300", s, uint64(MaxSeed))
 	}
 	if start >= end {
 		return Range{}, fmt.Errorf("seed range %q is empty: START must be below END, e.g. 0:300", s)
@@ -69,22 +69,32 @@ func ParseSteps(s string) ([]int, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		lo, hi, isRange := strings.Cut(f, "-")
-		a, err := strconv.Atoi(strings.TrimSpace(lo))
+		a, err := strconv.ParseInt(strings.TrimSpace(lo), 10, 64)
 		b := a
 		if err == nil && isRange {
-			b, err = strconv.Atoi(strings.TrimSpace(hi))
+			b, err = strconv.ParseInt(strings.TrimSpace(hi), 10, 64)
+		}
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+			return nil, fmt.Errorf("fork step %s is out of range: steps are integers in [1, %d]", ne.Num, MaxForkStep)
 		}
 		if err != nil || f == "" {
-			return nil, fmt.Errorf("fork steps %q are malformed: want integers or ranges like 3, 1,2,3 or 1-4", s)
+			return nil, fmt.Errorf("fork steps %q are malformed: want integers in [1, %d] or ranges like 3, 1,2,3 or 1-4", s, MaxForkStep)
 		}
 		if a < 1 || b < 1 {
-			return nil, fmt.Errorf("fork step %d is below 1: the fork must come after at least one step", min(a, b))
+			return nil, fmt.Errorf("fork step %d is below 1: the fork must come after at least one step (steps are integers in [1, %d])", min(a, b), MaxForkStep)
 		}
-		if b < a || b-a > 10000 {
-			return nil, fmt.Errorf("fork step range %q must go upwards and span at most 10000 steps", f)
+		if a > MaxForkStep || b > MaxForkStep {
+			return nil, fmt.Errorf("fork step %d is out of range: steps are integers in [1, %d]", max(a, b), MaxForkStep)
+		}
+		if b < a || b-a > MaxForkSteps {
+			return nil, fmt.Errorf("fork step range %q must go upwards and span at most %d steps", f, MaxForkSteps)
+		}
+		if len(steps)+int(b-a) >= MaxForkSteps {
+			return nil, fmt.Errorf("fork steps %q list more than %d steps", s, MaxForkSteps)
 		}
 		for x := a; x <= b; x++ {
-			steps = append(steps, x)
+			steps = append(steps, int(x))
 		}
 	}
 	slices.Sort(steps)
@@ -178,14 +188,52 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d)
 func (d *Duration) UnmarshalText(b []byte) error {
 	s := strings.TrimSpace(string(b))
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		// No wrap-around: a number of seconds past MaxAgentTimeout is
+		// refused by Resolve; past what a Duration holds, here.
+		if !(math.Abs(f) <= float64(math.MaxInt64/int64(time.Second))) {
+			return fmt.Errorf("duration %s seconds is out of range: want a duration in [1ms, %s]", s, fmtDuration(MaxAgentTimeout))
+		}
 		*d = Duration(f * float64(time.Second))
 		return nil
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("duration %q: want e.g. 90s or 2m", s)
+		return fmt.Errorf("duration %q: want a duration in [1ms, %s] such as 90s or 2m", s, fmtDuration(MaxAgentTimeout))
 	}
 	*d = Duration(v)
+	return nil
+}
+
+// UnmarshalJSON reads a duration as text ("90s", "2m") or as a number of
+// seconds (90), as a YAML spec writes either.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var x any
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	switch v := x.(type) {
+	case string:
+		return d.UnmarshalText([]byte(v))
+	case float64:
+		return d.UnmarshalText([]byte(strconv.FormatFloat(v, 'g', -1, 64)))
+	}
+	return fmt.Errorf("duration %s: want a duration in [1ms, %s] such as 90s or 2m", b, fmtDuration(MaxAgentTimeout))
+}
+
+// Validate checks the agent's keys, naming the valid range of each: the
+// command, parallel, timeout and retries. A sweep checks them before it
+// starts the agent.
+func (a *AgentSpec) Validate() error {
+	switch {
+	case strings.TrimSpace(a.Command) == "":
+		return keyErr("agent.command", "is empty")
+	case a.Parallel < 0 || a.Parallel > MaxAgentParallel:
+		return keyErr("agent.parallel", "must be an integer in [1, %d] (0: 1), got %d", MaxAgentParallel, a.Parallel)
+	case a.Timeout < 0 || time.Duration(a.Timeout) > MaxAgentTimeout || a.Timeout > 0 && time.Duration(a.Timeout) < time.Millisecond:
+		return keyErr("agent.timeout", "must be a duration in [1ms, %s] (0: the default 60s), got %s", fmtDuration(MaxAgentTimeout), time.Duration(a.Timeout))
+	case a.Retries != nil && (*a.Retries < 0 || *a.Retries > MaxAgentRetries):
+		return keyErr("agent.retries", "must be an integer in [0, %d], got %d", MaxAgentRetries, *a.Retries)
+	}
 	return nil
 }
 
@@ -274,17 +322,20 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 	var err error
 	d := def.Declaration()
 	s.World = d.Name
-	if s.Seeds.Len() == 0 {
-		return Resolved{}, errors.New("seeds: the range is empty")
+	if s.Seeds.Len() == 0 || s.Seeds.Start > s.Seeds.End {
+		return Resolved{}, keyErr("seeds", "the range %s is empty: START must be below END", s.Seeds)
 	}
 	if s.Seeds.End > MaxSeed {
-		return Resolved{}, fmt.Errorf("seeds: END must be at most 2^63-1, got %d", s.Seeds.End)
+		return Resolved{}, keyErr("seeds", "END must be an integer in [1, %d], got %d", uint64(MaxSeed), s.Seeds.End)
 	}
 	if len(s.ForkAt) == 0 {
-		return Resolved{}, errors.New("fork_at: list at least one fork step")
+		return Resolved{}, keyErr("fork_at", "list at least one fork step")
+	}
+	if len(s.ForkAt) > MaxForkSteps {
+		return Resolved{}, keyErr("fork_at", "lists %d steps; at most %d", len(s.ForkAt), MaxForkSteps)
 	}
 	if !slices.IsSorted(s.ForkAt) || s.ForkAt[0] < 1 || s.ForkAt[len(s.ForkAt)-1] > MaxForkStep {
-		return Resolved{}, fmt.Errorf("fork_at: steps must be in [1, %d] and ascending, got %v", MaxForkStep, s.ForkAt)
+		return Resolved{}, keyErr("fork_at", "steps must be integers in [1, %d], ascending, got %v", MaxForkStep, s.ForkAt)
 	}
 	if len(s.Arms) < 2 || !slices.Contains(s.Arms, fork.Off) {
 		return Resolved{}, errors.New("arms: list the control off and at least one treatment arm")
@@ -309,11 +360,11 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 			return Resolved{}, fmt.Errorf("policy: %w", err)
 		}
 	}
-	if s.UnitSeeds < 0 || s.UnitSeeds > 1<<24 {
-		return Resolved{}, fmt.Errorf("unit_seeds: must be between 1 and %d (or 0 for automatic), got %d", 1<<24, s.UnitSeeds)
+	if s.UnitSeeds < 0 || s.UnitSeeds > MaxUnitSeeds {
+		return Resolved{}, keyErr("unit_seeds", "must be 0 (automatic) or an integer in [1, %d], got %d", MaxUnitSeeds, s.UnitSeeds)
 	}
 	if s.MaxErrorRate != nil && !(*s.MaxErrorRate >= 0 && *s.MaxErrorRate <= 1) {
-		return Resolved{}, fmt.Errorf("max_error_rate: must be a share in [0, 1], got %v", *s.MaxErrorRate)
+		return Resolved{}, keyErr("max_error_rate", "must be a share in [0, 1], got %v", *s.MaxErrorRate)
 	}
 	for k, v := range s.MaxCost {
 		if !slices.Contains(world.CostFields, k) {
@@ -323,23 +374,16 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 			return Resolved{}, fmt.Errorf("max_cost: world %s does not report %s (it reports %s)", d.Name, k, strings.Join(d.Cost.Fields, ", "))
 		}
 		if !(v > 0) || math.IsInf(v, 0) {
-			return Resolved{}, fmt.Errorf("max_cost: %s must be a positive number, got %v", k, v)
+			return Resolved{}, keyErr("max_cost", "%s must be a finite number above 0, got %v", k, v)
 		}
 	}
 	if a := s.Agent; a != nil {
-		switch {
-		case strings.TrimSpace(a.Command) == "":
-			return Resolved{}, errors.New("agent: command is empty")
-		case a.Parallel < 0 || a.Parallel > 1024:
-			return Resolved{}, fmt.Errorf("agent: parallel must be between 1 and 1024, got %d", a.Parallel)
-		case a.Timeout < 0:
-			return Resolved{}, fmt.Errorf("agent: timeout must be positive, got %s", time.Duration(a.Timeout))
-		case a.Retries != nil && (*a.Retries < 0 || *a.Retries > 100):
-			return Resolved{}, fmt.Errorf("agent: retries must be between 0 and 100, got %d", *a.Retries)
+		if err := a.Validate(); err != nil {
+			return Resolved{}, err
 		}
 	}
-	if s.Replicas < 1 || s.Replicas > 1000 {
-		return Resolved{}, fmt.Errorf("replicas: must be between 1 and 1000, got %d", s.Replicas)
+	if s.Replicas < 1 || s.Replicas > MaxReplicas {
+		return Resolved{}, keyErr("replicas", "must be an integer in [1, %d], got %d", MaxReplicas, s.Replicas)
 	}
 	if err := s.Model.Validate(); err != nil {
 		return Resolved{}, fmt.Errorf("model: %w", err)
@@ -364,7 +408,7 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 			return Resolved{}, fmt.Errorf("grid: %s lists no values", k)
 		}
 		if size *= len(vs); size > MaxConfigs {
-			return Resolved{}, fmt.Errorf("grid: more than %d configurations", MaxConfigs)
+			return Resolved{}, fmt.Errorf("grid: more than %d configurations (a grid makes one per combination of its values; at most %d)", MaxConfigs, MaxConfigs)
 		}
 	}
 	slices.Sort(keys)
@@ -413,11 +457,54 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 		maxSteps := inst.MaxSteps()
 		inst.Close()
 		if last := s.ForkAt[len(s.ForkAt)-1]; maxSteps > 0 && last > maxSteps {
-			return Resolved{}, fmt.Errorf("fork_at: step %d is past the most steps a run can take (%d): no run reaches it", last, maxSteps)
+			return Resolved{}, keyErr("fork_at", "step %d is past the most steps a run can take (%d): no run reaches it (fork steps are integers in [1, %d] here)", last, maxSteps, maxSteps)
 		}
+	}
+	if err := checkSize(s, len(configs)); err != nil {
+		return Resolved{}, err
 	}
 	r.Spec, r.Configs = s, configs
 	return r, nil
+}
+
+// checkSize bounds the sweep's size, so that nothing it holds grows with
+// the seed range beyond a known bound and no count wraps: at most MaxUnits
+// units (the manifest lists each unit's files, the ledger and a
+// distributed sweep's coordinator one entry per unit), and at most MaxRows
+// branch rows (every count stays exact in JSON and float64). Units are
+// made one at a time (Units), never listed up front. The error names the
+// bound and the largest seed range that fits.
+func checkSize(s Spec, configs int) error {
+	size := s.ShardSeeds()
+	perConfig := (s.Seeds.Len()-1)/size + 1
+	if units := perConfig * uint64(configs); perConfig > MaxUnits || units > MaxUnits {
+		fit := uint64(MaxUnits/configs) * size
+		return keyErr("seeds", "%s is %d units of %d seeds in each of %d configuration(s); a sweep holds at most %d units (its manifest lists every unit's files): "+
+			"sweep at most %d seeds at a time (e.g. %d:%d), or raise unit_seeds (up to %d)",
+			s.Seeds, perConfig, size, configs, MaxUnits, fit, s.Seeds.Start, s.Seeds.Start+fit, MaxUnitSeeds)
+	}
+	perSeed := uint64(len(s.ForkAt)) * uint64(len(s.Arms)) * uint64(s.Replicas) * uint64(configs)
+	if rows := s.Seeds.Len(); rows > MaxRows/perSeed {
+		return keyErr("seeds", "%s would make more than %d branch rows (%d per seed: fork steps × arms × replicas × configurations); "+
+			"a sweep writes at most %d (2^53, the largest count JSON readers hold exactly): sweep at most %d seeds at a time",
+			s.Seeds, uint64(MaxRows), perSeed, uint64(MaxRows), MaxRows/perSeed)
+	}
+	return nil
+}
+
+// KeyError is a spec key whose value is refused: Key is the spec's key
+// (fork_at, seeds, agent.timeout), Err says why and names the valid range.
+// forklab sweep names the flag instead when a flag set the key.
+type KeyError struct {
+	Key string
+	Err error
+}
+
+func (e *KeyError) Error() string { return e.Key + ": " + e.Err.Error() }
+func (e *KeyError) Unwrap() error { return e.Err }
+
+func keyErr(key, format string, args ...any) error {
+	return &KeyError{Key: key, Err: fmt.Errorf(format, args...)}
 }
 
 // gridValue checks one grid value of key k.
@@ -429,11 +516,39 @@ func gridValue(d world.Declaration, k string, v any) (any, error) {
 	return p.Parse(v)
 }
 
-// MaxConfigs bounds a grid's configurations; MaxForkStep a fork step.
+// The bounds of a spec's keys; the flags that set them share them.
 const (
-	MaxConfigs  = 10000
-	MaxForkStep = 1 << 20
+	// MaxConfigs bounds a grid's configurations.
+	MaxConfigs = 10000
+	// MaxForkStep bounds a fork step (a world bounds it further by the
+	// most steps its runs can take); MaxForkSteps the number of steps.
+	MaxForkStep  = 1 << 20
+	MaxForkSteps = 10000
+	// MaxReplicas bounds the forks per checkpoint and arm.
+	MaxReplicas = 1000
+	// MaxUnitSeeds bounds unit_seeds.
+	MaxUnitSeeds = 1 << 24
+	// MaxAgentParallel, MaxAgentRetries and MaxAgentTimeout bound an
+	// external agent's processes, retries and time per request.
+	MaxAgentParallel = 1024
+	MaxAgentRetries  = 100
+	MaxAgentTimeout  = 24 * time.Hour
+	// MaxUnits bounds a sweep's units and MaxRows its branch rows
+	// (checkSize).
+	MaxUnits = 1 << 20
+	MaxRows  = 1 << 53
 )
+
+// fmtDuration writes d as Go does, without trailing zero units: 24h.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	for _, z := range []string{"m0s", "h0m"} {
+		if strings.HasSuffix(s, z) {
+			s = strings.TrimSuffix(s, z[1:])
+		}
+	}
+	return s
+}
 
 func joinArms(arms []fork.Arm) string {
 	s := make([]string, len(arms))
@@ -498,10 +613,38 @@ func ReadSpecFile(path string, base Spec) (Spec, error) {
 func specError(err error) string {
 	var typ *json.UnmarshalTypeError
 	if errors.As(err, &typ) {
+		key := typ.Field
+		if strings.HasPrefix(key, "max_cost.") {
+			key = "max_cost"
+		}
+		r, ok := keyRanges[key]
+		ok = ok && typ.Type != nil && kindOf(typ.Type.Kind().String()) == "a number"
+		if ok && strings.HasPrefix(typ.Value, "number") {
+			// A number that does not fit the key's type (1e400, a
+			// fraction, 2^64): out of range, not of another kind.
+			return fmt.Sprintf("%s must be %s, got %s", typ.Field, r, strings.TrimPrefix(typ.Value, "number "))
+		} else if ok && typ.Value == "string" {
+			// YAML reads a number too large for a float (1e400) as text.
+			return fmt.Sprintf("%s must be %s, got text (or a number too large to read)", typ.Field, r)
+		}
 		return fmt.Sprintf("key %s: a %s cannot be read as %s", typ.Field, typ.Value, kindOf(typ.Type.Kind().String()))
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	return strings.Replace(msg, "unknown field", "unknown key", 1)
+}
+
+// keyRanges words the valid values of the spec's numeric keys, for a number
+// that does not even decode (a fraction for an integer, 1e400, 2^64).
+var keyRanges = map[string]string{
+	"replicas":          fmt.Sprintf("an integer in [1, %d]", MaxReplicas),
+	"unit_seeds":        fmt.Sprintf("0 (automatic) or an integer in [1, %d]", MaxUnitSeeds),
+	"fork_at":           fmt.Sprintf("integers in [1, %d]", MaxForkStep),
+	"agent.parallel":    fmt.Sprintf("an integer in [1, %d]", MaxAgentParallel),
+	"agent.retries":     fmt.Sprintf("an integer in [0, %d]", MaxAgentRetries),
+	"max_error_rate":    "a share in [0, 1]",
+	"max_cost":          "a finite number above 0",
+	"model.temperature": "a number in [0, 1]",
+	"model.no_tool":     "a number in [0, 1]",
 }
 
 func kindOf(k string) string {

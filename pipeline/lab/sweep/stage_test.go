@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/forklab/forklab/internal/atomicfile"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 )
 
@@ -297,4 +298,124 @@ func TestSharesThenFinalize(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameFiles(t, "three shares against one sweep", want, tableFiles(t, out))
+}
+
+func readDerived(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, sweep.DerivedName))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// What forklab writes into a results directory belongs to its sweep
+// (issue 12 E): a new top-level entry is registered whole, a file in a
+// folder of the user's by itself, nothing inside forklab's own folders or
+// outside a results directory (a manifest.json of another tool does not
+// make one). Replacing the sweep drops every derived file, a nested
+// sweep's directory included, and keeps the user's files and folders.
+func TestDerivedFilesGoWithTheirSweep(t *testing.T) {
+	out := runSweep(t, small(20), sweep.Options{})
+	os.WriteFile(filepath.Join(out, "mine.txt"), []byte("mine"), 0o644)
+	os.MkdirAll(filepath.Join(out, "notes"), 0o755)
+	os.WriteFile(filepath.Join(out, "notes", "n.txt"), []byte("mine too"), 0o644)
+	for _, p := range []string{"report.html", "notes/r.html", "policies/policy-config-0-fork-3.json", "pairs/q.csv", "report.html"} {
+		if err := sweep.RegisterDerived(filepath.Join(out, p)); err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Dir(filepath.Join(out, p)), 0o755)
+		os.WriteFile(filepath.Join(out, p), []byte("derived"), 0o644)
+	}
+	// A sweep nested in this one registers itself when it starts.
+	runSweep(t, small(10), sweep.Options{}, filepath.Join(out, "rerun"))
+	if got, want := readDerived(t, out), "report.html\nnotes/r.html\npolicies\nrerun\n"; got != want {
+		t.Fatalf("%s: %q, want %q", sweep.DerivedName, got, want)
+	}
+	// Not a results directory: another tool's manifest.json.
+	other := t.TempDir()
+	os.WriteFile(filepath.Join(other, sweep.ManifestName), []byte(`{"name": "an npm package"}`), 0o644)
+	if err := sweep.RegisterDerived(filepath.Join(other, "report.html")); err != nil {
+		t.Fatal(err)
+	}
+	if es := entries(t, other); !slices.Equal(es, []string{sweep.ManifestName}) {
+		t.Fatalf("registered into another tool's directory: %v", es)
+	}
+
+	runSweep(t, small(30), sweep.Options{}, out)
+	got := entries(t, out)
+	for _, gone := range []string{"report.html", "policies", "rerun", sweep.DerivedName, ".rerun.forklab-staging"} {
+		if slices.Contains(got, gone) {
+			t.Errorf("after the overwrite %s is still there (%v)", gone, got)
+		}
+	}
+	if es := entries(t, filepath.Join(out, "notes")); !slices.Equal(es, []string{"n.txt"}) {
+		t.Errorf("the user's folder holds %v, want only n.txt", es)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "mine.txt")); string(b) != "mine" {
+		t.Error("the user's file changed")
+	}
+	if _, err := os.Stat(filepath.Join(out, "pairs", "q.csv")); err == nil {
+		t.Error("a file in the old sweep's table folder survived")
+	}
+}
+
+// A derived file is published only beside the sweep it was made from: if
+// another sweep replaced the directory meanwhile, the commit fails naming
+// it, the path stays as it was and no temporary file is left (issue 12 E).
+func TestDeriveOutputChecksTheSweep(t *testing.T) {
+	out := runSweep(t, small(20), sweep.Options{})
+	m, err := sweep.ReadManifest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(out, "report.html")
+	for _, tc := range []struct{ id, err string }{
+		{m.SweepID, ""},
+		{"0123456789abcdef", "was replaced by another sweep while forklab read it"},
+	} {
+		f, err := atomicfile.Output(path, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sweep.DeriveOutput(f, out, tc.id)
+		f.WriteString("report of " + tc.id)
+		err = f.Commit()
+		f.Abort()
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Fatalf("sweep %s: %v, want %q", tc.id, err, tc.err)
+		}
+	}
+	if b, _ := os.ReadFile(path); string(b) != "report of "+m.SweepID {
+		t.Fatalf("report.html holds %q", b)
+	}
+	for _, e := range entries(t, out) {
+		if atomicfile.IsTemp(e) {
+			t.Fatalf("temporary file left: %s", e)
+		}
+	}
+	if got := readDerived(t, out); got != "report.html\n" {
+		t.Fatalf("%s: %q", sweep.DerivedName, got)
+	}
+}
+
+// An output directory that is a symbolic link is refused: publishing swaps
+// directories and would replace the link. Nothing is created.
+func TestStageRefusesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "real")
+	os.Mkdir(target, 0o755)
+	link := filepath.Join(dir, "link")
+	os.Symlink(target, link)
+	for _, stage := range []func() error{
+		func() error { _, err := sweep.Stage(link, true, false); return err },
+		func() error { _, err := sweep.StageShared(link, true); return err },
+	} {
+		if err := stage(); err == nil || !strings.Contains(err.Error(), "is a symbolic link (to "+target+")") {
+			t.Errorf("got %v", err)
+		}
+	}
+	if es := entries(t, dir); !slices.Equal(es, []string{"link", "real"}) {
+		t.Errorf("left %v", es)
+	}
 }

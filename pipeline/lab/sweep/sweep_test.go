@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
@@ -412,7 +415,7 @@ func TestReadSpecFile(t *testing.T) {
 		{"a.yaml", "fork_at: 3\nseeds: \"0:50\"\n", "[3] 0:50", ""},
 		{"b.yaml", "fork_at: \"1-3\"\n", "[1 2 3] 0:300", ""},
 		{"c.json", `{"fork_at": [4, 2]}`, "[2 4] 0:300", ""},
-		{"e.yaml", "replicas: five\n", "", "key replicas: a string cannot be read as a number"},
+		{"e.yaml", "replicas: five\n", "", "replicas must be an integer in [1, 1000], got text (or a number too large to read)"},
 		{"f.json", `{"fork_at": [3],}`, "", "invalid character"},
 		{"g.yaml", "- 1\n- 2\n", "", "want a mapping of keys"},
 		{"h.toml", "", "", "want a .json, .yaml or .yml file"},
@@ -450,7 +453,7 @@ func TestResolveRefuses(t *testing.T) {
 		{"grid value", func(s *sweep.Spec) { s.Grid = map[string][]any{"p_stall": {0.1, 2.0}} }, "grid: p_stall must be a number in [0, 1], got 2"},
 		{"fork past budget", func(s *sweep.Spec) { s.ForkAt = []int{100000} }, "fork_at: step 100000 is past the most steps a run can take (9)"},
 		{"policy without arm", func(s *sweep.Spec) { s.Arms = []fork.Arm{fork.Off, fork.Policy} }, "the policy arm needs a guard rule"},
-		{"replicas", func(s *sweep.Spec) { s.Replicas = 0 }, "replicas: must be between 1 and 1000"},
+		{"replicas", func(s *sweep.Spec) { s.Replicas = 0 }, "replicas: must be an integer in [1, 1000], got 0"},
 	} {
 		s := sweep.DefaultSpec()
 		tc.edit(&s)
@@ -462,19 +465,28 @@ func TestResolveRefuses(t *testing.T) {
 }
 
 // The units of a sweep are produced one at a time: the largest seed range
-// costs no memory up front, and the last unit ends at END exactly, without
-// overflow.
+// a sweep takes costs no memory up front, and the last unit ends at END
+// exactly, without overflow (issue 12 G).
 func TestUnitsStream(t *testing.T) {
 	s := sweep.DefaultSpec()
-	s.Seeds = sweep.Range{Start: 0, End: sweep.MaxSeed}
+	size := s.ShardSeeds()
+	s.Seeds = sweep.Range{Start: sweep.MaxSeed - sweep.MaxUnits*size, End: sweep.MaxSeed}
 	r, err := s.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
-	r.Units(func(u sweep.Unit) bool { n++; return n < 5 })
-	if n != 5 || r.UnitCount() != (uint64(sweep.MaxSeed)+s.ShardSeeds()-1)/s.ShardSeeds() {
-		t.Fatalf("took %d units; %d in all", n, r.UnitCount())
+	allocs := testing.AllocsPerRun(3, func() {
+		n = 0
+		r.Units(func(u sweep.Unit) bool { n++; return n < 5 })
+	})
+	if n != 5 || r.UnitCount() != sweep.MaxUnits || allocs > 2 {
+		t.Fatalf("took %d units; %d in all; %v allocations", n, r.UnitCount(), allocs)
+	}
+	var last sweep.Unit
+	r.Units(func(u sweep.Unit) bool { last = u; return true })
+	if last.Index != sweep.MaxUnits-1 || last.Seeds.End != sweep.MaxSeed || last.Seeds.Len() != size {
+		t.Fatalf("last unit %+v", last)
 	}
 	s.Seeds = sweep.Range{Start: sweep.MaxSeed - 10, End: sweep.MaxSeed}
 	if r, err = s.Resolve(); err != nil {
@@ -484,6 +496,80 @@ func TestUnitsStream(t *testing.T) {
 	r.Units(func(u sweep.Unit) bool { units = append(units, u); return true })
 	if len(units) != 1 || units[0].Seeds != s.Seeds {
 		t.Fatalf("units %v", units)
+	}
+}
+
+// A sweep is bounded whatever its seed range: at most MaxUnits units (the
+// manifest lists each unit's files) and MaxRows branch rows; one past
+// either is refused naming the bound and the largest range that fits —
+// never a sweep that runs for ever or a count that wraps (issue 12 G).
+func TestSizeBounds(t *testing.T) {
+	size := sweep.DefaultSpec().ShardSeeds()
+	grid := func(s *sweep.Spec) { s.Grid = map[string][]any{"target": {6.0, 7.0, 8.0, 9.0}} }
+	for _, tc := range []struct {
+		name string
+		edit func(*sweep.Spec)
+		err  string
+	}{
+		{"whole seed space", func(s *sweep.Spec) { s.Seeds = sweep.Range{Start: 0, End: sweep.MaxSeed} },
+			"seeds: 0:9223372036854775807 is 70368744177664 units of 131072 seeds in each of 1 configuration(s); a sweep holds at most 1048576 units (its manifest lists every unit's files): sweep at most 137438953472 seeds at a time (e.g. 0:137438953472), or raise unit_seeds (up to 16777216)"},
+		{"most units", func(s *sweep.Spec) { s.Seeds = sweep.Range{Start: 5, End: 5 + sweep.MaxUnits*size} }, ""},
+		{"one unit more", func(s *sweep.Spec) { s.Seeds = sweep.Range{Start: 5, End: 6 + sweep.MaxUnits*size} },
+			"seeds: 5:137438953478 is 1048577 units of 131072 seeds in each of 1 configuration(s)"},
+		{"most units of a grid", func(s *sweep.Spec) { grid(s); s.Seeds = sweep.Range{End: sweep.MaxUnits / 4 * size} }, ""},
+		{"grid past the units", func(s *sweep.Spec) { grid(s); s.Seeds = sweep.Range{End: sweep.MaxUnits/4*size + 1} },
+			"seeds: 0:34359738369 is 262145 units of 131072 seeds in each of 4 configuration(s); a sweep holds at most 1048576 units (its manifest lists every unit's files): sweep at most 34359738368 seeds at a time (e.g. 0:34359738368)"},
+		{"bigger units", func(s *sweep.Spec) {
+			s.UnitSeeds = sweep.MaxUnitSeeds
+			s.Seeds = sweep.Range{End: sweep.MaxUnits * sweep.MaxUnitSeeds}
+		}, ""},
+		{"rows", func(s *sweep.Spec) {
+			s.UnitSeeds, s.Replicas, s.ForkAt = sweep.MaxUnitSeeds, sweep.MaxReplicas, []int{1, 2, 3, 4, 5, 6, 7, 8, 9}
+			s.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo, fork.AA}
+			s.Seeds = sweep.Range{End: sweep.MaxRows/36000 + 1}
+		}, "seeds: 0:250199979299 would make more than 9007199254740992 branch rows (36000 per seed: fork steps × arms × replicas × configurations); a sweep writes at most 9007199254740992 (2^53, the largest count JSON readers hold exactly): sweep at most 250199979298 seeds at a time"},
+		{"most rows", func(s *sweep.Spec) {
+			s.UnitSeeds, s.Replicas, s.ForkAt = sweep.MaxUnitSeeds, sweep.MaxReplicas, []int{1, 2, 3, 4, 5, 6, 7, 8, 9}
+			s.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo, fork.AA}
+			s.Seeds = sweep.Range{End: sweep.MaxRows / 36000}
+		}, ""},
+	} {
+		s := sweep.DefaultSpec()
+		tc.edit(&s)
+		_, err := s.Resolve()
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.err)):
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.err)
+		}
+		var ke *sweep.KeyError
+		if tc.err != "" && (!errors.As(err, &ke) || ke.Key != "seeds") {
+			t.Errorf("%s: %v is not a KeyError of seeds", tc.name, err)
+		}
+	}
+}
+
+// A duration in a spec is read as text or as seconds, and one too large for
+// a time.Duration is refused, not wrapped (issue 12 G).
+func TestDurationBounds(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{`"90s"`, "1m30s", ""},
+		{`90`, "1m30s", ""},
+		{`0.5`, "500ms", ""},
+		{`1e300`, "", "duration 1e+300 seconds is out of range: want a duration in [1ms, 24h]"},
+		{`-1e300`, "", "duration -1e+300 seconds is out of range"},
+		{`"9999999999h"`, "", `duration "9999999999h": want a duration in [1ms, 24h]`},
+		{`true`, "", "duration true: want a duration in [1ms, 24h]"},
+	} {
+		var d sweep.Duration
+		err := json.Unmarshal([]byte(tc.in), &d)
+		switch {
+		case tc.err == "" && (err != nil || time.Duration(d).String() != tc.want):
+			t.Errorf("%s: %v, %v; want %s", tc.in, time.Duration(d), err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: %v; want %q", tc.in, err, tc.err)
+		}
 	}
 }
 

@@ -70,8 +70,13 @@ func listFiles(root, topic string, part int32) ([]batchFile, error) {
 		for _, e := range ents {
 			name := e.Name()
 			path := filepath.Join(root, d.Name(), name)
-			own := "." + topic + "+" + strconv.Itoa(int(part))
-			if strings.Contains(name, ".tmp-") && (strings.HasPrefix(name, own+"+") || strings.HasPrefix(name, own+".json")) {
+			own := topic + "+" + strconv.Itoa(int(part))
+			target, isTemp := atomicfile.TempTarget(name)
+			if !isTemp && strings.Contains(name, ".tmp-") && strings.HasPrefix(name, ".") {
+				// Named as earlier forklabs named them: .NAME.tmp-RANDOM.
+				target, isTemp = strings.TrimPrefix(name[:strings.Index(name, ".tmp-")], "."), true
+			}
+			if isTemp && (strings.HasPrefix(target, own+"+") || strings.HasPrefix(target, own+".json")) {
 				// atomicfile's temporary file of a write a kill cut short.
 				if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					return nil, err
