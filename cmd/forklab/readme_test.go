@@ -620,7 +620,7 @@ func TestREADMEParseAndMatch(t *testing.T) {
 		{"on vs off · fork step 3 · 300 pairs\n…\nwrote lab in …\n", true},
 		{"  rescued 75   harmed 83   net -8  \n", true}, // trailing blanks do not count
 		{"  rescued 75   harmed 83   net -9\n", false},
-		{"  rescued 75\n", false}, // a line matches whole
+		{"  rescued 75\n", false},                                        // a line matches whole
 		{"wrote lab in …\non vs off · fork step 3 · 300 pairs\n", false}, // in order
 		{"wrote … in 129ms\n", true},
 	} {
