@@ -42,7 +42,7 @@ file.`,
 		Example: `  forklab db out
   cd out && duckdb -readonly results.duckdb -c "SELECT * FROM summary"    # the duckdb CLI, from duckdb.org
   forklab sql out "SELECT * FROM summary"                                 # the same views, no CLI needed`,
-		Args:    cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			info, err := export.WriteDB(cmd.Context(), args[0])
 			if errors.Is(err, sweep.ErrNotResults) {
