@@ -629,3 +629,39 @@ func TestREADMEParseAndMatch(t *testing.T) {
 		}
 	}
 }
+
+// Every link of the README leads somewhere: a file or folder of the
+// repository, or a heading of the README itself.
+func TestREADMELinks(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^#{1,6} (.+)$`).FindAllStringSubmatch(string(b), -1) {
+		slug := strings.ToLower(strings.TrimSpace(m[1]))
+		slug = regexp.MustCompile(`[^a-z0-9 _-]`).ReplaceAllString(slug, "")
+		anchors["#"+strings.ReplaceAll(slug, " ", "-")] = true
+	}
+	n := 0
+	for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(string(b), -1) {
+		target := m[1]
+		if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
+			continue
+		}
+		n++
+		if strings.HasPrefix(target, "#") {
+			if !anchors[target] {
+				t.Errorf("link %s: no such heading in the README", target)
+			}
+			continue
+		}
+		path, _, _ := strings.Cut(target, "#")
+		if _, err := os.Stat(filepath.Join("../..", path)); err != nil {
+			t.Errorf("link %s: %v", target, err)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d links checked", n)
+	}
+}
