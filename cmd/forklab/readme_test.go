@@ -665,3 +665,38 @@ func TestREADMELinks(t *testing.T) {
 		t.Fatalf("only %d links checked", n)
 	}
 }
+
+// make sweep, the README's first command, prints each table once (issue
+// 12 I: it printed 153 lines, most tables twice): the Makefile's own
+// recipe, run with this test's binary, prints SLICES, POLICY SEARCH and
+// the Qini curve once, the rerun's report only its headlines and Result,
+// and one p-value style (no "p = < 1e-300").
+func TestMakeSweepPrintsEachTableOnce(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	recipe := exec.Command("make", "-n", "-s", "sweep", "GO=true", "BIN="+forklabBin, "OUT="+out)
+	recipe.Dir = "../.."
+	recipe.Env = append(os.Environ(), "MAKEFLAGS=", "MAKELEVEL=")
+	script, err := recipe.Output()
+	if err != nil {
+		t.Fatalf("make -n sweep: %v", err)
+	}
+	sh := exec.Command("bash", "-e", "-o", "pipefail")
+	sh.Dir, sh.Stdin = "../..", bytes.NewReader(script)
+	printed, err := sh.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make sweep's recipe: %v\n%s\n%s", err, script, printed)
+	}
+	text := string(printed)
+	for header, want := range map[string]int{"SLICES (": 1, "POLICY SEARCH ·": 1, "UPLIFT (QINI) CURVE": 1, "RESULT\n": 2,
+		"on vs off · fork step 3 · 300 pairs\n": 2, "policy vs off · fork step 3 · 300 pairs\n": 1, "p = <": 0} {
+		if n := strings.Count(text, header); n != want {
+			t.Errorf("make sweep prints %q %d times, want %d", header, n, want)
+		}
+	}
+	if n := strings.Count(text, "\n"); n > 120 {
+		t.Errorf("make sweep prints %d lines", n)
+	}
+}
