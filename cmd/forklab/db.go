@@ -32,12 +32,17 @@ Every view checks first that the manifest.json it finds is this sweep's, so
 opened from another results directory it fails, naming both, rather than show
 that sweep's data. The statistics macros work however the file is attached.
 
+It refuses (exit 4) a directory whose files do not match its manifest, as
+report, sql and policy do: BI tools would read partial data.
+
 Rerun it at any time: it writes a new file and renames it over the old one, so
 readers holding the old one open (a BI tool, duckdb -readonly) are no obstacle;
 it adds events when they appear, and copies anything else stored in the old
 file.`,
-		Example: `  forklab db out && cd out && duckdb -readonly results.duckdb -c "SELECT * FROM summary"`,
-		Args:    cobra.ExactArgs(1),
+		Example: `  forklab db out
+  cd out && duckdb -readonly results.duckdb -c "SELECT * FROM summary"    # the duckdb CLI, from duckdb.org
+  forklab sql out "SELECT * FROM summary"                                 # the same views, no CLI needed`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			info, err := export.WriteDB(cmd.Context(), args[0])
 			if errors.Is(err, sweep.ErrNotResults) {
@@ -48,7 +53,8 @@ file.`,
 			}
 			abs, _ := filepath.Abs(args[0])
 			fmt.Fprintf(os.Stderr, "wrote %s: views %s; macros %s\n", info.Path, strings.Join(info.Views, ", "), strings.Join(info.Macros, ", "))
-			fmt.Fprintf(os.Stderr, "open it: cd %s && duckdb -readonly %s\n", shellQuote(abs), export.DBName)
+			fmt.Fprintf(os.Stderr, "open it with the duckdb CLI (duckdb.org) or a BI tool: cd %s && duckdb -readonly %s; forklab sql %s \"SELECT …\" reads the same views without either\n",
+				shellQuote(abs), export.DBName, shellQuote(args[0]))
 			return nil
 		},
 	}

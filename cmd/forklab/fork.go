@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab"
+	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
@@ -24,6 +26,10 @@ type forkOutcome struct {
 	Arm     fork.Arm `json:"arm"`
 	Replica int      `json:"replica"`
 	lab.Outcome
+	// JSONCost is the branch's cost in the world's declared cost fields,
+	// named as everywhere else (steps, tokens, usd, seconds); it hides
+	// the embedded Outcome.Cost from --json.
+	JSONCost *agentproc.Cost `json:"cost"`
 }
 
 func init() {
@@ -33,6 +39,7 @@ func init() {
 		agentLine                 string
 		replica                   int
 		asJSON                    bool
+		retryFor                  time.Duration
 		lf                        *logFlags
 	)
 	cmd := &cobra.Command{
@@ -111,7 +118,10 @@ features, none elsewhere.`,
 				if child == "" {
 					child = fmt.Sprintf("%s/fork-%s-r%d-%s", stream, arm, replica, offset)
 				}
-				w := agent.Worker{Log: lf.client(), Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab fork: "+f+"\n", a...) }}
+				if retryFor < 0 {
+					return usageErr("--retry-for must not be negative")
+				}
+				w := agent.Worker{Log: lf.client(), RetryFor: retryFor, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab fork: "+f+"\n", a...) }}
 				res, err := agent.Fork(cmd.Context(), w, stream, offset, child, 0, arm, replica, rule)
 				if err == nil || errors.Is(err, agent.ErrFinished) {
 					if asJSON {
@@ -193,6 +203,7 @@ features, none elsewhere.`,
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per outcome")
 	f.StringVar(&stream, "stream", "", "session stream to fork on the log")
 	f.StringVar(&offset, "offset", "", "offset in --stream to fork at")
+	f.DurationVar(&retryFor, "retry-for", 2*time.Minute, "with --stream: how long to retry while the log is unreachable")
 	f.StringVar(&child, "child", "", "name of the child stream (default NAME/fork-ARM-rREPLICA-OFFSET)")
 	f.StringVar(&agentLine, "agent", "", "fork an external agent's session (with --stream): the command that starts the agent, whose fold gives the checkpoint")
 	lf = addLogFlags(cmd)
@@ -221,6 +232,7 @@ func streamOutcome(child string, res agent.Result) streamForkOutcome {
 		o.Intervened = b.Recovery != ""
 		o.Cost = s.Play.Cost().Sub(b.ForkCost)
 	}
+	o.JSONCost = agentproc.CostOf(s.Decl.Cost, o.Cost)
 	o.Seed = s.Seed
 	if s.Outcome != nil {
 		o.Success, o.Final = *s.Outcome.Success, s.Outcome.Obs
@@ -261,5 +273,6 @@ func forkOne(b []byte, arm fork.Arm, replica int, rule *policy.Rule, insts map[s
 	if err != nil {
 		return forkOutcome{}, err
 	}
-	return forkOutcome{World: name, Arm: arm, Replica: replica, Outcome: o}, nil
+	return forkOutcome{World: name, Arm: arm, Replica: replica, Outcome: o,
+		JSONCost: agentproc.CostOf(inst.Declaration().Cost, o.Cost)}, nil
 }

@@ -51,7 +51,7 @@ In a results directory, forklab db adds the files to the events view.`,
 		Example: `  forklab log serve --kafka-port 9092 &
   forklab log sink --out out                              # nightly: append what is new, then stop
   forklab log sink --out out --follow --rotate-interval 30s   # follow the log
-  forklab db out && cd out && duckdb -readonly results.duckdb -c "SELECT type, count(*) FROM events GROUP BY ALL"`,
+  forklab sql out "SELECT type, count(*) FROM events GROUP BY ALL"  # the events view reads the sink's files`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if cfg.Out == "" {

@@ -76,12 +76,19 @@ type DBInfo struct {
 // duckdb -readonly) never make a rebuild fail and keep reading the old one
 // until they reopen. A rerun copies whatever else a user stored in the old
 // file (tables, views, macros, …) into the new one. Errors: DIR not a
-// finished results directory (wraps sweep.ErrNotResults); the old file held
+// finished results directory (wraps sweep.ErrNotResults); its files not
+// those of its manifest, by size and rows (wraps sweep.ErrMismatch); the old file held
 // open for writing by another program (DuckDB's lock error, with what to
 // do), or not a DuckDB database.
 func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	m, err := sweep.ReadManifest(dir)
 	if err != nil {
+		return DBInfo{}, err
+	}
+	// A directory that does not match its manifest (a part file deleted,
+	// truncated or added) is refused, as report, sql and policy refuse it:
+	// its views would show BI tools partial data (sweep.ErrMismatch).
+	if err := sweep.Verify(dir, m, false); err != nil {
 		return DBInfo{}, err
 	}
 	abs, err := filepath.Abs(dir)

@@ -82,6 +82,13 @@ type measure struct {
 	// ConfigsScroll: the configurations table is wider than its box, so
 	// part of it is out of sight until scrolled.
 	ConfigsScroll bool
+	// LabelsOutside counts a chart's texts (tick labels, axis titles)
+	// drawn more than 2 px past its box, so cut off (a glyph's box may
+	// overhang by a pixel); Outside names the first dozen; ChartsFewLabels
+	// counts the charts shown with fewer than three texts (an axis
+	// without tick labels).
+	LabelsOutside, ChartsFewLabels int
+	Outside                        []string
 }
 
 // measureScript lays the page out in the browser and writes what a reader
@@ -92,7 +99,7 @@ const measureScript = `<script>
   var m = {ViewportWidth: window.innerWidth, ScrollWidth: document.documentElement.scrollWidth,
     BodyFontPx: parseFloat(getComputedStyle(document.body).fontSize), SmallestFontPx: 1e9,
     Charts: 0, ChartsShown: 0, NarrowestChart: 1e9, WidestChart: 0, ShortestChart: 1e9, CountsOverflow: 0,
-    ChartsPastRight: 0, BoxesPastRight: 0, TablesPastCell: 0, ConfigsScroll: false,
+    ChartsPastRight: 0, BoxesPastRight: 0, TablesPastCell: 0, ConfigsScroll: false, LabelsOutside: 0, ChartsFewLabels: 0, Outside: [],
     Headline: (document.querySelector('#headline .card') || {}).innerText || ''};
   document.querySelectorAll('p, td, th, dt, dd, figcaption, summary, h1, h2, h3, nav a').forEach(function (e) {
     if (e.getClientRects().length && e.innerText.trim()) {
@@ -108,6 +115,12 @@ const measureScript = `<script>
     m.WidestChart = Math.max(m.WidestChart, r.width);
     m.ShortestChart = Math.min(m.ShortestChart, r.height);
     if (r.right > window.innerWidth + 0.5) { m.ChartsPastRight++; }
+    var texts = s.querySelectorAll('text');
+    if (texts.length < 3) { m.ChartsFewLabels++; }
+    texts.forEach(function (x) {
+      var b = x.getBoundingClientRect();
+      if (b.width && (b.left < r.left - 2 || b.right > r.right + 2 || b.top < r.top - 2 || b.bottom > r.bottom + 2)) { m.LabelsOutside++; if (m.Outside.length < 12) { m.Outside.push((s.getAttribute('aria-label')||'').slice(0,30) + ' | ' + x.textContent + ' | ' + [b.left-r.left, r.right-b.right, b.top-r.top, r.bottom-b.bottom].map(Math.round).join(',')); } }
+    });
   });
   document.querySelectorAll('table').forEach(function (t) {
     var p = t.parentElement;
@@ -189,6 +202,9 @@ func TestBrowserReadableAt1280x800(t *testing.T) {
 	if m.CountsOverflow != 0 || m.ChartsPastRight != 0 || m.BoxesPastRight != 0 {
 		t.Errorf("%d headline numbers stick out of their card, %d charts and %d tables past the window's edge", m.CountsOverflow, m.ChartsPastRight, m.BoxesPastRight)
 	}
+	if m.LabelsOutside != 0 || m.ChartsFewLabels != 0 {
+		t.Errorf("%d chart labels drawn outside their chart (%q), %d charts with fewer than 3 labels", m.LabelsOutside, m.Outside, m.ChartsFewLabels)
+	}
 	if !strings.Contains(m.Headline, "on vs off · fork step 2 · 400 pairs") || !strings.Contains(m.Headline, "McNemar exact p") {
 		t.Errorf("first card reads %q", m.Headline)
 	}
@@ -262,6 +278,9 @@ func TestBrowserNarrowAndGrid(t *testing.T) {
 	}
 	if m.NarrowestChart < 300 {
 		t.Errorf("at 420 px a chart is drawn %.0f px wide", m.NarrowestChart)
+	}
+	if m.LabelsOutside != 0 || m.ChartsFewLabels != 0 {
+		t.Errorf("at 420 px: %d chart labels drawn outside their chart (%q), %d charts with fewer than 3 labels", m.LabelsOutside, m.Outside, m.ChartsFewLabels)
 	}
 	spec := sweep.DefaultSpec()
 	spec.Grid = map[string][]any{"p_stall": {0.0, 0.2}, "p_obs_noise": {0.0, 0.1}}

@@ -56,11 +56,15 @@ func niceStep(x float64) float64 {
 }
 
 // logTicks labels a log axis at 1, 2 and 5 × 10^k, with unlabelled ticks
-// at the other whole multiples.
+// at the other whole multiples. A range that holds fewer than two of
+// those (a CI width between 7% and 19%, say) has every whole multiple
+// labelled, or, within a single step, round linear ticks: an axis always
+// has at least two labels to read it by.
 type logTicks struct{ label func(float64) string }
 
 func (t logTicks) Ticks(min, max float64) []plot.Tick {
 	var ticks []plot.Tick
+	labelled := 0
 	for k := math.Floor(math.Log10(min)); k <= math.Ceil(math.Log10(max)); k++ {
 		for m := 1.0; m <= 9; m++ {
 			v := m * math.Pow(10, k)
@@ -70,11 +74,21 @@ func (t logTicks) Ticks(min, max float64) []plot.Tick {
 			tick := plot.Tick{Value: v}
 			if m == 1 || m == 2 || m == 5 {
 				tick.Label = t.label(v)
+				labelled++
 			}
 			ticks = append(ticks, tick)
 		}
 	}
-	return ticks
+	if labelled >= 2 {
+		return ticks
+	}
+	if len(ticks) >= 2 {
+		for i := range ticks {
+			ticks[i].Label = t.label(ticks[i].Value)
+		}
+		return ticks
+	}
+	return niceTicks{label: t.label}.Ticks(min, max)
 }
 
 // Tick labels.

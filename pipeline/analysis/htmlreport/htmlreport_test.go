@@ -249,3 +249,114 @@ func TestWriteCollects(t *testing.T) {
 		t.Error("Write did not produce a whole page")
 	}
 }
+
+var (
+	textRe     = regexp.MustCompile(`<text\b[^>]*font-size:10px[^>]*>([^<]*)</text>`)
+	viewBoxRe  = regexp.MustCompile(`^<svg class="chart" viewBox="0 0 [0-9.]+ [0-9.]+"`)
+	tableRe    = regexp.MustCompile(`(?s)(.{0,40})<table\b([^>]*)>`)
+	scrollCSS  = regexp.MustCompile(`\.scroll \{[^}]*overflow-x: auto;`)
+	chartCSS   = regexp.MustCompile(`svg\.chart \{[^}]*width: 100%; height: auto;`)
+	ariaNameRe = regexp.MustCompile(`aria-label="([a-z_]+): rescued \(up\)`)
+)
+
+// chartTicks splits a chart's tick labels (gonum draws them at 10 px) into
+// the x axis's and the y axis's: gonum draws the x axis first, and the y
+// axis's label in a group rotated 90°.
+func chartTicks(svg string) (x, y []string) {
+	i := strings.Index(svg, `<g transform="rotate(90)">`)
+	if i < 0 {
+		i = len(svg)
+	}
+	for _, m := range textRe.FindAllStringSubmatch(svg[:i], -1) {
+		x = append(x, html.UnescapeString(m[1]))
+	}
+	for _, m := range textRe.FindAllStringSubmatch(svg[i:], -1) {
+		y = append(y, html.UnescapeString(m[1]))
+	}
+	return x, y
+}
+
+// Issue 12 I, without a browser: every chart scales to its box (a
+// viewBox, and CSS width 100% with the height following), so nothing is
+// clipped at a phone's width; every table sits in a box that scrolls
+// sideways, so a wide one is never cut; and every chart has tick labels
+// on both axes — on the slice charts, one per value of the feature
+// (repeat_run, obs_value and budget_left once had none). The browser
+// tests measure the same in Chromium.
+func TestChartsScaleTablesScrollEveryAxisLabelled(t *testing.T) {
+	seed := sweep.DefaultSpec()
+	noisy := resultstest.NoisySpec()
+	tool := sweep.DefaultSpec()
+	tool.World, tool.ForkAt, tool.Params, tool.Seeds = "toolloop", []int{2}, nil, sweep.Range{Start: 0, End: 400}
+	tool.Grid = map[string][]any{"p_fault": {0.2, 0.4}}
+	for _, tc := range []struct {
+		name string
+		spec sweep.Spec
+		// slice charts' x tick labels by feature; nil: at least one
+		xticks map[string][]string
+	}{
+		{"seed", seed, map[string][]string{"same_obs": {"false", "true"}, "repeat_run": {"0", "2", "3"},
+			"obs_value": {"0", "1", "3"}, "steps_used": {"3"}, "budget_left": {"4", "5", "6"}}},
+		{"noisy", noisy, nil},
+		{"toolloop grid", tool, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			page, _ := render(t, resultstest.Open(t, tc.spec))
+			if !chartCSS.MatchString(page) || !scrollCSS.MatchString(page) {
+				t.Fatal("the page's CSS lost svg.chart's width: 100%; height: auto or .scroll's overflow-x: auto")
+			}
+			svgs := svgRe.FindAllString(page, -1)
+			slices := 0
+			for i, svg := range svgs {
+				if !viewBoxRe.MatchString(svg) {
+					t.Errorf("chart %d has no viewBox: %.120s", i, svg)
+				}
+				x, y := chartTicks(svg)
+				name := ""
+				if m := ariaNameRe.FindStringSubmatch(svg); m != nil {
+					name = m[1]
+					slices++
+				}
+				if len(x) == 0 || len(y) < 2 {
+					t.Errorf("chart %d (%s) has x tick labels %q and y tick labels %q", i, name, x, y)
+				}
+				if want, ok := tc.xticks[name]; ok && strings.Join(x, ",") != strings.Join(want, ",") {
+					t.Errorf("slice chart %s: x tick labels %q, want %q", name, x, want)
+				}
+			}
+			if slices == 0 || len(svgs)-slices < 3 && tc.name != "toolloop grid" {
+				t.Errorf("%d charts, %d of them slice charts", len(svgs), slices)
+			}
+			for _, m := range tableRe.FindAllStringSubmatch(page, -1) {
+				if !strings.HasSuffix(m[1], `<div class="scroll">`) && !strings.Contains(m[2], `class="kv"`) {
+					t.Errorf("a table outside a scrolling box: …%s<table%s>", m[1], m[2])
+				}
+			}
+		})
+	}
+}
+
+// A log axis always has two labels at least: the noisy report's CI-width
+// chart once had one ("10%") over a range of 7% to 19%.
+func TestLogTicksLabelTwoAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		min, max float64
+		label    func(float64) string
+		want     string
+	}{
+		{0.01, 1, pctLabel, "1%,2%,5%,10%,20%,50%,100%"},
+		{0.07, 0.19, pctLabel, "7%,8%,9%,10%"},
+		{0.11, 0.19, pctLabel, "12%,14%,16%,18%"},
+		{100, 400, numLabel, "100,200"},
+	} {
+		var got []string
+		for _, tick := range (logTicks{tc.label}).Ticks(tc.min, tc.max) {
+			if tick.Label != "" {
+				got = append(got, tick.Label)
+			}
+		}
+		if strings.Join(got, ",") != tc.want {
+			t.Errorf("[%g, %g]: labels %q, want %s", tc.min, tc.max, got, tc.want)
+		}
+	}
+}

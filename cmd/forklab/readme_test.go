@@ -1,0 +1,702 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The README as a newcomer follows it (issue 12 I): TestREADME copies the
+// repository as git has it (tracked files and new ones not ignored; no
+// bin/, out/ or node_modules/), then runs every shell block of README.md
+// in order, as written, one bash session per section (## or ###) started
+// at the copy's root, as a reader with a new terminal per section would.
+// A block's commands run with set -o pipefail; any command that fails
+// fails the test, naming it. A ```text block right after a shell block
+// (blank lines between at most) is what that block prints: its lines must
+// appear in the block's output (stdout and stderr, as a terminal shows
+// them), in order, each exactly, where "…" stands for any text within a
+// line and a line of "…" alone for lines left out.
+//
+// Markdown comments right before a block tell the test what a reader
+// does that the text alone does not say, each with its reason:
+//
+//	<!-- readme-test: skip: REASON -->                 not run (a cluster, say)
+//	<!-- readme-test: skip-line "PREFIX": REASON -->   the block's lines starting with PREFIX are not run
+//	<!-- readme-test: every-section: REASON -->        also run at the start of every later section's shell
+//	<!-- readme-test: interrupt-after 5s: REASON -->   a one-line block the reader stops with ^C; it must exit 0 or 130
+//	<!-- readme-test: needs TOOL…: REASON -->          commands the block needs that Go does not bring
+//
+// A block that needs a missing tool is skipped and said so, unless
+// FORKLAB_REQUIRE_TOOLS is set (.ci/run sets it). After a line that
+// starts `forklab log serve` in the background the test waits for its
+// "listening on" line, as a reader does before typing on; each section's
+// background jobs are stopped (SIGTERM, then SIGKILL) when it ends. The
+// session log's blocks use its default ports, 4437 and 9092: the test
+// takes a lock so two runs of it on one machine take turns, and fails
+// if anything else holds those ports. Log data goes to a temporary
+// $XDG_DATA_HOME. -short skips the test.
+func TestREADME(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the README's blocks are not run")
+	}
+	start := time.Now()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections, err := parseREADME(string(readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock := readmeLock(t)
+	defer unlock()
+	for _, port := range []string{"4437", "9092"} {
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
+		if err != nil {
+			t.Fatalf("port %s is taken (%v): the README's session log uses it; stop whatever holds it", port, err)
+		}
+		l.Close()
+	}
+	tmp := t.TempDir()
+	repo := filepath.Join(tmp, "forklab")
+	copyRepo(t, "../..", repo)
+	env := readmeEnv(tmp)
+	requireTools := os.Getenv("FORKLAB_REQUIRE_TOOLS") != ""
+
+	var preamble []string
+	ran, skipped := 0, []string{}
+	for _, sec := range sections {
+		var blocks []*mdBlock
+		for _, b := range sec.Blocks {
+			if !b.shell() {
+				continue
+			}
+			if b.Skip != "" {
+				skipped = append(skipped, fmt.Sprintf("README.md:%d (%s): %s", b.Line, sec.Title, b.Skip))
+				continue
+			}
+			if missing := missingTools(b.Needs); len(missing) > 0 {
+				msg := fmt.Sprintf("README.md:%d (%s) needs %s, not installed", b.Line, sec.Title, strings.Join(missing, ", "))
+				if requireTools {
+					t.Errorf("%s and FORKLAB_REQUIRE_TOOLS is set", msg)
+				} else {
+					t.Logf("SKIPPED %s", msg)
+					skipped = append(skipped, msg)
+				}
+				continue
+			}
+			blocks = append(blocks, b)
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		began := time.Now()
+		sh := startShell(t, repo, env, tmp)
+		for _, p := range preamble {
+			sh.source(t, "preamble", p, 30*time.Second)
+		}
+		for _, b := range blocks {
+			out, errs := sh.source(t, fmt.Sprintf("b%d", b.Line), b.script(), 4*time.Minute)
+			ran++
+			if errs != "" {
+				t.Errorf("README.md:%d (%s): %s\n--- the block printed:\n%s", b.Line, sec.Title, strings.TrimSpace(errs), out)
+				continue
+			}
+			if b.Output != nil {
+				if msg := matchOutput(b.Output.Text, out); msg != "" {
+					t.Errorf("README.md:%d (%s): the output block at line %d does not match: %s\n--- the block printed:\n%s",
+						b.Line, sec.Title, b.Output.Line, msg, out)
+				}
+			}
+			if b.EverySection {
+				preamble = append(preamble, b.Text)
+			}
+		}
+		sh.stop(t)
+		t.Logf("%-40s %d blocks in %s", sec.Title, len(blocks), time.Since(began).Round(100*time.Millisecond))
+		if t.Failed() && os.Getenv("FORKLAB_README_KEEP_GOING") == "" {
+			t.Fatalf("stopped after section %q (FORKLAB_README_KEEP_GOING=1 runs the rest)", sec.Title)
+		}
+	}
+	for _, s := range skipped {
+		t.Logf("not run: %s", s)
+	}
+	t.Logf("README: %d shell blocks run in %s; %d not run", ran, time.Since(start).Round(time.Second), len(skipped))
+}
+
+// mdSection is a ## or ### section of the README and its fenced blocks.
+type mdSection struct {
+	Title  string
+	Blocks []*mdBlock
+}
+
+// mdBlock is a fenced code block: its language, the line of its opening
+// fence, its text, the output block that follows it, and what the
+// readme-test comments before it say.
+type mdBlock struct {
+	Lang, Text string
+	Line       int
+	Output     *mdBlock
+
+	Skip            string   // the reason it is not run
+	SkipLines       []string // prefixes of lines not run
+	EverySection    bool
+	InterruptAfter  time.Duration
+	Needs           []string
+	readmeDirective []string
+}
+
+func (b *mdBlock) shell() bool {
+	switch b.Lang {
+	case "sh", "bash", "shell":
+		return true
+	}
+	return false
+}
+
+// serveRe finds a line that starts the session log in the background.
+var serveRe = regexp.MustCompile(`^\S*forklab log serve\b.*&\s*(#.*)?$`)
+
+// script is the block as the test runs it: lines skipped by skip-line
+// become no-ops, a server started in the background is waited for, an
+// interrupted command is stopped with SIGINT.
+func (b *mdBlock) script() string {
+	if b.InterruptAfter > 0 {
+		cmd := strings.TrimSpace(b.Text)
+		return fmt.Sprintf("if timeout --preserve-status -s INT %.3f %s\nthen :\nelse __readme_status=$?; [ $__readme_status = 130 ] || __readme_fail $__readme_status %s\nfi\n",
+			b.InterruptAfter.Seconds(), cmd, shellQuote(cmd))
+	}
+	var s strings.Builder
+	servers := 0
+	for _, line := range strings.Split(strings.TrimSuffix(b.Text, "\n"), "\n") {
+		skip := false
+		for _, p := range b.SkipLines {
+			if strings.HasPrefix(line, p) {
+				skip = true
+			}
+		}
+		if skip {
+			s.WriteString(": skipped by the README test\n")
+			continue
+		}
+		s.WriteString(line + "\n")
+		if serveRe.MatchString(line) {
+			servers++
+			fmt.Fprintf(&s, "__readme_wait_listening %d\n", servers)
+		}
+	}
+	return s.String()
+}
+
+var (
+	fenceRe     = regexp.MustCompile("^```\\s*([^`\\s]*)")
+	headingRe   = regexp.MustCompile(`^(##|###) (.+)$`)
+	directiveRe = regexp.MustCompile(`^<!-- readme-test: (.*) -->$`)
+	skipLineRe  = regexp.MustCompile(`^skip-line "([^"]+)": (.+)$`)
+	interruptRe = regexp.MustCompile(`^interrupt-after (\S+): (.+)$`)
+	needsRe     = regexp.MustCompile(`^needs ([^:]+): (.+)$`)
+)
+
+// parseREADME splits the README into sections and blocks and reads the
+// readme-test comments. Every block must name its language, and every
+// comment must come right before a shell block and give a reason.
+func parseREADME(text string) ([]*mdSection, error) {
+	sec := &mdSection{Title: "(top)"}
+	sections := []*mdSection{sec}
+	var pending []string // directives waiting for their block
+	// last is the last block, while only blank lines and at most one
+	// line of prose ending in ":" ("It prints:") followed it.
+	var last *mdBlock
+	intro := false
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if m := fenceRe.FindStringSubmatch(line); m != nil {
+			b := &mdBlock{Lang: m[1], Line: i + 1}
+			var body []string
+			for i++; i < len(lines) && !strings.HasPrefix(lines[i], "```"); i++ {
+				body = append(body, lines[i])
+			}
+			if i == len(lines) {
+				return nil, fmt.Errorf("README.md:%d: the block is never closed", b.Line)
+			}
+			b.Text = strings.Join(body, "\n") + "\n"
+			switch b.Lang {
+			case "":
+				return nil, fmt.Errorf("README.md:%d: a block without a language: sh for commands, text for what they print", b.Line)
+			case "sh", "bash", "shell", "text", "cron", "sql", "yaml", "json":
+			default:
+				return nil, fmt.Errorf("README.md:%d: unknown block language %q", b.Line, b.Lang)
+			}
+			if err := b.apply(pending); err != nil {
+				return nil, err
+			}
+			pending = nil
+			intro = false
+			if b.Lang == "text" && last != nil && last.shell() && last.Output == nil {
+				last.Output = b
+			} else {
+				sec.Blocks = append(sec.Blocks, b)
+			}
+			last = b
+			continue
+		}
+		if m := directiveRe.FindStringSubmatch(line); m != nil {
+			pending = append(pending, m[1])
+			continue
+		}
+		if strings.Contains(line, "readme-test") {
+			return nil, fmt.Errorf("README.md:%d: a readme-test comment must read <!-- readme-test: … --> on a line of its own", i+1)
+		}
+		if strings.TrimSpace(line) != "" {
+			if len(pending) > 0 {
+				return nil, fmt.Errorf("README.md:%d: readme-test comment %q is not right before a block", i+1, pending[0])
+			}
+			if !intro && strings.HasSuffix(strings.TrimSpace(line), ":") && !strings.HasPrefix(line, "#") {
+				intro = true
+			} else {
+				last = nil
+			}
+		}
+		if m := headingRe.FindStringSubmatch(line); m != nil {
+			sec = &mdSection{Title: m[2]}
+			sections = append(sections, sec)
+		}
+	}
+	return sections, nil
+}
+
+// apply reads the readme-test comments before b.
+func (b *mdBlock) apply(directives []string) error {
+	for _, d := range directives {
+		if !b.shell() {
+			return fmt.Errorf("README.md:%d: readme-test comment %q on a %s block, not a shell block", b.Line, d, b.Lang)
+		}
+		b.readmeDirective = append(b.readmeDirective, d)
+		switch {
+		case strings.HasPrefix(d, "skip: "):
+			b.Skip = strings.TrimSpace(strings.TrimPrefix(d, "skip: "))
+		case skipLineRe.MatchString(d):
+			p := skipLineRe.FindStringSubmatch(d)[1]
+			if !strings.Contains("\n"+b.Text, "\n"+p) {
+				return fmt.Errorf("README.md:%d: skip-line %q: no line of the block starts so", b.Line, p)
+			}
+			b.SkipLines = append(b.SkipLines, p)
+		case strings.HasPrefix(d, "every-section: "):
+			b.EverySection = true
+		case interruptRe.MatchString(d):
+			dur, err := time.ParseDuration(interruptRe.FindStringSubmatch(d)[1])
+			if err != nil || dur <= 0 {
+				return fmt.Errorf("README.md:%d: interrupt-after: bad duration in %q", b.Line, d)
+			}
+			if strings.Count(strings.TrimSpace(b.Text), "\n") > 0 {
+				return fmt.Errorf("README.md:%d: interrupt-after applies to a block of one command", b.Line)
+			}
+			b.InterruptAfter = dur
+		case needsRe.MatchString(d):
+			b.Needs = strings.Fields(needsRe.FindStringSubmatch(d)[1])
+		default:
+			return fmt.Errorf("README.md:%d: readme-test comment %q: want skip, skip-line, every-section, interrupt-after or needs, each with its reason after a colon", b.Line, d)
+		}
+	}
+	return nil
+}
+
+// matchOutput checks that the expected lines appear in got in order,
+// "…" matching any text within a line; it returns what is missing.
+func matchOutput(want, got string) string {
+	var gl []string
+	for _, l := range strings.Split(got, "\n") {
+		gl = append(gl, strings.TrimRight(l, " \t\r"))
+	}
+	at := 0
+	for _, w := range strings.Split(strings.TrimRight(want, "\n"), "\n") {
+		w = strings.TrimRight(w, " \t")
+		if w == "…" {
+			continue
+		}
+		parts := strings.Split(w, "…")
+		for i := range parts {
+			parts[i] = regexp.QuoteMeta(parts[i])
+		}
+		re := regexp.MustCompile("^" + strings.Join(parts, ".*") + "$")
+		found := false
+		for ; at < len(gl); at++ {
+			if re.MatchString(gl[at]) {
+				found, at = true, at+1
+				break
+			}
+		}
+		if !found {
+			return fmt.Sprintf("no line %q (in order after the lines before it)", w)
+		}
+	}
+	return ""
+}
+
+// missingTools lists the commands of names not on PATH.
+func missingTools(names []string) []string {
+	var missing []string
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err != nil {
+			missing = append(missing, n)
+		}
+	}
+	return missing
+}
+
+// readmeLock takes a machine-wide lock, so two runs of the test (two
+// worktrees, say) do not fight over the log's ports; it waits up to ten
+// minutes.
+func readmeLock(t *testing.T) func() {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "forklab-readme-test.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			t.Fatalf("another run of the README test held %s for ten minutes", f.Name())
+		}
+		time.Sleep(time.Second)
+	}
+	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }
+}
+
+// copyRepo copies the repository as git sees it — tracked files and new
+// files git does not ignore, as they are now in the work tree — to dst.
+func copyRepo(t *testing.T, src, dst string) {
+	t.Helper()
+	ls := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	ls.Dir = src
+	out, err := ls.Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	n := 0
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		from := filepath.Join(src, name)
+		info, err := os.Lstat(from)
+		if os.IsNotExist(err) {
+			continue // deleted in the work tree
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := filepath.Join(dst, name)
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, to); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, info.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n < 100 {
+		t.Fatalf("copied only %d files of the repository", n)
+	}
+}
+
+// readmeEnv is the reader's environment: this one, with Go at
+// /usr/local/go on the PATH (as the README assumes), log data in a
+// temporary directory, and nothing of the test's own make or go
+// invocation. GOFLAGS adds -trimpath so the copy's build reuses the
+// packages this test's own build compiled (the build cache keys a
+// package by its directory otherwise).
+func readmeEnv(tmp string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "GOFLAGS", "XDG_DATA_HOME", "FORKLAB_TOKEN", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES",
+			"OUT", "SEEDS", "FORK_AT", "PATH":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env,
+		"PATH=/usr/local/go/bin:"+os.Getenv("PATH"),
+		"XDG_DATA_HOME="+filepath.Join(tmp, "xdg"),
+		"GOFLAGS=-tags=duckdb_arrow -trimpath",
+	)
+}
+
+// shell is one bash session, as a terminal is: blocks are sourced into it
+// so variables, the directory and background jobs carry over.
+type shell struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	done  *bufio.Reader // one line per sourced block: its name
+	dir   string        // where the blocks' scripts and outputs go
+	log   *bytes.Buffer
+}
+
+// readmePrologue sets the session up: pipefail, an ERR trap recording
+// every failing command in the block's error file, and the helpers the
+// test's rewrites of blocks call.
+const readmePrologue = `set -o pipefail
+__readme_fail() { echo "exit $1 at: $2" >> "$__README_ERR"; }
+trap '__readme_fail $? "$BASH_COMMAND"' ERR
+__readme_wait_listening() {
+  local i
+  for ((i = 0; i < 600; i++)); do
+    [ "$(grep -c 'listening on' "$__README_OUT")" -ge "$1" ] && return 0
+    sleep 0.1
+  done
+  echo "the server started in the background did not say it was listening within 60 s" >> "$__README_ERR"
+}
+`
+
+func startShell(t *testing.T, repo string, env []string, tmp string) *shell {
+	t.Helper()
+	dir, err := os.MkdirTemp(tmp, "shell-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "--noprofile", "--norc")
+	cmd.Dir, cmd.Env = repo, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.ExtraFiles = []*os.File{w}
+	log := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	sh := &shell{cmd: cmd, stdin: stdin, done: bufio.NewReader(r), dir: dir, log: log}
+	if _, err := io.WriteString(stdin, readmePrologue); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.kill() })
+	return sh
+}
+
+// source runs script in the session and returns what it printed and the
+// commands that failed.
+func (sh *shell) source(t *testing.T, name, script string, timeout time.Duration) (out, errs string) {
+	t.Helper()
+	path := filepath.Join(sh.dir, name)
+	if err := os.WriteFile(path+".sh", []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(sh.stdin, "__README_OUT=%[1]s.out; __README_ERR=%[1]s.err; : > $__README_OUT; : > $__README_ERR\nsource %[1]s.sh < /dev/null > $__README_OUT 2>&1\necho %[2]s >&3\n", path, name)
+	line := make(chan error, 1)
+	go func() {
+		l, err := sh.done.ReadString('\n')
+		if err == nil && strings.TrimSpace(l) != name {
+			err = fmt.Errorf("the shell said %q, not %q", l, name)
+		}
+		line <- err
+	}()
+	select {
+	case err := <-line:
+		if err != nil {
+			b, _ := os.ReadFile(path + ".out")
+			t.Fatalf("%s: the shell ended: %v\n%s%s", name, err, sh.log, b)
+		}
+	case <-time.After(timeout):
+		sh.kill()
+		b, _ := os.ReadFile(path + ".out")
+		t.Fatalf("%s did not finish within %s; it printed:\n%s", name, timeout, b)
+	}
+	o, _ := os.ReadFile(path + ".out")
+	e, _ := os.ReadFile(path + ".err")
+	return string(o), string(e)
+}
+
+// stop ends the session and every job it left running: SIGTERM to the
+// process group, then SIGKILL after ten seconds.
+func (sh *shell) stop(t *testing.T) {
+	t.Helper()
+	sh.stdin.Close()
+	syscall.Kill(-sh.cmd.Process.Pid, syscall.SIGTERM)
+	exited := make(chan struct{})
+	go func() { sh.cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+	}
+	// Jobs outlive their shell: wait for the group to empty.
+	for i := 0; i < 100 && syscall.Kill(-sh.cmd.Process.Pid, 0) == nil; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	sh.kill()
+}
+
+func (sh *shell) kill() {
+	if sh.cmd.Process != nil {
+		syscall.Kill(-sh.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// The README test's own rules, on small inputs: which block is whose
+// output, what the comments do, what is refused, how lines match.
+func TestREADMEParseAndMatch(t *testing.T) {
+	sections, err := parseREADME("# t\n\n## A\n\n```sh\necho hi\n```\n\nIt prints:\n\n```text\nhi\n```\n\n" +
+		"## B\n\n<!-- readme-test: skip: no cluster here -->\n```sh\nkubectl apply\n```\n\n```text\nwhat it would print\n```\n\n" +
+		"<!-- readme-test: skip-line \"make test\": recursion -->\n```sh\nmake sweep\nmake test\n```\n\nSome prose.\nMore prose:\n\n```text\nnot output\n```\n\n" +
+		"<!-- readme-test: interrupt-after 2s: runs until ^C -->\n```sh\nforklab log sink --follow\n```\n\n```sh\nforklab log serve --kafka-port 9092 &\n```\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sections) != 3 || sections[1].Title != "A" || len(sections[1].Blocks) != 1 {
+		t.Fatalf("sections %+v", sections)
+	}
+	if o := sections[1].Blocks[0].Output; o == nil || o.Text != "hi\n" {
+		t.Errorf("the output after one line of prose ending in ':' is not attached: %+v", o)
+	}
+	b := sections[2].Blocks
+	if len(b) != 5 || b[0].Skip != "no cluster here" || b[0].Output == nil {
+		t.Fatalf("a skipped block and its output: %+v", b[0])
+	}
+	if b[1].script() != "make sweep\n: skipped by the README test\n" || b[2].Lang != "text" || b[1].Output != nil {
+		t.Errorf("skip-line: %q; a text block after two lines of prose is output: %v", b[1].script(), b[1].Output != nil)
+	}
+	if s := b[3].script(); !strings.HasPrefix(s, "if timeout --preserve-status -s INT 2.000 forklab log sink --follow\n") {
+		t.Errorf("interrupt-after: %q", s)
+	}
+	if s := b[4].script(); !strings.HasSuffix(s, "&\n__readme_wait_listening 1\n") {
+		t.Errorf("a server in the background is not waited for: %q", s)
+	}
+	for _, bad := range []struct{ md, want string }{
+		{"```\nls\n```\n", "a block without a language"},
+		{"```sh\nls\n", "never closed"},
+		{"<!-- readme-test: skip: x -->\n\nprose\n\n```sh\nls\n```\n", "not right before a block"},
+		{"<!-- readme-test: skip: x -->\n```text\nls\n```\n", "on a text block"},
+		{"<!-- readme-test: maybe: x -->\n```sh\nls\n```\n", "want skip, skip-line"},
+		{"<!-- readme-test: skip-line \"rm\": x -->\n```sh\nls\n```\n", "no line of the block starts so"},
+		{"<!-- readme-test: interrupt-after 2s: x -->\n```sh\nls\nls\n```\n", "a block of one command"},
+		{"<!--readme-test: skip: x-->\n```sh\nls\n```\n", "on a line of its own"},
+	} {
+		if _, err := parseREADME(bad.md); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: error %v, want %q", bad.md, err, bad.want)
+		}
+	}
+	got := "noise\non vs off · fork step 3 · 300 pairs\n  rescued 75   harmed 83   net -8\nmore\nwrote lab in 129ms\n"
+	for _, tc := range []struct {
+		want string
+		ok   bool
+	}{
+		{"on vs off · fork step 3 · 300 pairs\n  rescued 75   harmed 83   net -8\n", true},
+		{"on vs off · fork step 3 · 300 pairs\n…\nwrote lab in …\n", true},
+		{"  rescued 75   harmed 83   net -8  \n", true}, // trailing blanks do not count
+		{"  rescued 75   harmed 83   net -9\n", false},
+		{"  rescued 75\n", false},                                        // a line matches whole
+		{"wrote lab in …\non vs off · fork step 3 · 300 pairs\n", false}, // in order
+		{"wrote … in 129ms\n", true},
+	} {
+		if msg := matchOutput(tc.want, got); (msg == "") != tc.ok {
+			t.Errorf("matchOutput(%q): %q, want ok=%v", tc.want, msg, tc.ok)
+		}
+	}
+}
+
+// Every link of the README leads somewhere: a file or folder of the
+// repository, or a heading of the README itself.
+func TestREADMELinks(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^#{1,6} (.+)$`).FindAllStringSubmatch(string(b), -1) {
+		slug := strings.ToLower(strings.TrimSpace(m[1]))
+		slug = regexp.MustCompile(`[^a-z0-9 _-]`).ReplaceAllString(slug, "")
+		anchors["#"+strings.ReplaceAll(slug, " ", "-")] = true
+	}
+	n := 0
+	for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(string(b), -1) {
+		target := m[1]
+		if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
+			continue
+		}
+		n++
+		if strings.HasPrefix(target, "#") {
+			if !anchors[target] {
+				t.Errorf("link %s: no such heading in the README", target)
+			}
+			continue
+		}
+		path, _, _ := strings.Cut(target, "#")
+		if _, err := os.Stat(filepath.Join("../..", path)); err != nil {
+			t.Errorf("link %s: %v", target, err)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d links checked", n)
+	}
+}
+
+// make sweep, the README's first command, prints each table once (issue
+// 12 I: it printed 153 lines, most tables twice): the Makefile's own
+// recipe, run with this test's binary, prints SLICES, POLICY SEARCH and
+// the Qini curve once, the rerun's report only its headlines and Result,
+// and one p-value style (no "p = < 1e-300").
+func TestMakeSweepPrintsEachTableOnce(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	recipe := exec.Command("make", "-n", "-s", "sweep", "GO=true", "BIN="+forklabBin, "OUT="+out)
+	recipe.Dir = "../.."
+	recipe.Env = append(os.Environ(), "MAKEFLAGS=", "MAKELEVEL=")
+	script, err := recipe.Output()
+	if err != nil {
+		t.Fatalf("make -n sweep: %v", err)
+	}
+	sh := exec.Command("bash", "-e", "-o", "pipefail")
+	sh.Dir, sh.Stdin = "../..", bytes.NewReader(script)
+	printed, err := sh.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make sweep's recipe: %v\n%s\n%s", err, script, printed)
+	}
+	text := string(printed)
+	for header, want := range map[string]int{"SLICES (": 1, "POLICY SEARCH ·": 1, "UPLIFT (QINI) CURVE": 1, "RESULT\n": 2,
+		"on vs off · fork step 3 · 300 pairs\n": 2, "policy vs off · fork step 3 · 300 pairs\n": 1, "p = <": 0} {
+		if n := strings.Count(text, header); n != want {
+			t.Errorf("make sweep prints %q %d times, want %d", header, n, want)
+		}
+	}
+	if n := strings.Count(text, "\n"); n > 120 {
+		t.Errorf("make sweep prints %d lines", n)
+	}
+}
