@@ -149,19 +149,29 @@ func start(c Command, name string, log *logTarget) (*conn, error) {
 		in.Close()
 		return nil, err
 	}
-	cmd.Stdin, cmd.Stderr = pr, ew
-	out, err := cmd.StdoutPipe()
-	if err == nil {
-		err = cmd.Start()
-		if err != nil {
-			err = fmt.Errorf("start %q: %w", c.Line, err)
-		}
+	// stdout is a pipe of our own, not cmd.StdoutPipe: Wait closes the
+	// read end of that one as soon as the process exits, which loses the
+	// last lines not read yet (a shutdown reply written just before exit).
+	out, ow, err := os.Pipe()
+	if err != nil {
+		pr.Close()
+		in.Close()
+		er.Close()
+		ew.Close()
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pr, ow, ew
+	err = cmd.Start()
+	if err != nil {
+		err = fmt.Errorf("start %q: %w", c.Line, err)
 	}
 	pr.Close()
 	ew.Close()
+	ow.Close()
 	if err != nil {
 		in.Close()
 		er.Close()
+		out.Close()
 		return nil, err
 	}
 	pid := cmd.Process.Pid
@@ -186,8 +196,10 @@ func start(c Command, name string, log *logTarget) (*conn, error) {
 	return k, nil
 }
 
-// read delivers the process's stdout line by line until it ends.
-func (k *conn) read(out io.Reader) {
+// read delivers the process's stdout line by line until it ends, then
+// closes it.
+func (k *conn) read(out io.ReadCloser) {
+	defer out.Close()
 	r := bufio.NewReaderSize(out, 64<<10)
 	for {
 		line, err := readLine(r)

@@ -1,6 +1,7 @@
 package agentproc
 
 import (
+	"io"
 	"testing"
 
 	"github.com/forklab/forklab/pipeline/world"
@@ -64,6 +65,37 @@ func TestDeclarationDiff(t *testing.T) {
 		d := declarationDiff(first, &now)
 		if got := map[bool]string{true: d.String(), false: ""}[d.path != ""]; got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestLastLinesBeforeExitAreRead: an agent that writes its last replies and
+// exits at once loses none of them. With exec.Cmd's StdoutPipe, Wait closed
+// the read end as soon as the process exited, and the lines still in the
+// pipe were lost (agent check then saw a shutdown reply go missing under
+// load). The script writes more than a pipe holds, so its last writes are
+// still unread when it exits.
+func TestLastLinesBeforeExitAreRead(t *testing.T) {
+	for range 5 {
+		k, err := start(Command{Line: "seq 1 40000"}, "agent process 1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		var last string
+		for l := range k.lines {
+			if l.err != nil {
+				if l.err != io.EOF {
+					t.Fatalf("after %d lines: %v", n, l.err)
+				}
+				break
+			}
+			n++
+			last = string(l.line)
+		}
+		<-k.exited
+		if n != 40000 || last != "40000" {
+			t.Fatalf("read %d lines, the last %q; want 40000, the last \"40000\"", n, last)
 		}
 	}
 }
