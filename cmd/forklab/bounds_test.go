@@ -31,6 +31,7 @@ var numericFlags = []struct {
 	{"agent run", "delay", "a duration in [0s, 1h]"},
 	{"agent run", "no-tool", "a number in [0, 1]"},
 	{"agent run", "retry-for", "a duration in [0s, 24h]"},
+	{"fork", "retry-for", "a duration in [0s, 24h]"},
 	{"agent run", "seed", "an integer in [0, 9223372036854775806]"},
 	{"agent run", "temperature", "a number in [0, 1]"},
 	{"agent run", "until", "an integer in [0, 1048576]"},

@@ -118,9 +118,6 @@ features, none elsewhere.`,
 				if child == "" {
 					child = fmt.Sprintf("%s/fork-%s-r%d-%s", stream, arm, replica, offset)
 				}
-				if retryFor < 0 {
-					return usageErr("--retry-for must not be negative")
-				}
 				w := agent.Worker{Log: lf.client(), RetryFor: retryFor, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab fork: "+f+"\n", a...) }}
 				res, err := agent.Fork(cmd.Context(), w, stream, offset, child, 0, arm, replica, rule)
 				if err == nil || errors.Is(err, agent.ErrFinished) {
@@ -203,7 +200,7 @@ features, none elsewhere.`,
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per outcome")
 	f.StringVar(&stream, "stream", "", "session stream to fork on the log")
 	f.StringVar(&offset, "offset", "", "offset in --stream to fork at")
-	f.DurationVar(&retryFor, "retry-for", 2*time.Minute, "with --stream: how long to retry while the log is unreachable")
+	durationFlag(f, &retryFor, "retry-for", 2*time.Minute, 0, 24*time.Hour, "with --stream: how long to retry while the log is unreachable")
 	f.StringVar(&child, "child", "", "name of the child stream (default NAME/fork-ARM-rREPLICA-OFFSET)")
 	f.StringVar(&agentLine, "agent", "", "fork an external agent's session (with --stream): the command that starts the agent, whose fold gives the checkpoint")
 	lf = addLogFlags(cmd)

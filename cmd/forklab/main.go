@@ -24,8 +24,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
 )
