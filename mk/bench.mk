@@ -9,10 +9,10 @@
 #                   CPU seconds per run (~1 min, most of it the reference)
 #   bench-mem       peak resident memory of `forklab sweep` over
 #                   BENCH_MEM_SEEDS seeds (default 10,000,000; target < 1 GiB)
-#   bench-stages    CPU ns per seed of each stage (seeding, fork.Lab vs
-#                   counter.Lab, checkpoint JSON, each table's Parquet with the
-#                   sweep's writer options and with parquet-go's defaults, a
-#                   whole shard); best of BENCH_COUNT runs counts
+#   bench-stages    CPU ns per seed of each stage of one unit of the counter
+#                   sweep (the runner alone, the runner and the rows, each
+#                   table's Parquet, the whole unit into files), then the
+#                   counter's labs; best of BENCH_COUNT runs counts
 #   bench-cpu       user and system seconds of `forklab sweep` over 1,000,000
 #                   seeds with one worker: the figure to compare on a busy
 #                   machine, where wall time says little
