@@ -215,8 +215,11 @@ type tableFile struct {
 	off       []int
 	opt       []bool
 	// fast[i] is off[i] for a streamed file's required column, -1
-	// otherwise: the put methods' inlined case.
+	// otherwise: the put methods' inlined case. gone[i] is set for a
+	// column a streamed file leaves out: a null there is nothing to
+	// write (putNull's inlined case).
 	fast []int
+	gone []bool
 }
 
 // colBuf holds one column's values: in buffered mode all of the file's,
@@ -241,7 +244,7 @@ func newTableFile(l *layout, batch int) *tableFile {
 		batch = batchRows
 	}
 	return &tableFile{l: l, cols: make([]colBuf, len(l.cols)), off: make([]int, len(l.cols)), opt: make([]bool, len(l.cols)),
-		fast: make([]int, len(l.cols)), batch: batch}
+		fast: make([]int, len(l.cols)), gone: make([]bool, len(l.cols)), batch: batch}
 }
 
 // open starts the file dir/name (as a hidden temporary file), streamed or
@@ -255,7 +258,7 @@ func (t *tableFile) open(dir, name string, buffered bool) error {
 	t.rows, t.n = 0, 0
 	t.resetCols()
 	for i := range t.fast {
-		t.fast[i] = -1
+		t.fast[i], t.gone[i] = -1, false
 	}
 	if buffered {
 		return nil
@@ -284,6 +287,8 @@ func (t *tableFile) open(dir, name string, buffered bool) error {
 			if !t.opt[i] {
 				t.fast[i] = t.off[i]
 			}
+		} else {
+			t.gone[i] = true
 		}
 	}
 	return nil
@@ -445,6 +450,13 @@ func (t *tableFile) putStringSlow(i int, v string) {
 // nothing for a column it leaves out; a null in a column it holds as
 // required makes it redo.
 func (t *tableFile) putNull(i int) {
+	if !t.gone[i] {
+		t.putNullSlow(i)
+	}
+}
+
+//go:noinline
+func (t *tableFile) putNullSlow(i int) {
 	c := &t.cols[i]
 	if t.buffered {
 		switch t.l.cols[i].typ {
