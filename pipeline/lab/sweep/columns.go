@@ -137,13 +137,9 @@ func (l *layout) fileLayout(present, nullable []bool) (*fileLayout, error) {
 		}
 		tags[slotField(g, fl.slot[i])] = tag
 	}
-	need := 0
-	for _, n := range used {
-		need = max(need, n)
-	}
-	fl.class = classFor(need)
+	fl.class = classFor(used)
 	if fl.class == nil {
-		return nil, fmt.Errorf("table %s: %d columns of one type; a table holds at most %d", l.table, need, maxSlots)
+		return nil, fmt.Errorf("table %s: %d columns of one type; a table holds at most %d", l.table, slices.Max(used[:]), maxSlots)
 	}
 	fl.opts = []parquet.WriterOption{
 		parquet.Compression(&zstdFastest),
