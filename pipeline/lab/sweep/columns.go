@@ -191,6 +191,7 @@ type tableFile struct {
 	l         *layout
 	path, tmp string
 	f         *os.File
+	out       crcWriter // f, counted and checksummed
 	w         rowWriter
 	fl        *fileLayout
 	buffered  bool
@@ -309,10 +310,11 @@ func (t *tableFile) start(fl *fileLayout) error {
 	}
 	t.tmp = f.Name()
 	t.f, t.fl = f, fl
+	t.out = crcWriter{w: f}
 	// A fresh writer per file: a Reset writer carries state from its last
 	// file into the next one's bytes, and the files must not depend on
 	// which worker wrote what before.
-	t.w = fl.class.newWriter(f, fl.opts)
+	t.w = fl.class.newWriter(&t.out, fl.opts)
 	return nil
 }
 
@@ -588,7 +590,7 @@ func (t *tableFile) commit(s *syncer, done func(fileInfo)) error {
 	if err := t.w.close(); err != nil {
 		return err
 	}
-	s.commit(t.f, t.tmp, t.path, t.n, done)
+	s.commit(t.f, t.out, t.tmp, t.path, t.n, done)
 	t.f = nil
 	return nil
 }
