@@ -6,7 +6,11 @@
 #                   BENCH_SEEDS seeds (default 1,000,000), beside the seed's
 #                   Python reference core on the same seeds: pairs/s, the
 #                   ratio (x_reference, target 30), sweep and summary seconds,
-#                   CPU seconds per run (~1 min, most of it the reference)
+#                   CPU seconds per run (~1 min, most of it the reference);
+#                   then the same for the toolloop world over
+#                   BENCH_TOOLLOOP_SEEDS seeds (default 100,000; or the spec
+#                   file BENCH_TOOLLOOP_SPEC), its pairs/s beside the
+#                   counter's (x_counter)
 #   bench-mem       peak resident memory of `forklab sweep` over
 #                   BENCH_MEM_SEEDS seeds (default 10,000,000; target < 1 GiB)
 #   bench-stages    CPU ns per seed of each stage of one unit of the counter
@@ -35,7 +39,7 @@ BENCH_COUNT ?= 3
 .PHONY: bench-sweep bench-mem bench-stages bench-cpu bench-profile bench-report
 
 bench-sweep:
-	$(BENCH_GO) test -run '^$$' -bench 'SweepEndToEnd' -benchtime 3x -count $(BENCH_COUNT) -timeout 60m ./pipeline/analysis/report
+	$(BENCH_GO) test -run '^$$' -bench 'SweepEndToEnd|SweepToolloop' -benchtime 3x -count $(BENCH_COUNT) -timeout 60m ./pipeline/analysis/report
 
 bench-mem:
 	$(BENCH_GO) test -run '^$$' -bench 'SweepPeakMemory' -benchtime 1x -timeout 60m ./pipeline/analysis/report
