@@ -6,13 +6,17 @@
 #                   BENCH_SEEDS seeds (default 1,000,000), beside the seed's
 #                   Python reference core on the same seeds: pairs/s, the
 #                   ratio (x_reference, target 30), sweep and summary seconds,
-#                   CPU seconds per run (~1 min, most of it the reference)
+#                   CPU seconds per run (~1 min, most of it the reference);
+#                   then the same for the toolloop world over
+#                   BENCH_TOOLLOOP_SEEDS seeds (default 100,000; or the spec
+#                   file BENCH_TOOLLOOP_SPEC), its pairs/s beside the
+#                   counter's (x_counter)
 #   bench-mem       peak resident memory of `forklab sweep` over
 #                   BENCH_MEM_SEEDS seeds (default 10,000,000; target < 1 GiB)
-#   bench-stages    CPU ns per seed of each stage (seeding, fork.Lab vs
-#                   counter.Lab, checkpoint JSON, each table's Parquet with the
-#                   sweep's writer options and with parquet-go's defaults, a
-#                   whole shard); best of BENCH_COUNT runs counts
+#   bench-stages    CPU ns per seed of each stage of one unit of the counter
+#                   sweep (the runner alone, the runner and the rows, each
+#                   table's Parquet, the whole unit into files), then the
+#                   counter's labs; best of BENCH_COUNT runs counts
 #   bench-cpu       user and system seconds of `forklab sweep` over 1,000,000
 #                   seeds with one worker: the figure to compare on a busy
 #                   machine, where wall time says little
@@ -35,7 +39,7 @@ BENCH_COUNT ?= 3
 .PHONY: bench-sweep bench-mem bench-stages bench-cpu bench-profile bench-report
 
 bench-sweep:
-	$(BENCH_GO) test -run '^$$' -bench 'SweepEndToEnd' -benchtime 3x -count $(BENCH_COUNT) -timeout 60m ./pipeline/analysis/report
+	$(BENCH_GO) test -run '^$$' -bench 'SweepEndToEnd|SweepToolloop' -benchtime 3x -count $(BENCH_COUNT) -timeout 60m ./pipeline/analysis/report
 
 bench-mem:
 	$(BENCH_GO) test -run '^$$' -bench 'SweepPeakMemory' -benchtime 1x -timeout 60m ./pipeline/analysis/report

@@ -15,6 +15,8 @@ import (
 
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
+	_ "github.com/forklab/forklab/pipeline/worlds/counter"
+	"github.com/forklab/forklab/pipeline/worlds/toolloop"
 )
 
 // benchSeeds reads a seed count from the environment, or returns def.
@@ -67,13 +69,61 @@ func BenchmarkSweepEndToEnd(b *testing.B) {
 	n := benchSeeds(b, "BENCH_SEEDS", 1_000_000)
 	spec := sweep.DefaultSpec()
 	spec.Seeds = sweep.Range{Start: 0, End: n}
+	counterRate = sweepEndToEnd(b, spec)
+	ref, err := referencePairsPerSecond(n)
+	if err != nil {
+		b.Logf("no reference figure: %v", err)
+		return
+	}
+	b.ReportMetric(ref, "reference_pairs/s")
+	b.ReportMetric(counterRate/ref, "x_reference")
+}
+
+// counterRate is the pairs per second BenchmarkSweepEndToEnd measured, for
+// BenchmarkSweepToolloop's ratio.
+var counterRate float64
+
+// BenchmarkSweepToolloop is BenchmarkSweepEndToEnd for the toolloop world
+// (issue 10: its pairs per second beside the counter's): BENCH_TOOLLOOP_SEEDS
+// seeds (default 100,000) forked at turn 2 into arms off and on, one
+// replica, the fake model's defaults — the counter benchmark's shape, so
+// that pairs per second compare. BENCH_TOOLLOOP_SPEC names a spec file to
+// sweep instead (testdata/specs/toolloop.yaml is make sweep-toolloop's: four
+// arms, five replicas, a noisy model), its seeds replaced. x_counter is the
+// ratio to the counter's pairs per second when both run in one invocation.
+func BenchmarkSweepToolloop(b *testing.B) {
+	n := benchSeeds(b, "BENCH_TOOLLOOP_SEEDS", 100_000)
+	spec := sweep.DefaultSpec()
+	spec.World = toolloop.Name
+	spec.ForkAt = []int{2}
+	if path := os.Getenv("BENCH_TOOLLOOP_SPEC"); path != "" {
+		var err error
+		if spec, err = sweep.ReadSpecFile(path, spec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	spec.Seeds = sweep.Range{Start: 0, End: n}
+	rate := sweepEndToEnd(b, spec)
+	if counterRate > 0 {
+		b.ReportMetric(rate/counterRate, "x_counter")
+	}
+}
+
+// sweepEndToEnd runs spec's sweep and the DuckDB summary over it once per
+// iteration and reports pairs per second end to end (pairs/s, counting
+// every fork step and treatment arm) and of the sweep alone
+// (sweep_pairs/s), the sweep's and the summary's seconds per run and the
+// process's CPU seconds per run; it returns the end-to-end pairs per
+// second.
+func sweepEndToEnd(b *testing.B, spec sweep.Spec) float64 {
 	ctx := context.Background()
 	var sweepTime, summaryTime time.Duration
-	cpu0 := cpuSeconds()
 	resolved, err := spec.Resolve()
 	if err != nil {
 		b.Fatal(err)
 	}
+	pairs := spec.Seeds.Len() * uint64(len(resolved.Configs)*len(spec.ForkAt)*(len(resolved.Plan().Arms)-1))
+	cpu0 := cpuSeconds()
 	for b.Loop() {
 		out := filepath.Join(b.TempDir(), "out")
 		start := time.Now()
@@ -92,30 +142,33 @@ func BenchmarkSweepEndToEnd(b *testing.B) {
 		}
 		t, err := db.Run(ctx, "summary")
 		db.Close()
-		if err != nil || len(t.Rows) != 1 {
+		if err != nil || len(t.Rows) == 0 {
 			b.Fatalf("summary: %v, %d rows", err, len(t.Rows))
 		}
-		if pairs := fmt.Sprint(t.Rows[0][3]); pairs != fmt.Sprint(n) {
-			b.Fatalf("summary counts %s pairs, want %d", pairs, n)
+		var counted uint64
+		for _, r := range t.Rows {
+			c, err := strconv.ParseUint(fmt.Sprint(r[3]), 10, 64)
+			if err != nil {
+				b.Fatalf("summary pairs %v: %v", r[3], err)
+			}
+			counted += c
+		}
+		if counted != pairs {
+			b.Fatalf("summary counts %d pairs, want %d", counted, pairs)
 		}
 		sweepTime += swept.Sub(start)
 		summaryTime += time.Since(swept)
 	}
 	cpu := cpuSeconds() - cpu0
-	rate := float64(n) * float64(b.N) / b.Elapsed().Seconds()
+	rate := float64(pairs) * float64(b.N) / b.Elapsed().Seconds()
 	b.ReportMetric(rate, "pairs/s")
+	b.ReportMetric(float64(pairs)*float64(b.N)/sweepTime.Seconds(), "sweep_pairs/s")
 	b.ReportMetric(sweepTime.Seconds()/float64(b.N), "sweep_s/op")
 	b.ReportMetric(summaryTime.Seconds()/float64(b.N), "summary_s/op")
 	b.ReportMetric(cpu/float64(b.N), "cpu_s/op")
 	b.ReportMetric(0, "ns/op")
 	b.StopTimer()
-	ref, err := referencePairsPerSecond(n)
-	if err != nil {
-		b.Logf("no reference figure: %v", err)
-		return
-	}
-	b.ReportMetric(ref, "reference_pairs/s")
-	b.ReportMetric(rate/ref, "x_reference")
+	return rate
 }
 
 // cpuSeconds returns the CPU time, user and system, this process has used.

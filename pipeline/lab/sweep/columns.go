@@ -137,13 +137,9 @@ func (l *layout) fileLayout(present, nullable []bool) (*fileLayout, error) {
 		}
 		tags[slotField(g, fl.slot[i])] = tag
 	}
-	need := 0
-	for _, n := range used {
-		need = max(need, n)
-	}
-	fl.class = classFor(need)
+	fl.class = classFor(used)
 	if fl.class == nil {
-		return nil, fmt.Errorf("table %s: %d columns of one type; a table holds at most %d", l.table, need, maxSlots)
+		return nil, fmt.Errorf("table %s: %d columns of one type; a table holds at most %d", l.table, slices.Max(used[:]), maxSlots)
 	}
 	fl.opts = []parquet.WriterOption{
 		parquet.Compression(&zstdFastest),
@@ -195,6 +191,7 @@ type tableFile struct {
 	l         *layout
 	path, tmp string
 	f         *os.File
+	out       crcWriter // f, counted and checksummed
 	w         rowWriter
 	fl        *fileLayout
 	buffered  bool
@@ -215,8 +212,11 @@ type tableFile struct {
 	off       []int
 	opt       []bool
 	// fast[i] is off[i] for a streamed file's required column, -1
-	// otherwise: the put methods' inlined case.
+	// otherwise: the put methods' inlined case. gone[i] is set for a
+	// column a streamed file leaves out: a null there is nothing to
+	// write (putNull's inlined case).
 	fast []int
+	gone []bool
 }
 
 // colBuf holds one column's values: in buffered mode all of the file's,
@@ -241,7 +241,7 @@ func newTableFile(l *layout, batch int) *tableFile {
 		batch = batchRows
 	}
 	return &tableFile{l: l, cols: make([]colBuf, len(l.cols)), off: make([]int, len(l.cols)), opt: make([]bool, len(l.cols)),
-		fast: make([]int, len(l.cols)), batch: batch}
+		fast: make([]int, len(l.cols)), gone: make([]bool, len(l.cols)), batch: batch}
 }
 
 // open starts the file dir/name (as a hidden temporary file), streamed or
@@ -255,7 +255,7 @@ func (t *tableFile) open(dir, name string, buffered bool) error {
 	t.rows, t.n = 0, 0
 	t.resetCols()
 	for i := range t.fast {
-		t.fast[i] = -1
+		t.fast[i], t.gone[i] = -1, false
 	}
 	if buffered {
 		return nil
@@ -284,6 +284,8 @@ func (t *tableFile) open(dir, name string, buffered bool) error {
 			if !t.opt[i] {
 				t.fast[i] = t.off[i]
 			}
+		} else {
+			t.gone[i] = true
 		}
 	}
 	return nil
@@ -308,10 +310,11 @@ func (t *tableFile) start(fl *fileLayout) error {
 	}
 	t.tmp = f.Name()
 	t.f, t.fl = f, fl
+	t.out = crcWriter{w: f}
 	// A fresh writer per file: a Reset writer carries state from its last
 	// file into the next one's bytes, and the files must not depend on
 	// which worker wrote what before.
-	t.w = fl.class.newWriter(f, fl.opts)
+	t.w = fl.class.newWriter(&t.out, fl.opts)
 	return nil
 }
 
@@ -445,6 +448,13 @@ func (t *tableFile) putStringSlow(i int, v string) {
 // nothing for a column it leaves out; a null in a column it holds as
 // required makes it redo.
 func (t *tableFile) putNull(i int) {
+	if !t.gone[i] {
+		t.putNullSlow(i)
+	}
+}
+
+//go:noinline
+func (t *tableFile) putNullSlow(i int) {
 	c := &t.cols[i]
 	if t.buffered {
 		switch t.l.cols[i].typ {
@@ -580,7 +590,7 @@ func (t *tableFile) commit(s *syncer, done func(fileInfo)) error {
 	if err := t.w.close(); err != nil {
 		return err
 	}
-	s.commit(t.f, t.tmp, t.path, t.n, done)
+	s.commit(t.f, t.out, t.tmp, t.path, t.n, done)
 	t.f = nil
 	return nil
 }

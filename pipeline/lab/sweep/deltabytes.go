@@ -18,9 +18,12 @@ import (
 // Why it exists: parquet-go finds a prefix longer than 64 bytes by binary
 // search, comparing whole prefixes with bytes.Equal at each probe; for the
 // checkpoint JSON, whose neighbours share a few hundred bytes, that search
-// cost about as much as compressing the column. This one compares eight
-// bytes at a time (64 while they are equal), once. The longest common prefix is unique, so the bytes
-// are parquet-go's: TestDeltaByteArrayMatchesParquetGo holds it to that.
+// cost about as much as compressing the column. This one first tries the
+// prefix the value before shared with its own predecessor (consecutive
+// checkpoints differ at about the same place: one vectorised compare of
+// the whole prefix usually settles it), then goes on eight bytes at a
+// time. The longest common prefix is unique, so the bytes are
+// parquet-go's: TestDeltaByteArrayMatchesParquetGo holds it to that.
 // Decoding is parquet-go's.
 type deltaByteArray struct {
 	delta.ByteArrayEncoding
@@ -34,10 +37,10 @@ func (e *deltaByteArray) EncodeByteArray(dst []byte, src []byte, offsets []uint3
 	defer lengthBuffers.Put(lengths)
 	prefix, suffix := lengths[0][:0], lengths[1][:0]
 	var last []byte
-	total := 0
+	total, p := 0, 0
 	for i := 1; i < len(offsets); i++ {
 		v := src[offsets[i-1]:offsets[i]]
-		p := commonPrefix(last, v)
+		p = commonPrefixFrom(last, v, p)
 		prefix = append(prefix, int32(p))
 		suffix = append(suffix, int32(len(v)-p))
 		total += len(v) - p
@@ -63,6 +66,16 @@ func (e *deltaByteArray) EncodeByteArray(dst []byte, src []byte, offsets []uint3
 		dst = append(dst, src[offsets[i-1]+uint32(prefix[i-1]):offsets[i]]...)
 	}
 	return dst, nil
+}
+
+// commonPrefixFrom returns the length of the longest common prefix of a
+// and b, trying first whether they share their first hint bytes (one
+// vectorised compare) and if so searching on from there.
+func commonPrefixFrom(a, b []byte, hint int) int {
+	if hint >= 8 && hint <= len(a) && hint <= len(b) && bytes.Equal(a[:hint], b[:hint]) {
+		return hint + commonPrefix(a[hint:], b[hint:])
+	}
+	return commonPrefix(a, b)
 }
 
 // commonPrefix returns the length of the longest common prefix of a and b:

@@ -863,16 +863,26 @@ func (w *unitWriter) open(u Unit, buffered bool) error {
 // putCost writes the cost columns from column i on: the reported fields of
 // c, NULL for the others or when null is set.
 func (w *unitWriter) putCost(t *tableFile, i int, c world.Cost, null bool) {
-	vals := [4]float64{float64(c.Steps), float64(c.Tokens), c.USD, c.Seconds}
-	for k := range vals {
-		switch {
-		case null || !w.costReported[k]:
-			t.putNull(i + k)
-		case k < 2:
-			t.putInt64(i+k, int64(vals[k]))
-		default:
-			t.putDouble(i+k, vals[k])
-		}
+	r := &w.costReported
+	if null || !r[0] {
+		t.putNull(i)
+	} else {
+		t.putInt64(i, c.Steps)
+	}
+	if null || !r[1] {
+		t.putNull(i + 1)
+	} else {
+		t.putInt64(i+1, c.Tokens)
+	}
+	if null || !r[2] {
+		t.putNull(i + 2)
+	} else {
+		t.putDouble(i+2, c.USD)
+	}
+	if null || !r[3] {
+		t.putNull(i + 3)
+	} else {
+		t.putDouble(i+3, c.Seconds)
 	}
 }
 

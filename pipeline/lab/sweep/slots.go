@@ -67,10 +67,10 @@ func groupOf(t colType, optional bool) int {
 
 func slotField(group, slot int) string { return fmt.Sprintf("%s%d", groupPrefix[group], slot) }
 
-// slotClass is one slot row type: its fields, their offsets and a writer
-// maker.
+// slotClass is one slot row type: its slots per group, fields, their
+// offsets and a writer maker.
 type slotClass struct {
-	slots     int
+	slots     [numGroups]int
 	size      uintptr
 	fields    []string             // every field, in order
 	offsets   [numGroups][]uintptr // by group and slot
@@ -80,33 +80,47 @@ type slotClass struct {
 // maxSlots is the most columns of one slot group a table file can hold.
 const maxSlots = 128
 
-var slotClasses = []*slotClass{classOf[slotRow8](8), classOf[slotRow16](16), classOf[slotRow128](128)}
+// slotClasses are the slot row types, smallest first. A file is written
+// with the smallest that holds its columns: the rows of a batch are
+// written and read back while they are in the CPU's cache, and the fewer
+// bytes they span the more of them stay there.
+var slotClasses = []*slotClass{classOf[slotRow4](), classOf[slotRow8](), classOf[slotRow16](), classOf[slotRow128]()}
 
-// classFor returns the smallest slot class with need slots per group, or
-// nil if none has enough.
-func classFor(need int) *slotClass {
+// classFor returns the smallest slot class with need[g] slots in each
+// group g, or nil if none has enough.
+func classFor(need [numGroups]int) *slotClass {
+next:
 	for _, c := range slotClasses {
-		if need <= c.slots {
-			return c
+		for g, n := range need {
+			if n > c.slots[g] {
+				continue next
+			}
 		}
+		return c
 	}
 	return nil
 }
 
-func classOf[R any](slots int) *slotClass {
+// classOf makes the slot class of row type R, whose slots are the fields
+// named by slotField from 0 up, per group.
+func classOf[R any]() *slotClass {
 	t := reflect.TypeFor[R]()
-	c := &slotClass{slots: slots, size: t.Size()}
+	c := &slotClass{size: t.Size()}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		c.fields = append(c.fields, f.Name)
 	}
 	for g := range numGroups {
-		for k := range slots {
+		for k := 0; ; k++ {
 			f, ok := t.FieldByName(slotField(g, k))
 			if !ok {
-				panic("slot row type lacks " + slotField(g, k))
+				break
 			}
 			c.offsets[g] = append(c.offsets[g], f.Offset)
+		}
+		c.slots[g] = len(c.offsets[g])
+		if c.slots[g] == 0 {
+			panic("slot row type lacks " + slotField(g, 0))
 		}
 	}
 	c.newWriter = func(w io.Writer, opts []parquet.WriterOption) rowWriter {

@@ -2,7 +2,43 @@
 
 package sweep
 
-// slotRow8 is a row of up to 8 columns of each slot group (slots.go).
+// slotRow4 is a row of up to 4 columns of each required slot group and 2 of
+// each optional one (slots.go).
+type slotRow4 struct {
+	I0  int64
+	I1  int64
+	I2  int64
+	I3  int64
+	IP0 *int64
+	IP1 *int64
+	J0  int32
+	J1  int32
+	J2  int32
+	J3  int32
+	JP0 *int32
+	JP1 *int32
+	B0  bool
+	B1  bool
+	B2  bool
+	B3  bool
+	BP0 *bool
+	BP1 *bool
+	F0  float64
+	F1  float64
+	F2  float64
+	F3  float64
+	FP0 *float64
+	FP1 *float64
+	S0  string
+	S1  string
+	S2  string
+	S3  string
+	SP0 *string
+	SP1 *string
+}
+
+// slotRow8 is a row of up to 8 columns of each required slot group and 2 of
+// each optional one (slots.go).
 type slotRow8 struct {
 	I0  int64
 	I1  int64
@@ -14,12 +50,6 @@ type slotRow8 struct {
 	I7  int64
 	IP0 *int64
 	IP1 *int64
-	IP2 *int64
-	IP3 *int64
-	IP4 *int64
-	IP5 *int64
-	IP6 *int64
-	IP7 *int64
 	J0  int32
 	J1  int32
 	J2  int32
@@ -30,12 +60,6 @@ type slotRow8 struct {
 	J7  int32
 	JP0 *int32
 	JP1 *int32
-	JP2 *int32
-	JP3 *int32
-	JP4 *int32
-	JP5 *int32
-	JP6 *int32
-	JP7 *int32
 	B0  bool
 	B1  bool
 	B2  bool
@@ -46,12 +70,6 @@ type slotRow8 struct {
 	B7  bool
 	BP0 *bool
 	BP1 *bool
-	BP2 *bool
-	BP3 *bool
-	BP4 *bool
-	BP5 *bool
-	BP6 *bool
-	BP7 *bool
 	F0  float64
 	F1  float64
 	F2  float64
@@ -62,12 +80,6 @@ type slotRow8 struct {
 	F7  float64
 	FP0 *float64
 	FP1 *float64
-	FP2 *float64
-	FP3 *float64
-	FP4 *float64
-	FP5 *float64
-	FP6 *float64
-	FP7 *float64
 	S0  string
 	S1  string
 	S2  string
@@ -78,15 +90,10 @@ type slotRow8 struct {
 	S7  string
 	SP0 *string
 	SP1 *string
-	SP2 *string
-	SP3 *string
-	SP4 *string
-	SP5 *string
-	SP6 *string
-	SP7 *string
 }
 
-// slotRow16 is a row of up to 16 columns of each slot group (slots.go).
+// slotRow16 is a row of up to 16 columns of each required slot group and 16 of
+// each optional one (slots.go).
 type slotRow16 struct {
 	I0   int64
 	I1   int64
@@ -250,7 +257,8 @@ type slotRow16 struct {
 	SP15 *string
 }
 
-// slotRow128 is a row of up to 128 columns of each slot group (slots.go).
+// slotRow128 is a row of up to 128 columns of each required slot group and 128 of
+// each optional one (slots.go).
 type slotRow128 struct {
 	I0    int64
 	I1    int64

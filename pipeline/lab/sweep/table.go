@@ -82,9 +82,25 @@ func fileCRC(path string) (string, int64, error) {
 	return fmt.Sprintf("%08x", h.Sum32()), n, nil
 }
 
-// commit syncs f (written at tmp, holding rows rows), renames it to path,
-// and calls done, if not nil, with its description.
-func (s *syncer) commit(f *os.File, tmp, path string, rows int64, done func(fileInfo)) {
+// crcWriter passes writes on to w and keeps the CRC-32C and the count of
+// the bytes written: a table file's checksum and size, computed as it is
+// written rather than by reading it back.
+type crcWriter struct {
+	w   io.Writer
+	crc uint32
+	n   int64
+}
+
+func (c *crcWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.crc = crc32.Update(c.crc, castagnoli, p[:n])
+	c.n += int64(n)
+	return n, err
+}
+
+// commit syncs f (written at tmp through out, holding rows rows), renames
+// it to path, and calls done, if not nil, with its description.
+func (s *syncer) commit(f *os.File, out crcWriter, tmp, path string, rows int64, done func(fileInfo)) {
 	s.slots <- struct{}{}
 	s.wg.Add(1)
 	go func() {
@@ -93,16 +109,11 @@ func (s *syncer) commit(f *os.File, tmp, path string, rows int64, done func(file
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
-		var crc string
-		var size int64
-		if err == nil && done != nil {
-			crc, size, err = fileCRC(tmp)
-		}
 		if err == nil {
 			err = os.Rename(tmp, path)
 		}
 		if err == nil && done != nil {
-			done(fileInfo{Path: path, Bytes: size, Rows: rows, CRC32C: crc})
+			done(fileInfo{Path: path, Bytes: out.n, Rows: rows, CRC32C: fmt.Sprintf("%08x", out.crc)})
 		}
 		if err != nil {
 			os.Remove(tmp)
