@@ -256,7 +256,7 @@ func parseREADME(text string) ([]*mdSection, error) {
 			pending = append(pending, m[1])
 			continue
 		}
-		if strings.Contains(line, "readme-test") {
+		if strings.HasPrefix(strings.TrimSpace(line), "<!--") && strings.Contains(line, "readme-test") {
 			return nil, fmt.Errorf("README.md:%d: a readme-test comment must read <!-- readme-test: … --> on a line of its own", i+1)
 		}
 		if strings.TrimSpace(line) != "" {
