@@ -76,7 +76,7 @@ func TestExitStatusPolicy(t *testing.T) {
 		kind exitKind
 		args []string
 		code int
-		want string // in the last line of stderr
+		want string // in stderr: what names the fault (a flag, a file), not the whole wording
 	}
 	cases := []tc{
 		{"agent check", kindUsage, []string{"agent", "check", " "}, 2, "the agent command is empty"},
@@ -86,9 +86,9 @@ func TestExitStatusPolicy(t *testing.T) {
 		{"agent run", kindDamaged, []string{"agent", "run", "--log", url, "--session", "junk"}, 2, `junk: cannot fold session: message 0: not a session event: unknown type "bogus"`},
 		{"agent run", kindRuntime, []string{"agent", "run", "--log", down, "--session", "s", "--seed", "1", "--retry-for", "1s"}, 1, "the session log did not answer for 1s"},
 		{"agent serve", kindMissing, []string{"agent", "serve", "--world", "chess"}, 2, `unknown world "chess"`},
-		{"chaos", kindUsage, []string{"chaos", "--sessions", "0"}, 2, "--sessions and --parallel must be at least 1"},
+		{"chaos", kindUsage, []string{"chaos", "--sessions", "0"}, 2, "--sessions"},
 		{"chaos", kindMissing, []string{"chaos", "--world", "chess"}, 2, `unknown world "chess"`},
-		{"checkpoint", kindUsage, []string{"checkpoint", "--seed", "0", "--fork-at", "0"}, 2, "fork_at: steps must be in [1, 1048576]"},
+		{"checkpoint", kindUsage, []string{"checkpoint", "--seed", "0", "--fork-at", "0"}, 2, "[1, 1048576]"},
 		{"checkpoint", kindMissing, []string{"checkpoint", "--seed", "0", "--world", "chess"}, 2, `unknown world "chess"`},
 		{"db", kindMissing, []string{"db", missing}, 2, "does not exist or is not a directory"},
 		{"db", kindDamaged, []string{"db", damaged}, 4, "does not match its manifest: pairs/config_id=0/fork_step=3/part-000000.parquet has 100 bytes"},
@@ -97,7 +97,7 @@ func TestExitStatusPolicy(t *testing.T) {
 		{"fork", kindDamaged, []string{"fork", "--checkpoint", truncated, "--arm", "on"}, 2, "JSON ends early"},
 		{"fork", kindDamaged, []string{"fork", "--log", url, "--stream", "junk", "--offset", "-1", "--arm", "on"}, 2, "cannot fold session"},
 		{"fork", kindRuntime, []string{"fork", "--log", down, "--stream", "s", "--offset", "-1", "--arm", "on", "--retry-for", "1s"}, 1, "the session log did not answer for 1s"},
-		{"kafka serve", kindUsage, []string{"kafka", "serve", "--brokers", "0"}, 2, "--brokers must be between 1 and 64, got 0"},
+		{"kafka serve", kindUsage, []string{"kafka", "serve", "--brokers", "0"}, 2, "--brokers"},
 		{"kafka serve", kindRuntime, []string{"kafka", "serve", "--brokers", "1", "--ports", strconv.Itoa(busyPort)}, 1, "address already in use"},
 		{"log bench", kindUsage, []string{"log", "bench", "--target", "bad"}, 2, `--target "bad": want NAME=http://host:port`},
 		{"log bench", kindRuntime, []string{"log", "bench", "--target", "x=" + down, "--duration", "1s"}, 1, "connection refused"},
@@ -127,7 +127,7 @@ func TestExitStatusPolicy(t *testing.T) {
 		{"sweep finalize", kindDamaged, []string{"sweep", "finalize", damaged}, 2, "nothing to finalize"},
 		{"verify", kindMissing, []string{"verify", missing}, 2, "does not exist or is not a directory"},
 		{"verify", kindDamaged, []string{"verify", damaged}, 4, "does not match its manifest"},
-		{"worker", kindUsage, []string{"worker", "--parallel", "-1", "--brokers", noKafka}, 2, "--parallel and --max-units must be 0 or more"},
+		{"worker", kindUsage, []string{"worker", "--parallel", "-1", "--brokers", noKafka}, 2, "--parallel"},
 		{"worker", kindRuntime, []string{"worker", "--brokers", noKafka}, 1, "connection refused"},
 		{"worlds", kindMissing, []string{"worlds", "chess"}, 2, `unknown world "chess"`},
 	}
