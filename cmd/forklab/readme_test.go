@@ -96,6 +96,9 @@ func TestREADME(t *testing.T) {
 				}
 				continue
 			}
+			for i, p := range b.SkipLines {
+				skipped = append(skipped, fmt.Sprintf("README.md:%d (%s), its line %q: %s", b.Line, sec.Title, p, b.SkipLineWhy[i]))
+			}
 			blocks = append(blocks, b)
 		}
 		if len(blocks) == 0 {
@@ -151,6 +154,7 @@ type mdBlock struct {
 
 	Skip            string   // the reason it is not run
 	SkipLines       []string // prefixes of lines not run
+	SkipLineWhy     []string // and why
 	EverySection    bool
 	InterruptAfter  time.Duration
 	Needs           []string
@@ -293,6 +297,7 @@ func (b *mdBlock) apply(directives []string) error {
 				return fmt.Errorf("README.md:%d: skip-line %q: no line of the block starts so", b.Line, p)
 			}
 			b.SkipLines = append(b.SkipLines, p)
+			b.SkipLineWhy = append(b.SkipLineWhy, skipLineRe.FindStringSubmatch(d)[2])
 		case strings.HasPrefix(d, "every-section: "):
 			b.EverySection = true
 		case interruptRe.MatchString(d):
