@@ -72,8 +72,8 @@ atomic step when it is complete: interrupted or failed, --out holds the old
 sweep, whole. What was derived from the old sweep inside --out (report.html,
 policy.json, a rerun/ sweep, results.duckdb, …) goes with it; your own files
 stay. Every flag and spec key is range-checked before anything runs; a sweep
-holds at most 1,048,576 units and 2^53 branch rows (137,438,953,472 seeds with
-the default unit size; docs/scale-out.md), and a larger seed range is refused
+holds at most 65,536 units and 2^53 branch rows (8,589,934,592 seeds with the
+default unit size; docs/scale-out.md), and a larger seed range is refused
 naming the largest that fits.
 
 Exit status: 0 done; 5 done, but more than --max-error-rate of the pairs

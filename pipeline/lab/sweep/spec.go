@@ -534,8 +534,10 @@ const (
 	MaxAgentRetries  = 100
 	MaxAgentTimeout  = 24 * time.Hour
 	// MaxUnits bounds a sweep's units and MaxRows its branch rows
-	// (checkSize).
-	MaxUnits = 1 << 20
+	// (checkSize). Every unit is four files the manifest lists and that
+	// results.duckdb, report and sql bind: 2^16 units keep the manifest
+	// near 35 MB.
+	MaxUnits = 1 << 16
 	MaxRows  = 1 << 53
 )
 
