@@ -43,7 +43,10 @@ rescued, harmed or unchanged, and writes tasks, checkpoints, branches and pairs
 as Parquet under --out, then manifest.json last.
 
 Flags override a --spec file (JSON or YAML with the keys of manifest.json's
-"spec"); the resolved spec is stored in the manifest.
+"spec"); the resolved spec is stored in the manifest. A parameter is either
+one value (its flag, --param, the spec's params: or model:) or an axis of the
+spec's grid:, never both, and is given once (--target 7 --param target=6 is
+refused); a grid axis lists each value once.
 
 With --from-log URL every run and branch is played as a session on the
 session log (forklab log serve) instead of in memory: each seed's run is the

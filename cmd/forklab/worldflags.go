@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -96,32 +97,69 @@ func (f *worldFlags) apply(spec *sweep.Spec) error {
 }
 
 // applyDecl is apply for the world declared by decl (an external agent's):
-// parameter flags and --param are checked against it.
+// parameter flags and --param are checked against it. A parameter given
+// twice with different values (--target 7 --param target=6, or --param
+// twice) is refused naming both flags, and so is a parameter or model
+// setting the spec's grid varies (the grid would silently win).
 func (f *worldFlags) applyDecl(spec *sweep.Spec, decl world.Declaration) error {
 	set := f.fs.Changed
 	if spec.Params == nil {
 		spec.Params = world.Params{}
 	}
-	for name, text := range f.byFlag {
-		if !set(name) {
-			continue
+	type given struct {
+		flag string // as the user wrote it: --target 7, --param target=6
+		v    any
+	}
+	byParam := map[string]given{}
+	give := func(name, flag string, v any) error {
+		if g, ok := byParam[name]; ok && !reflect.DeepEqual(g.v, v) {
+			return fmt.Errorf("%s and %s both set parameter %s, to different values: give it once", g.flag, flag, name)
 		}
+		if vs, ok := spec.Grid[name]; ok {
+			return fmt.Errorf("%s sets parameter %s, which the spec's grid varies (grid: %s: %s): drop the flag or the grid axis", flag, name, name, sweep.ListText(vs))
+		}
+		byParam[name] = given{flag, v}
+		return nil
+	}
+	names := make([]string, 0, len(f.byFlag))
+	for name := range f.byFlag {
+		if set(name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		text := f.byFlag[name]
 		p, ok := decl.Param(strings.ReplaceAll(name, "-", "_"))
 		if !ok {
-			return fmt.Errorf("--%s is not a parameter of world %s (its parameters: %s)", name, decl.Name, flagList(decl))
+			return fmt.Errorf("--%s is not a parameter of world %s (%s)", name, decl.Name, flagsText(decl))
 		}
 		v, err := p.ParseText(text)
 		if err != nil {
 			return fmt.Errorf("--%s: %w", name, err)
 		}
-		spec.Params[p.Name] = v
+		if err := give(p.Name, fmt.Sprintf("--%s %s", name, text), v); err != nil {
+			return err
+		}
 	}
-	set2, err := decl.ParseParamText(f.params)
-	if err != nil {
-		return err
+	for _, kv := range f.params {
+		one, err := decl.ParseParamText([]string{kv})
+		if err != nil {
+			return err
+		}
+		for k, c := range one {
+			if err := give(k, "--param "+kv, c); err != nil {
+				return err
+			}
+		}
 	}
-	for k, v := range set2 {
-		spec.Params[k] = v
+	for k, g := range byParam {
+		spec.Params[k] = g.v
+	}
+	for _, m := range []struct{ flag, key string }{{"temperature", "temperature"}, {"no-tool", "no_tool"}} {
+		if vs, ok := spec.Grid[m.key]; ok && set(m.flag) {
+			return fmt.Errorf("--%s sets the model's %s, which the spec's grid varies (grid: %s: %s): drop the flag or the grid axis", m.flag, m.key, m.key, sweep.ListText(vs))
+		}
 	}
 	if set("temperature") {
 		spec.Model.Temperature = f.temperature
@@ -130,6 +168,15 @@ func (f *worldFlags) applyDecl(spec *sweep.Spec, decl world.Declaration) error {
 		spec.Model.NoTool = f.noTool
 	}
 	return nil
+}
+
+// flagsText lists a world's parameter flags for a refusal: "its
+// parameters: --a, --b", or "it declares no parameters".
+func flagsText(d world.Declaration) string {
+	if len(d.Params) == 0 {
+		return "it declares no parameters"
+	}
+	return "its parameters: " + flagList(d)
 }
 
 // changed lists the world flags the user set (--world, --param, a

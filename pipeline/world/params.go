@@ -351,6 +351,15 @@ func (d Declaration) ParamNames() []string {
 	return names
 }
 
+// ParamsText words the declaration's parameters for a message about an
+// unknown one: "its parameters: a, b", or "it declares no parameters".
+func (d Declaration) ParamsText() string {
+	if len(d.Params) == 0 {
+		return "it declares no parameters"
+	}
+	return "its parameters: " + strings.Join(d.ParamNames(), ", ")
+}
+
 // Resolve checks raw parameter values against the declaration and fills in
 // the defaults: an unknown name is an error naming the known ones, a value
 // of the wrong type or out of range an error naming its valid range.
@@ -359,7 +368,7 @@ func (d Declaration) Resolve(raw map[string]any) (Params, error) {
 	for k, v := range raw {
 		p, ok := d.Param(k)
 		if !ok {
-			return nil, fmt.Errorf("world %s has no parameter %q (its parameters: %s)", d.Name, k, strings.Join(d.ParamNames(), ", "))
+			return nil, fmt.Errorf("world %s has no parameter %q (%s)", d.Name, k, d.ParamsText())
 		}
 		c, err := p.Parse(v)
 		if err != nil {

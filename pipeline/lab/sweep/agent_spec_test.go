@@ -48,8 +48,15 @@ func TestAgentSpecFile(t *testing.T) {
 		edit func(*sweep.Spec)
 		want string
 	}{
-		{func(s *sweep.Spec) { s.MaxCost = map[string]float64{"usd": 5} }, "max_cost: world counter does not report usd (it reports steps)"},
-		{func(s *sweep.Spec) { s.MaxCost = map[string]float64{"dollars": 5} }, `max_cost: unknown cost field "dollars"`},
+		{func(s *sweep.Spec) { s.MaxCost = map[string]float64{"steps": 50} }, "max_cost: world counter is built in and a budget applies only to an external agent's sweep (--agent)"},
+		{func(s *sweep.Spec) {
+			s.MaxCost = map[string]float64{"usd": 5}
+			s.Agent = &sweep.AgentSpec{Command: "x"}
+		}, "max_cost: world counter does not report usd (it reports steps)"},
+		{func(s *sweep.Spec) {
+			s.MaxCost = map[string]float64{"dollars": 5}
+			s.Agent = &sweep.AgentSpec{Command: "x"}
+		}, `max_cost: unknown cost field "dollars"`},
 		{func(s *sweep.Spec) { r := 1.5; s.MaxErrorRate = &r }, "max_error_rate: must be a share in [0, 1], got 1.5"},
 		{func(s *sweep.Spec) { s.UnitSeeds = -1 }, "unit_seeds: must be 0 (automatic) or an integer in [1, 16777216], got -1"},
 		{func(s *sweep.Spec) { s.Agent = &sweep.AgentSpec{Command: " "} }, "agent.command: is empty"},

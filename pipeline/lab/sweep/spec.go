@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -117,7 +118,8 @@ type Spec struct {
 	// majority; 1 for a greedy model.
 	Replicas int `json:"replicas"`
 	// Params are the world's parameters: those the spec sets, and after
-	// Resolve all of them, defaults filled in, in their canonical types.
+	// Resolve all of them but the grid's axes, defaults filled in, in
+	// their canonical types. A parameter is never both here and in Grid.
 	Params world.Params `json:"params"`
 	// Model is the fake model's noise.
 	Model fork.Model `json:"model"`
@@ -144,7 +146,10 @@ type Spec struct {
 	// nil means DefaultMaxErrorRate.
 	MaxErrorRate *float64 `json:"max_error_rate,omitempty"`
 	// MaxCost stops the sweep, resumably, once its cost reaches any of
-	// these totals, by cost field (steps, tokens, usd, seconds).
+	// these totals, by cost field (steps, tokens, usd, seconds). Only an
+	// external agent's sweep in one process enforces it (it overshoots by
+	// at most one seed's cost); Resolve refuses it for a built-in world,
+	// and the static split and the distributed sweep refuse it too.
 	MaxCost map[string]float64 `json:"max_cost,omitempty"`
 }
 
@@ -366,6 +371,11 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 	if s.MaxErrorRate != nil && !(*s.MaxErrorRate >= 0 && *s.MaxErrorRate <= 1) {
 		return Resolved{}, keyErr("max_error_rate", "must be a share in [0, 1], got %v", *s.MaxErrorRate)
 	}
+	if len(s.MaxCost) > 0 && s.Agent == nil {
+		// Only an external agent's runners stop at a budget (agentproc):
+		// a limit nothing enforces is refused rather than recorded.
+		return Resolved{}, fmt.Errorf("max_cost: world %s is built in and a budget applies only to an external agent's sweep (--agent): leave max_cost (--max-cost) out", d.Name)
+	}
 	for k, v := range s.MaxCost {
 		if !slices.Contains(world.CostFields, k) {
 			return Resolved{}, fmt.Errorf("max_cost: unknown cost field %q (known: %s)", k, strings.Join(world.CostFields, ", "))
@@ -388,6 +398,14 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 	if err := s.Model.Validate(); err != nil {
 		return Resolved{}, fmt.Errorf("model: %w", err)
 	}
+	// A parameter is either one value for every configuration (params) or
+	// an axis of the grid, never both: the grid's values would silently
+	// replace the single one, which the manifest would still record.
+	for _, k := range slices.Sorted(maps.Keys(s.Grid)) {
+		if v, ok := s.Params[k]; ok {
+			return Resolved{}, fmt.Errorf("params: %s is given a single value (params: %s: %v) and is a grid axis too (grid: %s: %s): keep one of the two", k, k, v, k, ListText(s.Grid[k]))
+		}
+	}
 	base, err := d.Resolve(s.Params)
 	if err != nil {
 		return Resolved{}, fmt.Errorf("params: %w", err)
@@ -399,7 +417,7 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 		keys = append(keys, k)
 		p, isParam := d.Param(k)
 		if !isParam && !slices.Contains(ModelKeys, k) {
-			return Resolved{}, fmt.Errorf("grid: unknown parameter %q (world %s's parameters: %s; the model's: %s)", k, d.Name, strings.Join(d.ParamNames(), ", "), strings.Join(ModelKeys, ", "))
+			return Resolved{}, fmt.Errorf("grid: unknown parameter %q (world %s: %s; the model's: %s)", k, d.Name, d.ParamsText(), strings.Join(ModelKeys, ", "))
 		}
 		if isParam && !p.Kind.Scalar() {
 			return Resolved{}, fmt.Errorf("grid: %s is a list; a grid varies scalar parameters only", k)
@@ -424,6 +442,9 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 			c, err := gridValue(d, k, v)
 			if err != nil {
 				return Resolved{}, fmt.Errorf("grid: %w", err)
+			}
+			if slices.Contains(vals, c) {
+				return Resolved{}, fmt.Errorf("grid: %s lists %v twice: two configurations would be the same", k, c)
 			}
 			vals = append(vals, c)
 		}
@@ -462,6 +483,12 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 	}
 	if err := checkSize(s, len(configs)); err != nil {
 		return Resolved{}, err
+	}
+	// The spec's params hold the parameters every configuration shares;
+	// a grid axis has a value per configuration (the configs table).
+	s.Params = base.Clone()
+	for k := range s.Grid {
+		delete(s.Params, k)
 	}
 	r.Spec, r.Configs = s, configs
 	return r, nil
@@ -514,6 +541,23 @@ func gridValue(d world.Declaration, k string, v any) (any, error) {
 	}
 	p := world.Param{Name: k, Kind: world.ParamFloat, Min: world.Bound(0), Max: world.Bound(1)}
 	return p.Parse(v)
+}
+
+// ListText writes a grid axis's values as a spec file would: "[0, 0.2]".
+func ListText(vs []any) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = fmt.Sprint(v)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// listAny is ListText for a value decoded from a spec file.
+func listAny(v any) string {
+	if vs, ok := v.([]any); ok {
+		return ListText(vs)
+	}
+	return fmt.Sprint(v)
 }
 
 // The bounds of a spec's keys; the flags that set them share them.
@@ -596,6 +640,19 @@ func ReadSpecFile(path string, base Spec) (Spec, error) {
 			return base, fmt.Errorf("spec %s: fork_at: %w", path, err)
 		}
 		top["fork_at"] = steps
+	}
+	// The model's noise is one value or a grid axis, never both (Resolve
+	// checks the world's parameters; the model is a struct, whose keys the
+	// decoded spec no longer tells apart from their defaults).
+	if g, ok := top["grid"].(map[string]any); ok {
+		if m, ok := top["model"].(map[string]any); ok {
+			for _, k := range ModelKeys {
+				_, inGrid := g[k]
+				if v, inModel := m[k]; inGrid && inModel {
+					return base, fmt.Errorf("spec %s: model: %s is given a single value (model: %s: %v) and is a grid axis too (grid: %s: %s): keep one of the two", path, k, k, v, k, listAny(g[k]))
+				}
+			}
+		}
 	}
 	if b, err = json.Marshal(top); err != nil {
 		return base, fmt.Errorf("spec %s: %w", path, err)

@@ -605,3 +605,46 @@ func TestPolicyBranchesAreOnOrOff(t *testing.T) {
 		t.Fatalf("%s policy pairs without a fired branch flipped", unfired[0][0])
 	}
 }
+
+// A parameter is one value or a grid axis, never both, and a grid axis
+// lists each value once (testdata/specs/grid-*.yaml); a resolved grid
+// spec's params leave the axes out (each configuration has its own), so
+// it resolves again to the same spec.
+func TestGridRefusesSingleValuesAndRepeats(t *testing.T) {
+	for _, tc := range []struct{ file, err string }{
+		{"grid-and-params.yaml", "params: p_stall is given a single value (params: p_stall: 0.3) and is a grid axis too (grid: p_stall: [0, 0.2]): keep one of the two"},
+		{"grid-duplicate.yaml", "grid: p_stall lists 0 twice: two configurations would be the same"},
+		{"grid-and-model.yaml", "model: temperature is given a single value (model: temperature: 0.3) and is a grid axis too (grid: temperature: [0, 0.1]): keep one of the two"},
+	} {
+		s, err := sweep.ReadSpecFile("../../../testdata/specs/"+tc.file, sweep.DefaultSpec())
+		if err == nil {
+			_, err = s.Resolve()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: got %v, want %q", tc.file, err, tc.err)
+		}
+	}
+	s, err := sweep.ReadSpecFile("../../../testdata/specs/grid-stall.yaml", sweep.DefaultSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Spec.Params["p_stall"]; ok || r.Spec.Params["target"] != int64(6) {
+		t.Fatalf("resolved params %v: want every parameter but the grid's p_stall", r.Spec.Params)
+	}
+	if len(r.Configs) != 2 || r.Configs[0].Params["p_stall"] != 0.0 || r.Configs[1].Params["p_stall"] != 0.2 {
+		t.Fatalf("configs %+v", r.Configs)
+	}
+	again, err := r.Spec.Resolve()
+	if err != nil {
+		t.Fatalf("a resolved grid spec does not resolve again: %v", err)
+	}
+	a, _ := json.Marshal(again.Spec)
+	b, _ := json.Marshal(r.Spec)
+	if string(a) != string(b) {
+		t.Fatalf("resolved twice:\n%s\n%s", a, b)
+	}
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// What a new user's first tour of forklab found (the QA report): each
+// case exits 2 with the one-line message that says what to do, and writes
+// no results.
+func TestUserTrialRefusals(t *testing.T) {
+	out := t.TempDir()
+	spec := "../../testdata/specs/"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		// A parameter given as a grid axis and as a single value.
+		{"flag beside grid", []string{"sweep", "--spec", spec + "grid-stall.yaml", "--p-stall", "0.5"},
+			"--p-stall 0.5 sets parameter p_stall, which the spec's grid varies (grid: p_stall: [0, 0.2]): drop the flag or the grid axis"},
+		{"param beside grid", []string{"sweep", "--spec", spec + "grid-stall.yaml", "--param", "p_stall=0.4"},
+			"--param p_stall=0.4 sets parameter p_stall, which the spec's grid varies (grid: p_stall: [0, 0.2])"},
+		{"params beside grid", []string{"sweep", "--spec", spec + "grid-and-params.yaml"},
+			"params: p_stall is given a single value (params: p_stall: 0.3) and is a grid axis too (grid: p_stall: [0, 0.2]): keep one of the two"},
+		{"model beside grid", []string{"sweep", "--spec", spec + "grid-and-model.yaml"},
+			"model: temperature is given a single value (model: temperature: 0.3) and is a grid axis too (grid: temperature: [0, 0.1])"},
+		{"temperature flag beside grid", []string{"sweep", "--spec", spec + "grid-temperature.yaml", "--temperature", "0.2"},
+			"--temperature sets the model's temperature, which the spec's grid varies (grid: temperature: [0, 0.1]): drop the flag or the grid axis"},
+		{"repeated grid value", []string{"sweep", "--spec", spec + "grid-duplicate.yaml"},
+			"grid: p_stall lists 0 twice: two configurations would be the same"},
+		// One parameter set by two flags.
+		{"flag then param", []string{"sweep", "--target", "7", "--param", "target=6"},
+			"--target 7 and --param target=6 both set parameter target, to different values: give it once"},
+		{"param then flag", []string{"sweep", "--param", "target=6", "--target", "7"},
+			"--target 7 and --param target=6 both set parameter target, to different values: give it once"},
+		{"param twice", []string{"sweep", "--param", "target=6", "--param", "target=5"},
+			"--param target=6 and --param target=5 both set parameter target, to different values: give it once"},
+		{"toolloop k_max", []string{"sweep", "--world", "toolloop", "--k-max", "6", "--param", "k_max=7"},
+			"--k-max 6 and --param k_max=7 both set parameter k_max, to different values: give it once"},
+		// A budget nothing would enforce.
+		{"max-cost of a built-in world", []string{"sweep", "--seeds", "0:1000", "--max-cost", "steps=50"},
+			"max_cost: world counter is built in and a budget applies only to an external agent's sweep (--agent): leave max_cost (--max-cost) out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(out, strings.ReplaceAll(tc.name, " ", "-"))
+			stdout, stderr, code := run(t, append(tc.args, "--out", dir, "-q")...)
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.want)
+			}
+			if n := strings.Count(strings.TrimSpace(stderr), "\n"); n > 0 {
+				t.Errorf("error is %d lines, want one: %q", n+1, stderr)
+			}
+			if stdout != "" {
+				t.Errorf("printed %q on stdout", stdout)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err == nil {
+				t.Errorf("%s has a manifest after a refused run", dir)
+			}
+		})
+	}
+	// The same value twice is no conflict.
+	dir := filepath.Join(out, "same-value")
+	mustRun(t, "sweep", "--seeds", "0:10", "--target", "7", "--param", "target=7", "--out", dir, "-q")
+}
