@@ -188,16 +188,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				logs := filepath.Join(st.Dir, sweep.AgentLogs)
 				ext.SetLogDir(logs)
 				ext.SetJournal(st.JournalDir())
-				if len(spec.MaxCost) > 0 {
-					// The budget is checked before any new seed is asked:
-					// a resumed sweep whose journal already reached it
-					// replays its seeds and asks nothing.
-					ext.SetBeforeNew(func() {
-						prog.mu.Lock()
-						prog.update()
-						prog.mu.Unlock()
-					})
-				}
+				// The runners stop at the budget, having overshot it by
+				// at most one seed's cost (agentproc/budget.go).
+				ext.SetBudget(spec.MaxCost)
 				if !fl.Changed("workers") {
 					opt.Workers = max(1, spec.Agent.Parallel)
 				}

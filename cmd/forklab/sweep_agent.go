@@ -41,7 +41,7 @@ func addAgentFlags(fs *pflag.FlagSet) *agentFlags {
 	intFlag(fs, &f.retries, "retries", agentproc.DefaultRetries, 0, sweep.MaxAgentRetries, "times a failed agent request is retried (with backoff) before its pairs become error rows")
 	fs.StringArrayVar(&f.env, "agent-env", nil, "KEY=VALUE added to the agent's environment (repeatable; values are not recorded)")
 	fs.StringVar(&f.maxErrorRate, "max-error-rate", "1%", "share of error pairs above which the sweep is reported incomplete and exits 5: 1%, 0.05")
-	fs.StringVar(&f.maxCost, "max-cost", "", "stop cleanly (resumably, exit 6) once the cost reported so far reaches this: 5 (US dollars) or tokens=2000000,usd=5")
+	fs.StringVar(&f.maxCost, "max-cost", "", "with --agent, in one process: stop cleanly (resumably, exit 6) once the cost reported so far reaches this, overshooting by at most one seed's cost: 5 (US dollars) or tokens=2000000,usd=5")
 	intFlag(fs, &f.unitSeeds, "unit-seeds", 0, 0, sweep.MaxUnitSeeds, "seeds per unit of work and file (0: automatic)")
 	return f
 }
@@ -161,19 +161,16 @@ type sweepProgress struct {
 	def      *agentproc.Definition
 	decl     world.Declaration
 	limit    map[string]float64
-	stopped  bool // the budget was reached: the runners take no new seed
 	start    time.Time
 	lastLine time.Time
 	lines    bool
 }
 
 func (p *sweepProgress) cost() world.Cost {
-	c := p.kept
 	if p.def != nil {
-		spent, replayed := p.def.Spent()
-		c = addCosts(addCosts(c, spent), replayed)
+		return p.def.Counted() // what its budget counts (agentproc/budget.go)
 	}
-	return c
+	return p.kept
 }
 
 func addCosts(a, b world.Cost) world.Cost {
@@ -232,30 +229,27 @@ func (p *sweepProgress) keep(c world.Cost) {
 	p.mu.Lock()
 	p.kept = addCosts(p.kept, c)
 	p.mu.Unlock()
+	if p.def != nil {
+		p.def.AddKept(c) // counted against the budget
+	}
 }
 
-// budgetCost is the cost --max-cost budgets: for an agent, what the seeds
-// in the journal cost when they were played (every seed finished in
-// earlier runs) plus what this run spent asking the agent — a figure that
-// does not depend on the order in which seeds are replayed; for a built-in
-// world, the cost of the units kept and written.
+// budgetCost is the cost --max-cost budgets: for an agent, what its
+// definition's budget counts (agentproc/budget.go: the seeds in the journal
+// as they cost when they were played, plus what this run spent asking the
+// agent — a figure that does not depend on the order in which seeds are
+// replayed); for a built-in world, the cost of the units kept and written.
 func (p *sweepProgress) budgetCost() world.Cost {
 	if p.def == nil {
 		return p.kept
 	}
-	spent, _ := p.def.Spent()
-	return addCosts(p.def.Journaled(), spent)
+	return p.def.Counted()
 }
 
-// update refreshes the bar and checks the budget; p.mu is held.
+// update refreshes the bar; p.mu is held. The budget is enforced where
+// the agent's work is handed out (agentproc/budget.go), not here.
 func (p *sweepProgress) update() {
 	c := p.cost()
-	if !p.stopped && budgetReached(p.limit, p.budgetCost()) != "" {
-		p.stopped = true
-		if p.def != nil {
-			p.def.Stop()
-		}
-	}
 	desc := fmt.Sprintf("%d errors", p.errs)
 	if p.def != nil {
 		desc += " · " + costText(p.decl, c)

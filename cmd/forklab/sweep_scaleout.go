@@ -87,6 +87,15 @@ func (sf *scaleFlags) check(cmd *cobra.Command, resume, fromLog bool) error {
 // run runs the share or the distributed sweep; ext is the sweep's
 // external agent, or nil.
 func (sf *scaleFlags) run(cmd *cobra.Command, r sweep.Resolved, ext *agentproc.Definition, out string, overwrite, quiet bool, workers int) error {
+	if len(r.Spec.MaxCost) > 0 {
+		// Each process would spend up to the whole budget: refused rather
+		// than recorded and overshot (docs/scale-out.md).
+		how := "the shares of a static split (--shard)"
+		if sf.distributed {
+			how = "the workers of a distributed sweep (--distributed)"
+		}
+		return usageErr("--max-cost (max_cost) is not enforced across %s: leave it out and watch the cost in the progress, or run the sweep in one process", how)
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if sf.distributed {

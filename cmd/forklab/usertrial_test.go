@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,4 +65,41 @@ func TestUserTrialRefusals(t *testing.T) {
 	// The same value twice is no conflict.
 	dir := filepath.Join(out, "same-value")
 	mustRun(t, "sweep", "--seeds", "0:10", "--target", "7", "--param", "target=7", "--out", dir, "-q")
+}
+
+// --max-cost is enforced where it is accepted — an external agent's sweep
+// in one process stops having spent at most one seed's cost (27 steps of
+// the seed's counter) beyond the budget, exit 6, though the agent takes
+// batches — and refused where nothing would enforce it: the shares of a
+// static split and the workers of a distributed sweep each spend on their
+// own.
+func TestMaxCostEnforcedOrRefused(t *testing.T) {
+	agent := seedCore(t)
+	dir := filepath.Join(t.TempDir(), "mc")
+	for _, par := range []string{"1", "4"} {
+		_, stderr, code := run(t, "sweep", "--agent", agent, "--parallel", par, "--seeds", "0:1000", "--max-cost", "steps=50", "--out", dir, "-q", "--overwrite")
+		var got int
+		if i := strings.Index(stderr, "the seeds finished so far cost "); i >= 0 {
+			fmt.Sscanf(stderr[i:], "the seeds finished so far cost %d steps", &got)
+		}
+		if code != 6 || got < 50 || got >= 50+27 {
+			t.Errorf("--parallel %s: exit %d, stopped at %d steps; want 6 and 50 to 76 steps: %s", par, code, got, stderr)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shard", "0/2"}, "--max-cost (max_cost) is not enforced across the shares of a static split (--shard): leave it out"},
+		{[]string{"--distributed", "--brokers", "127.0.0.1:9"}, "--max-cost (max_cost) is not enforced across the workers of a distributed sweep (--distributed): leave it out"},
+	} {
+		out := filepath.Join(t.TempDir(), "share")
+		_, stderr, code := run(t, append([]string{"sweep", "--agent", agent, "--seeds", "0:1000", "--max-cost", "steps=50", "--out", out, "-q"}, tc.args...)...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: the refused sweep created %s", tc.args, out)
+		}
+	}
 }

@@ -28,10 +28,17 @@ type Definition struct {
 	mu        sync.Mutex
 	journal   string
 	journaled world.Cost // what the journal's seeds cost, when it was set
-	before    func()     // SetBeforeNew's hook
 	spent     world.Cost // reported by the agent in this process
 	replayed  world.Cost // of seeds taken from the journal
 	stopped   atomic.Bool
+
+	// The budget (budget.go).
+	limit    map[string]float64
+	kept     world.Cost    // of units kept from an interrupted sweep
+	reached  string        // the limit that stopped the definition
+	inflight uint64        // seeds admitted and not yet played
+	dearest  world.Cost    // the most one seed has cost, by field
+	wake     chan struct{} // closed when admit's waiters should look again
 }
 
 var _ lab.Definition = (*Definition)(nil)
@@ -100,25 +107,11 @@ func (d *Definition) Journaled() world.Cost {
 }
 
 // Stop makes runners take no new seeds: those in progress are finished
-// and journaled, then Run returns ErrStopped. Seeds in the journal are not
-// new: they are still replayed, up to the first seed that is.
-func (d *Definition) Stop() { d.stopped.Store(true) }
-
-// SetBeforeNew makes runners call f before they ask the agent for a seed
-// that is not in the journal, once the journal's seeds before it have been
-// replayed (and their cost added to Spent's replayed): forklab sweep checks
-// its --max-cost budget there and calls Stop, so that a resumed sweep
-// stops at the same seed, with the same cost, every time.
-func (d *Definition) SetBeforeNew(f func()) {
-	d.mu.Lock()
-	d.before = f
-	d.mu.Unlock()
-}
-
-func (d *Definition) beforeNew() func() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.before
+// and journaled, then Run returns ErrStopped. SetBudget stops the
+// definition by itself once the budget is reached.
+func (d *Definition) Stop() {
+	d.stopped.Store(true)
+	d.wakeAll()
 }
 
 // Spent returns what the agent reported its work in this process cost

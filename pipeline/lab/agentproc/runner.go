@@ -45,15 +45,17 @@ type block struct {
 	results []*lab.SeedResult
 	done    chan struct{}
 	err     error
-	skipped bool // not played: the definition was stopped
+	skipped bool       // not played: the definition was stopped
+	dearest world.Cost // the most one of its seeds cost (replayed ones included)
 }
 
 // Run plays seeds [lo, hi) and emits them in order. Seeds in the journal
 // are replayed from it; the others are asked of the agent, blocks of them
-// at once. Failed runs and branches become errors in the results (error
-// rows), not errors of Run. Run returns ErrStopped when the definition was
-// stopped before every seed had started; the seeds in progress are
-// finished and journaled first.
+// at once, each block admitted by the definition's budget (budget.go),
+// which may make it smaller. Failed runs and branches become errors in the
+// results (error rows), not errors of Run. Run returns ErrStopped when the
+// definition was stopped (Stop, or its budget reached) before every seed
+// had started; the seeds in progress are finished and journaled first.
 func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResult) error) error {
 	def := r.inst.def
 	def.mu.Lock()
@@ -71,66 +73,45 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 	if b := def.init.Capabilities.Batch; b > 1 {
 		size = uint64(min(b, maxBatchSeeds))
 	}
-	var blocks []*block
-	for a := lo; a < hi; a += size {
-		blocks = append(blocks, &block{lo: a, hi: min(a+size, hi), done: make(chan struct{})})
-		if a > hi-size {
-			break
-		}
-	}
 	inner, cancel := context.WithCancel(ctx)
 	defer cancel()
 	window := make(chan struct{}, 2*def.pool.cfg.Parallel)
+	// The blocks in seed order, as the dispatcher cuts them: at most one
+	// per window slot, and the skipped block that ends a stopped run.
+	blocks := make(chan *block, cap(window)+1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(1) // the dispatcher, so that its Adds come before any Wait returns
 	go func() {
 		defer wg.Done()
-		// replays are the blocks taken from the journal alone, in flight.
-		var replays sync.WaitGroup
-		stopped := false
-		for _, b := range blocks {
-			if !stopped {
-				select {
-				case window <- struct{}{}:
-				case <-inner.Done():
-					stopped = true
-				}
+		defer close(blocks)
+		for a := lo; a < hi; {
+			var n uint64
+			select {
+			case window <- struct{}{}:
+				n = def.admit(inner, min(size, hi-a))
+			case <-inner.Done():
 			}
-			journaled := j != nil && j.covers(b.lo, b.hi)
-			if !stopped && !journaled {
-				// A new seed is about to be asked of the agent: first the
-				// journal's seeds before it are accounted for, then the
-				// budget is checked, so that a resumed sweep stops at the
-				// same seed every time.
-				replays.Wait()
-				if f := def.beforeNew(); f != nil {
-					f()
-				}
-			}
-			if stopped || !journaled && def.stopped.Load() {
-				// Seeds already paid for are replayed even once the budget
-				// is reached; the first new one after it stops the run.
-				stopped = true
-				b.skipped = true
+			if n == 0 {
+				// Stopped, or interrupted: the emitter ends at this block.
+				b := &block{lo: a, hi: a, skipped: true, done: make(chan struct{})}
 				close(b.done)
-				continue
+				blocks <- b // room: the buffer has a slot beyond the window
+				return
 			}
+			b := &block{lo: a, hi: a + n, done: make(chan struct{})}
+			a += n
 			wg.Add(1)
-			if journaled {
-				replays.Add(1)
-			}
 			go func(b *block) {
 				defer wg.Done()
 				defer close(b.done)
-				if journaled {
-					defer replays.Done()
-				}
 				b.err = r.play(inner, b, j)
+				def.release(b.hi-b.lo, b.dearest)
 			}(b)
+			blocks <- b
 		}
 	}()
-	for _, b := range blocks {
+	for b := range blocks {
 		<-b.done
 		if b.skipped {
 			if err := ctx.Err(); err != nil {
@@ -141,11 +122,13 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 		}
 		if b.err != nil {
 			cancel()
+			drain(blocks)
 			return b.err
 		}
 		for _, res := range b.results {
 			if err := emit(res); err != nil {
 				cancel()
+				drain(blocks)
 				return err
 			}
 		}
@@ -153,6 +136,15 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 		<-window
 	}
 	return nil
+}
+
+// drain empties blocks until the dispatcher closes it (after ctx's
+// cancellation), so that it never waits on a full channel.
+func drain(blocks <-chan *block) {
+	go func() {
+		for range blocks {
+		}
+	}()
 }
 
 // play fills b.results: journaled seeds from the journal, the others from
@@ -172,6 +164,7 @@ func (r *runner) play(ctx context.Context, b *block, j *journal) error {
 		if j != nil {
 			if s, ok := j.done[res.Seed]; ok && r.replay(s, res) {
 				def.addSpent(s.Spent, true)
+				b.dearest = maxCost(b.dearest, s.Spent)
 				continue
 			}
 			res.Resize(d, r.plan)
@@ -237,6 +230,7 @@ func (r *runner) play(ctx context.Context, b *block, j *journal) error {
 			}
 		}
 		def.addSpent(spent[k], false)
+		b.dearest = maxCost(b.dearest, spent[k])
 		if ok && j != nil {
 			line.Spent = spent[k]
 			done = append(done, line)

@@ -75,11 +75,15 @@ type ShareResult struct {
 // directory, which the other shares write at the same time, and records
 // the share as finished. A share run again keeps the units it finished
 // (checked against the ledger's sizes and checksums) and writes the rest,
-// so a share killed midway is simply started again. It publishes nothing:
+// so a share killed midway is simply started again. A spec with max_cost
+// is refused: each share would spend up to the whole budget. It publishes nothing:
 // Finalize does, once every share is in. With overwrite a finished sweep
 // in out is no reason to refuse (Finalize then replaces it).
 func RunShare(ctx context.Context, r sweep.Resolved, out string, sh Share, overwrite bool, opt sweep.Options) (ShareResult, error) {
 	var res ShareResult
+	if len(r.Spec.MaxCost) > 0 {
+		return res, errors.New("max_cost (--max-cost) is not enforced across the shares of a static split: leave it out, or run the sweep in one process")
+	}
 	st, err := sweep.StageShared(out, overwrite)
 	if err != nil {
 		return res, err

@@ -49,8 +49,11 @@ type Options struct {
 	// SweepID, if set, is the manifest's sweep_id (a distributed sweep's
 	// id, which its records on Kafka carry); otherwise a new random one.
 	SweepID string
-	// KeptCost, if set, is called with the recorded cost of every unit
-	// kept from an interrupted sweep (cost so far, for --max-cost).
+	// KeptCost, if set, is called once, before any unit runs, with the
+	// recorded cost of the units an interrupted sweep finished without
+	// error rows (the cost so far, for --max-cost: a budget counts it
+	// before it hands out new work). A unit among them found damaged is
+	// written again, and its cost counted twice.
 	KeptCost func(world.Cost)
 	// FinalizeOnly runs no unit: every unit must already be in the
 	// staging directory's ledger with its files intact (the shares of a
@@ -197,6 +200,19 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	}
 	workers = int(min(uint64(workers), max(r.UnitCount(), 1)))
 
+	if opt.KeptCost != nil && !opt.FinalizeOnly {
+		var kept world.Cost
+		r.Units(func(u Unit) bool {
+			if opt.Units != nil && !opt.Units(u) {
+				return true
+			}
+			if e, ok := done[u.ID()]; ok && e.Unit == u && e.Errors == 0 {
+				kept = addCost(kept, e.Cost)
+			}
+			return true
+		})
+		opt.KeptCost(kept)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	work := make(chan Unit)
@@ -260,9 +276,6 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 			mu.Unlock()
 			if opt.Progress != nil {
 				opt.Progress(int(u.Seeds.Len()), int(e.Errors))
-			}
-			if opt.KeptCost != nil {
-				opt.KeptCost(e.Cost)
 			}
 			return true
 		}
