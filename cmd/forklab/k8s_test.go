@@ -102,33 +102,10 @@ func TestK8sSweepJob(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(spec), &sm); err != nil {
 		t.Fatal(err)
 	}
-	sm["seeds"] = "0:20000"
-	b, _ := yaml.Marshal(sm)
 	os.MkdirAll(filepath.Join(root, "spec"), 0o755)
-	os.WriteFile(filepath.Join(root, "spec", "spec.yaml"), b, 0o644)
 	local := func(a string) string {
 		a = strings.ReplaceAll(a, "/spec/", filepath.Join(root, "spec")+"/")
 		return strings.ReplaceAll(a, "/data/", filepath.Join(root, "data")+"/")
-	}
-	// The finishing Job starts first and waits for the shares.
-	finCmd := exec.Command(forklabBin)
-	for _, a := range finArgs[1:] {
-		finCmd.Args = append(finCmd.Args, local(a))
-	}
-	finCmd.Args = append(finCmd.Args, "-q", "--poll=200ms")
-	finCmd.Stderr = os.Stderr
-	if err := finCmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		var pod []string
-		for _, a := range args[1:] {
-			pod = append(pod, local(strings.ReplaceAll(a, "$(JOB_COMPLETION_INDEX)", strconv.Itoa(i))))
-		}
-		mustRun(t, pod...)
-	}
-	if err := finCmd.Wait(); err != nil {
-		t.Fatalf("finalize %q: %v", finCmd.Args, err)
 	}
 	out := ""
 	for _, a := range finArgs {
@@ -136,7 +113,37 @@ func TestK8sSweepJob(t *testing.T) {
 			out = local(a)
 		}
 	}
-	single := filepath.Join(t.TempDir(), "single")
-	mustRun(t, "sweep", "--spec", filepath.Join(root, "spec", "spec.yaml"), "--out", single, "-q")
-	sameSweep(t, single, out, false)
+	// Applied once, then again over the published sweep with another spec
+	// and --overwrite on both Jobs, as the file's header says.
+	for _, run := range []struct {
+		seeds string
+		extra []string
+	}{{"0:20000", nil}, {"0:12000", []string{"--overwrite"}}} {
+		sm["seeds"] = run.seeds
+		b, _ := yaml.Marshal(sm)
+		os.WriteFile(filepath.Join(root, "spec", "spec.yaml"), b, 0o644)
+		// The finishing Job starts first and waits for the shares.
+		finCmd := exec.Command(forklabBin)
+		for _, a := range finArgs[1:] {
+			finCmd.Args = append(finCmd.Args, local(a))
+		}
+		finCmd.Args = append(append(finCmd.Args, run.extra...), "-q", "--poll=200ms")
+		finCmd.Stderr = os.Stderr
+		if err := finCmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			var pod []string
+			for _, a := range args[1:] {
+				pod = append(pod, local(strings.ReplaceAll(a, "$(JOB_COMPLETION_INDEX)", strconv.Itoa(i))))
+			}
+			mustRun(t, append(pod, run.extra...)...)
+		}
+		if err := finCmd.Wait(); err != nil {
+			t.Fatalf("finalize %q: %v", finCmd.Args, err)
+		}
+		single := filepath.Join(t.TempDir(), "single")
+		mustRun(t, "sweep", "--spec", filepath.Join(root, "spec", "spec.yaml"), "--out", single, "-q")
+		sameSweep(t, single, out, false)
+	}
 }

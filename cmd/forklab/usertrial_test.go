@@ -103,3 +103,36 @@ func TestMaxCostEnforcedOrRefused(t *testing.T) {
 		}
 	}
 }
+
+// The shares of a split run with --overwrite over a finished sweep, then
+// finalize: without --overwrite it refuses (exit 2) and leaves the
+// finished sweep as it was; with --overwrite it replaces it with the
+// split's sweep, which is the single-process sweep's, byte for byte. A
+// resume of the shares' staging without --overwrite says what to pass.
+func TestSplitOverwriteThenFinalizeReplaces(t *testing.T) {
+	root := t.TempDir()
+	out := filepath.Join(root, "single")
+	mustRun(t, "sweep", "--seeds", "0:5000", "--out", out, "-q")
+	args := []string{"--seeds", "0:2000", "--unit-seeds", "500", "--out", out, "--overwrite", "-q"}
+	for _, sh := range []string{"0/2", "1/2"} {
+		mustRun(t, append([]string{"sweep", "--shard", sh}, args...)...)
+	}
+	_, stderr, code := run(t, "sweep", "finalize", out)
+	if code != 2 || !strings.Contains(stderr, "holds a finished sweep (manifest.json); pass --overwrite to replace it") {
+		t.Fatalf("finalize without --overwrite: exit %d, %q", code, stderr)
+	}
+	_, stderr, code = run(t, "sweep", "--seeds", "0:2000", "--unit-seeds", "500", "--out", out, "--resume", "-q")
+	if code != 2 || !strings.Contains(stderr, "holds a finished sweep and units staged to replace it (a run with --overwrite): pass --overwrite") {
+		t.Fatalf("resume without --overwrite: exit %d, %q", code, stderr)
+	}
+	if !strings.Contains(mustRun(t, "report", out), "5000 pairs") {
+		t.Fatal("the refusals touched the finished sweep")
+	}
+	mustRun(t, "sweep", "finalize", out, "--overwrite", "-q")
+	want := filepath.Join(root, "want")
+	mustRun(t, "sweep", "--seeds", "0:2000", "--unit-seeds", "500", "--out", want, "-q")
+	sameSweep(t, want, out, false)
+	if _, err := os.Stat(filepath.Join(root, ".single.forklab-staging")); err == nil {
+		t.Error("the staging directory is left after the publish")
+	}
+}

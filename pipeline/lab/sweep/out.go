@@ -116,7 +116,10 @@ const ledgerDir = ".forklab-units"
 // finished units are checked and reused by Run); without, it is emptied.
 // A finished sweep with error rows keeps its ledger, and resume stages it
 // again (its files linked, not copied) so that Run plays only the units
-// with errors again. Errors name the directory and what to do.
+// with errors again; with overwrite too, units already staged beside a
+// finished sweep (an interrupted --overwrite run, the shares of a split)
+// are kept, and publishing replaces the finished sweep. Errors name the
+// directory and what to do.
 func Stage(out string, overwrite, resume bool) (*Staging, error) {
 	if err := checkOut(out); err != nil {
 		return nil, err
@@ -125,10 +128,19 @@ func Stage(out string, overwrite, resume bool) (*Staging, error) {
 	finished := merr == nil
 	retry := false // a finished sweep with error rows, to play again
 	if finished && resume {
-		if _, err := os.Stat(filepath.Join(out, ledgerDir)); err != nil {
+		_, stErr := os.Stat(StagingDir(out))
+		if stErr == nil && overwrite {
+			// Units staged to replace the finished sweep (an interrupted
+			// sweep --overwrite, the shares of a split run with
+			// --overwrite): go on with them; publishing replaces it.
+		} else if _, err := os.Stat(filepath.Join(out, ledgerDir)); err != nil {
+			if stErr == nil {
+				return nil, fmt.Errorf("output %s holds a finished sweep and units staged to replace it (a run with --overwrite): pass --overwrite to go on with them and replace the finished sweep", out)
+			}
 			return nil, fmt.Errorf("output %s holds a finished sweep without error rows: there is nothing to resume", out)
+		} else {
+			retry = true
 		}
-		retry = true
 	}
 	if finished && !overwrite && !retry {
 		return nil, fmt.Errorf("output %s %w (%s); pass --overwrite to replace it or choose another --out", out, ErrFinished, ManifestName)
