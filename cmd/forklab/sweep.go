@@ -129,6 +129,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			if err := af.apply(&spec); err != nil {
 				return asInput(err)
 			}
+			if err := sf.agentForWorkers(&spec, quiet); err != nil {
+				return err
+			}
 			if policyFile != "" {
 				r, err := policy.ReadFile(policyFile)
 				if err != nil {

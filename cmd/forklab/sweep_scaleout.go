@@ -84,6 +84,58 @@ func (sf *scaleFlags) check(cmd *cobra.Command, resume, fromLog bool) error {
 	return nil
 }
 
+// absAgent makes the relative paths in a distributed sweep's agent
+// command absolute, against this directory: workers run the command
+// wherever they were started, and a path relative to the coordinator's
+// directory would name nothing there (or something else). A word is a
+// relative path when it names an existing file here and is not the
+// command's name (which the shell looks up in PATH); words with quotes,
+// escapes or variables are left as they are. The returned notes say what
+// was changed.
+func absAgent(line, dir string) (string, []string) {
+	var notes []string
+	words := strings.Fields(line)
+	name := true // the next word is the command's name (after NAME=value words)
+	for i, w := range words {
+		isName := name && !strings.Contains(w, "=")
+		if isName {
+			name = false
+		}
+		if strings.ContainsAny(w, "'\"\\$`~=;&|<>(){}*?") || strings.HasPrefix(w, "/") || strings.HasPrefix(w, "-") ||
+			(isName && !strings.Contains(w, "/")) {
+			continue
+		}
+		p := filepath.Join(dir, w)
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		words[i] = shellQuote(p)
+		notes = append(notes, fmt.Sprintf("%s as %s", w, words[i]))
+	}
+	if notes == nil {
+		return line, nil
+	}
+	return strings.Join(words, " "), notes
+}
+
+// agentForWorkers rewrites a distributed sweep's agent command for the
+// workers (absAgent) and says so.
+func (sf *scaleFlags) agentForWorkers(spec *sweep.Spec, quiet bool) error {
+	if !sf.distributed || spec.Agent == nil {
+		return nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	line, notes := absAgent(spec.Agent.Command, dir)
+	if notes != nil && !quiet {
+		fmt.Fprintf(os.Stderr, "forklab sweep: the workers run the agent command wherever they were started: it sends them %s (a worker's --agent CMD replaces it)\n", strings.Join(notes, ", "))
+	}
+	spec.Agent.Command = line
+	return nil
+}
+
 // run runs the share or the distributed sweep; ext is the sweep's
 // external agent, or nil.
 func (sf *scaleFlags) run(cmd *cobra.Command, r sweep.Resolved, ext *agentproc.Definition, out string, overwrite, quiet bool, workers int) error {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // What a new user's first tour of forklab found (the QA report): each
@@ -134,5 +137,78 @@ func TestSplitOverwriteThenFinalizeReplaces(t *testing.T) {
 	sameSweep(t, want, out, false)
 	if _, err := os.Stat(filepath.Join(root, ".single.forklab-staging")); err == nil {
 		t.Error("the staging directory is left after the publish")
+	}
+}
+
+// A distributed agent sweep whose command names a path relative to the
+// coordinator's directory: the workers get it made absolute, so a worker
+// started elsewhere runs it. A worker that cannot start its agent (here
+// its own --agent, a file that is not there) records a failed attempt,
+// which the coordinator shows, and exits 1 without holding the queue up:
+// the next worker finishes the sweep.
+func TestDistributedAgentFromAnotherDirectory(t *testing.T) {
+	python := pythonBin(t)
+	broker := startBroker(t)
+	out := filepath.Join(t.TempDir(), "out")
+	coord := startProc(t, "coordinator", "sweep", "--distributed", "--brokers", broker, "--queue", "reldir", "--partitions", "2",
+		"--agent", python+" ../../examples/agents/seed_core.py", "--seeds", "0:400", "--unit-seeds", "100", "--out", out)
+	defer func() { coord.cmd.Process.Kill(); <-coord.done }()
+	elsewhere := t.TempDir()
+	worker := func(args ...string) (string, int) {
+		cmd := exec.Command(forklabBin, append([]string{"worker", "--brokers", broker, "--queue", "reldir", "--parallel", "1", "--session-timeout", "6s"}, args...)...)
+		cmd.Dir = elsewhere
+		b, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return string(b), cmd.ProcessState.ExitCode()
+	}
+	msg, code := worker("--agent", python+" agent-not-here.py")
+	if code != 1 || !strings.Contains(msg, "cannot start its agent: agent ") || !strings.Contains(msg, "attempt is recorded as failed and reported") {
+		t.Fatalf("worker without its agent: exit %d:\n%s", code, msg)
+	}
+	if msg, code := worker("--max-units", "4"); code != 0 {
+		t.Fatalf("worker: exit %d:\n%s", code, msg)
+	}
+	select {
+	case <-coord.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the coordinator did not finish")
+	}
+	stderr := coord.errb.String()
+	abs := repoFile(t, "examples/agents/seed_core.py")
+	if code := coord.cmd.ProcessState.ExitCode(); code != 0 ||
+		!strings.Contains(stderr, "it sends them ../../examples/agents/seed_core.py as "+abs) ||
+		!strings.Contains(stderr, "failed on worker ") || !strings.Contains(stderr, "could not start the agent: agent ") {
+		t.Fatalf("coordinator: exit %d:\n%s", code, stderr)
+	}
+	if got := mustRun(t, "sql", out, "SELECT status, count(*) AS n FROM pairs GROUP BY ALL", "--format", "csv"); got != "status,n\nok,400\n" {
+		t.Fatalf("pairs: %s", got)
+	}
+}
+
+// absAgent makes the words of an agent command that name files here
+// absolute, and leaves the rest: the command's name (looked up in PATH),
+// options, quoted words, words that name nothing here.
+func TestAbsAgent(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "agents"), 0o755)
+	for _, f := range []string{"agents/a.py", "b.js", "python3", "with space.py"} {
+		os.WriteFile(filepath.Join(dir, f), nil, 0o644)
+	}
+	for _, tc := range []struct{ line, want string }{
+		{"python3 agents/a.py --model small", "python3 " + dir + "/agents/a.py --model small"},
+		{"node b.js", "node " + dir + "/b.js"},
+		{"./agents/a.py", dir + "/agents/a.py"},
+		{"python3 /opt/a.py", "python3 /opt/a.py"},
+		{"python3 -m agents.a", "python3 -m agents.a"},
+		{"python3 'with space.py'", "python3 'with space.py'"},
+		{"python3 missing.py", "python3 missing.py"},
+		{"A=1 python3 agents/a.py", "A=1 python3 " + dir + "/agents/a.py"},
+	} {
+		if got, _ := absAgent(tc.line, dir); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.line, got, tc.want)
+		}
 	}
 }

@@ -48,8 +48,11 @@ journaled in the output directory, so a unit redone after a worker was
 killed pays for none of them twice.
 
 A unit whose attempts fail --max-attempts times (set by the coordinator) is
-written as error rows naming each failure. A worker that cannot write the
-output directory stops with the error and leaves the unit to the others.
+written as error rows naming each failure. A worker that cannot start a
+sweep's agent records that as a failed attempt at the unit it took (the
+coordinator shows it), puts the unit back and stops (exit 1). A worker that
+cannot write the output directory stops with the error and leaves the unit
+to the others.
 
 The first SIGINT or SIGTERM lets the running units finish and leaves the
 group; a second one stops at once (the units go to other workers).

@@ -57,7 +57,11 @@ type Status struct {
 	ErrorPairs int64
 	// Failed counts failed attempts; Running the units being run now.
 	Failed, Running int
-	// Workers counts the worker processes heard from in the last 30s.
+	// LastFailure says which attempt failed last and why ("" if none).
+	LastFailure string
+	// Workers counts the worker processes running a unit or heard from
+	// (any report: a unit started, progress, done, an attempt failed) in
+	// the last 30s.
 	Workers int
 	// PickedUp: this coordinator continues one that stopped.
 	PickedUp bool
@@ -248,8 +252,17 @@ type doneUnit struct {
 }
 
 type runningUnit struct {
-	seeds uint64
-	at    time.Time
+	seeds  uint64
+	at     time.Time
+	worker string // the worker process running it
+}
+
+// process names the worker process of a member ID-k.
+func process(member string) string {
+	if i := strings.LastIndexByte(member, '-'); i > 0 {
+		return member[:i]
+	}
+	return member
 }
 
 // start records a new sweep in the staging directory.
@@ -454,11 +467,7 @@ func (co *coordinator) guardRetention(ctx context.Context) error {
 // take applies one report of the sweep.
 func (co *coordinator) take(rep Report) {
 	if rep.Worker != "" && rep.Worker != "coordinator" {
-		proc := rep.Worker
-		if i := strings.LastIndexByte(proc, '-'); i > 0 {
-			proc = proc[:i] // a member ID-k of worker ID
-		}
-		co.seen[proc] = time.Now()
+		co.seen[process(rep.Worker)] = time.Now()
 	}
 	u, ok := co.r.UnitAt(rep.Seq)
 	if !ok || (rep.Kind != KindPublished && rep.Kind != KindFinalized && u != rep.Unit) {
@@ -467,12 +476,14 @@ func (co *coordinator) take(rep Report) {
 	switch rep.Kind {
 	case KindStarted, KindProgress:
 		if _, ok := co.done[rep.Seq]; !ok {
-			co.running[rep.Seq] = runningUnit{seeds: rep.Seeds, at: time.Now()}
+			co.running[rep.Seq] = runningUnit{seeds: rep.Seeds, at: time.Now(), worker: process(rep.Worker)}
 		}
 	case KindFailed:
 		if k := (failedKey{rep.Seq, rep.Attempt, rep.Error}); !co.failed[k] {
 			co.failed[k] = true
 			co.status.Failed++
+			co.status.LastFailure = fmt.Sprintf("unit %s attempt %d (worker %s): %s", u.ID(), rep.Attempt, rep.Worker, rep.Error)
+			co.cfg.Logf("unit %s: attempt %d of %d failed on worker %s: %s", u.ID(), rep.Attempt, co.rec.MaxAttempts, rep.Worker, rep.Error)
 		}
 		delete(co.running, rep.Seq)
 	case KindDone:
@@ -508,14 +519,19 @@ func (co *coordinator) update() {
 		s.Running++
 		s.SeedsDone += ru.seeds
 	}
-	s.Workers = 0
+	// The workers: those heard from lately, and those running a unit.
+	workers := map[string]bool{}
+	for _, ru := range co.running {
+		workers[ru.worker] = true
+	}
 	for w, at := range co.seen {
 		if now.Sub(at) < 30*time.Second {
-			s.Workers++
+			workers[w] = true
 		} else {
 			delete(co.seen, w)
 		}
 	}
+	s.Workers = len(workers)
 	co.cfg.Progress(*s)
 }
 

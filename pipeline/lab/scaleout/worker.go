@@ -88,7 +88,12 @@ type WorkerStats struct {
 //     worker was killed) is put back at the end of its partition with the
 //     new count, so a unit that kills its workers never holds up the
 //     units behind it.
-//  6. Otherwise the worker records an attempt and runs the unit: files
+//  6. A unit of an external agent's sweep whose agent this worker cannot
+//     start (OpenAgent fails) gets a failed attempt, recorded and
+//     reported, and goes back (or, at the limit, is written as error
+//     rows); then the worker stops, its record committed, leaving its
+//     partitions to workers that can start the agent.
+//  7. Otherwise the worker records an attempt and runs the unit: files
 //     (temporary name, fsync, rename), ledger entry, report done. A
 //     failure (the world panicked or gave up) is recorded on the attempt
 //     and the unit goes back to the end of its partition, or, at the
@@ -162,6 +167,21 @@ type errFatal struct{ err error }
 
 func (e errFatal) Error() string { return e.err.Error() }
 func (e errFatal) Unwrap() error { return e.err }
+
+// errStopAfter stops the worker once the record in hand is committed: the
+// unit was dealt with (reported, put back or written as error rows), but
+// the worker cannot go on (it cannot start the sweep's agent).
+type errStopAfter struct{ err error }
+
+func (e errStopAfter) Error() string { return e.err.Error() }
+func (e errStopAfter) Unwrap() error { return e.err }
+
+// errAgentStart is sweepOf's error for an agent the worker could not
+// start: an attempt at the unit that failed.
+type errAgentStart struct{ err error }
+
+func (e errAgentStart) Error() string { return e.err.Error() }
+func (e errAgentStart) Unwrap() error { return e.err }
 
 // Run runs the worker's members until Drain (after their current units)
 // or until ctx is cancelled (abandoning their current units, which go to
@@ -268,7 +288,14 @@ func (m *member) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return err
+			var stop errStopAfter
+			if !errors.As(err, &stop) {
+				return err
+			}
+			if cerr := r.CommitMessages(ctx, rec); cerr != nil {
+				m.logf("commit %s[%d]@%d: %v", rec.Topic, rec.Partition, rec.Offset, cerr)
+			}
+			return stop.err
 		}
 		if err := r.CommitMessages(ctx, rec); err != nil {
 			if ctx.Err() != nil {
@@ -342,7 +369,7 @@ func (m *member) sweepOf(ctx context.Context, msg UnitMsg) (*memberSweep, error)
 			return nil, errFatal{fmt.Errorf("sweep %s runs an external agent, which this worker cannot start", msg.Sweep)}
 		}
 		if agent, err = m.w.cfg.OpenAgent(ctx, *a); err != nil {
-			return nil, errFatal{fmt.Errorf("sweep %s: start its agent: %w", msg.Sweep, err)}
+			return nil, errAgentStart{err}
 		}
 		agent.SetJournal(st.JournalDir())
 		agent.SetLogDir(filepath.Join(st.Dir, sweep.AgentLogs, m.id))
@@ -414,6 +441,10 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 		return m.putBack(ctx, msg, msg.Failures)
 	}
 	s, err := m.sweepOf(ctx, msg)
+	var ase errAgentStart
+	if errors.As(err, &ase) {
+		return m.agentFailed(ctx, msg, ase.err)
+	}
 	if err != nil {
 		return err
 	}
@@ -519,6 +550,96 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 	return m.putBack(ctx, msg, len(why))
 }
 
+// agentFailed deals with msg's unit when this worker could not start its
+// sweep's agent (a command it cannot run here, a missing interpreter, an
+// agent that fails initialize): that is a failed attempt at the unit,
+// recorded and reported like any other, and the unit goes back to the end
+// of its partition, or, at the attempt limit, is written as error rows
+// (which needs the declaration the coordinator staged, not the agent). A
+// unit found finished is reported again. Then the worker stops, once the
+// record is committed: every unit of the sweep would fail here, and its
+// partitions are better served by other workers.
+func (m *member) agentFailed(ctx context.Context, msg UnitMsg, cause error) error {
+	u, id := msg.Unit, msg.Unit.ID()
+	st := &sweep.Staging{Out: msg.Out, Dir: sweep.StagingDir(msg.Out)}
+	reason := fmt.Sprintf("worker %s could not start the agent: %v", m.w.cfg.ID, cause)
+	stop := errStopAfter{fmt.Errorf("sweep %s: cannot start its agent: %w; unit %s's attempt is recorded as failed and reported, and the unit left to other workers: fix the command (a path relative to another directory?) or give this worker --agent CMD",
+		short(msg.Sweep), cause, id)}
+	report := Report{Sweep: msg.Sweep, Worker: m.id, Seq: msg.Seq, Unit: u}
+	if e, ok := sweep.Finished(st, u, false); ok {
+		r := report
+		r.Kind, r.Again, r.Seeds, r.Errors, r.Bytes = KindDone, true, u.Seeds.Len(), e.Errors, entryBytes(e)
+		m.w.count(func(st *WorkerStats) { st.Again++ })
+		if err := m.mustReport(ctx, r); err != nil {
+			return err
+		}
+		return stop
+	}
+	adir := st.StateDir(attemptsDir)
+	as, err := readAttempts(adir, id)
+	if err != nil {
+		return errFatal{fmt.Errorf("read the attempts at unit %s in %s: %w", id, adir, err)}
+	}
+	now, lease := time.Now(), msg.Lease()
+	for _, a := range as {
+		if a.live(lease, now) {
+			// Another worker has it in hand: leave it to that one.
+			if err := m.putBack(ctx, msg, msg.Failures); err != nil {
+				return err
+			}
+			return stop
+		}
+	}
+	_, why := failures(as, lease, now)
+	ra, err := startAttempt(adir, id, m.id, msg.Sweep, lease)
+	if err == nil {
+		err = ra.end(attemptFailed, reason)
+	}
+	if err != nil {
+		return errFatal{fmt.Errorf("record the failed attempt at unit %s in %s: %w", id, adir, err)}
+	}
+	m.w.count(func(st *WorkerStats) { st.Failed++ })
+	why = append(why, fmt.Sprintf("attempt %d (worker %s): %s", len(why)+1, m.id, reason))
+	r := report
+	r.Kind, r.Attempt, r.Error = KindFailed, len(as)+1, reason
+	if err := m.mustReport(ctx, r); err != nil {
+		return err
+	}
+	m.logf("unit %s of sweep %s: attempt %d failed: %s", id, short(msg.Sweep), len(as)+1, reason)
+	if len(why) < msg.MaxAttempts {
+		if err := m.putBack(ctx, msg, len(why)); err != nil {
+			return err
+		}
+		return stop
+	}
+	rs, err := resolveUnstarted(msg)
+	if err != nil {
+		return errFatal{fmt.Errorf("unit %s of sweep %s: %w", id, short(msg.Sweep), err)}
+	}
+	if err := m.poison(ctx, &memberSweep{r: rs, st: st}, msg, report, why); err != nil {
+		return err
+	}
+	return stop
+}
+
+// resolveUnstarted resolves msg's spec without its agent, through the
+// declaration the coordinator staged beside the ledger: enough to write
+// the unit's error rows.
+func resolveUnstarted(msg UnitMsg) (sweep.Resolved, error) {
+	_, decl, err := sweep.StagedSpec(msg.Out)
+	if err != nil {
+		return sweep.Resolved{}, err
+	}
+	r, err := msg.Spec.ResolveWith(declared{decl})
+	if err != nil {
+		return r, fmt.Errorf("the staged spec: %w", err)
+	}
+	if got, ok := r.UnitAt(msg.Seq); !ok || got != msg.Unit {
+		return r, fmt.Errorf("it is not unit %d of the staged spec", msg.Seq)
+	}
+	return r, nil
+}
+
 // poison writes msg's unit as error rows and reports it done.
 func (m *member) poison(ctx context.Context, s *memberSweep, msg UnitMsg, report Report, why []string) error {
 	u := msg.Unit
@@ -572,7 +693,9 @@ func (m *member) tryReport(r Report) {
 }
 
 // progress reports the running unit's finished seeds every two seconds
-// while they change, until the returned stop is called.
+// while they change, and every 20 seconds anyway (a slow agent's seed
+// must not make the coordinator think the worker went quiet), until the
+// returned stop is called.
 func (m *member) progress(report Report, attemptNo int) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -580,13 +703,14 @@ func (m *member) progress(report Report, attemptNo int) (stop func()) {
 		t := time.NewTicker(2 * time.Second)
 		defer t.Stop()
 		var last uint64
+		sent := time.Now()
 		for {
 			select {
 			case <-done:
 				return
 			case <-t.C:
-				if n := m.seeds.Load(); n != last {
-					last = n
+				if n := m.seeds.Load(); n != last || time.Since(sent) >= 20*time.Second {
+					last, sent = n, time.Now()
 					r := report
 					r.Kind, r.Attempt, r.Seeds = KindProgress, attemptNo, n
 					m.tryReport(r)
