@@ -56,7 +56,8 @@ func workerExit(err error) error {
 		return nil
 	case errors.Is(err, agent.ErrFenced), errors.Is(err, agent.ErrClosed):
 		return exitError{3, err}
-	case errors.Is(err, agent.ErrForeign), errors.Is(err, session.ErrFold), errors.Is(err, agent.ErrRule), errors.Is(err, agent.ErrArm):
+	case errors.Is(err, agent.ErrForeign), errors.Is(err, session.ErrFold), errors.Is(err, agent.ErrRule), errors.Is(err, agent.ErrArm),
+		errors.Is(err, agent.ErrNothingToFork):
 		return asInput(err)
 	}
 	// The log refused the request itself (a bad name or offset, a missing
@@ -183,13 +184,19 @@ func printOutcome(name string, res agent.Result) {
 		if s.Started {
 			steps = s.Play.Steps()
 		}
-		fmt.Printf("session %s paused at step %d after %d events (epoch %d); tail %s\n", name, steps, s.Events, res.Epoch, res.Tail)
+		fmt.Printf("session %s paused at step %d after %s, epoch %d; tail %s\n", name, steps, eventsText(s), res.Epoch, res.Tail)
 		return
 	}
 	verdict := "failure"
 	if *s.Outcome.Success {
 		verdict = "success"
 	}
-	fmt.Printf("session %s: %s (%d steps; final %s) · %d events, epoch %d · tail %s\n",
-		name, verdict, *s.Outcome.Steps, s.Outcome.Obs, s.Events, res.Epoch, res.Tail)
+	fmt.Printf("session %s: %s (%d steps; final %s) · %s, epoch %d · tail %s\n",
+		name, verdict, *s.Outcome.Steps, s.Outcome.Obs, eventsText(s), res.Epoch, res.Tail)
+}
+
+// eventsText counts a session's events as forklab log read lists them,
+// incarnation events included: "19 events (1 incarnation)".
+func eventsText(s session.Session) string {
+	return fmt.Sprintf("%d events (%d %s)", s.Events+s.Incarnations, s.Incarnations, plural(s.Incarnations, "incarnation", "incarnations"))
 }

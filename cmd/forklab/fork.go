@@ -17,6 +17,7 @@ import (
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
 	"github.com/forklab/forklab/pipeline/world"
+	"github.com/forklab/forklab/stream/client"
 	"github.com/spf13/cobra"
 )
 
@@ -61,9 +62,12 @@ external agent's (docs/agent-protocol.md): the child stream holds the events
 before the offset, the agent's fold turns them into the checkpoint, and the
 agent finishes the branch. An offset is one the log returned: the
 tail agent run -v prints after each event, the next_offset log read prints,
-or each event's offset from forklab log read --offsets. A fork at an offset
-inside a turn (after a model turn, before its tool result) completes the
-turn first.
+or each event's offset from forklab log read --offsets; now is the stream's
+tail. A fork at an offset inside a turn (after a model turn, before its tool
+result) completes the turn first. A fork point with no run to fork — -1,
+the offsets before the first turn, one after the run's outcome — is refused
+before anything is written, and a child stream whose branch fails is
+deleted again.
 
 --json prints one JSON object per outcome: world, arm, replica, seed,
 fork_step, intervened, success, cost (the branch's own, from the fork to its
@@ -100,6 +104,20 @@ features, none elsewhere.`,
 					return asInput(err)
 				}
 				rule = &r
+			}
+			if stream != "" {
+				// -1 (the beginning) has no run to fork; now is the tail.
+				switch offset {
+				case "":
+				case client.Start:
+					return asInput(agent.NoTurnYet(stream, "-1 (the beginning)"))
+				case agent.Now:
+					info, err := lf.client().Head(cmd.Context(), stream)
+					if err != nil {
+						return workerExit(fmt.Errorf("look up %s: %w", stream, err))
+					}
+					offset = info.Tail
+				}
 			}
 			if agentLine != "" {
 				// An external agent: its fold gives the checkpoint.
@@ -199,7 +217,7 @@ features, none elsewhere.`,
 	f.StringVar(&policyFile, "policy", "", "guard rule for --arm policy")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per outcome")
 	f.StringVar(&stream, "stream", "", "session stream to fork on the log")
-	f.StringVar(&offset, "offset", "", "offset in --stream to fork at")
+	f.StringVar(&offset, "offset", "", "offset in --stream to fork at: one the log returned after step 1 or later, or now (the tail)")
 	durationFlag(f, &retryFor, "retry-for", 2*time.Minute, 0, 24*time.Hour, "with --stream: how long to retry while the log is unreachable")
 	f.StringVar(&child, "child", "", "name of the child stream (default NAME/fork-ARM-rREPLICA-OFFSET)")
 	f.StringVar(&agentLine, "agent", "", "fork an external agent's session (with --stream): the command that starts the agent, whose fold gives the checkpoint")
@@ -210,7 +228,8 @@ features, none elsewhere.`,
 
 // streamForkOutcome is forklab fork --stream --json's output: the branch's
 // outcome as forklab fork --checkpoint --json prints it, with the child
-// stream, its events and tail.
+// stream, its events (every one forklab log read lists, incarnation events
+// included) and tail.
 type streamForkOutcome struct {
 	Stream string `json:"stream"`
 	forkOutcome
@@ -222,7 +241,7 @@ type streamForkOutcome struct {
 // streamOutcome describes a finished branch session.
 func streamOutcome(child string, res agent.Result) streamForkOutcome {
 	s := res.Session
-	o := streamForkOutcome{Stream: child, Events: s.Events, Epoch: res.Epoch, Tail: res.Tail,
+	o := streamForkOutcome{Stream: child, Events: s.Events + s.Incarnations, Epoch: res.Epoch, Tail: res.Tail,
 		forkOutcome: forkOutcome{World: s.Decl.Name}}
 	if b := s.Branch; b != nil {
 		o.Arm, o.Replica, o.ForkStep = b.Arm, b.Replica, b.ForkStep

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
@@ -30,7 +31,16 @@ func forkAgent(ctx context.Context, line string, log *client.Client, stream, off
 			return asInput(fmt.Errorf("--policy: %w", err))
 		}
 	}
+	_, herr := log.Head(ctx, child)
 	o, f, err := def.ForkFromLog(ctx, log, stream, offset, child, arm, replica, fires)
+	if err != nil && client.IsNotFound(herr) {
+		// The child this fork created holds no branch: leave none behind.
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if derr := log.Delete(dctx, child); derr != nil && !client.IsNotFound(derr) {
+			fmt.Fprintf(os.Stderr, "forklab fork: could not delete the child stream %s: %v\n", child, derr)
+		}
+	}
 	if err != nil {
 		if code := client.StatusCode(err); code >= 400 && code < 500 || errors.Is(err, agentproc.ErrForkStep) {
 			return asInput(err)

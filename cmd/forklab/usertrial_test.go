@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -210,5 +211,68 @@ func TestAbsAgent(t *testing.T) {
 		if got, _ := absAgent(tc.line, dir); got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.line, got, tc.want)
 		}
+	}
+}
+
+// readOffsets is forklab log read --offsets: each event's offset, and the
+// events.
+func readOffsets(t *testing.T, url, stream string) (offsets, events []string) {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimSpace(mustRun(t, "log", "read", "--log", url, "--stream", stream, "--offsets")), "\n") {
+		o, e, _ := strings.Cut(l, "  ")
+		offsets, events = append(offsets, o), append(events, e)
+	}
+	return offsets, events
+}
+
+// fork --stream refuses a fork point with no run to fork — -1, after the
+// incarnation, after session_start, after the outcome, now on a finished
+// session — with exit 2, the same message when run again, and no child
+// stream left; now on a paused session forks at its tail. The events
+// agent run and fork count are those log read lists.
+func TestForkPointsWithNothingToFork(t *testing.T) {
+	url := startLogServe(t)
+	out := mustRun(t, "agent", "run", "--log", url, "--session", "done", "--seed", "5", "-v")
+	offsets, events := readOffsets(t, url, "done")
+	if len(events) != 19 || !strings.Contains(out, "· 19 events (1 incarnation), epoch 0") {
+		t.Fatalf("log read lists %d events; agent run -v said %q", len(events), out)
+	}
+	last := offsets[len(offsets)-1]
+	noTurn := "no turn has been played at this offset, so there is nothing to fork; fork at an offset after step 1 (forklab log read --stream done --offsets prints each event's offset)"
+	ended := "the run had already ended at this offset; nothing to fork"
+	for _, tc := range []struct{ name, offset, want string }{
+		{"the beginning", "-1", "done at -1 (the beginning): " + noTurn},
+		{"after the incarnation", offsets[0], "done at " + offsets[0] + ": " + noTurn},
+		{"after session_start", offsets[1], "done at " + offsets[1] + ": " + noTurn},
+		{"after the outcome", last, "done at " + last + ": " + ended},
+		{"now, finished", "now", "done at " + last + ": " + ended},
+	} {
+		for range 2 { // the same answer when run again
+			stdout, stderr, code := run(t, "fork", "--log", url, "--stream", "done", "--offset", tc.offset, "--arm", "on")
+			if code != 2 || !strings.Contains(stderr, tc.want) || stdout != "" {
+				t.Errorf("%s: exit %d, %q %q; want 2 and %q", tc.name, code, stdout, stderr, tc.want)
+			}
+		}
+	}
+	for _, o := range append(offsets, "-1", "now") {
+		if _, errs, code := run(t, "log", "read", "--log", url, "--stream", "done/fork-on-r0-"+o); code != 2 || !strings.Contains(errs, "does not exist") {
+			t.Errorf("a refused fork at %s left its child stream: exit %d, %q", o, code, errs)
+		}
+	}
+	// now on a paused session: its tail, after step 3.
+	mustRun(t, "agent", "run", "--log", url, "--session", "paused", "--seed", "5", "--until", "3")
+	pOffsets, _ := readOffsets(t, url, "paused")
+	var got struct {
+		Stream   string `json:"stream"`
+		ForkStep int    `json:"fork_step"`
+		Events   int    `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, "fork", "--log", url, "--stream", "paused", "--offset", "now", "--arm", "on", "--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	tail := pOffsets[len(pOffsets)-1]
+	_, childEvents := readOffsets(t, url, "paused/fork-on-r0-"+tail)
+	if got.Stream != "paused/fork-on-r0-"+tail || got.ForkStep != 3 || got.Events != len(childEvents) {
+		t.Fatalf("fork --offset now: %+v; want the child at the tail %s, fork step 3, the %d events log read lists", got, tail, len(childEvents))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab"
@@ -22,6 +23,32 @@ var ErrArm = errors.New("no such arm")
 // it is to decide on.
 var ErrRule = errors.New("the guard rule does not fit the session's world")
 
+// ErrNothingToFork reports a fork point with no run to fork: no turn has
+// been played there yet (the beginning, the incarnation event, the
+// session_start), or the run had already ended (its outcome is before the
+// offset).
+var ErrNothingToFork = errors.New("nothing to fork")
+
+// nothingToFork is an ErrNothingToFork with its own wording.
+type nothingToFork struct{ msg string }
+
+func (e nothingToFork) Error() string        { return e.msg }
+func (e nothingToFork) Is(target error) bool { return target == ErrNothingToFork }
+
+// Now is the offset that names a stream's tail (the protocol's "now"):
+// Fork forks there, as the tail is when it looks.
+const Now = "now"
+
+// NoTurnYet is the refusal of a fork point before the run's first turn.
+func NoTurnYet(stream, offset string) error {
+	return nothingToFork{fmt.Sprintf("%s at %s: no turn has been played at this offset, so there is nothing to fork; fork at an offset after step 1 (forklab log read --stream %s --offsets prints each event's offset)", stream, offset, stream)}
+}
+
+// Ended is the refusal of a fork point after the run's outcome.
+func Ended(stream, offset string) error {
+	return nothingToFork{fmt.Sprintf("%s at %s: the run had already ended at this offset; nothing to fork (fork at an offset before its outcome event: forklab log read --stream %s --offsets)", stream, offset, stream)}
+}
+
 // Fork forks session stream parent at offset into the new stream child
 // (the protocol's fork: the child reads as the parent's events before
 // offset, then its own), folds the child to find the checkpoint there, and
@@ -35,12 +62,47 @@ var ErrRule = errors.New("the guard rule does not fit the session's world")
 // Forking the same parent at the same offset into the same child twice is
 // idempotent: the second call finds the branch finished and returns it
 // (with ErrFinished).
+//
+// Before anything is written, the parent is folded up to offset: a fork
+// point before the run's first turn (offset -1, the incarnation or
+// session_start event) or after its outcome is refused with an
+// ErrNothingToFork error, and so are an arm or a rule the world does not
+// have. Offset Now forks at the parent's tail. A child this call created
+// is deleted again if a later step fails (but for a newer incarnation
+// fencing this one), so a failed fork leaves no half-made branch.
 func Fork(ctx context.Context, w Worker, parent, offset, child string, forkStep int, arm fork.Arm, replica int, rule *policy.Rule) (Result, error) {
+	if offset == "" || offset == client.Start {
+		return Result{}, NoTurnYet(parent, client.Start+" (the beginning)")
+	}
 	// Check the arm and the rule against the parent's world before
 	// anything is written.
 	d, err := w.worldOf(ctx, parent)
 	if err != nil {
 		return Result{}, err
+	}
+	if offset == Now {
+		var info client.Info
+		err := w.retry(ctx, "look up "+parent, func() error {
+			var err error
+			info, err = w.Log.Head(ctx, parent)
+			return err
+		})
+		if err != nil {
+			return Result{}, fmt.Errorf("look up %s: %w", parent, err)
+		}
+		offset = info.Tail
+	}
+	s, found, err := w.foldTo(ctx, parent, offset)
+	if err != nil {
+		return Result{}, err
+	}
+	if found {
+		switch {
+		case s.Finished():
+			return Result{}, Ended(parent, offset)
+		case !s.Started || s.Play.Steps() == 0 && s.Between():
+			return Result{}, NoTurnYet(parent, offset)
+		}
 	}
 	if !slices.Contains(d.Arms(), string(arm)) {
 		return Result{}, fmt.Errorf("%s: %w: world %s has no arm %s (its arms: %s)", parent, ErrArm, d.Name, arm, strings.Join(d.Arms(), ", "))
@@ -53,7 +115,54 @@ func Fork(ctx context.Context, w Worker, parent, offset, child string, forkStep 
 		}
 		fires = func(s *session.Session) (bool, error) { return f(s.Play.Features(nil)), nil }
 	}
-	return forkWith(ctx, w, parent, offset, child, forkStep, arm, replica, fires)
+	_, herr := w.Log.Head(ctx, child)
+	creates := client.IsNotFound(herr)
+	res, err := forkWith(ctx, w, parent, offset, child, forkStep, arm, replica, fires)
+	if err != nil && creates && !errors.Is(err, ErrFinished) && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrClosed) {
+		// Leave no half-made child behind (a rerun forks it afresh).
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if derr := w.Log.Delete(dctx, child); derr != nil && !client.IsNotFound(derr) {
+			w.logf("%s: could not delete the unfinished child stream: %v", child, derr)
+		}
+	}
+	return res, err
+}
+
+// foldTo folds stream's events up to offset, reading one append at a time
+// from the start (the log's max_bytes extension): each chunk ends at a
+// boundary between records, whose offset is the one forklab log read
+// --offsets prints and forks take. found is false when no record of the
+// stream ends at offset; the log then judges the offset when forking.
+func (w Worker) foldTo(ctx context.Context, stream, offset string) (s session.Session, found bool, err error) {
+	at := client.Start
+	for {
+		var ch client.Chunk
+		err := w.retry(ctx, "read "+stream, func() error {
+			var err error
+			ch, err = w.Log.ReadMax(ctx, stream, at, 1)
+			return err
+		})
+		if err != nil {
+			return s, false, fmt.Errorf("read %s: %w", stream, err)
+		}
+		events, err := session.DecodeBatch(ch.Data)
+		if err != nil {
+			return s, false, fmt.Errorf("%s: %w: %v", stream, session.ErrFold, err)
+		}
+		for i, e := range events {
+			if err := s.Apply(e); err != nil {
+				return s, false, fmt.Errorf("%s: event %d after %s: %w", stream, i, at, err)
+			}
+		}
+		if ch.Next == offset {
+			return s, true, nil
+		}
+		if ch.UpToDate || ch.Next == at || len(events) == 0 {
+			return s, false, nil
+		}
+		at = ch.Next
+	}
 }
 
 // worldOf returns the declaration of the world a session stream plays,

@@ -49,8 +49,9 @@ type Session struct {
 	// Epoch and Nonce are the latest incarnation's.
 	Epoch int64
 	Nonce string
-	// Events counts the domain events folded (incarnations excluded).
-	Events int
+	// Events counts the domain events folded (incarnations excluded);
+	// Incarnations the incarnation events: the stream holds both.
+	Events, Incarnations int
 
 	inst            lab.Instance
 	pendingTool     world.Action // a model turn's tool awaiting its tool_result
@@ -130,6 +131,7 @@ func (s *Session) apply(e Event) error {
 			return foldErr("incarnation without an epoch and a nonce")
 		}
 		s.Epoch, s.Nonce = *e.Epoch, e.Nonce
+		s.Incarnations++
 		return nil
 	}
 	if s.Outcome != nil {
