@@ -60,6 +60,9 @@ func workerExit(err error) error {
 		errors.Is(err, agent.ErrNothingToFork):
 		return asInput(err)
 	}
+	if hint := goneHint(err); hint != "" {
+		return asInput(fmt.Errorf("%w (%s)", err, hint))
+	}
 	// The log refused the request itself (a bad name or offset, a missing
 	// stream, a missing or read-only token): retrying will not help.
 	if code := client.StatusCode(err); code >= 400 && code < 500 {

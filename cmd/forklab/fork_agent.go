@@ -42,6 +42,9 @@ func forkAgent(ctx context.Context, line string, log *client.Client, stream, off
 		}
 	}
 	if err != nil {
+		if hint := goneHint(err); hint != "" {
+			return asInput(fmt.Errorf("%w (%s)", err, hint))
+		}
 		if code := client.StatusCode(err); code >= 400 && code < 500 || errors.Is(err, agentproc.ErrForkStep) {
 			return asInput(err)
 		}

@@ -104,8 +104,8 @@ together in one request share their offset. JSON streams only.`,
 				return nil
 			case errors.As(err, &in):
 				return err
-			case client.StatusCode(err) == http.StatusGone:
-				return asInput(fmt.Errorf("offset %s of %s is older than the log retains (410 Gone); read from -1 for everything still retained", offset, stream))
+			case client.IsGone(err):
+				return asInput(goneError(stream, offset, err))
 			case client.StatusCode(err) == http.StatusNotFound:
 				return asInput(fmt.Errorf("stream %s does not exist (404)", stream))
 			case client.StatusCode(err) == http.StatusBadRequest:
@@ -156,3 +156,40 @@ func writeChunk(w *bufio.Writer, ch client.Chunk, prefix string) error {
 }
 
 func compactJSON(dst *bytes.Buffer, src []byte) error { return json.Compact(dst, src) }
+
+// goneError words a 410 by its reason (the log's Forklab-Gone-Reason):
+// the stream was deleted, or the offset is of a generation of the stream
+// that was deleted and created again since (read the new one from -1), or
+// older than the log retains (read from the earliest offset it names).
+func goneError(stream, offset string, err error) error {
+	switch client.GoneReason(err) {
+	case client.GoneGeneration:
+		return fmt.Errorf("offset %s is from an earlier generation of %s: the stream was deleted and created again since (410 Gone); read the new generation from -1 (forklab log read --stream %s --offsets lists its offsets)", offset, stream, stream)
+	case client.GoneRetention:
+		from := "-1 for everything still retained"
+		if e := client.EarliestOffset(err); e != "" {
+			from = e + ", the earliest offset still retained"
+		}
+		return fmt.Errorf("offset %s of %s is older than the log retains (410 Gone); read from %s", offset, stream, from)
+	case client.GoneDeleted:
+		return fmt.Errorf("stream %s was deleted (410 Gone; its data is kept only for its forks)", stream)
+	}
+	return fmt.Errorf("%s at %s: %w", stream, offset, err)
+}
+
+// goneHint is what to do about a 410 met along the way of a longer
+// operation (fork, agent run), to follow its error.
+func goneHint(err error) string {
+	switch client.GoneReason(err) {
+	case client.GoneGeneration:
+		return "the stream was deleted and created again since that offset: use one of the new generation, which forklab log read --offsets lists"
+	case client.GoneRetention:
+		if e := client.EarliestOffset(err); e != "" {
+			return "the log no longer retains that offset; the earliest it retains is " + e
+		}
+		return "the log no longer retains that offset"
+	case client.GoneDeleted:
+		return "nothing can read or continue a deleted stream; its forks keep its events and can be read"
+	}
+	return ""
+}

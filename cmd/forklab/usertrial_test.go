@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -274,5 +275,52 @@ func TestForkPointsWithNothingToFork(t *testing.T) {
 	_, childEvents := readOffsets(t, url, "paused/fork-on-r0-"+tail)
 	if got.Stream != "paused/fork-on-r0-"+tail || got.ForkStep != 3 || got.Events != len(childEvents) {
 		t.Fatalf("fork --offset now: %+v; want the child at the tail %s, fork step 3, the %d events log read lists", got, tail, len(childEvents))
+	}
+}
+
+// The commands that meet a 410 say which one it is: an offset of a stream
+// deleted and created again since (not "older than the log retains"), a
+// deleted stream kept for its forks.
+func TestGoneSaysWhy(t *testing.T) {
+	url := startLogServe(t)
+	mustRun(t, "agent", "run", "--log", url, "--session", "g", "--seed", "5")
+	offsets, _ := readOffsets(t, url, "g")
+	old := offsets[4] // after turn 1
+	del := func(name string) {
+		req, _ := http.NewRequest("DELETE", url+"/v1/stream/"+name, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode != 204 {
+			t.Fatalf("delete %s: %v %v", name, res, err)
+		}
+		res.Body.Close()
+	}
+	mustRun(t, "fork", "--log", url, "--stream", "g", "--offset", old, "--arm", "on")
+	del("g")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"log", "read", "--stream", "g"}, "stream g was deleted (410 Gone; its data is kept only for its forks)"},
+		{[]string{"agent", "run", "--session", "g"}, "stream was deleted (its data is kept for its forks) (nothing can read or continue a deleted stream; its forks keep its events and can be read)"},
+		{[]string{"fork", "--stream", "g", "--offset", old, "--arm", "off"}, "nothing can read or continue a deleted stream"},
+	} {
+		if _, stderr, code := run(t, append(tc.args, "--log", url)...); code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+	// The fork gone too, g is created again: old is its first generation's.
+	del("g/fork-on-r0-" + old)
+	mustRun(t, "agent", "run", "--log", url, "--session", "g", "--seed", "6")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"log", "read", "--stream", "g", "--offset", old}, "offset " + old + " is from an earlier generation of g: the stream was deleted and created again since (410 Gone); read the new generation from -1"},
+		{[]string{"fork", "--stream", "g", "--offset", old, "--arm", "on"}, "(the stream was deleted and created again since that offset: use one of the new generation, which forklab log read --offsets lists)"},
+	} {
+		stdout, stderr, code := run(t, append(tc.args, "--log", url)...)
+		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "older than the log retains") {
+			t.Errorf("%v: exit %d, %q %q; want 2 and %q", tc.args, code, stdout, stderr, tc.want)
+		}
 	}
 }

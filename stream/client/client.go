@@ -136,8 +136,33 @@ func IsNotFound(err error) bool { return StatusCode(err) == http.StatusNotFound 
 // IsGone reports a 410: the stream is deleted but kept for its forks, or
 // the offset read from is gone: older than what the log retains, or an
 // offset of an earlier generation of a stream that was deleted and created
-// again. EarliestOffset names where a reader can resume.
+// again. GoneReason tells them apart; EarliestOffset names where a reader
+// can resume.
 func IsGone(err error) bool { return StatusCode(err) == http.StatusGone }
+
+// Why a 410 refuses: the values of its Forklab-Gone-Reason header.
+const (
+	// GoneDeleted: the stream is deleted (its data kept for its forks).
+	GoneDeleted = "deleted"
+	// GoneGeneration: the offset belongs to an earlier generation of the
+	// stream, which was deleted and created again: read the current
+	// generation from Start.
+	GoneGeneration = "generation"
+	// GoneRetention: the offset is older than what the log retains: read
+	// from EarliestOffset.
+	GoneRetention = "retention"
+)
+
+// GoneReason says why a 410 refuses (GoneDeleted, GoneGeneration,
+// GoneRetention, from the server's Forklab-Gone-Reason header); "" for
+// any other error, or a server that does not say.
+func GoneReason(err error) string {
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusGone && se.Header != nil {
+		return se.Header.Get("Forklab-Gone-Reason")
+	}
+	return ""
+}
 
 // EarliestOffset is the Forklab-Earliest-Offset of a 410 for an offset:
 // the first offset of the stream a read can start from; "" when the

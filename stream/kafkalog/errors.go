@@ -33,6 +33,32 @@ type Error struct {
 	Kind Kind
 	Msg  string
 	Err  error // underlying cause, if any
+	// Gone says why a Gone refusal refuses: GoneDeleted, GoneGeneration
+	// or GoneRetention.
+	Gone string
+}
+
+// Why a Gone error refuses (the HTTP layer sends it as the
+// Forklab-Gone-Reason header of the 410).
+const (
+	// GoneDeleted: the stream is deleted (its data kept for its forks).
+	GoneDeleted = "deleted"
+	// GoneGeneration: the offset belongs to an earlier generation of the
+	// stream (or of a source it inherits from), which was deleted and
+	// created again; the current generation reads from -1.
+	GoneGeneration = "generation"
+	// GoneRetention: the offset is older than what Kafka still retains.
+	GoneRetention = "retention"
+)
+
+// GoneReason returns why err, a Gone refusal, refuses (GoneDeleted,
+// GoneGeneration, GoneRetention); "" for any other error.
+func GoneReason(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Kind == Gone {
+		return e.Gone
+	}
+	return ""
 }
 
 // Error returns the reason, with the cause when there is one.
@@ -61,6 +87,6 @@ func KindOf(err error) Kind {
 
 var (
 	errNotFound  = errf(NotFound, "stream not found")
-	errSoftGone  = errf(Gone, "stream was deleted (its data is kept for its forks)")
-	errRetention = errf(Gone, "offset is older than the retained range of the log")
+	errSoftGone  = &Error{Kind: Gone, Gone: GoneDeleted, Msg: "stream was deleted (its data is kept for its forks)"}
+	errRetention = &Error{Kind: Gone, Gone: GoneRetention, Msg: "offset is older than the retained range of the log"}
 )

@@ -132,7 +132,7 @@ func (s *stream) resolve(o Offset, v view, ls int64) (int64, error) {
 		}
 		switch {
 		case o.Gen < m.meta.gen:
-			return 0, &Error{Kind: Gone, Msg: fmt.Sprintf(
+			return 0, &Error{Kind: Gone, Gone: GoneGeneration, Msg: fmt.Sprintf(
 				"offset %s belongs to generation %d of stream %q, which was deleted; generation %d has replaced it: read it from -1",
 				o, o.Gen, m.meta.name, m.meta.gen)}
 		case o.Gen > m.meta.gen:

@@ -44,8 +44,12 @@ func TestRetentionGone(t *testing.T) {
 		if got := r.header.Get("Forklab-Earliest-Offset"); got != retained {
 			t.Fatalf("%s: Forklab-Earliest-Offset %q, want %q", stage, got, retained)
 		}
-		if r := do(t, "GET", u+"?offset="+dropped, nil, ""); r.status != 410 {
-			t.Fatalf("%s: read from a dropped offset: %d, want 410", stage, r.status)
+		// Retention, not a deleted stream or generation (QA item 10).
+		if got := r.header.Get("Forklab-Gone-Reason"); got != "retention" {
+			t.Fatalf("%s: Forklab-Gone-Reason %q, want retention", stage, got)
+		}
+		if r := do(t, "GET", u+"?offset="+dropped, nil, ""); r.status != 410 || r.header.Get("Forklab-Gone-Reason") != "retention" {
+			t.Fatalf("%s: read from a dropped offset: %d, Forklab-Gone-Reason %q; want 410, retention", stage, r.status, r.header.Get("Forklab-Gone-Reason"))
 		}
 		for _, live := range []string{"long-poll", "sse"} {
 			r := do(t, "GET", u+"?offset=-1&live="+live, nil, "")

@@ -137,11 +137,14 @@ const (
 	hKafkaTopic     = "Forklab-Kafka-Topic"
 	hKafkaPartition = "Forklab-Kafka-Partition"
 	hEarliest       = "Forklab-Earliest-Offset"
+	// hGoneReason says why a 410 refuses: deleted (the stream), generation
+	// (an offset of a generation deleted and created again), retention.
+	hGoneReason = "Forklab-Gone-Reason"
 )
 
 var exposed = strings.Join([]string{hNextOffset, hUpToDate, hClosed, hCursor, hTTL, hExpiresAt,
 	hProducerEpoch, hProducerSeq, hExpectedSeq, hReceivedSeq, hSSEEncoding, hKafkaTopic, hKafkaPartition,
-	hEarliest, "ETag", "Location", "Content-Type"}, ", ")
+	hEarliest, hGoneReason, "ETag", "Location", "Content-Type"}, ", ")
 
 // ServeHTTP routes a request to its operation.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -225,6 +228,9 @@ func (s *Server) failErr(w http.ResponseWriter, err error) {
 		status = http.StatusNotFound
 	case kafkalog.Gone:
 		status = http.StatusGone
+		if why := kafkalog.GoneReason(err); why != "" {
+			w.Header().Set(hGoneReason, why)
+		}
 	case kafkalog.Conflict:
 		status = http.StatusConflict
 	case kafkalog.Fenced:
