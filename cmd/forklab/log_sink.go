@@ -41,9 +41,9 @@ under the same names, with the same bytes.
 
 Without --follow it stops at the end of the log as of its start: run it from
 cron and each run appends what is new (a run with nothing new writes
-nothing). With --follow it long-polls and closes a batch every
---rotate-records events or --rotate-interval after its first record; SIGINT
-or SIGTERM commit the open batch and stop.
+nothing); --rotate-interval is refused there. With --follow it long-polls
+and closes a batch every --rotate-records events or --rotate-interval after
+its first record; SIGINT or SIGTERM commit the open batch and stop.
 
 Records retention removed before the sink read them are reported as gaps
 with their size (and kept in the state file), never skipped silently.
@@ -59,6 +59,9 @@ In a results directory, forklab db adds the files to the events view.`,
 			}
 			if fi, err := os.Stat(cfg.Out); err == nil && !fi.IsDir() {
 				return usageErr("--out %s is a file; give a directory", cfg.Out)
+			}
+			if c.Flags().Changed("rotate-interval") && !cfg.Follow {
+				return usageErr("--rotate-interval applies with --follow: a run without it closes a batch every --rotate-records events and at its end")
 			}
 			for _, b := range strings.Split(brokers, ",") {
 				if b = strings.TrimSpace(b); b != "" {

@@ -46,6 +46,9 @@ func TestUserTrialRefusals(t *testing.T) {
 			"--param target=6 and --param target=5 both set parameter target, to different values: give it once"},
 		{"toolloop k_max", []string{"sweep", "--world", "toolloop", "--k-max", "6", "--param", "k_max=7"},
 			"--k-max 6 and --param k_max=7 both set parameter k_max, to different values: give it once"},
+		// A flag that would do nothing.
+		{"sink rotate-interval without follow", []string{"log", "sink", "--rotate-interval", "5s"},
+			"--rotate-interval applies with --follow: a run without it closes a batch every --rotate-records events and at its end"},
 		// A budget nothing would enforce.
 		{"max-cost of a built-in world", []string{"sweep", "--seeds", "0:1000", "--max-cost", "steps=50"},
 			"max_cost: world counter is built in and a budget applies only to an external agent's sweep (--agent): leave max_cost (--max-cost) out"},
