@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/world"
+	"github.com/spf13/pflag"
 )
 
 // What a new user's first tour of forklab found (the QA report): each
@@ -325,5 +329,29 @@ func TestGoneSaysWhy(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "older than the log retains") {
 			t.Errorf("%v: exit %d, %q %q; want 2 and %q", tc.args, code, stdout, stderr, tc.want)
 		}
+	}
+}
+
+// A world (an agent) that declares no parameters says so, rather than
+// "(its parameters: )".
+func TestNoParametersDeclared(t *testing.T) {
+	for _, tc := range []struct {
+		flag, value, want string
+	}{
+		{"param", "x=1", `--param x=1: world bare has no parameter "x" (it declares no parameters)`},
+		{"p-stall", "0.1", "--p-stall is not a parameter of world bare (it declares no parameters)"},
+	} {
+		fs := pflag.NewFlagSet("sweep", pflag.ContinueOnError)
+		wf := addWorldFlags(fs)
+		if err := fs.Set(tc.flag, tc.value); err != nil {
+			t.Fatal(err)
+		}
+		spec := sweep.DefaultSpec()
+		if err := wf.applyDecl(&spec, world.Declaration{Name: "bare"}); err == nil || err.Error() != tc.want {
+			t.Errorf("--%s %s: got %v, want %q", tc.flag, tc.value, err, tc.want)
+		}
+	}
+	if _, err := (world.Declaration{Name: "bare"}).Resolve(map[string]any{"x": 1}); err == nil || err.Error() != `world bare has no parameter "x" (it declares no parameters)` {
+		t.Errorf("Resolve: %v", err)
 	}
 }
