@@ -29,9 +29,9 @@ type sinkProc struct {
 // every phase of a commit); without, the one-shot run after the end.
 func startSink(cfg Config, kafkaPort int, follow bool) (*sinkProc, error) {
 	args := []string{"log", "sink", "--out", cfg.SinkOut, "--brokers", fmt.Sprintf("127.0.0.1:%d", kafkaPort),
-		"--prefix", fmt.Sprintf("chaos-%d/", cfg.Seed), "--rotate-records", "50", "--rotate-interval", "200ms"}
+		"--prefix", fmt.Sprintf("chaos-%d/", cfg.Seed), "--rotate-records", "50"}
 	if follow {
-		args = append(args, "--follow")
+		args = append(args, "--follow", "--rotate-interval", "200ms")
 	}
 	if err := os.MkdirAll(cfg.SinkOut, 0o755); err != nil {
 		return nil, err
