@@ -90,7 +90,9 @@ func (s *Server) parseFork(w http.ResponseWriter, r *http.Request, req *kafkalog
 		v := h.Get(hForkOffset)
 		o, err := kafkalog.ParseOffset(v)
 		if err != nil {
-			fail(w, http.StatusBadRequest, "Stream-Fork-Offset %q: %v", v, err)
+			// -1 and now are read offsets, not fork points: say what a
+			// fork takes.
+			fail(w, http.StatusBadRequest, "Stream-Fork-Offset %q is not a fork point: want an offset the server returned for the source (a Stream-Next-Offset); leave the header out to fork at the source's tail", v)
 			return false
 		}
 		req.ForkOffset = &o
