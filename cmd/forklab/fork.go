@@ -112,11 +112,12 @@ features, none elsewhere.`,
 				case client.Start:
 					return asInput(agent.NoTurnYet(stream, "-1 (the beginning)"))
 				case agent.Now:
-					info, err := lf.client().Head(cmd.Context(), stream)
+					w := agent.Worker{Log: lf.client(), RetryFor: retryFor, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab fork: "+f+"\n", a...) }}
+					tail, err := w.Tail(cmd.Context(), stream)
 					if err != nil {
-						return workerExit(fmt.Errorf("look up %s: %w", stream, err))
+						return workerExit(err)
 					}
-					offset = info.Tail
+					offset = tail
 				}
 			}
 			if agentLine != "" {

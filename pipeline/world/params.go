@@ -315,7 +315,7 @@ func (d Declaration) ParseParamText(kvs []string) (map[string]any, error) {
 		k = strings.TrimSpace(k)
 		p, found := d.Param(k)
 		if !found {
-			return nil, fmt.Errorf("--param %s: world %s has no parameter %q (its parameters: %s)", kv, d.Name, k, strings.Join(d.ParamNames(), ", "))
+			return nil, fmt.Errorf("--param %s: world %s has no parameter %q (%s)", kv, d.Name, k, d.ParamsText())
 		}
 		x, err := p.ParseText(v)
 		if err != nil {

@@ -49,6 +49,22 @@ func Ended(stream, offset string) error {
 	return nothingToFork{fmt.Sprintf("%s at %s: the run had already ended at this offset; nothing to fork (fork at an offset before its outcome event: forklab log read --stream %s --offsets)", stream, offset, stream)}
 }
 
+// Tail returns stream's tail offset (what Now stands for), retrying for
+// w.RetryFor while the log does not answer; the error names the stream
+// ("look up NAME: …").
+func (w Worker) Tail(ctx context.Context, stream string) (string, error) {
+	var info client.Info
+	err := w.retry(ctx, "look up "+stream, func() error {
+		var err error
+		info, err = w.Log.Head(ctx, stream)
+		return err
+	})
+	if err != nil && !transient(err) {
+		err = fmt.Errorf("look up %s: %w", stream, err) // retry named the others
+	}
+	return info.Tail, err
+}
+
 // Fork forks session stream parent at offset into the new stream child
 // (the protocol's fork: the child reads as the parent's events before
 // offset, then its own), folds the child to find the checkpoint there, and
@@ -81,16 +97,9 @@ func Fork(ctx context.Context, w Worker, parent, offset, child string, forkStep 
 		return Result{}, err
 	}
 	if offset == Now {
-		var info client.Info
-		err := w.retry(ctx, "look up "+parent, func() error {
-			var err error
-			info, err = w.Log.Head(ctx, parent)
-			return err
-		})
-		if err != nil {
-			return Result{}, fmt.Errorf("look up %s: %w", parent, err)
+		if offset, err = w.Tail(ctx, parent); err != nil {
+			return Result{}, err
 		}
-		offset = info.Tail
 	}
 	s, found, err := w.foldTo(ctx, parent, offset)
 	if err != nil {

@@ -242,7 +242,14 @@ func (w *Worker) Run(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("%s: %w: epoch %d was claimed by another incarnation", w.Stream, ErrFenced, s.Epoch)
 	}
 	if app.Epoch() > 0 {
-		w.logf("%s: incarnation epoch %d resumes the session after %d events", w.Stream, app.Epoch(), s.Events)
+		// Counted as forklab log read lists them, incarnations included,
+		// before this incarnation's own event.
+		before := s.Incarnations - 1
+		noun := "incarnations"
+		if before == 1 {
+			noun = "incarnation"
+		}
+		w.logf("%s: incarnation epoch %d resumes the session after %d events (%d %s)", w.Stream, app.Epoch(), s.Events+before, before, noun)
 	}
 
 	// 4. Continue the session from the folded state.

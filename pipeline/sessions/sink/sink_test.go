@@ -310,7 +310,13 @@ func TestSinkMatchesLog(t *testing.T) {
 
 	// More events: a session's fork from the files' time on, a second
 	// generation growing; the next run continues indexes and folds.
-	_, err = agent.Fork(ctx, agent.Worker{Log: c}, "lab/c0/s1", "", "lab/c0/s1/late", 0, fork.On, 0, nil)
+	// It forks before the session's outcome: at the offset the log read
+	// before its last event (a fork at -1 has no run to fork).
+	s1 := all[genRef{"lab/c0/s1", 1}]
+	if len(s1) < 3 {
+		t.Fatalf("lab/c0/s1 has %d events", len(s1))
+	}
+	_, err = agent.Fork(ctx, agent.Worker{Log: c}, "lab/c0/s1", s1[len(s1)-1].ReadOffset, "lab/c0/s1/late", 0, fork.On, 0, nil)
 	if err != nil {
 		t.Fatalf("fork again: %v", err)
 	}
