@@ -40,6 +40,9 @@ type Config struct {
 	// SyncPartition do nothing: the broker's own durability, two syncs
 	// per batch inside its request loop. For comparison in the benchmarks.
 	KfakeSync bool
+	// JournalBytes is the size of each partition's write-ahead file
+	// (Journal); default DefaultJournalBytes (16 MiB).
+	JournalBytes int64
 }
 
 // Broker is a running embedded broker.
@@ -49,8 +52,17 @@ type Broker struct {
 	unlock func()
 	sync   bool // SyncPartition syncs
 
-	mu    sync.Mutex
-	parts map[string]*segments // by partition directory
+	walDir   string // the write-ahead files (Journal)
+	walBytes int64
+
+	mu       sync.Mutex
+	parts    map[string]*segments // by partition directory
+	journals map[string]*Journal  // by topic
+
+	// Recovered is how many records Start produced again from the
+	// write-ahead files: acknowledged records kfake's files had lost (a
+	// crash of the machine), or that it held unsynced.
+	Recovered int
 }
 
 // LockName is the lock file the broker holds in its data directory: two
@@ -99,11 +111,24 @@ func Start(cfg Config) (*Broker, error) {
 		unlock()
 		return nil, fmt.Errorf("embedded broker in %s: %w", dir, err)
 	}
-	b := &Broker{c: c, dir: dir, unlock: unlock, sync: !cfg.NoSync && !cfg.KfakeSync, parts: map[string]*segments{}}
+	if cfg.JournalBytes <= 0 {
+		cfg.JournalBytes = DefaultJournalBytes
+	}
+	b := &Broker{c: c, dir: dir, unlock: unlock, sync: !cfg.NoSync && !cfg.KfakeSync, parts: map[string]*segments{},
+		walDir: filepath.Join(filepath.Dir(dir), walDir), walBytes: max(cfg.JournalBytes, 2*walHeaderSize),
+		journals: map[string]*Journal{}}
 	if b.sync {
 		// What kfake wrote before (a previous run that crashed, the
-		// cluster's metadata) is made durable once.
-		if err := syncTree(dir); err != nil {
+		// cluster's metadata) is made durable once; then what the
+		// write-ahead files hold beyond it is produced again.
+		err := syncTree(dir)
+		if err == nil {
+			err = os.MkdirAll(b.walDir, 0o755)
+		}
+		if err == nil {
+			err = b.recoverJournals()
+		}
+		if err != nil {
 			c.Close()
 			unlock()
 			return nil, fmt.Errorf("embedded broker in %s: %w", dir, err)
@@ -134,6 +159,9 @@ func (b *Broker) Close() {
 		s.close()
 	}
 	b.parts = map[string]*segments{}
+	for _, j := range b.journals {
+		j.close()
+	}
 	b.mu.Unlock()
 	b.unlock()
 }

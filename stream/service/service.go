@@ -34,6 +34,11 @@ type Config struct {
 	// (two fsyncs in its request loop) instead of the log syncing the
 	// partition after each produce; for the benchmarks' comparison.
 	KfakeSync bool
+	// NoJournal makes the log fdatasync the embedded broker's segment
+	// file after each produce (SyncPartition) instead of writing each
+	// batch to the broker's write-ahead file (broker.Journal) while it is
+	// produced; for the benchmarks' comparison.
+	NoJournal bool
 	// Log configures the Kafka mapping (topic, partitions, limits).
 	Log kafkalog.Config
 	// Server configures the HTTP layer; its Log field is filled in.
@@ -121,6 +126,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 			topic = kafkalog.DefaultTopic
 		}
 		cfg.Log.Sync = func(part int32) error { return b.SyncPartition(topic, part) }
+		if j := b.Journal(topic); j != nil && !cfg.NoJournal {
+			cfg.Log.Journal = journal{j}
+		}
 		snapTopic := cfg.Log.SnapshotTopic
 		if snapTopic == "" {
 			snapTopic = topic + ".snapshots"
@@ -192,3 +200,17 @@ func (s *Service) closeBroker() {
 		s.Broker.Close()
 	}
 }
+
+// journal hands the log's batches to the embedded broker's write-ahead
+// file.
+type journal struct{ j *broker.Journal }
+
+func (j journal) Write(part int32, base int64, recs []kafkalog.JournalRecord) func() error {
+	brecs := make([]broker.Record, len(recs))
+	for i, r := range recs {
+		brecs[i] = broker.Record(r)
+	}
+	return j.j.Write(part, base, brecs)
+}
+
+func (j journal) Checkpoint(part int32) error { return j.j.Checkpoint(part) }
