@@ -112,10 +112,11 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 			return nil, errors.New("no --brokers and no --data-dir for the embedded broker")
 		}
 		// The broker must accept a whole group-commit batch: twice the
-		// larger of the batch and record limits, and at least 16 MiB.
+		// larger of the batch and record limits, and at least 16 MiB;
+		// its journal holds at least two such batches.
 		maxMsg := max(16<<20, 2*max(cfg.Log.MaxBatchBytes, cfg.Log.MaxRecordBytes)+4<<20)
 		b, err := broker.Start(broker.Config{DataDir: cfg.DataDir, Port: cfg.EmbeddedPort, NoSync: cfg.NoSync,
-			KfakeSync: cfg.KfakeSync, MaxMessageBytes: maxMsg})
+			KfakeSync: cfg.KfakeSync, MaxMessageBytes: maxMsg, JournalBytes: int64(maxMsg)})
 		if err != nil {
 			return nil, err
 		}
