@@ -55,6 +55,8 @@ type Broker struct {
 	walDir   string // the write-ahead files (Journal)
 	walBytes int64
 
+	closeOnce sync.Once
+
 	mu       sync.Mutex
 	parts    map[string]*segments // by partition directory
 	journals map[string]*Journal  // by topic
@@ -150,17 +152,34 @@ func (b *Broker) Cluster() *kfake.Cluster { return b.c }
 // Close shuts the broker down, syncing its files, and releases the data
 // directory.
 func (b *Broker) Close() {
-	b.c.Close()
-	if b.sync {
-		syncTree(b.dir)
-	}
+	b.closeOnce.Do(func() {
+		b.c.Close()
+		synced := b.sync && syncTree(b.dir) == nil
+		b.release(synced)
+	})
+}
+
+// crash stops the broker as a crash leaves it, for tests: nothing
+// synced, the journals as they are.
+func (b *Broker) crash() {
+	b.closeOnce.Do(func() {
+		b.c.Close()
+		b.release(false)
+	})
+}
+
+// release closes the files and the data directory's lock; synced says
+// kfake's files hold everything.
+func (b *Broker) release(synced bool) {
 	b.mu.Lock()
 	for _, s := range b.parts {
 		s.close()
 	}
 	b.parts = map[string]*segments{}
 	for _, j := range b.journals {
-		j.close()
+		// Everything is synced in kfake's files now: a new epoch
+		// leaves the next start nothing to read in the journal.
+		j.close(synced)
 	}
 	b.mu.Unlock()
 	b.unlock()

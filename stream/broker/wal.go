@@ -182,10 +182,15 @@ func (j *Journal) file(part int32) (*walFile, error) {
 	return w, nil
 }
 
-func (j *Journal) close() {
+// close closes the journal's files, starting a new epoch in each first
+// when synced says kfake's files hold everything.
+func (j *Journal) close(synced bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, w := range j.parts {
+		if synced {
+			w.newEpoch()
+		}
 		w.f.Close()
 	}
 	j.parts = map[int32]*walFile{}

@@ -129,7 +129,7 @@ func TestJournalRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 		produceJournaled(t, cl, j, 3, recs("b", 2))
-		b.Close()
+		b.crash()
 		cutSegment(t, dir, func(int64) int64 { return 0 })
 		_, err := Start(Config{DataDir: dir})
 		if err == nil || !strings.Contains(err.Error(), "the journal starts at 3") {
@@ -152,7 +152,7 @@ func journalRecovery(t *testing.T, cut func(synced, size int64) int64) {
 	produceJournaled(t, cl, j, 3, bb)
 	produceJournaled(t, cl, j, 7, cc)
 	size := segmentSize(t, dir)
-	b.Close()
+	b.crash()
 	cutSegment(t, dir, func(int64) int64 { return cut(synced, size) })
 	want := append(append(append([]Record{}, a...), bb...), cc...)
 	lost := 6
