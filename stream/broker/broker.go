@@ -1,12 +1,16 @@
 // Package broker runs the embedded Kafka-protocol broker the session log
 // uses when no --brokers are given: franz-go's kfake, one node, persisted to
-// a data directory. Durability is the session log's to ask for: before it
-// answers an append, it calls SyncPartition, which fdatasyncs the
-// partition's segment files, so an acknowledged append survives a crash of
-// the machine, not only of the process. That is one sync per group-commit
-// batch, made outside kfake's request loop, so the broker goes on serving
-// (reads, the next produce) while the disk syncs; kfake's own SyncWrites
-// would sync two files per batch inside its loop (see docs/session-log.md,
+// a data directory. Durability is the session log's to ask for. By default
+// each batch the log produces is also written to the broker's write-ahead
+// file of its partition (Journal: preallocated and zero-filled, so that
+// its fdatasync commits no file-system metadata) and synced while kfake
+// takes the batch; the log answers the appends once both are done. kfake's
+// own segment files are synced at checkpoints (a full journal, a failed
+// write, a clean stop), and on start the journal's records that kfake's
+// files lost are produced again at their offsets (wal.go). Without the
+// journal, SyncPartition fdatasyncs the partition's segment file after
+// each produce, outside kfake's request loop; kfake's own SyncWrites would
+// sync two files per batch inside its loop (see docs/session-log.md,
 // "Where an append's time goes").
 //
 // It is a real Kafka wire-protocol server: kafka-go talks to it as to any

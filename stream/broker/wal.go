@@ -174,6 +174,11 @@ func (j *Journal) file(part int32) (*walFile, error) {
 	if w := j.parts[part]; w != nil {
 		return w, nil
 	}
+	// What kfake wrote since the start (the topic it created, its
+	// metadata) is synced before the journal covers the records.
+	if err := syncTree(j.b.dir); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
 	w, err := openWAL(j.b.walDir, j.topic, part, j.b.walBytes)
 	if err != nil {
 		return nil, err

@@ -278,3 +278,48 @@ func sameHeaders(a, b []kafka.Header) bool {
 	}
 	return true
 }
+
+// TestJournalRecoveryTime measures what the journal adds to a start after
+// a crash, at its worst: a full journal (DefaultJournalBytes of 100-byte
+// records with the log's headers, in batches of 16) whose records kfake
+// lost (its segment cut to its size at the checkpoint: every record
+// produced again), and the same journal whose records kfake still holds
+// (a crash of the process: read and skipped). A measurement, not a test:
+// FORKLAB_BENCH_JOURNAL=1.
+func TestJournalRecoveryTime(t *testing.T) {
+	if os.Getenv("FORKLAB_BENCH_JOURNAL") == "" {
+		t.Skip("a measurement: FORKLAB_BENCH_JOURNAL=1")
+	}
+	for _, lost := range []bool{false, true} {
+		dir := t.TempDir()
+		b, cl := startJournaled(t, dir)
+		j := b.Journal("t")
+		val := make([]byte, 100)
+		hdr := []kafka.Header{{Key: "forklab-op", Value: []byte("append")}, {Key: "forklab-stream", Value: []byte("bench-s-1")},
+			{Key: "forklab-gen", Value: []byte("1")}, {Key: "forklab-rec", Value: []byte("12345")}, {Key: "content-type", Value: []byte("application/octet-stream")},
+			{Key: "producer-id", Value: []byte("bench")}, {Key: "producer-epoch", Value: []byte("0")}, {Key: "producer-seq", Value: []byte("12345")}}
+		batch := make([]Record, 16)
+		for i := range batch {
+			batch[i] = Record{Key: []byte("bench-s-1"), Value: val, Headers: hdr}
+		}
+		frame := int64(len(appendFrame(nil, 1, 0, batch)))
+		n := int64(0)
+		for pos := int64(walHeaderSize); pos+frame <= DefaultJournalBytes; pos += frame {
+			produceJournaled(t, cl, j, n, batch)
+			n += int64(len(batch))
+		}
+		b.crash()
+		if lost {
+			cutSegment(t, dir, func(int64) int64 { return 0 })
+		}
+		t0 := time.Now()
+		b, err := Start(Config{DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		el := time.Since(t0)
+		b.Close()
+		fmt.Printf("journal of %d records (%d MiB): start with kfake holding them %v: %s (%d produced again)\n",
+			n, DefaultJournalBytes>>20, !lost, el.Round(time.Millisecond), b.Recovered)
+	}
+}
