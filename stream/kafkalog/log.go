@@ -139,9 +139,11 @@ type Config struct {
 // Write with the offset a batch must land at before it produces the
 // batch, and waits for it after the produce; it acknowledges the batch
 // only when both succeeded and the batch landed there. After a batch that
-// failed or landed elsewhere, the log calls Checkpoint once it has
-// re-read Kafka and before it writes anything else: the journal's frames
-// then never skip records the broker holds but did not make durable.
+// failed or landed elsewhere, the log re-reads Kafka; if Kafka holds
+// records past the offset the batch was to land at, it calls Checkpoint
+// before it writes anything else: the journal's frames then never skip
+// records the broker holds but did not make durable. (If nothing landed,
+// the next frame has the same offset and replaces the failed one.)
 type Journal interface {
 	// Write starts making recs durable as the records base, base+1, …
 	// of partition; wait returns when they are, or why they are not.

@@ -342,12 +342,15 @@ func (p *partition) flush(ops []*op) {
 	if err != nil {
 		// Whatever part of the batch reached Kafka is in the log: apply it,
 		// so the state is what Kafka holds before anything else is decided.
+		before := p.next // where the batch was to land
 		for {
 			cerr := p.catchUp(context.Background(), false)
-			if cerr == nil && p.l.cfg.Journal != nil {
+			if cerr == nil && p.l.cfg.Journal != nil && p.next != before {
 				// What the broker holds now, the failed batch's
 				// records included, is made durable without the journal
-				// before its next frame (Journal).
+				// before its next frame (Journal). When nothing
+				// landed, the next frame takes the same offset and
+				// replaces the failed batch's.
 				cerr = p.l.cfg.Journal.Checkpoint(p.id)
 			}
 			if cerr == nil {
