@@ -1,12 +1,16 @@
 // Package broker runs the embedded Kafka-protocol broker the session log
 // uses when no --brokers are given: franz-go's kfake, one node, persisted to
-// a data directory. Durability is the session log's to ask for: before it
-// answers an append, it calls SyncPartition, which fdatasyncs the
-// partition's segment files, so an acknowledged append survives a crash of
-// the machine, not only of the process. That is one sync per group-commit
-// batch, made outside kfake's request loop, so the broker goes on serving
-// (reads, the next produce) while the disk syncs; kfake's own SyncWrites
-// would sync two files per batch inside its loop (see docs/session-log.md,
+// a data directory. Durability is the session log's to ask for. By default
+// each batch the log produces is also written to the broker's write-ahead
+// file of its partition (Journal: preallocated and zero-filled, so that
+// its fdatasync commits no file-system metadata) and synced while kfake
+// takes the batch; the log answers the appends once both are done. kfake's
+// own segment files are synced at checkpoints (a full journal, a failed
+// write, a clean stop), and on start the journal's records that kfake's
+// files lost are produced again at their offsets (wal.go). Without the
+// journal, SyncPartition fdatasyncs the partition's segment file after
+// each produce, outside kfake's request loop; kfake's own SyncWrites would
+// sync two files per batch inside its loop (see docs/session-log.md,
 // "Where an append's time goes").
 //
 // It is a real Kafka wire-protocol server: kafka-go talks to it as to any
@@ -40,6 +44,9 @@ type Config struct {
 	// SyncPartition do nothing: the broker's own durability, two syncs
 	// per batch inside its request loop. For comparison in the benchmarks.
 	KfakeSync bool
+	// JournalBytes is the size of each partition's write-ahead file
+	// (Journal); default DefaultJournalBytes (16 MiB).
+	JournalBytes int64
 }
 
 // Broker is a running embedded broker.
@@ -49,8 +56,19 @@ type Broker struct {
 	unlock func()
 	sync   bool // SyncPartition syncs
 
-	mu    sync.Mutex
-	parts map[string]*segments // by partition directory
+	walDir   string // the write-ahead files (Journal)
+	walBytes int64
+
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	parts    map[string]*segments // by partition directory
+	journals map[string]*Journal  // by topic
+
+	// Recovered is how many records Start produced again from the
+	// write-ahead files: acknowledged records kfake's files had lost (a
+	// crash of the machine), or that it held unsynced.
+	Recovered int
 }
 
 // LockName is the lock file the broker holds in its data directory: two
@@ -99,11 +117,24 @@ func Start(cfg Config) (*Broker, error) {
 		unlock()
 		return nil, fmt.Errorf("embedded broker in %s: %w", dir, err)
 	}
-	b := &Broker{c: c, dir: dir, unlock: unlock, sync: !cfg.NoSync && !cfg.KfakeSync, parts: map[string]*segments{}}
+	if cfg.JournalBytes <= 0 {
+		cfg.JournalBytes = DefaultJournalBytes
+	}
+	b := &Broker{c: c, dir: dir, unlock: unlock, sync: !cfg.NoSync && !cfg.KfakeSync, parts: map[string]*segments{},
+		walDir: filepath.Join(filepath.Dir(dir), walDir), walBytes: max(cfg.JournalBytes, 2*walHeaderSize),
+		journals: map[string]*Journal{}}
 	if b.sync {
 		// What kfake wrote before (a previous run that crashed, the
-		// cluster's metadata) is made durable once.
-		if err := syncTree(dir); err != nil {
+		// cluster's metadata) is made durable once; then what the
+		// write-ahead files hold beyond it is produced again.
+		err := syncTree(dir)
+		if err == nil {
+			err = os.MkdirAll(b.walDir, 0o755)
+		}
+		if err == nil {
+			err = b.recoverJournals()
+		}
+		if err != nil {
 			c.Close()
 			unlock()
 			return nil, fmt.Errorf("embedded broker in %s: %w", dir, err)
@@ -125,15 +156,35 @@ func (b *Broker) Cluster() *kfake.Cluster { return b.c }
 // Close shuts the broker down, syncing its files, and releases the data
 // directory.
 func (b *Broker) Close() {
-	b.c.Close()
-	if b.sync {
-		syncTree(b.dir)
-	}
+	b.closeOnce.Do(func() {
+		b.c.Close()
+		synced := b.sync && syncTree(b.dir) == nil
+		b.release(synced)
+	})
+}
+
+// crash stops the broker as a crash leaves it, for tests: nothing
+// synced, the journals as they are.
+func (b *Broker) crash() {
+	b.closeOnce.Do(func() {
+		b.c.Close()
+		b.release(false)
+	})
+}
+
+// release closes the files and the data directory's lock; synced says
+// kfake's files hold everything.
+func (b *Broker) release(synced bool) {
 	b.mu.Lock()
 	for _, s := range b.parts {
 		s.close()
 	}
 	b.parts = map[string]*segments{}
+	for _, j := range b.journals {
+		// Everything is synced in kfake's files now: a new epoch
+		// leaves the next start nothing to read in the journal.
+		j.close(synced)
+	}
 	b.mu.Unlock()
 	b.unlock()
 }

@@ -28,15 +28,30 @@ func (b *Broker) SyncPartition(topic string, part int32) error {
 	if !b.sync {
 		return nil
 	}
+	return b.partSegments(topic, part).sync()
+}
+
+// syncPartitionFiles is SyncPartition for any number of batches since the
+// last call: every segment file of the partition that grew is synced (not
+// only the newest: kfake may have rolled meanwhile), and the directory when
+// a segment appeared.
+func (b *Broker) syncPartitionFiles(topic string, part int32) error {
+	if !b.sync {
+		return nil
+	}
+	return b.partSegments(topic, part).scan()
+}
+
+func (b *Broker) partSegments(topic string, part int32) *segments {
 	dir := filepath.Join(b.dir, "partitions", fmt.Sprintf("%s-%d", url.PathEscape(topic), part))
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	s := b.parts[dir]
 	if s == nil {
 		s = &segments{dir: dir, files: map[string]*segment{}}
 		b.parts[dir] = s
 	}
-	b.mu.Unlock()
-	return s.sync()
+	return s
 }
 
 // segments is the sync state of one partition directory. Calls for one

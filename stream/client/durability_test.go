@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -229,6 +230,94 @@ func TestCrashSIGKILL(t *testing.T) {
 	setupZombie(t, client.New(p.url))
 	p = crashCycle(t, dir, p, 0, nil, nil, nil)
 	checkZombie(t, client.New(p.url))
+}
+
+// TestMachineCrash simulates a crash of the machine, not only of the
+// process: the page cache is lost, so what the embedded broker wrote but
+// did not sync is gone. The log acknowledges an append once its batch is
+// synced in the broker's write-ahead file (broker.Journal); kfake's own
+// segment files are synced only at checkpoints. After SIGKILL during
+// appends the test cuts each segment file of the data topic back to its
+// size when the service had started (all that was synced then: the
+// broker syncs its files on start, and the appends here are far from
+// filling a journal, so no checkpoint came after), or into the middle of
+// the first batch after it (a torn write), and restarts: the broker
+// produces the journal's records again, and every acknowledged append is
+// there, in order, once, at the offset it was acknowledged at; a resent
+// append is a duplicate and the zombie is still fenced.
+func TestMachineCrash(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		torn int64 // bytes of the first lost batch left behind
+	}{{"unsynced writes lost", 0}, {"torn write", 40}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := startProcess(t, dir)
+			if os.Getenv("FORKLAB_TEST_BROKERS") != "" {
+				t.Skip("cuts the embedded broker's files; FORKLAB_TEST_BROKERS runs on a cluster")
+			}
+			synced := segmentSizes(t, dir)
+			ctx := context.Background()
+			c0 := client.New(p.url)
+			setupZombie(t, c0)
+			// An append whose offset the client holds across the crash.
+			c0.Create(ctx, "pinned", client.CreateOptions{ContentType: textPlain})
+			w := c0.NewAppender("pinned", "p", 0, textPlain)
+			first, err := w.Append(ctx, []byte("x;"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			second, err := w.Append(ctx, []byte("y;"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p = crashCycle(t, dir, p, 0, nil, nil, func() *serverProcess {
+				for path, size := range segmentSizes(t, dir) {
+					cut := synced[path] + c.torn
+					if cut >= size {
+						continue
+					}
+					if err := os.Truncate(path, cut); err != nil {
+						t.Fatal(err)
+					}
+				}
+				l := launch(t, dir)
+				line := l.waitEvent(t, "journal: produced again", 60*time.Second)
+				var n int
+				if _, err := fmt.Sscanf(line[strings.Index(line, "produced again"):], "produced again %d", &n); err != nil || n < 20 {
+					t.Fatalf("restart: %q: want at least 20 records produced again from the journal", line)
+				}
+				select {
+				case l.url = <-l.urlCh:
+				case <-time.After(60 * time.Second):
+					t.Fatal("server process did not start")
+				}
+				return l.serverProcess
+			})
+			c1 := client.New(p.url)
+			checkZombie(t, c1)
+			ch, err := c1.Read(ctx, "pinned", first.Next)
+			if err != nil || string(ch.Data) != "y;" || ch.Next != second.Next {
+				t.Fatalf("read pinned from %s after the crash: %q next %s %v, want \"y;\" next %s", first.Next, ch.Data, ch.Next, err, second.Next)
+			}
+		})
+	}
+}
+
+// segmentSizes are the sizes of the data topic's segment files.
+func segmentSizes(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "kafka", "partitions", "forklab.streams-*", "*.dat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := map[string]int64{}
+	for _, p := range m {
+		if st, err := os.Stat(p); err == nil {
+			sizes[p] = st.Size()
+		}
+	}
+	return sizes
 }
 
 // TestCrashOnCluster runs the crash cycle of TestCrashSIGKILL with the

@@ -91,6 +91,9 @@ func serveForever(dir string) {
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		os.Exit(1)
 	}
+	if svc.Broker != nil {
+		fmt.Fprintf(os.Stderr, "journal: produced again %d records\n", svc.Broker.Recovered)
+	}
 	fmt.Println("URL", svc.URL)
 	select {}
 }

@@ -104,6 +104,10 @@ type Config struct {
 	// segment files); nil on a real cluster, where acks=all (replication)
 	// is the durability.
 	Sync func(partition int32) error
+	// Journal, when set, makes what Kafka acknowledged durable instead of
+	// Sync: each batch is written to a write-ahead file and synced while
+	// it is produced (the embedded broker's journal, stream/broker).
+	Journal Journal
 	// Stages, when set, accumulates where writes spend their time.
 	Stages *Stages
 	// SnapshotTopic is the compacted topic of state snapshots; default
@@ -128,6 +132,33 @@ type Config struct {
 	// produceTimeout bounds one produce attempt; default the larger of
 	// 30 s and three write timeouts. Tests shorten it.
 	produceTimeout time.Duration
+}
+
+// Journal is a write-ahead file that makes the batches the log produces
+// durable (stream/broker.Journal on the embedded broker). The log calls
+// Write with the offset a batch must land at before it produces the
+// batch, and waits for it after the produce; it acknowledges the batch
+// only when both succeeded and the batch landed there. After a batch that
+// failed or landed elsewhere, the log re-reads Kafka; if Kafka holds
+// records past the offset the batch was to land at, it calls Checkpoint
+// before it writes anything else: the journal's frames then never skip
+// records the broker holds but did not make durable. (If nothing landed,
+// the next frame has the same offset and replaces the failed one.)
+type Journal interface {
+	// Write starts making recs durable as the records base, base+1, …
+	// of partition; wait returns when they are, or why they are not.
+	Write(partition int32, base int64, recs []JournalRecord) (wait func() error)
+	// Checkpoint makes everything the broker holds in partition durable
+	// in the broker's own files.
+	Checkpoint(partition int32) error
+}
+
+// JournalRecord is one record as a produce request carries it.
+type JournalRecord struct {
+	Key, Value []byte
+	Headers    []kafka.Header
+	// Time is the record's timestamp; zero leaves it to the broker.
+	Time time.Time
 }
 
 // DefaultTopic is the data topic when Config.Topic is empty.

@@ -266,14 +266,33 @@ func (p *partition) flush(ops []*op) {
 	var err error
 	if len(writes) > 0 {
 		var offsets []int64
-		offsets, err = p.write(writes)
+		recs := make([]kafka.Record, len(writes))
+		for i, w := range writes {
+			recs[i] = w.rec.kafkaRecord()
+		}
+		var journaled func() error
+		if j := p.l.cfg.Journal; j != nil {
+			// Written and synced while the batch is produced.
+			jrecs := make([]JournalRecord, len(writes))
+			for i, w := range writes {
+				jrecs[i] = JournalRecord{Key: []byte(w.rec.stream), Value: w.rec.value, Headers: recs[i].Headers}
+			}
+			journaled = j.Write(p.id, p.next, jrecs)
+		}
+		offsets, err = p.write(recs)
 		if st != nil {
 			t2 = time.Now()
 			st.Batches.Add(1)
 			st.Records.Add(int64(len(writes)))
 			st.Produce.Add(n * int64(t2.Sub(t1)))
 		}
-		if err == nil && offsets[0] == p.next && p.l.cfg.Sync != nil {
+		if journaled != nil {
+			if jerr := journaled(); jerr != nil && err == nil {
+				// The records are in Kafka but not durable: nothing is
+				// acknowledged; the resync below folds them in.
+				err = fmt.Errorf("the write landed but could not be synced to disk: %w", jerr)
+			}
+		} else if err == nil && offsets[0] == p.next && p.l.cfg.Sync != nil {
 			if serr := p.l.cfg.Sync(p.id); serr != nil {
 				// The records are in Kafka but not durable: nothing is
 				// acknowledged; the resync below folds them in.
@@ -323,8 +342,17 @@ func (p *partition) flush(ops []*op) {
 	if err != nil {
 		// Whatever part of the batch reached Kafka is in the log: apply it,
 		// so the state is what Kafka holds before anything else is decided.
+		before := p.next // where the batch was to land
 		for {
 			cerr := p.catchUp(context.Background(), false)
+			if cerr == nil && p.l.cfg.Journal != nil && p.next != before {
+				// What the broker holds now, the failed batch's
+				// records included, is made durable without the journal
+				// before its next frame (Journal). When nothing
+				// landed, the next frame takes the same offset and
+				// replaces the failed batch's.
+				cerr = p.l.cfg.Journal.Checkpoint(p.id)
+			}
 			if cerr == nil {
 				break
 			}
@@ -353,11 +381,7 @@ func (p *partition) flush(ops []*op) {
 // timed-out attempt may have landed, now or later; the caller re-reads
 // Kafka to find out, and checks every later batch lands right after what
 // it knows.
-func (p *partition) write(ws []*pending) ([]int64, error) {
-	recs := make([]kafka.Record, len(ws))
-	for i, w := range ws {
-		recs[i] = w.rec.kafkaRecord()
-	}
+func (p *partition) write(recs []kafka.Record) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.l.cfg.produceTimeout)
 	defer cancel()
 	res, err := p.l.producer.Produce(ctx, &kafka.ProduceRequest{
@@ -375,7 +399,7 @@ func (p *partition) write(ws []*pending) ([]int64, error) {
 	for i, e := range res.RecordErrors {
 		return nil, fmt.Errorf("record %d: %w", i, e)
 	}
-	offsets := make([]int64, len(ws))
+	offsets := make([]int64, len(recs))
 	for i := range offsets {
 		offsets[i] = res.BaseOffset + int64(i)
 	}

@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"text/tabwriter"
@@ -51,8 +52,10 @@ func TestMain(m *testing.M) {
 // timed from inside (HTTP in, queue and group-commit linger, decision,
 // produce through kafka-go and the broker, sync, commit, HTTP out), and the
 // same produce load against the broker alone, without HTTP. It compares
-// the log syncing each batch itself (one fdatasync outside the broker's
-// request loop) with kfake syncing it (two fsyncs inside its loop). A
+// the broker's write-ahead file (each batch written and fdatasynced while
+// it is produced: the default), the log syncing kfake's segment file after
+// each produce (one fdatasync of a growing file, outside the broker's
+// request loop), and kfake syncing it (two fsyncs inside its loop). A
 // measurement, not a test: it runs with FORKLAB_PROFILE=1 (make
 // bench-log-profile); FORKLAB_PROFILE_CPU=DIR writes CPU profiles there.
 func TestAppendProfile(t *testing.T) {
@@ -71,21 +74,19 @@ func TestAppendProfile(t *testing.T) {
 	out := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	defer out.Flush()
 	fmt.Fprintln(out, "sync\tappends/s\tlatency\tp50\tHTTP in\tqueue+linger\tdecide\tproduce\tsync\tcommit\tHTTP out\toutside handler\tbatch\tCPU/append\t")
-	for _, kfakeSync := range []bool{false, true} {
-		name := "log (1 fdatasync)"
-		if kfakeSync {
-			name = "kfake (2 fsyncs)"
-		}
+	for _, mode := range []string{"journal", "segment", "kfake"} {
+		name := map[string]string{"journal": "journal (1 fdatasync beside the produce)", "segment": "segment (1 fdatasync after it)",
+			"kfake": "kfake (2 fsyncs)"}[mode]
 		st := &kafkalog.Stages{}
 		svc, err := service.Start(context.Background(), service.Config{
-			Addr: "127.0.0.1:0", DataDir: t.TempDir(), KfakeSync: kfakeSync,
+			Addr: "127.0.0.1:0", DataDir: t.TempDir(), KfakeSync: mode == "kfake", NoJournal: mode == "segment",
 			Log:    kafkalog.Config{Stages: st, Logf: func(string, ...any) {}},
 			Server: server.Config{Stages: st},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		stopCPU := cpuProfile(t, "append-"+map[bool]string{false: "logsync", true: "kfakesync"}[kfakeSync])
+		stopCPU := cpuProfile(t, "append-"+mode)
 		cpu0 := cpuTime()
 		res := load(t, svc.URL, producers, dur)
 		cpu := cpuTime() - cpu0
@@ -138,7 +139,7 @@ func brokerAlone(t *testing.T, batch int) {
 	hdr := []kafka.Header{{Key: "forklab-op", Value: []byte("append")}, {Key: "forklab-stream", Value: []byte("bench-s-1")},
 		{Key: "forklab-gen", Value: []byte("1")}, {Key: "forklab-rec", Value: []byte("12345")}, {Key: "content-type", Value: []byte("application/octet-stream")},
 		{Key: "producer-id", Value: []byte("bench")}, {Key: "producer-epoch", Value: []byte("0")}, {Key: "producer-seq", Value: []byte("12345")}}
-	for _, mode := range []string{"none", "log (1 fdatasync)", "kfake (2 fsyncs)"} {
+	for _, mode := range []string{"none", "journal (1 fdatasync beside the produce)", "segment (1 fdatasync after it)", "kfake (2 fsyncs)"} {
 		b, err := broker.Start(broker.Config{DataDir: t.TempDir(), NoSync: mode == "none", KfakeSync: mode == "kfake (2 fsyncs)"})
 		if err != nil {
 			t.Fatal(err)
@@ -151,18 +152,33 @@ func brokerAlone(t *testing.T, batch int) {
 		time.Sleep(100 * time.Millisecond)
 		recs := make([]kafka.Record, batch)
 		var prod, sync, total []time.Duration
+		next := int64(0)
 		t0 := time.Now()
 		for time.Since(t0) < 3*time.Second {
 			for i := range recs {
 				recs[i] = kafka.Record{Key: kafka.NewBytes([]byte("bench-s-1")), Value: kafka.NewBytes(val), Headers: hdr}
 			}
 			s := time.Now()
+			var journaled func() error
+			if j := b.Journal("t"); j != nil && strings.HasPrefix(mode, "journal") {
+				jrecs := make([]broker.Record, batch)
+				for i := range jrecs {
+					jrecs[i] = broker.Record{Key: []byte("bench-s-1"), Value: val, Headers: hdr}
+				}
+				journaled = j.Write(0, next, jrecs)
+			}
 			res, err := cl.Produce(ctx, &kafka.ProduceRequest{Topic: "t", RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...)})
 			if err != nil || res.Error != nil {
 				t.Fatal(err, res)
 			}
+			next = res.BaseOffset + int64(batch)
 			p := time.Now()
-			if err := b.SyncPartition("t", 0); err != nil {
+			if journaled != nil {
+				err = journaled()
+			} else {
+				err = b.SyncPartition("t", 0)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			prod, sync, total = append(prod, p.Sub(s)), append(sync, time.Since(p)), append(total, time.Since(s))

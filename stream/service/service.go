@@ -34,6 +34,11 @@ type Config struct {
 	// (two fsyncs in its request loop) instead of the log syncing the
 	// partition after each produce; for the benchmarks' comparison.
 	KfakeSync bool
+	// NoJournal makes the log fdatasync the embedded broker's segment
+	// file after each produce (SyncPartition) instead of writing each
+	// batch to the broker's write-ahead file (broker.Journal) while it is
+	// produced; for the benchmarks' comparison.
+	NoJournal bool
 	// Log configures the Kafka mapping (topic, partitions, limits).
 	Log kafkalog.Config
 	// Server configures the HTTP layer; its Log field is filled in.
@@ -107,10 +112,11 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 			return nil, errors.New("no --brokers and no --data-dir for the embedded broker")
 		}
 		// The broker must accept a whole group-commit batch: twice the
-		// larger of the batch and record limits, and at least 16 MiB.
+		// larger of the batch and record limits, and at least 16 MiB;
+		// its journal holds at least two such batches.
 		maxMsg := max(16<<20, 2*max(cfg.Log.MaxBatchBytes, cfg.Log.MaxRecordBytes)+4<<20)
 		b, err := broker.Start(broker.Config{DataDir: cfg.DataDir, Port: cfg.EmbeddedPort, NoSync: cfg.NoSync,
-			KfakeSync: cfg.KfakeSync, MaxMessageBytes: maxMsg})
+			KfakeSync: cfg.KfakeSync, MaxMessageBytes: maxMsg, JournalBytes: int64(maxMsg)})
 		if err != nil {
 			return nil, err
 		}
@@ -121,6 +127,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 			topic = kafkalog.DefaultTopic
 		}
 		cfg.Log.Sync = func(part int32) error { return b.SyncPartition(topic, part) }
+		if j := b.Journal(topic); j != nil && !cfg.NoJournal {
+			cfg.Log.Journal = journal{j}
+		}
 		snapTopic := cfg.Log.SnapshotTopic
 		if snapTopic == "" {
 			snapTopic = topic + ".snapshots"
@@ -192,3 +201,17 @@ func (s *Service) closeBroker() {
 		s.Broker.Close()
 	}
 }
+
+// journal hands the log's batches to the embedded broker's write-ahead
+// file.
+type journal struct{ j *broker.Journal }
+
+func (j journal) Write(part int32, base int64, recs []kafkalog.JournalRecord) func() error {
+	brecs := make([]broker.Record, len(recs))
+	for i, r := range recs {
+		brecs[i] = broker.Record(r)
+	}
+	return j.j.Write(part, base, brecs)
+}
+
+func (j journal) Checkpoint(part int32) error { return j.j.Checkpoint(part) }
