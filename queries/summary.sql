@@ -1,9 +1,10 @@
 -- What does each arm do, overall, against the control arm off, and how sure
 -- are we?
 --
--- Inputs: pair_groups (the views of queries.Views: the pairs counted once,
---   without pair_cells' feature buckets, which the summary does not need and
---   whose quantiles cost more than the counting), the macros of stats.sql.
+-- Inputs: pair_counts (the views of queries.Views: the pairs counted per
+--   configuration, fork step, arm, status and quadrant, without the features
+--   pair_groups and pair_cells keep, which the summary does not need and
+--   which cost more to group than the counting), the macros of stats.sql.
 --   Only pairs with status 'ok' are labelled and counted; pairs whose
 --   checkpoint or any branch failed are counted apart, in errors.
 -- Output: one row per configuration, fork step and treatment arm (in the
@@ -33,7 +34,7 @@ WITH counted AS (
            CAST(coalesce(sum(n) FILTER (WHERE status = 'ok' AND quadrant = 'sure_thing'), 0) AS BIGINT)   AS sure_thing,
            CAST(coalesce(sum(n) FILTER (WHERE status = 'ok' AND quadrant = 'lost_cause'), 0) AS BIGINT)   AS lost_cause,
            CAST(coalesce(sum(n) FILTER (WHERE status <> 'ok'), 0) AS BIGINT)                              AS errors
-    FROM pair_groups
+    FROM pair_counts
     GROUP BY config_id, fork_step, arm
 )
 SELECT config_id, fork_step, arm, pairs, rescued, harmed,

@@ -65,6 +65,11 @@ type View struct {
 //     of the split (held_out), quadrant, fault flag and feature values (a
 //     wide int or a float truncated to Digits significant digits), with
 //     their extra costs summed exactly;
+//   - pair_counts: the pairs counted per configuration, fork step, arm,
+//     status and quadrant, and nothing else: the summary's input, one
+//     short pass over five narrow columns where pair_groups hashes every
+//     feature and sums the costs exactly (results.DB.Materialize derives
+//     it from pair_groups instead);
 //   - feature_ranges: for each int feature, whether its values span fewer
 //     than MaxValues integers, from the files' column statistics;
 //   - feature_values, feature_bins: how often each numeric feature took
@@ -73,7 +78,7 @@ type View struct {
 //   - pair_cells: pair_groups with each feature replaced by its bucket
 //     (the list profile, in declaration order), split and label spelt
 //     out: the small table slices, the policy search, the Qini curve and
-//     the summary read;
+//     the costs read;
 //   - feature_buckets: each bucket present, its label and edges.
 //
 // Only the generated views (the file views, config_params, features,
@@ -116,6 +121,8 @@ func ViewDefs(d world.Declaration) ([]View, error) {
 			Select: g.ranges()},
 		{Name: "pair_groups", Comment: "pairs counted once per configuration, fork step, arm, status, side of the split (held_out), quadrant, fault and feature values, with summed extra cost: the one pass over the pairs the report's queries share",
 			Select: g.groups(nil)},
+		{Name: "pair_counts", Comment: "pairs counted once per configuration, fork step, arm, status and quadrant: what the summary reads",
+			Select: PairCounts("pair_rows", "count(*)")},
 		{Name: "feature_values", Comment: "one row per numeric feature and value: how many ok pairs took it",
 			Select: g.values()},
 		{Name: "feature_bins", Comment: "one row per feature: how slices and triggers bucket it (by value, or quantile edges)",
@@ -373,6 +380,14 @@ func (g gen) groups(narrow map[string]bool) string {
 		"       count(*) AS n,\n" +
 		"       " + exactSum("extra_steps") + ", " + exactSum("extra_tokens") + ",\n" +
 		"       " + exactSum("extra_usd") + ", " + exactSum("extra_seconds") + "\n" +
+		"FROM " + from + "\nGROUP BY ALL"
+}
+
+// PairCounts is the query of pair_counts over from, counting pairs with
+// n (count(*) over pair_rows; sum(n) over pair_groups, which
+// results.DB.Materialize reads so as not to read the pairs twice).
+func PairCounts(from, n string) string {
+	return "SELECT config_id, fork_step, arm, status, quadrant, CAST(" + n + " AS BIGINT) AS n\n" +
 		"FROM " + from + "\nGROUP BY ALL"
 }
 

@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"time"
 
 	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/analysis/htmlreport"
@@ -18,6 +20,7 @@ func init() {
 		htmlOut   string
 		overwrite bool
 		brief     bool
+		timing    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "report DIR",
@@ -47,6 +50,9 @@ network and opens offline in any browser. An existing FILE needs --overwrite.`,
 					return asInput(fmt.Errorf("--html: %w", err))
 				}
 				defer out.Abort()
+			}
+			if timing {
+				cmd.SetContext(results.WithTrace(cmd.Context(), traceTo(os.Stderr)))
 			}
 			db, err := openResults(cmd, args[0])
 			if err != nil {
@@ -83,8 +89,18 @@ network and opens offline in any browser. An existing FILE needs --overwrite.`,
 	}
 	cmd.Flags().StringVar(&htmlOut, "html", "", "also write the report as a self-contained HTML page to this file")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "let --html replace an existing file")
+	cmd.Flags().BoolVar(&timing, "timing", false, "print to stderr how long opening DIR and each query took")
 	cmd.Flags().BoolVar(&brief, "brief", false, "print only the headlines and the Result paragraphs (the HTML page stays whole)")
 	rootCmd.AddCommand(cmd)
+}
+
+// traceTo returns a results.DB.Trace that prints to w, as they end, the
+// wall time of each step of opening the results and of each query, one
+// "timing: STEP SECONDS s" line each.
+func traceTo(w io.Writer) func(string, time.Duration) {
+	return func(what string, d time.Duration) {
+		fmt.Fprintf(w, "timing: %s %.3f s\n", what, d.Seconds())
+	}
 }
 
 // openResults opens a results directory, marking a missing or unfinished one

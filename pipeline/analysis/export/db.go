@@ -48,7 +48,8 @@ type DBInfo struct {
 //     branches, pairs (with the configuration's parameters as columns)
 //     over the Parquet folders, features and hidden (long),
 //     feature_catalog, and the helpers the report's queries read
-//     (pair_groups, pair_cells, feature_bins, feature_buckets);
+//     (pair_groups, pair_counts, pair_cells, feature_bins,
+//     feature_buckets);
 //   - view manifest over manifest.json (one row: the spec, configurations,
 //     row counts);
 //   - the report tables as views (ReportViews), computed when queried;

@@ -15,8 +15,10 @@ import (
 	"math/big"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -33,6 +35,32 @@ type DB struct {
 	// holdout is the held-out share pair_cells was materialised with
 	// (Materialize); 0 when the views are live.
 	holdout float64
+	abs     string // Dir, absolute
+	// materializing is set while Materialize replaces the views of
+	// Materialized by tables.
+	materializing bool
+	// views are the views of queries.ViewDefs, created when a query first
+	// names them (ensure).
+	views []lazyView
+	// Trace, when set, is told the wall time of every step Open, Materialize
+	// and Run take (forklab report --timing): what is the step's name
+	// ("open: views", "materialize: pair_groups", "queries/slices.sql").
+	Trace func(what string, d time.Duration)
+}
+
+type traceKey struct{}
+
+// WithTrace returns ctx carrying fn as the Trace of the databases Open
+// opens with it, so that opening is traced too ("open: …" steps).
+func WithTrace(ctx context.Context, fn func(what string, d time.Duration)) context.Context {
+	return context.WithValue(ctx, traceKey{}, fn)
+}
+
+// trace reports what took since start to r.Trace, if set.
+func (r *DB) trace(what string, start time.Time) {
+	if r.Trace != nil {
+		r.Trace(what, time.Since(start))
+	}
 }
 
 // Open checks that dir is a finished results directory (it has a manifest;
@@ -50,6 +78,9 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 // (forklab sql's output and scratch files, its --allow-path), external
 // access, extensions and settings, besides dir itself.
 func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error) {
+	r := &DB{Dir: dir}
+	r.Trace, _ = ctx.Value(traceKey{}).(func(string, time.Duration))
+	start := time.Now()
 	m, err := sweep.ReadManifest(dir)
 	if err != nil {
 		return nil, err
@@ -58,10 +89,14 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 	if err != nil {
 		return nil, err
 	}
+	r.trace("open: manifest", start)
+	start = time.Now()
 	if err := checkFiles(abs, m); err != nil {
 		return nil, err
 	}
-	views, err := queries.Views(m.Declaration)
+	r.trace("open: check files", start)
+	start = time.Now()
+	defs, err := queries.ViewDefs(m.Declaration)
 	if err != nil {
 		return nil, fmt.Errorf("%s: the world declared in %s: %v: %w", dir, sweep.ManifestName, err, sweep.ErrNotResults)
 	}
@@ -69,7 +104,8 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 	if err != nil {
 		return nil, fmt.Errorf("open duckdb: %w", err)
 	}
-	r := &DB{Dir: dir, Manifest: m, db: db}
+	r.Manifest, r.db, r.abs = m, db, abs
+	r.views = lazyViews(defs)
 	if _, err := db.ExecContext(ctx, "SET file_search_path = "+quote(abs)); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("set file_search_path: %w", err)
@@ -81,12 +117,13 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 		db.Close()
 		return nil, fmt.Errorf("set parquet_metadata_cache: %w", err)
 	}
-	for _, setup := range []struct{ name, text string }{{"views (queries.Views)", views}, {"queries/stats.sql", queries.MustGet("stats")}} {
-		if _, err := db.ExecContext(ctx, AbsPaths(setup.text, abs)); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("%s: %s: %w", dir, setup.name, QueryError(err))
-		}
+	r.trace("open: duckdb", start)
+	start = time.Now()
+	if _, err := db.ExecContext(ctx, queries.MustGet("stats")); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: queries/stats.sql: %w", dir, QueryError(err))
 	}
+	r.trace("open: queries/stats.sql", start)
 	view, events, err := EventsView(abs)
 	if err != nil {
 		db.Close()
@@ -100,7 +137,10 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 	}
 	r.events = events
 	sb.Dirs = append([]string{abs}, sb.Dirs...)
-	if err := duck.Lock(ctx, db, sb); err != nil {
+	start = time.Now()
+	err = duck.Lock(ctx, db, sb)
+	r.trace("open: lock", start)
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
@@ -110,12 +150,12 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 // Materialized lists the views Materialize computes once, in order: the
 // one pass over the pairs (pair_groups) and what every report query reads
 // from it.
-var Materialized = []string{"pair_groups", "feature_values", "feature_bins", "pair_cells"}
+var Materialized = []string{"pair_groups", "pair_counts", "feature_values", "feature_bins", "pair_cells"}
 
 // Materialize reads the pairs once, with holdout as the held-out share of
-// the split (in (0, 1)), and keeps pair_groups, feature_values,
-// feature_bins and pair_cells as temporary tables that shadow their views
-// for the rest of the connection: the report's queries then read a table
+// the split (in (0, 1)), and keeps pair_groups, pair_counts (from
+// pair_groups), feature_values, feature_bins and pair_cells as temporary
+// tables that shadow their views for the rest of the connection: the report's queries then read a table
 // of a few hundred rows instead of every pair. Calling it again with the
 // same holdout does nothing; another holdout recomputes them.
 func (r *DB) Materialize(ctx context.Context, holdout float64) error {
@@ -128,7 +168,9 @@ func (r *DB) Materialize(ctx context.Context, holdout float64) error {
 	// Which int features are narrow decides how the pass groups them:
 	// asked first, it lets the pass group their integers as they are.
 	narrow := map[string]bool{}
+	start := time.Now()
 	t, err := r.Query(ctx, "SELECT c.feature FROM feature_ranges AS r JOIN feature_catalog AS c USING (feature_order) WHERE r.small")
+	r.trace("materialize: feature_ranges", start)
 	if err != nil {
 		return fmt.Errorf("%s: feature_ranges: %w", r.Dir, err)
 	}
@@ -144,14 +186,32 @@ func (r *DB) Materialize(ctx context.Context, holdout float64) error {
 		stmts = append(stmts, "DROP TABLE IF EXISTS temp."+v)
 	}
 	for _, v := range Materialized {
-		if v == "pair_groups" {
+		switch v {
+		case "pair_groups":
 			stmts = append(stmts, "CREATE TEMP TABLE pair_groups AS\n"+groups)
 			continue
+		case "pair_counts":
+			stmts = append(stmts, "CREATE TEMP TABLE pair_counts AS\n"+queries.PairCounts("pair_groups", "sum(n)"))
+			continue
 		}
-		stmts = append(stmts, fmt.Sprintf("CREATE TEMP TABLE %s AS FROM main.%s", v, v))
+		// The view's own query, which reads the tables made before it.
+		for _, lv := range r.views {
+			if lv.Name == v {
+				stmts = append(stmts, "CREATE TEMP TABLE "+v+" AS\n"+lv.Select)
+			}
+		}
 	}
+	r.materializing = true
+	defer func() { r.materializing = false }()
 	for _, s := range stmts {
-		if _, err := r.db.ExecContext(ctx, s); err != nil {
+		if err := r.ensure(ctx, s); err != nil {
+			r.holdout = 0
+			return err
+		}
+		start := time.Now()
+		_, err := r.db.ExecContext(ctx, s)
+		r.trace("materialize: "+strings.SplitN(s, "\n", 2)[0], start)
+		if err != nil {
 			r.holdout = 0
 			return fmt.Errorf("%s: %s: %w", r.Dir, s, QueryError(err))
 		}
@@ -179,6 +239,9 @@ func AbsPaths(text, dir string) string {
 // (queries.ReportViews), as results.duckdb has them, for ad hoc SQL (forklab
 // sql). Binding them takes a few tens of milliseconds, so Open leaves it out.
 func (r *DB) AddReportViews(ctx context.Context) error {
+	if err := r.CreateViews(ctx); err != nil {
+		return err
+	}
 	for _, name := range queries.ReportViews(r.events) {
 		text := queries.Split(queries.MustGet(name))[0]
 		if _, err := r.db.ExecContext(ctx, "CREATE OR REPLACE VIEW "+name+" AS\n"+text); err != nil {
@@ -197,7 +260,29 @@ func checkFiles(dir string, m sweep.Manifest) error { return sweep.Verify(dir, m
 func (r *DB) Close() error { return r.db.Close() }
 
 // SQL returns the underlying database handle, limited to one connection.
-func (r *DB) SQL() *sql.DB { return r.db }
+// Every view is created first (CreateViews); one that fails to bind is
+// left out, and a query naming it fails with DuckDB's error.
+func (r *DB) SQL() *sql.DB {
+	_ = r.CreateViews(context.Background())
+	return r.db
+}
+
+// CreateViews creates every view of queries.ViewDefs not created yet (Open
+// creates none: Query, Run and Exec create those their SQL names). It
+// fails if one does not bind, naming it.
+func (r *DB) CreateViews(ctx context.Context) error { return r.ensureAll(ctx) }
+
+// Exec runs SQL statements for their effect (SET VARIABLE, …), creating
+// the views they name first.
+func (r *DB) Exec(ctx context.Context, text string) error {
+	if err := r.ensure(ctx, text); err != nil {
+		return err
+	}
+	if _, err := r.db.ExecContext(ctx, text); err != nil {
+		return QueryError(err)
+	}
+	return nil
+}
 
 // Table is a fully read query result: column names and rows of Go values as
 // the duckdb driver returns them.
@@ -209,6 +294,9 @@ type Table struct {
 // Query runs SQL text (one or more statements; the last one's rows are
 // returned) and reads every row.
 func (r *DB) Query(ctx context.Context, text string) (*Table, error) {
+	if err := r.ensure(ctx, text); err != nil {
+		return nil, err
+	}
 	rows, err := r.db.QueryContext(ctx, text)
 	if err != nil {
 		return nil, QueryError(err)
@@ -242,7 +330,9 @@ func (r *DB) Run(ctx context.Context, name string) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	t, err := r.Query(ctx, text)
+	r.trace("queries/"+strings.TrimSuffix(name, ".sql")+".sql", start)
 	if err != nil {
 		return nil, fmt.Errorf("queries/%s.sql: %w", strings.TrimSuffix(name, ".sql"), err)
 	}
@@ -330,4 +420,137 @@ func Int(v any) int64 {
 		return x.Int64()
 	}
 	return int64(math.Round(Float(v)))
+}
+
+// lazyView is one view of queries.ViewDefs and the earlier views its query
+// names.
+type lazyView struct {
+	queries.View
+	deps    []int          // indexes of the views its query names
+	name    *regexp.Regexp // its name as a word
+	main    *regexp.Regexp // main.name: the view, not a table shadowing it
+	created bool
+}
+
+// lazyViews indexes defs (in creation order) by the views each one's
+// query names.
+func lazyViews(defs []queries.View) []lazyView {
+	vs := make([]lazyView, len(defs))
+	for i, d := range defs {
+		vs[i] = lazyView{View: d, name: regexp.MustCompile(`(?i)\b` + regexp.QuoteMeta(d.Name) + `\b`),
+			main: regexp.MustCompile(`(?i)\bmain\s*\.\s*` + regexp.QuoteMeta(d.Name) + `\b`)}
+		text := stripComments(d.Select)
+		for j := range i {
+			if vs[j].name.MatchString(text) {
+				vs[i].deps = append(vs[i].deps, j)
+			}
+		}
+	}
+	return vs
+}
+
+// ensure creates the views text names, and the views they read, that do
+// not exist yet. Binding a view over the Parquet folders reads every
+// file's footer, and the analysis views are long queries: Open creates
+// none, so that a query pays only for the views it reads (the summary of
+// a sweep binds pair_groups and pair_rows, not the twelve others). A view
+// a name could only reach through text built at run time would not be
+// created: every caller that hands SQL on (SQL, AddReportViews) creates
+// them all first.
+func (r *DB) ensure(ctx context.Context, text string) error {
+	need := make([]bool, len(r.views))
+	any := false
+	text = stripComments(text)
+	for i := len(r.views) - 1; i >= 0; i-- {
+		v := &r.views[i]
+		if v.created || (r.materialized(v.Name) && !v.main.MatchString(text)) {
+			// A table shadows it, unless the text asks for the view.
+			need[i] = false
+			continue
+		}
+		if !need[i] && !v.name.MatchString(text) {
+			continue
+		}
+		need[i], any = true, true
+		for _, j := range v.deps {
+			need[j] = true
+		}
+	}
+	if !any {
+		return nil
+	}
+	return r.create(ctx, need)
+}
+
+// ensureAll creates every view not created yet.
+func (r *DB) ensureAll(ctx context.Context) error {
+	need := make([]bool, len(r.views))
+	for i := range need {
+		need[i] = !r.views[i].created
+	}
+	return r.create(ctx, need)
+}
+
+// create creates the views marked in need, in order.
+func (r *DB) create(ctx context.Context, need []bool) error {
+	for i := range r.views {
+		v := &r.views[i]
+		if !need[i] || v.created {
+			continue
+		}
+		start := time.Now()
+		_, err := r.db.ExecContext(ctx, "CREATE OR REPLACE VIEW main."+v.Name+" AS\n"+AbsPaths(v.Select, r.abs))
+		r.trace("view: "+v.Name, start)
+		if err != nil {
+			return fmt.Errorf("%s: view %s (queries.Views): %w", r.Dir, v.Name, QueryError(err))
+		}
+		v.created = true
+	}
+	return nil
+}
+
+// materialized reports whether view name is shadowed by a temporary
+// table (Materialize).
+func (r *DB) materialized(name string) bool {
+	return (r.holdout != 0 || r.materializing) && slices.Contains(Materialized, name)
+}
+
+// stripComments returns SQL text without its comments (-- to the end of
+// the line, /* … */) and with its string literals emptied, so that a view
+// named only in a query's header comment or in a path
+// (parquet_metadata('pairs/…')) is not created. Quoted names ("…") stay.
+func stripComments(text string) string {
+	var b strings.Builder
+	for i := 0; i < len(text); {
+		switch c := text[i]; {
+		case c == '\'' || c == '"':
+			end := len(text)
+			if j := strings.IndexByte(text[i+1:], c); j >= 0 {
+				end = i + 1 + j + 1
+			}
+			if c == '"' {
+				b.WriteString(text[i:end]) // a quoted name
+			} else {
+				b.WriteString("''") // a string names no view
+			}
+			i = end
+		case strings.HasPrefix(text[i:], "--"):
+			j := strings.IndexByte(text[i:], '\n')
+			if j < 0 {
+				return b.String()
+			}
+			i += j
+		case strings.HasPrefix(text[i:], "/*"):
+			j := strings.Index(text[i+2:], "*/")
+			if j < 0 {
+				return b.String()
+			}
+			b.WriteByte(' ')
+			i += j + 4
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return b.String()
 }

@@ -166,7 +166,7 @@ func Run(ctx context.Context, db *results.DB, o Options) (*Result, error) {
 	if err := db.Materialize(ctx, o.Holdout); err != nil {
 		return nil, err
 	}
-	if _, err := db.SQL().ExecContext(ctx, fmt.Sprintf("SET VARIABLE max_harm = %d; SET VARIABLE harm_scope = %s;", o.MaxHarm, duck.Quote(o.Scope))); err != nil {
+	if err := db.Exec(ctx, fmt.Sprintf("SET VARIABLE max_harm = %d; SET VARIABLE harm_scope = %s;", o.MaxHarm, duck.Quote(o.Scope))); err != nil {
 		return nil, err
 	}
 	t, err := db.Run(ctx, "policy_search")
