@@ -1,7 +1,9 @@
 // Package results opens a finished results directory in an in-process
 // DuckDB and runs the embedded queries (package queries) over its Parquet
 // tables. The views are generated from the world's declaration the
-// manifest carries (queries.Views), so the same queries read any world.
+// manifest carries (queries.Views), so the same queries read any world;
+// each is created when a query first names it, so that a query binds only
+// the views it reads.
 // Paths in the views are relative to the directory, resolved through
 // DuckDB's file_search_path, so the same SQL runs in any DuckDB session
 // started in the directory.
@@ -65,7 +67,8 @@ func (r *DB) trace(what string, start time.Time) {
 
 // Open checks that dir is a finished results directory (it has a manifest;
 // the error wraps sweep.ErrNotResults if not) and opens it, with the views
-// generated from its world's declaration (queries.Views), the macros of
+// generated from its world's declaration (queries.ViewDefs; each is
+// created when a query first names it, see ensure), the macros of
 // queries/stats.sql and, when session events were exported or sunk into
 // it, the view events (EventsView). The database is in memory and
 // sandboxed (duck.Lock): SQL run on it reads only dir, writes no file, and
