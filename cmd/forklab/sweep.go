@@ -237,6 +237,10 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			if prog.bar != nil {
 				prog.bar.Finish()
 			}
+			if errors.Is(err, sweep.ErrSpecChanged) {
+				st.Refused()
+				return asInput(fmt.Errorf("--resume: %w; its finished work is kept: resume it with the spec it was started with, or start over without --resume (with --overwrite if %s holds a finished sweep)", err, out))
+			}
 			if err != nil {
 				st.Release()
 				if ctx.Err() != nil {

@@ -98,8 +98,9 @@ func RunShare(ctx context.Context, r sweep.Resolved, out string, sh Share, overw
 	opt.FinalizeOnly = false
 	run, err := sweep.Run(ctx, r, st, opt)
 	if err != nil {
-		if strings.Contains(err.Error(), "was of another spec") {
-			return res, fmt.Errorf("%s holds units of a sweep of another spec: finish or remove it (%s), or choose another --out", out, st.Dir)
+		var sc *sweep.SpecChangedError
+		if errors.As(err, &sc) {
+			return res, fmt.Errorf("%s holds units of a sweep of another spec (%s): run the share with that sweep's spec, finish or remove it (%s), or choose another --out", out, sc.Diff, st.Dir)
 		}
 		return res, err
 	}

@@ -85,6 +85,9 @@ type Staging struct {
 	Out  string // the output directory
 	Dir  string // the staging directory
 	lock func()
+	// copied: Stage filled Dir with links to the finished sweep in Out
+	// (a --resume of a sweep with error rows); Out still holds it all.
+	copied bool
 }
 
 // StagingDir is the staging directory of output directory out.
@@ -195,6 +198,7 @@ func Stage(out string, overwrite, resume bool) (*Staging, error) {
 				s.Abandon()
 				return nil, fmt.Errorf("output %s: stage the sweep to resume: %w", out, err)
 			}
+			s.copied = true
 		}
 		return s, nil
 	}
@@ -312,6 +316,19 @@ func (s *Staging) Abandon() {
 // Release releases the staging directory's lock and keeps its content, for
 // --resume.
 func (s *Staging) Release() { s.lock() }
+
+// Refused ends a sweep refused before it wrote a unit (a --resume of
+// another spec): a staging directory that only copies the finished sweep
+// in Out (Stage of a sweep with error rows) is removed, Out holding it
+// all; one holding an interrupted sweep's work is kept for a --resume with
+// the right spec.
+func (s *Staging) Refused() {
+	if s.copied {
+		s.Abandon()
+		return
+	}
+	s.Release()
+}
 
 // Publish makes the staged sweep, whose manifest m it writes last, the
 // content of the output directory in one atomic step, then removes the old

@@ -1,12 +1,14 @@
 package sweep
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -374,6 +376,98 @@ func newSweepID() string {
 // belong to: --resume refuses a ledger of another spec.
 const specName = "spec.json"
 
+// ErrSpecChanged reports units staged for another spec (or another world
+// declaration) than the sweep asked now: --resume, a share or a worker
+// never reuses them. errors.Is(err, ErrSpecChanged) holds for a
+// *SpecChangedError.
+var ErrSpecChanged = errors.New("of another spec")
+
+// SpecChangedError is ErrSpecChanged with what differs: Dir is the staging
+// directory holding the units, Diff names the keys that differ with both
+// values ("seeds: 0:300 then, 0:400 now"), or says that the world's
+// declaration changed.
+type SpecChangedError struct {
+	Dir  string
+	Diff string
+}
+
+func (e *SpecChangedError) Error() string {
+	return fmt.Sprintf("the interrupted sweep in %s was of another spec (%s)", e.Dir, e.Diff)
+}
+
+// Is makes errors.Is(err, ErrSpecChanged) hold.
+func (e *SpecChangedError) Is(target error) bool { return target == ErrSpecChanged }
+
+// specDiff words what differs between two ledger spec records (the JSON
+// checkLedgerSpec writes): up to three differing spec keys with their old
+// and new values, or the declaration.
+func specDiff(old, cur []byte) string {
+	type rec struct {
+		Spec        map[string]json.RawMessage `json:"spec"`
+		Declaration json.RawMessage            `json:"declaration"`
+	}
+	var a, b rec
+	if json.Unmarshal(old, &a) != nil || json.Unmarshal(cur, &b) != nil {
+		return "its recorded spec cannot be read"
+	}
+	var diffs []string
+	diffMaps(a.Spec, b.Spec, "", &diffs)
+	if len(diffs) > 3 {
+		diffs = append(diffs[:3], fmt.Sprintf("and %d more keys", len(diffs)-3))
+	}
+	if len(diffs) == 0 {
+		var x, y bytes.Buffer
+		json.Compact(&x, a.Declaration)
+		json.Compact(&y, b.Declaration)
+		if x.String() != y.String() {
+			return "the world declares itself otherwise now: its version, parameters, features or arms changed (for an agent, its initialize reply)"
+		}
+		return "its recorded spec differs"
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// diffMaps appends to diffs, in key order, each key of a or b whose
+// values differ ("seeds: "0:300" then, "0:400" now"), going into mappings
+// ("params.p_stall: …").
+func diffMaps(a, b map[string]json.RawMessage, prefix string, diffs *[]string) {
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	compact := func(v json.RawMessage) string {
+		if v == nil {
+			return "unset"
+		}
+		var buf bytes.Buffer
+		if json.Compact(&buf, v) != nil {
+			return string(v)
+		}
+		return buf.String()
+	}
+	show := func(s string) string {
+		if len(s) > 60 {
+			return s[:57] + "..."
+		}
+		return s
+	}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		x, y := compact(a[k]), compact(b[k])
+		if x == y {
+			continue
+		}
+		var ma, mb map[string]json.RawMessage
+		if json.Unmarshal(a[k], &ma) == nil && json.Unmarshal(b[k], &mb) == nil && ma != nil && mb != nil {
+			diffMaps(ma, mb, prefix+k+".", diffs)
+			continue
+		}
+		*diffs = append(*diffs, fmt.Sprintf("%s%s: %s then, %s now", prefix, k, show(x), show(y)))
+	}
+}
+
 // checkLedgerSpec records spec (its Identity) and the world's declaration
 // in the ledger folder of staging dir, or, when they are recorded, checks
 // they are the same: units of another spec, or of a world that declares
@@ -390,7 +484,7 @@ func checkLedgerSpec(dir string, spec Spec, decl world.Declaration) error {
 	old, err := os.ReadFile(path)
 	if err == nil {
 		if string(old) != string(b) {
-			return fmt.Errorf("the interrupted sweep in %s was of another spec or world declaration; rerun without --resume to start over", dir)
+			return &SpecChangedError{Dir: dir, Diff: specDiff(old, b)}
 		}
 		return nil
 	}
