@@ -3,12 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/forklab/forklab/internal/floattext"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/pflag"
 )
@@ -84,8 +84,12 @@ func (b *bounded[T]) Set(s string) error {
 	var v T
 	switch b.kind {
 	case "float":
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		f, err := floattext.Parse(s)
+		if errors.Is(err, floattext.ErrNotFloat64) {
+			// 1e-400 would read as 0, 1e400 as +Inf: refused, not rounded.
+			return fmt.Errorf("%s; must be %s", trimNotFloat(err), b.Range())
+		}
+		if err != nil {
 			return b.errRange()
 		}
 		v = T(f)
@@ -238,3 +242,9 @@ func specErr(err error, changed func(name string) bool, flags map[string]string)
 // maxPID is the largest process id Linux hands out (pid_max's limit,
 // 2^22).
 const maxPID = 1 << 22
+
+// trimNotFloat is a floattext refusal without its sentinel's words: "1e-400
+// is too small for a float64: it would read as 0".
+func trimNotFloat(err error) string {
+	return strings.TrimSuffix(err.Error(), " ("+floattext.ErrNotFloat64.Error()+")")
+}

@@ -233,11 +233,25 @@ func TestNumericFlagsRefuseOutOfRange(t *testing.T) {
 					t.Errorf("--%s %s: %q does not name the range %q", nf.flag, v, err, nf.want)
 				}
 			}
+			// A float literal a float64 cannot hold is refused, naming
+			// why and the range, even where what it would read as (0,
+			// ±Inf) is inside the range: no silent underflow to 0.
+			why := map[string]string{}
+			if fl.Value.Type() == "float" {
+				why = map[string]string{"1e-400": "1e-400 is too small for a float64: it would read as 0; ",
+					"-1e-400": "-1e-400 is too small for a float64: it would read as 0; ", "0x1p-2000": "0x1p-2000 is too small for a float64: it would read as 0; ",
+					"1e400": "1e400 is too large for a float64; ", "NaN": "NaN is not a number; ", "-Inf": "-Inf is not finite; "}
+				for v, w := range why {
+					if err := fl.Value.Set(v); err == nil || err.Error() != w+"must be "+nf.want {
+						t.Errorf("--%s %s: %v, want %q", nf.flag, v, err, w+"must be "+nf.want)
+					}
+				}
+			}
 			// As a user meets it: the binary, with a value past what the
 			// flag's type holds (it must not wrap around into the range).
 			args := append(strings.Fields(nf.cmd), "--"+nf.flag+"="+overflow)
 			_, stderr, code := run(t, args...)
-			want := fmt.Sprintf(`forklab: invalid argument %q for "--%s" flag: must be %s (see 'forklab %s --help')`, overflow, nf.flag, nf.want, nf.cmd)
+			want := fmt.Sprintf(`forklab: invalid argument %q for "--%s" flag: %smust be %s (see 'forklab %s --help')`, overflow, nf.flag, why[overflow], nf.want, nf.cmd)
 			if code != 2 || strings.TrimSpace(stderr) != want {
 				t.Errorf("forklab %s: exit %d, %q; want 2 and %q", strings.Join(args, " "), code, stderr, want)
 			}
@@ -275,7 +289,7 @@ func TestWorldFlagsAndSeedsBounded(t *testing.T) {
 		{[]string{"sweep", "--fork-at", "1-99999999999999999999", "--out", out}, "forklab: --fork-at: fork step 99999999999999999999 is out of range: steps are integers in [1, 1048576]"},
 		{[]string{"sweep", "--shard", "0/99999999999999999999", "--out", out}, `forklab: --shard: share "0/99999999999999999999" is malformed: want I/N with integers 0 <= I < N <= 1048576`},
 		{[]string{"sweep", "--max-error-rate", "200%", "--out", out}, `forklab: --max-error-rate: must be a share in [0, 1] (0% to 100%), such as 1% or 0.05, got "200%"`},
-		{[]string{"sweep", "--max-cost", "tokens=1e400", "--out", out}, `forklab: --max-cost: each amount must be a finite number above 0`},
+		{[]string{"sweep", "--max-cost", "tokens=1e400", "--out", out}, `forklab: --max-cost: 1e400 is too large for a float64; each amount must be a finite number above 0`},
 		{[]string{"agent", "check", "--seeds", "0:99999999999999999999", "exit 3"}, `forklab: --seeds: seed range "0:99999999999999999999" is malformed: want START:END with integers in [0, 9223372036854775807] and START < END`},
 		{[]string{"kafka", "serve", "--ports", "1,2,70000"}, `forklab: --ports "1,2,70000": want 3 port numbers, each an integer in [1, 65535], comma-separated`},
 		{[]string{"log", "bench", "--target", "a=http://127.0.0.1:1", "--loads", "99999999999999999999x1"}, `forklab: --loads "99999999999999999999x1": want PRODUCERSxBYTES,… with 1-4096 producers and 1 B-16 MiB bodies`},

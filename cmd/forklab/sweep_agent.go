@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"errors"
+	"github.com/forklab/forklab/internal/floattext"
 	"github.com/forklab/forklab/pipeline/analysis/report"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -111,7 +113,10 @@ func parseShare(s string) (float64, error) {
 	if strings.HasSuffix(t, "%") {
 		t, scale = strings.TrimSuffix(t, "%"), 0.01
 	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	v, err := floattext.Parse(t)
+	if errors.Is(err, floattext.ErrNotFloat64) {
+		return 0, fmt.Errorf("%s; must be a share in [0, 1] (0%% to 100%%), such as 1%% or 0.05", trimNotFloat(err))
+	}
 	if err != nil || !(v*scale >= 0 && v*scale <= 1) {
 		return 0, fmt.Errorf("must be a share in [0, 1] (0%% to 100%%), such as 1%% or 0.05, got %q", s)
 	}
@@ -128,7 +133,10 @@ func parseCostLimit(s string) (map[string]float64, error) {
 		}
 		k = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(k), "$"))
 		v = strings.TrimPrefix(strings.TrimSpace(v), "$")
-		x, err := strconv.ParseFloat(v, 64)
+		x, err := floattext.Parse(v)
+		if errors.Is(err, floattext.ErrNotFloat64) {
+			return nil, fmt.Errorf("%s; each amount must be a finite number above 0, such as 5 (US dollars) or tokens=2000000,usd=5", trimNotFloat(err))
+		}
 		if err != nil || !(x > 0) || math.IsInf(x, 0) {
 			return nil, fmt.Errorf("each amount must be a finite number above 0, such as 5 (US dollars) or tokens=2000000,usd=5, got %q", s)
 		}

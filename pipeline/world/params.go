@@ -2,7 +2,9 @@ package world
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/forklab/forklab/internal/floattext"
 	"math"
 	"slices"
 	"strconv"
@@ -225,7 +227,11 @@ func (p Param) parseFloat(x any, bad func(string) error) (any, error) {
 	case int:
 		v = float64(n)
 	case json.Number:
-		f, err := n.Float64()
+		f, err := floattext.Parse(string(n))
+		if errors.Is(err, floattext.ErrNotFloat64) {
+			// 1e-400 would read as 0: refused, not rounded.
+			return nil, fmt.Errorf("%s must be %s; %s", p.Name, p.Range(), strings.TrimSuffix(err.Error(), " ("+floattext.ErrNotFloat64.Error()+")"))
+		}
 		if err != nil {
 			return nil, bad(string(n))
 		}

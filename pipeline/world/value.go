@@ -3,6 +3,7 @@ package world
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/forklab/forklab/internal/floattext"
 	"math"
 	"slices"
 	"strconv"
@@ -157,8 +158,8 @@ func (f Field) Parse(x any) (Value, error) {
 		switch n := x.(type) {
 		case json.Number:
 			var err error
-			if v, err = n.Float64(); err != nil {
-				return Value{}, fmt.Errorf("%s must be a number, got %s", f.Name, n)
+			if v, err = floattext.Parse(string(n)); err != nil {
+				return Value{}, fmt.Errorf("%s must be a finite number a float64 holds, got %s", f.Name, n)
 			}
 		case float64:
 			v = n

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	gojson "github.com/goccy/go-json"
-	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/forklab/forklab/internal/floattext"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/world"
 )
@@ -115,8 +115,8 @@ func parseCost(where string, model world.CostModel, c *Cost) (world.Cost, error)
 				out.Tokens = n
 			}
 		default:
-			x, err := f.v.Float64()
-			if err != nil || x < 0 || math.IsInf(x, 0) {
+			x, err := floattext.Parse(string(*f.v))
+			if err != nil || x < 0 {
 				return out, fmt.Errorf("%s.%s must be a finite non-negative number, got %s", where, f.name, *f.v)
 			}
 			if f.name == world.CostUSD {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/forklab/forklab/internal/floattext"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
@@ -192,7 +193,12 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d)
 // UnmarshalText reads "90s", "2m30s"; a plain number is seconds.
 func (d *Duration) UnmarshalText(b []byte) error {
 	s := strings.TrimSpace(string(b))
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
+	if _, err := strconv.ParseFloat(s, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		f, err := floattext.Parse(s)
+		if err != nil {
+			// 1e-400 seconds would read as 0, the default.
+			return fmt.Errorf("duration %s seconds: %s: want a duration in [1ms, %s]", s, strings.TrimSuffix(err.Error(), " ("+floattext.ErrNotFloat64.Error()+")"), fmtDuration(MaxAgentTimeout))
+		}
 		// No wrap-around: a number of seconds past MaxAgentTimeout is
 		// refused by Resolve; past what a Duration holds, here.
 		if !(math.Abs(f) <= float64(math.MaxInt64/int64(time.Second))) {
@@ -614,6 +620,9 @@ func ReadSpecFile(path string, base Spec) (Spec, error) {
 		return base, fmt.Errorf("read spec: %w", err)
 	}
 	var v any
+	if err := checkSpecNumbers(path, b, base); err != nil {
+		return base, err
+	}
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".yaml", ".yml":
 		if err := yaml.Unmarshal(b, &v); err != nil {
@@ -668,6 +677,128 @@ func ReadSpecFile(path string, base Spec) (Spec, error) {
 	return s, nil
 }
 
+// checkSpecNumbers refuses a number in spec file b (path says JSON or
+// YAML) that a float64 cannot hold — 1e-400, which decoders read as 0
+// without a word, 1e400, .inf, .nan — naming the key and, where it is known
+// (a spec key, a built-in world's parameter), its valid range. A file that
+// does not decode is left to the decoder's error.
+func checkSpecNumbers(path string, b []byte, base Spec) error {
+	var bad []string // key, literal, why
+	var world string
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml":
+		var doc yaml.Node
+		if yaml.Unmarshal(b, &doc) != nil {
+			return nil
+		}
+		var walk func(n *yaml.Node, key string)
+		walk = func(n *yaml.Node, key string) {
+			if len(bad) > 0 {
+				return
+			}
+			switch n.Kind {
+			case yaml.DocumentNode:
+				for _, c := range n.Content {
+					walk(c, key)
+				}
+			case yaml.MappingNode:
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					k := n.Content[i].Value
+					if key == "" && k == "world" {
+						world = n.Content[i+1].Value
+					}
+					walk(n.Content[i+1], joinKey(key, k))
+				}
+			case yaml.SequenceNode:
+				for i, c := range n.Content {
+					walk(c, fmt.Sprintf("%s[%d]", key, i))
+				}
+			case yaml.ScalarNode:
+				var err error
+				switch {
+				case n.Tag == "!!float":
+					var f float64
+					if n.Decode(&f) == nil {
+						err = floattext.Check(n.Value, f)
+					}
+				case n.Tag == "!!str" && n.Style == 0:
+					// YAML reads 1e400 as text: a number too large.
+					if _, perr := strconv.ParseFloat(n.Value, 64); perr != nil && errors.Is(perr, strconv.ErrRange) {
+						_, err = floattext.Parse(n.Value)
+					}
+				}
+				if err != nil {
+					bad = []string{key, err.Error()}
+				}
+			}
+		}
+		walk(&doc, "")
+	case ".json":
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.UseNumber()
+		var v any
+		if d.Decode(&v) != nil {
+			return nil
+		}
+		var walk func(x any, key string)
+		walk = func(x any, key string) {
+			if len(bad) > 0 {
+				return
+			}
+			switch t := x.(type) {
+			case map[string]any:
+				if w, ok := t["world"].(string); ok && key == "" {
+					world = w
+				}
+				for _, k := range slices.Sorted(maps.Keys(t)) {
+					walk(t[k], joinKey(key, k))
+				}
+			case []any:
+				for i, c := range t {
+					walk(c, fmt.Sprintf("%s[%d]", key, i))
+				}
+			case json.Number:
+				if _, err := floattext.Parse(string(t)); errors.Is(err, floattext.ErrNotFloat64) {
+					bad = []string{key, err.Error()}
+				}
+			}
+		}
+		walk(v, "")
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	key, why := bad[0], strings.TrimSuffix(bad[1], " ("+floattext.ErrNotFloat64.Error()+")")
+	msg := fmt.Sprintf("spec %s: %s: %s", path, key, why)
+	name, _, _ := strings.Cut(key, "[")
+	if r, ok := keyRanges[name]; ok {
+		return fmt.Errorf("%s; %s must be %s", msg, name, r)
+	}
+	if world == "" {
+		world = base.World
+	}
+	if p, ok := strings.CutPrefix(name, "params."); ok {
+		name = p
+	} else if p, ok := strings.CutPrefix(name, "grid."); ok {
+		name = p
+	} else {
+		return errors.New(msg)
+	}
+	if def, err := lab.Lookup(world); err == nil {
+		if p, ok := def.Declaration().Param(name); ok {
+			return fmt.Errorf("%s; %s must be %s", msg, name, p.Range())
+		}
+	}
+	return errors.New(msg)
+}
+
+func joinKey(prefix, k string) string {
+	if prefix == "" {
+		return k
+	}
+	return prefix + "." + k
+}
+
 // specError words a decoding error in the spec's own terms: its keys, not
 // Go's types.
 func specError(err error) string {
@@ -701,6 +832,7 @@ var keyRanges = map[string]string{
 	"fork_at":           fmt.Sprintf("integers in [1, %d]", MaxForkStep),
 	"agent.parallel":    fmt.Sprintf("an integer in [1, %d]", MaxAgentParallel),
 	"agent.retries":     fmt.Sprintf("an integer in [0, %d]", MaxAgentRetries),
+	"agent.timeout":     fmt.Sprintf("a duration in [1ms, %s] such as 90s, or a number of seconds", fmtDuration(MaxAgentTimeout)),
 	"max_error_rate":    "a share in [0, 1]",
 	"max_cost":          "a finite number above 0",
 	"model.temperature": "a number in [0, 1]",
