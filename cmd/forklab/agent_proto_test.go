@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -461,7 +462,30 @@ func TestAgentSessionsOnTheLog(t *testing.T) {
 	}
 	// An agent without fold is refused with a clear message.
 	_, errs, code := run(t, "fork", "--log", url, "--stream", "whole", "--offset", at, "--arm", "on", "--agent", nodeBin(t)+" "+repoFile(t, "examples/agents/toolbot.mjs"))
-	if code == 0 || !strings.Contains(errs, "does not declare the fold capability") {
+	if code != 2 || !strings.Contains(errs, "does not declare the fold capability") {
 		t.Errorf("fork through an agent without fold: exit %d, %s", code, errs)
+	}
+	// The agent's own fold refusing the events before an offset (-32602:
+	// here, a session with no start event) is bad input too: exit 2, its
+	// message passed on (issue 12: user's input exits 2).
+	for _, r := range []struct{ method, body string }{{"PUT", ""}, {"POST", `{"type":"action","step":1,"action":"increment","obs":0}`}} {
+		req, _ := http.NewRequest(r.method, url+"/v1/stream/nostart", strings.NewReader(r.body))
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode >= 300 {
+			t.Fatalf("%s nostart: %v %v", r.method, res, err)
+		}
+		res.Body.Close()
+	}
+	tail, _ := logEvents(t, url, "nostart")
+	for _, args := range [][]string{
+		{"fork", "--log", url, "--stream", "nostart", "--offset", tail[0], "--arm", "on", "--agent", agent},
+		{"fork", "--log", url, "--stream", "nostart", "--offset", tail[0], "--arm", "off", "--agent", agent, "--json"},
+	} {
+		_, errs, code = run(t, args...)
+		if code != 2 || !strings.Contains(errs, "answered fold with an error: params.events[0]: an action before the start (code -32602)") ||
+			strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+			t.Errorf("forklab %s: exit %d, want 2 and one line; %s", strings.Join(args, " "), code, errs)
+		}
 	}
 }

@@ -96,6 +96,7 @@ func TestExitStatusPolicy(t *testing.T) {
 		{"fork", kindMissing, []string{"fork", "--log", url, "--stream", "no-such-stream", "--offset", "now", "--arm", "on"}, 2, "404"},
 		{"fork", kindDamaged, []string{"fork", "--checkpoint", truncated, "--arm", "on"}, 2, "JSON ends early"},
 		{"fork", kindDamaged, []string{"fork", "--log", url, "--stream", "junk", "--offset", "now", "--arm", "on"}, 2, "cannot fold session"},
+		{"fork", kindUsage, []string{"fork", "--log", url, "--stream", "junk", "--offset", "now", "--arm", "on", "--agent", forklabBin + " agent serve --world counter"}, 2, "agent world counter does not declare the fold capability"},
 		{"fork", kindRuntime, []string{"fork", "--log", down, "--stream", "s", "--offset", "now", "--arm", "on", "--retry-for", "1s"}, 1, "the session log did not answer for 1s"},
 		{"kafka serve", kindUsage, []string{"kafka", "serve", "--brokers", "0"}, 2, "--brokers"},
 		{"kafka serve", kindRuntime, []string{"kafka", "serve", "--brokers", "1", "--ports", strconv.Itoa(busyPort)}, 1, "address already in use"},

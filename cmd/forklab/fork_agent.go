@@ -45,7 +45,11 @@ func forkAgent(ctx context.Context, line string, log *client.Client, stream, off
 		if hint := goneHint(err); hint != "" {
 			return asInput(fmt.Errorf("%w (%s)", err, hint))
 		}
-		if code := client.StatusCode(err); code >= 400 && code < 500 || errors.Is(err, agentproc.ErrForkStep) {
+		// The user's input: an offset or stream the log refuses, one with
+		// nothing to fork, events the agent's own fold refuses (-32602),
+		// an agent that cannot fold.
+		if code := client.StatusCode(err); code >= 400 && code < 500 || errors.Is(err, agentproc.ErrForkStep) ||
+			errors.Is(err, agentproc.ErrNoFold) || agentproc.Refused(err) {
 			return asInput(err)
 		}
 		return err

@@ -26,7 +26,7 @@ type Folded struct {
 // capability.
 func (d *Definition) Fold(ctx context.Context, stream, offset string, events []json.RawMessage) (Folded, error) {
 	if !d.init.Capabilities.Fold {
-		return Folded{}, fmt.Errorf("agent world %s does not declare the fold capability: it cannot fork runs from the session log", d.init.World.Name)
+		return Folded{}, fmt.Errorf("agent world %s %w: it cannot fork runs from the session log", d.init.World.Name, ErrNoFold)
 	}
 	if events == nil {
 		events = []json.RawMessage{}
@@ -97,7 +97,7 @@ func ReadEvents(ctx context.Context, log *client.Client, stream, offset, child s
 // ErrForkStep, the branch not asked.
 func (d *Definition) ForkFromLog(ctx context.Context, log *client.Client, stream, offset, child string, arm fork.Arm, replica int, rule func([]world.Value) bool) (lab.Outcome, Folded, error) {
 	if !d.init.Capabilities.Fold {
-		return lab.Outcome{}, Folded{}, fmt.Errorf("agent world %s does not declare the fold capability: it cannot fork runs from the session log", d.init.World.Name)
+		return lab.Outcome{}, Folded{}, fmt.Errorf("agent world %s %w: it cannot fork runs from the session log", d.init.World.Name, ErrNoFold)
 	}
 	events, err := ReadEvents(ctx, log, stream, offset, child)
 	if err != nil {
@@ -124,3 +124,17 @@ func (d *Definition) ForkFromLog(ctx context.Context, log *client.Client, stream
 // the noise key — so a fold at step 0 is not branched
 // (docs/agent-protocol.md, "fold").
 var ErrForkStep = errors.New("nothing to fork")
+
+// ErrNoFold marks a fork from the log asked of an agent that does not
+// declare the fold capability: the user's choice of agent, not a failure.
+var ErrNoFold = errors.New("does not declare the fold capability")
+
+// Refused says whether err carries the agent's refusal of a request's
+// params (error code -32602: events it cannot fold, an arm it does not
+// support, a checkpoint it does not know): the input forklab passed on
+// from the user was wrong, and asking again will not help. A command that
+// hits it exits 2, as for any bad input (docs/exit-status.md).
+func Refused(err error) bool {
+	code, ok := replyCode(err)
+	return ok && code == CodeInvalidParams
+}
