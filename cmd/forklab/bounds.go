@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/internal/floattext"
+	"github.com/forklab/forklab/internal/kafkadial"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/pflag"
 )
@@ -247,4 +248,13 @@ const maxPID = 1 << 22
 // is too small for a float64: it would read as 0".
 func trimNotFloat(err error) string {
 	return strings.TrimSuffix(err.Error(), " ("+floattext.ErrNotFloat64.Error()+")")
+}
+
+// dialTimeoutFlag defines --dial-timeout, the same flag in every command
+// that dials Kafka (log serve --brokers, log sink, worker, sweep
+// --distributed): how long its first contact with the cluster is retried
+// before it gives up with exit 1, naming the brokers (internal/kafkadial).
+func dialTimeoutFlag(fs *pflag.FlagSet, p *time.Duration, usagePrefix string) {
+	durationFlag(fs, p, "dial-timeout", kafkadial.DefaultTimeout, kafkadial.MinTimeout, kafkadial.MaxTimeout,
+		usagePrefix+"how long to keep trying to reach Kafka (connect, find or create the topics) before giving up")
 }

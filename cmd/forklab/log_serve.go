@@ -29,7 +29,7 @@ func init() {
 		cacheMB                                  int64
 		longPoll, appendTimeout                  time.Duration
 		headerTimeout, bodyTimeout, writeTimeout time.Duration
-		idleTimeout                              time.Duration
+		idleTimeout, dialTimeout                 time.Duration
 		maxConnsPerClient, maxConns              int
 		allowUnauth, noSync, quiet               bool
 		cpuProfile                               string
@@ -102,7 +102,7 @@ SCOPE being read or read-write.`,
 				HeaderTimeout: headerTimeout, IdleTimeout: idleTimeout,
 				MaxConnsPerClient: noLimit(maxConnsPerClient), MaxConns: noLimit(maxConns),
 				Log: kafkalog.Config{Topic: topic, Partitions: partitions, ReplicationFactor: replication,
-					MaxRecordBytes: int(maxBody), CacheBytes: cacheMB << 20, WriteTimeout: appendTimeout, Logf: logf},
+					MaxRecordBytes: int(maxBody), CacheBytes: cacheMB << 20, WriteTimeout: appendTimeout, DialTimeout: dialTimeout, Logf: logf},
 				Server: server.Config{LongPollTimeout: longPoll, MaxBodyBytes: maxBody, BodyTimeout: bodyTimeout,
 					WriteTimeout: writeTimeout, Logf: logf},
 			})
@@ -135,6 +135,7 @@ SCOPE being read or read-write.`,
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", "127.0.0.1:4437", "HTTP listen address")
 	f.StringVar(&brokers, "brokers", "", "Kafka bootstrap brokers, host:port,… (default: start the embedded broker)")
+	dialTimeoutFlag(f, &dialTimeout, "with --brokers: ")
 	f.StringVar(&dataDir, "data-dir", "", "embedded broker data directory (default $XDG_DATA_HOME/forklab/log)")
 	intFlag(f, &embeddedPort, "kafka-port", 0, 0, 65535, "embedded broker port on 127.0.0.1 (0: a free port)")
 	f.StringVar(&topic, "topic", "forklab.streams", "Kafka data topic")

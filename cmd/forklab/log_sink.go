@@ -115,6 +115,7 @@ In a results directory, forklab db adds the files to the events view.`,
 	durationFlag(f, &cfg.RotateInterval, "rotate-interval", time.Minute, time.Millisecond, 24*time.Hour, "with --follow, close a batch this long after its first record")
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "the log's Kafka bootstrap brokers, host:port,…")
 	f.StringVar(&cfg.Topic, "topic", "forklab.streams", "the log's data topic")
+	dialTimeoutFlag(f, &cfg.DialTimeout, "without --follow: ")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only gaps and the summary")
 	ownSignals(cmd)
 	logCmd.AddCommand(cmd)

@@ -33,6 +33,7 @@ type scaleFlags struct {
 	partitions  int
 	maxAttempts int
 	lease       time.Duration
+	dialTimeout time.Duration
 }
 
 func addScaleFlags(f *pflag.FlagSet) *scaleFlags {
@@ -43,6 +44,7 @@ func addScaleFlags(f *pflag.FlagSet) *scaleFlags {
 	f.StringVar(&sf.queue, "queue", scaleout.DefaultQueue, "--distributed: queue name (topics QUEUE.units, QUEUE.results; the workers' group QUEUE.workers)")
 	intFlag(f, &sf.partitions, "partitions", scaleout.DefaultPartitions, 1, 100000, "--distributed: partitions of the units topic (the most workers busy at once); grows an existing topic")
 	intFlag(f, &sf.maxAttempts, "max-attempts", 3, 1, 100, "--distributed: attempts at a unit before it is written as error rows")
+	dialTimeoutFlag(f, &sf.dialTimeout, "--distributed: ")
 	durationFlag(f, &sf.lease, "lease", 10*time.Second, time.Second, 24*time.Hour, "--distributed: how long a unit whose worker went silent counts as still running")
 	return sf
 }
@@ -64,7 +66,7 @@ func (sf *scaleFlags) check(cmd *cobra.Command, resume, fromLog bool) error {
 	}
 	fl := cmd.Flags()
 	if !sf.distributed {
-		for _, name := range []string{"brokers", "queue", "partitions", "max-attempts", "lease"} {
+		for _, name := range []string{"brokers", "queue", "partitions", "max-attempts", "lease", "dial-timeout"} {
 			if fl.Changed(name) {
 				return usageErr("--%s applies only with --distributed", name)
 			}
@@ -169,7 +171,7 @@ func (sf *scaleFlags) run(cmd *cobra.Command, r sweep.Resolved, ext *agentproc.D
 
 // coordinate runs the coordinator of a distributed sweep.
 func (sf *scaleFlags) coordinate(ctx context.Context, r sweep.Resolved, out string, overwrite, quiet bool) error {
-	q := scaleout.Queue{Brokers: splitList(sf.brokers), Name: sf.queue, Partitions: sf.partitions}
+	q := scaleout.Queue{Brokers: splitList(sf.brokers), Name: sf.queue, Partitions: sf.partitions, DialTimeout: sf.dialTimeout}
 	logf := func(f string, a ...any) {
 		if !quiet {
 			fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...)

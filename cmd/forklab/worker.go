@@ -20,6 +20,7 @@ func init() {
 		parallel, maxUnits int
 		partitions         int
 		sessionTimeout     time.Duration
+		dialTimeout        time.Duration
 		verbose, quiet     bool
 		debug              bool
 		agentCmd           string
@@ -81,7 +82,7 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			w, err := scaleout.NewWorker(ctx, scaleout.WorkerConfig{
-				Queue: scaleout.Queue{Brokers: splitList(brokers), Name: queue, Partitions: partitions},
+				Queue: scaleout.Queue{Brokers: splitList(brokers), Name: queue, Partitions: partitions, DialTimeout: dialTimeout},
 				ID:    id, Parallel: parallel, SessionTimeout: sessionTimeout, MaxUnits: maxUnits,
 				Version: version, Logf: logf, Debug: debug,
 				OpenAgent: func(ctx context.Context, a sweep.AgentSpec) (scaleout.Agent, error) {
@@ -124,6 +125,7 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 	f.StringVar(&brokers, "brokers", os.Getenv("FORKLAB_BROKERS"), "Kafka bootstrap brokers host:port,… (default $FORKLAB_BROKERS)")
 	f.StringVar(&queue, "queue", scaleout.DefaultQueue, "queue name: topics QUEUE.units and QUEUE.results, group QUEUE.workers")
 	intFlag(f, &partitions, "partitions", scaleout.DefaultPartitions, 1, 100000, "partitions of the units topic if this worker creates it")
+	dialTimeoutFlag(f, &dialTimeout, "")
 	f.StringVar(&id, "id", "", "worker name in reports and attempt records (default HOST-PID)")
 	intFlag(f, &parallel, "parallel", 0, 0, maxWorkers, "units run at once, each a member of the group (0: one per CPU)")
 	intFlag(f, &maxUnits, "max-units", 0, 0, sweep.MaxUnits, "leave after finishing this many units (0: never)")

@@ -66,6 +66,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/forklab/forklab/internal/kafkadial"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -90,6 +91,10 @@ type Config struct {
 	// CacheBytes bounds record values kept in memory; older values are read
 	// back from Kafka when needed. Default 256 MiB.
 	CacheBytes int64
+	// DialTimeout bounds Open's first contact with Kafka (finding or
+	// creating the data topic), retried until then; default
+	// kafkadial.DefaultTimeout (forklab log serve --dial-timeout).
+	DialTimeout time.Duration
 	// WriteTimeout bounds how long a write (append, create, delete) waits
 	// for Kafka's acknowledgement before it is answered Unavailable (HTTP
 	// 503); default 10s. A write not yet decided by then is withdrawn; one
@@ -256,8 +261,13 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		admin:     make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
-	n, err := l.ensureTopic(ctx)
+	var n int
+	err := kafkadial.Reach(ctx, cfg.Brokers, cfg.DialTimeout, func(ctx context.Context) (err error) {
+		n, err = l.ensureTopic(ctx)
+		return err
+	})
 	if err != nil {
+		l.transport.CloseIdleConnections()
 		return nil, err
 	}
 	for p := 0; p < n; p++ {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/forklab/forklab/internal/kafkadial"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -37,6 +38,10 @@ type Queue struct {
 	// Replication is the topics' replication factor when they are
 	// created; 0 means 3, or the cluster's broker count when it has fewer.
 	Replication int
+	// DialTimeout bounds the first contact with the cluster (connecting,
+	// creating or finding the topics), retried until then: --dial-timeout,
+	// default kafkadial.DefaultTimeout.
+	DialTimeout time.Duration
 }
 
 // DefaultQueue is the queue of forklab sweep --distributed and forklab
@@ -111,7 +116,7 @@ func dial(ctx context.Context, q Queue) (*conn, error) {
 		WriteTimeout:    10 * time.Second,
 		Transport:       tr,
 	}
-	if err := c.ensureTopics(ctx); err != nil {
+	if err := kafkadial.Reach(ctx, q.Brokers, q.DialTimeout, c.ensureTopics); err != nil {
 		c.close()
 		return nil, err
 	}

@@ -68,6 +68,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/internal/dirlock"
+	"github.com/forklab/forklab/internal/kafkadial"
 	"github.com/forklab/forklab/stream/kafkalog"
 )
 
@@ -113,6 +114,11 @@ type Config struct {
 	// unreachable Kafka before it fails; default 30s. With Follow it
 	// retries until ctx ends.
 	RetryFor time.Duration
+	// DialTimeout bounds how long a run without Follow tries to reach
+	// Kafka and find its topic before it fails; default
+	// kafkadial.DefaultTimeout (--dial-timeout). With Follow it waits for
+	// the topic until ctx ends.
+	DialTimeout time.Duration
 	// Logf reports files written, gaps and retries; nil discards.
 	Logf func(format string, args ...any)
 
@@ -246,9 +252,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // partitions waits for the topic (with Follow) or fails at once when the
 // cluster does not have it.
 func partitions(ctx context.Context, cfg *Config, rd *kafkalog.Reader) (int, error) {
-	deadline := time.Now().Add(cfg.RetryFor)
+	wait := cfg.DialTimeout
+	if wait <= 0 {
+		wait = kafkadial.DefaultTimeout
+	}
+	deadline := time.Now().Add(wait)
 	for logged := false; ; {
-		n, err := rd.Partitions(ctx)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if !cfg.Follow {
+			actx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		n, err := rd.Partitions(actx)
+		cancel()
 		if err == nil {
 			return n, nil
 		}
@@ -256,7 +271,7 @@ func partitions(ctx context.Context, cfg *Config, rd *kafkalog.Reader) (int, err
 			return 0, fmt.Errorf("%w: the Kafka cluster at %v has no topic %s: is this the log's cluster (forklab log serve --kafka-port), and its --topic?", ErrUsage, cfg.Brokers, cfg.Topic)
 		}
 		if !cfg.Follow && time.Now().After(deadline) {
-			return 0, fmt.Errorf("reach Kafka at %v: %w", cfg.Brokers, err)
+			return 0, kafkadial.Unreachable(cfg.Brokers, wait, err)
 		}
 		if !logged {
 			cfg.Logf("waiting for topic %s at %v: %v", cfg.Topic, cfg.Brokers, err)
