@@ -49,11 +49,16 @@ func (a Action) Name(d *Declaration) string {
 // Cost is what a run has cost so far, or what a branch cost from its fork
 // to its end: the fields of CostFields. A world fills the fields its
 // CostModel reports; the others stay zero and are written as NULL.
+//
+// In JSON (the manifest's cost, fork --json, the agent journal) its keys
+// are snake_case like every other: {"steps":…,"tokens":…,"usd":…,"seconds":…}.
+// Files written before they were (with Go's names, "Steps") still decode:
+// encoding/json matches keys regardless of case.
 type Cost struct {
-	Steps   int64   // turns taken, interventions included
-	Tokens  int64   // model tokens
-	USD     float64 // money, US dollars
-	Seconds float64 // wall time
+	Steps   int64   `json:"steps"`   // turns taken, interventions included
+	Tokens  int64   `json:"tokens"`  // model tokens
+	USD     float64 `json:"usd"`     // money, US dollars
+	Seconds float64 `json:"seconds"` // wall time
 }
 
 // Sub returns c - o, field by field: the cost of a branch is its final

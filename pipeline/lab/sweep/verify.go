@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -31,6 +32,28 @@ func checksumOf(m Manifest) (string, error) {
 	return fmt.Sprintf("%08x", crc32.Checksum(b, castagnoli)), nil
 }
 
+// legacyCost is the manifest's cost object as forklab wrote it before its
+// keys were snake_case: world.Cost without json tags.
+var legacyCost = regexp.MustCompile(`"cost":\{"steps":(-?[0-9]+),"tokens":(-?[0-9]+),"usd":([^,}]+),"seconds":([^,}]+)\}`)
+
+// legacyChecksumOf is checksumOf over m's JSON with the cost object's keys
+// spelled as manifests of this schema version spelled them until 2026-12
+// ("Steps", "Tokens", "USD", "Seconds"): such a manifest, decoded (keys
+// match regardless of case) and encoded again, checks against the checksum
+// it was written with. Any other edit still fails.
+func legacyChecksumOf(m Manifest) (string, error) {
+	m.Checksum = ""
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	if len(legacyCost.FindAllIndex(b, -1)) != 1 {
+		return "", errors.New("no cost object")
+	}
+	b = legacyCost.ReplaceAll(b, []byte(`"cost":{"Steps":$1,"Tokens":$2,"USD":$3,"Seconds":$4}`))
+	return fmt.Sprintf("%08x", crc32.Checksum(b, castagnoli)), nil
+}
+
 // Verify checks that dir holds exactly the sweep its manifest m describes,
 // and names the first difference (the error wraps ErrMismatch): the
 // manifest's own checksum (a hand-edited manifest), its row counts against
@@ -44,6 +67,13 @@ func Verify(dir string, m Manifest, full bool) error {
 	want, err := checksumOf(m)
 	if err != nil {
 		return err
+	}
+	if m.Checksum != want {
+		// A manifest of this schema version written before the cost
+		// object's keys were snake_case checks against its own spelling.
+		if legacy, err := legacyChecksumOf(m); err == nil && m.Checksum == legacy {
+			want = legacy
+		}
 	}
 	if m.Checksum != want {
 		return bad("%s was edited (its checksum is %s, its content's %s)", ManifestName, m.Checksum, want)
