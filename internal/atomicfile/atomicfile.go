@@ -43,6 +43,8 @@ type File struct {
 	// before, if set, runs just before the rename (Commit); an error
 	// aborts the commit.
 	before []func() error
+	// after runs once Commit is over, whether it renamed or not.
+	after []func()
 }
 
 // ErrNotRegular reports a path that exists and is not a regular file (a
@@ -208,6 +210,11 @@ func (f *File) pathErr(op string, err error) error {
 // commit, leaving path as it was.
 func (f *File) BeforeCommit(step func() error) { f.before = append(f.before, step) }
 
+// AfterCommit adds a step Commit runs when it is over, after the rename or
+// its failure (releasing a lock a BeforeCommit step took, so that the
+// check, the bookkeeping and the rename happen as one step).
+func (f *File) AfterCommit(step func()) { f.after = append(f.after, step) }
+
 // Commit syncs and closes the file and renames it to its path, then syncs
 // the folder. On error the temporary file is gone and path is as it was.
 func (f *File) Commit() error {
@@ -215,6 +222,11 @@ func (f *File) Commit() error {
 		return errors.New("atomicfile: commit after commit or abort")
 	}
 	f.done = true
+	defer func() {
+		for _, step := range f.after {
+			step()
+		}
+	}()
 	err := f.Sync()
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -56,3 +56,25 @@ func unwrap(err error) error {
 	}
 	return err
 }
+
+// Exclusive takes an exclusive flock(2) on directory dir itself, waiting
+// for another holder to release it, and returns the function that
+// releases it. It leaves nothing in dir: it serialises short
+// read-modify-write steps on a directory's bookkeeping files (the derived
+// files of a results directory) among processes and goroutines alike. It
+// does not nest: a holder that takes it again on the same directory waits
+// for itself.
+func Exclusive(dir string) (release func(), err error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", dir, unwrap(err))
+	}
+	if err := flockWait(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() {
+		funlock(f)
+		f.Close()
+	}, nil
+}

@@ -9,3 +9,6 @@ import "os"
 func flock(*os.File) error { return nil }
 
 func funlock(*os.File) {}
+
+// flockWait is a no-op where flock(2) does not exist.
+func flockWait(*os.File) error { return nil }

@@ -354,6 +354,16 @@ func (s *Staging) Publish(m *Manifest) error {
 	if err := atomicfile.WriteFile(filepath.Join(s.Dir, ManifestName), append(b, '\n')); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
+	// Registrations of derived files in the old sweep wait until the
+	// swap: each is either in the list read here (and dropped with the old
+	// sweep) or made after, in the new sweep.
+	if _, err := os.Stat(s.Out); err == nil {
+		release, err := dirlock.Exclusive(s.Out)
+		if err != nil {
+			return fmt.Errorf("output %s: %w", s.Out, err)
+		}
+		defer release()
+	}
 	foreign, err := foreignEntries(s.Out)
 	if err != nil {
 		return fmt.Errorf("output %s: %w", s.Out, err)
@@ -410,37 +420,67 @@ const DerivedName = ".forklab-derived"
 // top-level entry that does not exist yet is registered whole (forklab
 // makes it); a path inside a folder of someone else's is registered by
 // itself.
+//
+// Registrations are safe under concurrency, among goroutines and processes:
+// each is a read-modify-write of the list under an exclusive lock on the
+// results directory (dirlock.Exclusive), which a sweep publishing over it
+// also holds, so no entry is lost to another registration.
 func RegisterDerived(path string) error {
+	dir, ok, err := resultsDirOf(path)
+	if err != nil || !ok {
+		return err
+	}
+	release, err := dirlock.Exclusive(dir)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return registerLocked(dir, path)
+}
+
+// resultsDirOf is the results directory holding path (its nearest
+// ancestor with a forklab manifest); false when there is none.
+func resultsDirOf(path string) (string, bool, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", false, err
+	}
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		if isResultsDir(dir) {
+			return dir, true, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", false, nil
+		}
+	}
+}
+
+// registerLocked is RegisterDerived for path in results directory dir,
+// whose lock the caller holds.
+func registerLocked(dir, path string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return err
 	}
-	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
-		if isResultsDir(dir) {
-			rel, err := filepath.Rel(dir, abs)
-			if err != nil {
-				return err
-			}
-			rel = filepath.ToSlash(rel)
-			top, _, nested := strings.Cut(rel, "/")
-			names := derivedNames(dir)
-			if slices.Contains(names, rel) || slices.Contains(names, top) || isForklabEntry(top) {
-				return nil
-			}
-			if nested {
-				// A folder forklab makes now is its own; one that exists
-				// and is nobody's derived entry is the user's.
-				if _, err := os.Lstat(filepath.Join(dir, top)); errors.Is(err, fs.ErrNotExist) {
-					rel = top
-				}
-			}
-			names = append(names, rel)
-			return atomicfile.WriteFile(filepath.Join(dir, DerivedName), []byte(strings.Join(names, "\n")+"\n"))
-		}
-		if filepath.Dir(dir) == dir {
-			return nil
+	rel, err := filepath.Rel(dir, abs)
+	if err != nil {
+		return err
+	}
+	rel = filepath.ToSlash(rel)
+	top, _, nested := strings.Cut(rel, "/")
+	names := derivedNames(dir)
+	if slices.Contains(names, rel) || slices.Contains(names, top) || isForklabEntry(top) {
+		return nil
+	}
+	if nested {
+		// A folder forklab makes now is its own; one that exists and is
+		// nobody's derived entry is the user's.
+		if _, err := os.Lstat(filepath.Join(dir, top)); errors.Is(err, fs.ErrNotExist) {
+			rel = top
 		}
 	}
+	names = append(names, rel)
+	return atomicfile.WriteFile(filepath.Join(dir, DerivedName), []byte(strings.Join(names, "\n")+"\n"))
 }
 
 // DeriveOutput makes f, an output being written from the results directory
@@ -453,13 +493,30 @@ func RegisterDerived(path string) error {
 // holding it (RegisterDerived). source "" skips the check.
 func DeriveOutput(f *atomicfile.File, source, sweepID string) {
 	f.BeforeCommit(func() error {
+		// The results directory that will hold f stays locked from the
+		// check to the rename: a sweep publishing over it waits, so f
+		// never lands, unregistered, beside another sweep.
+		dir, ok, err := resultsDirOf(f.Path())
+		if err != nil {
+			return err
+		}
+		if ok {
+			release, err := dirlock.Exclusive(dir)
+			if err != nil {
+				return err
+			}
+			f.AfterCommit(release)
+		}
 		if source != "" {
 			m, err := ReadManifest(source)
 			if err != nil || m.SweepID != sweepID {
 				return fmt.Errorf("%s was replaced by another sweep while forklab read it; %s is as it was: run the command again", source, f.Path())
 			}
 		}
-		return RegisterDerived(f.Path())
+		if !ok {
+			return nil
+		}
+		return registerLocked(dir, f.Path())
 	})
 }
 
