@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/forklab/forklab/internal/duck/ducktest"
 	"github.com/forklab/forklab/pipeline/lab/scaleout"
 	"github.com/forklab/forklab/pipeline/lab/scaleout/faulty"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -144,49 +146,21 @@ func TestDistributedSweep(t *testing.T) {
 // topics and the staging directory: it publishes no unit twice when it
 // had published them all, and finalizes once every unit is in.
 func TestCoordinatorPicksUp(t *testing.T) {
-	brokers := cluster(t, 1)
-	spec := smallUnits()
-	r, err := spec.Resolve()
-	if err != nil {
-		t.Fatal(err)
+	s := stoppedAfterPublishing(t, "t2")
+	if !errors.Is(s.err, context.Canceled) {
+		t.Fatalf("stopped coordinator: %v", s.err)
 	}
-	q := scaleout.Queue{Brokers: brokers, Name: "t2", Partitions: 4}
-	out := filepath.Join(t.TempDir(), "out")
-	// No worker yet: the coordinator publishes and waits; stop it.
-	ctx, cancel := context.WithCancel(context.Background())
-	published := make(chan struct{})
-	var once sync.Once
-	errc := make(chan error, 1)
-	go func() {
-		_, err := scaleout.Coordinate(ctx, r, scaleout.CoordinatorConfig{Queue: q, Out: out, Version: "test",
-			Logf: func(f string, a ...any) {
-				if strings.HasPrefix(f, "published") {
-					once.Do(func() { close(published) })
-				}
-			}})
-		errc <- err
-	}()
-	<-published
-	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("stopped coordinator: %v", err)
-	}
-	p := &pool{t: t, q: q}
+	p := &pool{t: t, q: s.q}
 	w := p.start("a", 1)
 	defer p.stop()
 	// Let the worker finish some units with no coordinator listening.
 	for w.Stats().Units < 3 {
 		time.Sleep(50 * time.Millisecond)
 	}
-	var logs []string
-	var mu sync.Mutex
-	_, err = scaleout.Coordinate(context.Background(), r, scaleout.CoordinatorConfig{Queue: q, Out: out, Version: "test",
-		Logf: func(f string, a ...any) { mu.Lock(); logs = append(logs, fmt.Sprintf(f, a...)); mu.Unlock() }})
+	logs, err := s.coordinate(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	if len(logs) == 0 || !strings.HasPrefix(logs[0], "picking up sweep") {
 		t.Fatalf("restarted coordinator said %q", logs)
 	}
@@ -195,6 +169,7 @@ func TestCoordinatorPicksUp(t *testing.T) {
 			t.Fatalf("the restarted coordinator published again: %q", l)
 		}
 	}
+	spec, out := s.spec, s.out
 	sameFiles(t, "picked-up sweep against one process", tableFiles(t, singleProcess(t, spec)), tableFiles(t, out))
 }
 
@@ -246,7 +221,7 @@ func TestPoisonUnit(t *testing.T) {
 	if res.Manifest.Errors != 2048 {
 		t.Fatalf("manifest errors %d, want 2048", res.Manifest.Errors)
 	}
-	got := query(t, out, `SELECT status, min(seed), max(seed), count(*), count(label), min(error) FROM {pairs} GROUP BY status ORDER BY status`)
+	got := ducktest.Query(t, out, `SELECT status, min(seed), max(seed), count(*), count(label), min(error) FROM {pairs} GROUP BY status ORDER BY status`)
 	wantErr := "unit c0-s000004 failed 2 attempts, the retry limit, and was not run again: attempt 1 (worker "
 	if len(got) != 2 || got[0][0] != "error" || got[0][1] != "4096" || got[0][2] != "5119" || got[0][3] != "2048" || got[0][4] != "0" ||
 		!strings.HasPrefix(got[0][5], wantErr) || !strings.Contains(got[0][5], "): panic: faulty: seed 5000 (at faulty.go:") ||
@@ -257,8 +232,8 @@ func TestPoisonUnit(t *testing.T) {
 	counterSpec := spec
 	counterSpec.World = "counter"
 	counterSpec.Params = nil
-	want := query(t, singleProcess(t, counterSpec), `SELECT seed, fork_step, arm, label FROM {pairs} WHERE seed NOT BETWEEN 4096 AND 5119 ORDER BY ALL`)
-	have := query(t, out, `SELECT seed, fork_step, arm, label FROM {pairs} WHERE status = 'ok' ORDER BY ALL`)
+	want := ducktest.Query(t, singleProcess(t, counterSpec), `SELECT seed, fork_step, arm, label FROM {pairs} WHERE seed NOT BETWEEN 4096 AND 5119 ORDER BY ALL`)
+	have := ducktest.Query(t, out, `SELECT seed, fork_step, arm, label FROM {pairs} WHERE status = 'ok' ORDER BY ALL`)
 	if fmt.Sprint(want) != fmt.Sprint(have) {
 		t.Fatal("the units around the poison unit differ from the counter's")
 	}
@@ -332,20 +307,50 @@ func deleteRecords(t testing.TB, brokers []string, topic string) {
 // log start past where its records began and publishes the unfinished
 // units again.
 func TestRetentionRepublishes(t *testing.T) {
-	brokers := cluster(t, 1)
-	spec := smallUnits()
-	r, err := spec.Resolve()
+	s := stoppedAfterPublishing(t, "t5")
+	deleteRecords(t, s.brokers, s.q.UnitsTopic())
+	p := &pool{t: t, q: s.q}
+	p.start("a", 2)
+	defer p.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	logs, err := s.coordinate(ctx)
 	if err != nil {
+		t.Fatalf("%v (said %q)", err, logs)
+	}
+	if len(logs) < 3 || !strings.Contains(logs[1], "retention removed records") || !strings.HasPrefix(logs[2], "published 12 units") {
+		t.Fatalf("the restarted coordinator said %q", logs)
+	}
+}
+
+// stoppedSweep is a distributed sweep of smallUnits() whose coordinator
+// published its units and was stopped before any worker took one.
+type stoppedSweep struct {
+	brokers []string
+	spec    sweep.Spec
+	r       sweep.Resolved
+	q       scaleout.Queue
+	out     string // the results directory; its staging directory holds the sweep
+	err     error  // the stopped coordinator's
+}
+
+// stoppedAfterPublishing starts a one-broker cluster and, with no worker,
+// a coordinator of smallUnits() on queue name, and stops it (its context
+// cancelled) once it has published its units.
+func stoppedAfterPublishing(t *testing.T, name string) stoppedSweep {
+	t.Helper()
+	s := stoppedSweep{brokers: cluster(t, 1), spec: smallUnits(), out: filepath.Join(t.TempDir(), "out")}
+	var err error
+	if s.r, err = s.spec.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	q := scaleout.Queue{Brokers: brokers, Name: "t5", Partitions: 4}
-	out := filepath.Join(t.TempDir(), "out")
+	s.q = scaleout.Queue{Brokers: s.brokers, Name: name, Partitions: 4}
 	ctx, cancel := context.WithCancel(context.Background())
 	published := make(chan struct{})
 	var once sync.Once
 	errc := make(chan error, 1)
 	go func() {
-		_, err := scaleout.Coordinate(ctx, r, scaleout.CoordinatorConfig{Queue: q, Out: out, Version: "test",
+		_, err := scaleout.Coordinate(ctx, s.r, scaleout.CoordinatorConfig{Queue: s.q, Out: s.out, Version: "test",
 			Logf: func(f string, a ...any) {
 				if strings.HasPrefix(f, "published") {
 					once.Do(func() { close(published) })
@@ -355,22 +360,18 @@ func TestRetentionRepublishes(t *testing.T) {
 	}()
 	<-published
 	cancel()
-	<-errc
-	deleteRecords(t, brokers, q.UnitsTopic())
-	p := &pool{t: t, q: q}
-	p.start("a", 2)
-	defer p.stop()
+	s.err = <-errc
+	return s
+}
+
+// coordinate runs the sweep's coordinator again, to the end, and returns
+// the lines it logged.
+func (s stoppedSweep) coordinate(ctx context.Context) ([]string, error) {
 	var logs []string
 	var mu sync.Mutex
-	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := scaleout.Coordinate(ctx, r, scaleout.CoordinatorConfig{Queue: q, Out: out, Version: "test",
-		Logf: func(f string, a ...any) { mu.Lock(); logs = append(logs, fmt.Sprintf(f, a...)); mu.Unlock() }}); err != nil {
-		t.Fatalf("%v (said %q)", err, logs)
-	}
+	_, err := scaleout.Coordinate(ctx, s.r, scaleout.CoordinatorConfig{Queue: s.q, Out: s.out, Version: "test",
+		Logf: func(f string, a ...any) { mu.Lock(); logs = append(logs, fmt.Sprintf(f, a...)); mu.Unlock() }})
 	mu.Lock()
 	defer mu.Unlock()
-	if len(logs) < 3 || !strings.Contains(logs[1], "retention removed records") || !strings.HasPrefix(logs[2], "published 12 units") {
-		t.Fatalf("the restarted coordinator said %q", logs)
-	}
+	return slices.Clone(logs), err
 }
