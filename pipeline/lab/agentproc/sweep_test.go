@@ -2,7 +2,6 @@ package agentproc_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,52 +11,10 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/duckdb/duckdb-go/v2"
+	"github.com/forklab/forklab/internal/duck/ducktest"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 )
-
-// query runs SQL over a results directory's Parquet files and returns the
-// rows as text.
-func query(t testing.TB, dir, q string) [][]string {
-	t.Helper()
-	db, err := sql.Open("duckdb", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec("SET file_search_path = '" + dir + "'"); err != nil {
-		t.Fatal(err)
-	}
-	q = strings.NewReplacer(
-		"{pairs}", "read_parquet('pairs/*/*/*.parquet', hive_partitioning = true, union_by_name = true)",
-		"{branches}", "read_parquet('branches/*/*/*.parquet', hive_partitioning = true, union_by_name = true)",
-	).Replace(q)
-	rows, err := db.Query(q)
-	if err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out [][]string
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		row := make([]string, len(cols))
-		for i, v := range vals {
-			row[i] = fmt.Sprint(v)
-		}
-		out = append(out, row)
-	}
-	return out
-}
 
 // journalSeeds returns the seeds the journal files under dir hold.
 func journalSeeds(t testing.TB, dir string) map[uint64]bool {
@@ -122,7 +79,7 @@ func TestFaultsAreErrorRowsAndResumeCompletes(t *testing.T) {
 	if res.Errors != 12 || m.Errors != 12 || m.Rows["pairs"] != 200 || m.ErrorRate != 0.06 || m.MaxErrorRate != 0.01 || !m.Incomplete {
 		t.Fatalf("errors %d, manifest: %d of %d pairs, rate %v of %v, incomplete %t; want 12 of 200, incomplete", res.Errors, m.Errors, m.Rows["pairs"], m.ErrorRate, m.MaxErrorRate, m.Incomplete)
 	}
-	got := query(t, out, `SELECT seed % 50 AS fault, count(*), count(label),
+	got := ducktest.Query(t, out, `SELECT seed % 50 AS fault, count(*), count(label),
 		count(*) FILTER (WHERE error LIKE '%exited with status 3 during start%'),
 		count(*) FILTER (WHERE error LIKE '%timed out after 600ms waiting for the branch reply%' AND error LIKE '%hanging on seed%'),
 		count(*) FILTER (WHERE error LIKE '%malformed start reply: the line is not JSON: "Traceback%'),
@@ -132,7 +89,7 @@ func TestFaultsAreErrorRowsAndResumeCompletes(t *testing.T) {
 	if fmt.Sprint(got) != want {
 		t.Fatalf("error pairs by fault: %v, want %s", got, want)
 	}
-	if got := query(t, out, "SELECT count(label), count(*) FILTER (WHERE status = 'ok') FROM {pairs}"); fmt.Sprint(got) != "[[188 188]]" {
+	if got := ducktest.Query(t, out, "SELECT count(label), count(*) FILTER (WHERE status = 'ok') FROM {pairs}"); fmt.Sprint(got) != "[[188 188]]" {
 		t.Fatalf("labelled pairs: %v, want the 188 good ones", got)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forklab/forklab/internal/duck/ducktest"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/scaleout"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -157,7 +158,7 @@ func TestAgentThatNeverStartsIsPoison(t *testing.T) {
 	if last.Poison != 1 || last.Failed != 2 || last.Done != 1 {
 		t.Fatalf("status %+v, want the one unit as error rows after 2 failed attempts", last)
 	}
-	got := query(t, out, `SELECT status, count(*), min(error) FROM {pairs} GROUP BY status`)
+	got := ducktest.Query(t, out, `SELECT status, count(*), min(error) FROM {pairs} GROUP BY status`)
 	want := "unit c0-s000000 failed 2 attempts, the retry limit, and was not run again: attempt 1 (worker bad1-0): worker bad1 could not start the agent: exec: python3: not found; attempt 2 (worker bad2-0): worker bad2 could not start the agent: exec: python3: not found"
 	if len(got) != 1 || got[0][0] != "error" || got[0][1] != "2000" || got[0][2] != want {
 		t.Fatalf("pairs by status: %q", got)

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/forklab/forklab/internal/duck/ducktest"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/world"
@@ -32,7 +33,7 @@ func TestSweepMatchesPythonReference(t *testing.T) {
 	for _, c := range countertest.Load(t).Configs {
 		t.Run(c.Name, func(t *testing.T) {
 			out := runSweep(t, imperfectSpec(c), sweep.Options{})
-			rows := query(t, out, `
+			rows := ducktest.Query(t, out, `
 				SELECT p.seed, p.fork_step, p.arm, p.status, p.control_wins, p.treatment_wins, p.quadrant,
 				       p.same_obs, p.repeat_run, t.budget, coalesce(t.freeze_at, 0), coalesce(b.intervened, false)
 				FROM {pairs} AS p

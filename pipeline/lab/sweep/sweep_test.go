@@ -3,7 +3,6 @@ package sweep_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/duckdb/duckdb-go/v2"
+	"github.com/forklab/forklab/internal/duck/ducktest"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
@@ -77,55 +76,11 @@ func sameFiles(t testing.TB, what string, a, b map[string][]byte) {
 	}
 }
 
-// query runs SQL over a results directory's Parquet files and returns the
-// rows as text.
-func query(t testing.TB, dir, q string) [][]string {
-	t.Helper()
-	db, err := sql.Open("duckdb", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec("SET file_search_path = '" + dir + "'"); err != nil {
-		t.Fatal(err)
-	}
-	q = strings.NewReplacer(
-		"{pairs}", "read_parquet('pairs/*/*/*.parquet', hive_partitioning = true, union_by_name = true)",
-		"{branches}", "read_parquet('branches/*/*/*.parquet', hive_partitioning = true, union_by_name = true)",
-		"{checkpoints}", "read_parquet('checkpoints/*/*/*.parquet', hive_partitioning = true, union_by_name = true)",
-		"{tasks}", "read_parquet('tasks/*/*.parquet', hive_partitioning = true, union_by_name = true)",
-	).Replace(q)
-	rows, err := db.Query(q)
-	if err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out [][]string
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		row := make([]string, len(cols))
-		for i, v := range vals {
-			row[i] = fmt.Sprint(v)
-		}
-		out = append(out, row)
-	}
-	return out
-}
-
 // The seed's table, through Parquet: rescued 75, harmed 83, unchanged 142,
 // and by same_obs as the reference core printed it.
 func TestSeedTable(t *testing.T) {
 	out := runSweep(t, sweep.DefaultSpec(), sweep.Options{})
-	got := fmt.Sprint(query(t, out, "SELECT same_obs, label, count(*) FROM {pairs} GROUP BY ALL ORDER BY ALL"))
+	got := fmt.Sprint(ducktest.Query(t, out, "SELECT same_obs, label, count(*) FROM {pairs} GROUP BY ALL ORDER BY ALL"))
 	want := "[[false harmed 83] [false unchanged 72] [true rescued 75] [true unchanged 70]]"
 	if got != want {
 		t.Fatalf("got %s, want %s", got, want)
@@ -168,7 +123,7 @@ func TestPairsAgreeWithBranches(t *testing.T) {
 		spec := noisySpec(k)
 		spec.Seeds = sweep.Range{Start: 0, End: 3000}
 		out := runSweep(t, spec, sweep.Options{})
-		rows := query(t, out, `
+		rows := ducktest.Query(t, out, `
 			WITH wins AS (
 				SELECT config_id, fork_step, seed, arm, count(*) AS n, count(*) FILTER (WHERE success) AS wins
 				FROM {branches} GROUP BY ALL
@@ -219,7 +174,7 @@ func TestTablesReadBackAsForkLabComputes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, row := range query(t, out, "SELECT seed, budget, slack, coalesce(freeze_at, 0), status FROM {tasks} ORDER BY seed") {
+	for _, row := range ducktest.Query(t, out, "SELECT seed, budget, slack, coalesce(freeze_at, 0), status FROM {tasks} ORDER BY seed") {
 		var seed uint64
 		fmt.Sscan(row[0], &seed)
 		s := w.Start(seed)
@@ -227,9 +182,9 @@ func TestTablesReadBackAsForkLabComputes(t *testing.T) {
 			t.Fatalf("task %v, want %s", row, want)
 		}
 	}
-	cps := query(t, out, `SELECT fork_step, seed, checkpoint, over, same_obs, repeat_run, obs_value, steps_used, budget_left,
+	cps := ducktest.Query(t, out, `SELECT fork_step, seed, checkpoint, over, same_obs, repeat_run, obs_value, steps_used, budget_left,
 		hidden_stuck, hidden_fault, hidden_value, cost_steps FROM {checkpoints} ORDER BY fork_step, seed`)
-	brs := query(t, out, `SELECT fork_step, seed, arm, replica, intervened, success, cost_steps FROM {branches}
+	brs := ducktest.Query(t, out, `SELECT fork_step, seed, arm, replica, intervened, success, cost_steps FROM {branches}
 		ORDER BY fork_step, seed, CASE arm WHEN 'off' THEN 0 WHEN 'on' THEN 1 WHEN 'placebo' THEN 2 ELSE 3 END, replica`)
 	if len(cps) != 2*600 || len(brs) != len(cps)*4*3 {
 		t.Fatalf("%d checkpoints, %d branches", len(cps), len(brs))
@@ -274,7 +229,7 @@ func TestAAWithGreedyModelNeverFlips(t *testing.T) {
 	spec.Replicas = 3
 	spec.Params = world.Params{"p_stall": 0.2, "p_obs_noise": 0.1, "p_refresh_fail": 0.3}
 	out := runSweep(t, spec, sweep.Options{})
-	got := fmt.Sprint(query(t, out, "SELECT count(*), count(*) FILTER (WHERE label <> 'unchanged' OR control_wins <> treatment_wins) FROM {pairs}"))
+	got := fmt.Sprint(ducktest.Query(t, out, "SELECT count(*), count(*) FILTER (WHERE label <> 'unchanged' OR control_wins <> treatment_wins) FROM {pairs}"))
 	if got != "[[4000 0]]" {
 		t.Fatalf("aa pairs and flips: %s, want 4000 and 0", got)
 	}
@@ -330,7 +285,7 @@ func TestErrorsAreRowsNeverLabels(t *testing.T) {
 	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.Placebo}
 	streamed := runSweep(t, spec, sweep.Options{})
 	sameFiles(t, "buffered against streamed", tableFiles(t, streamed), tableFiles(t, runSweep(t, spec, sweep.Options{Buffered: true})))
-	got := query(t, streamed, `SELECT status, count(*), count(label), count(DISTINCT error), min(error),
+	got := ducktest.Query(t, streamed, `SELECT status, count(*), count(label), count(DISTINCT error), min(error),
 		count(*) FILTER (WHERE same_obs IS NULL) FROM {pairs} GROUP BY status ORDER BY status`)
 	// 3000 seeds × 2 treatment arms; seeds 0, 1000, 2000 fail to start;
 	// the other 30 multiples of 97 fail a branch of off, so both of their
@@ -339,7 +294,7 @@ func TestErrorsAreRowsNeverLabels(t *testing.T) {
 	if fmt.Sprint(got) != want {
 		t.Fatalf("pairs by status: %v, want %s", got, want)
 	}
-	got = query(t, streamed, "SELECT count(*) FILTER (WHERE status = 'error'), count(*) FILTER (WHERE success IS NULL) FROM {branches}")
+	got = ducktest.Query(t, streamed, "SELECT count(*) FILTER (WHERE status = 'error'), count(*) FILTER (WHERE success IS NULL) FROM {branches}")
 	if fmt.Sprint(got) != "[[39 39]]" {
 		t.Fatalf("error branches: %v, want 3 seeds × 3 arms + 30 = 39", got)
 	}
@@ -586,7 +541,7 @@ func TestPolicyBranchesAreOnOrOff(t *testing.T) {
 	spec.Policy = &rule
 	spec.Seeds = sweep.Range{Start: 0, End: 4000}
 	out := runSweep(t, spec, sweep.Options{})
-	got := query(t, out, `
+	got := ducktest.Query(t, out, `
 		SELECT count(*) AS branches,
 		       count(*) FILTER (WHERE p.intervened) AS fired,
 		       count(*) FILTER (WHERE p.success <> CASE WHEN p.intervened THEN o.success ELSE f.success END
@@ -600,7 +555,7 @@ func TestPolicyBranchesAreOnOrOff(t *testing.T) {
 	if row[0] != fmt.Sprint(4000*2*3) || row[1] == "0" || row[1] == row[0] || row[2] != "0" || row[3] == "0" {
 		t.Fatalf("policy branches %v: want %d, some fired and some not, 0 differing from on/off, on and off differing somewhere", row, 4000*2*3)
 	}
-	unfired := query(t, out, "SELECT count(*) FROM {pairs} AS pairs WHERE arm = 'policy' AND label <> 'unchanged' AND NOT EXISTS (SELECT 1 FROM {branches} AS b WHERE b.arm = 'policy' AND b.intervened AND b.seed = pairs.seed AND b.fork_step = pairs.fork_step)")
+	unfired := ducktest.Query(t, out, "SELECT count(*) FROM {pairs} AS pairs WHERE arm = 'policy' AND label <> 'unchanged' AND NOT EXISTS (SELECT 1 FROM {branches} AS b WHERE b.arm = 'policy' AND b.intervened AND b.seed = pairs.seed AND b.fork_step = pairs.fork_step)")
 	if unfired[0][0] != "0" {
 		t.Fatalf("%s policy pairs without a fired branch flipped", unfired[0][0])
 	}
