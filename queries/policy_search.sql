@@ -166,32 +166,24 @@ pair_hits AS (
        OR (c2.op = '>=' AND g.key_2 >= c2.key) OR (c2.op = '<=' AND g.key_2 <= c2.key))
     GROUP BY ALL
 ),
-scored AS (
-    SELECT cond_1, cond_2,
-           CAST(coalesce(sum(fires) FILTER (WHERE split = 'search'), 0) AS BIGINT)         AS search_fires,
-           CAST(coalesce(sum(rescued) FILTER (WHERE split = 'search'), 0) AS BIGINT)       AS search_rescued,
-           CAST(coalesce(sum(harmed) FILTER (WHERE split = 'search'), 0) AS BIGINT)        AS search_harmed,
-           CAST(coalesce(sum(harmed_clean) FILTER (WHERE split = 'search'), 0) AS BIGINT)  AS search_harmed_clean,
-           sum(extra_steps) FILTER (WHERE split = 'search')                AS search_extra_steps,
-           sum(extra_tokens) FILTER (WHERE split = 'search')               AS search_extra_tokens,
-           sum(extra_usd) FILTER (WHERE split = 'search')                  AS search_extra_usd,
-           sum(extra_seconds) FILTER (WHERE split = 'search')              AS search_extra_seconds,
-           CAST(coalesce(sum(fires) FILTER (WHERE split = 'holdout'), 0) AS BIGINT)        AS holdout_fires,
-           CAST(coalesce(sum(rescued) FILTER (WHERE split = 'holdout'), 0) AS BIGINT)      AS holdout_rescued,
-           CAST(coalesce(sum(harmed) FILTER (WHERE split = 'holdout'), 0) AS BIGINT)       AS holdout_harmed,
-           CAST(coalesce(sum(harmed_clean) FILTER (WHERE split = 'holdout'), 0) AS BIGINT) AS holdout_harmed_clean,
-           sum(extra_steps) FILTER (WHERE split = 'holdout')               AS holdout_extra_steps,
-           sum(extra_tokens) FILTER (WHERE split = 'holdout')              AS holdout_extra_tokens,
-           sum(extra_usd) FILTER (WHERE split = 'holdout')                 AS holdout_extra_usd,
-           sum(extra_seconds) FILTER (WHERE split = 'holdout')             AS holdout_extra_seconds
+-- Every candidate's counts on each split, one row per split and source:
+-- the conditions and conjunctions (cond_1, cond_2) from their hits, and
+-- the baselines (trigger: always fires on every pair of its configuration
+-- and fork step, never on none — its counts are zeroed in all_candidates)
+-- from the pairs of arm on themselves.
+split_rows AS (
+    SELECT cond_1, cond_2, split, fires, rescued, harmed, harmed_clean,
+           extra_steps, extra_tokens, extra_usd, extra_seconds
     FROM (SELECT * FROM single_hits UNION ALL SELECT * FROM pair_hits)
-    GROUP BY cond_1, cond_2
+    UNION ALL BY NAME
+    SELECT config_id, fork_step, b.trigger, b.kind, split, fires, rescued, harmed, harmed_clean,
+           extra_steps, extra_tokens, extra_usd, extra_seconds
+    FROM on_cells, (VALUES ('always', 1), ('never', 0)) AS b(trigger, kind)
 ),
--- always fires on every pair of its configuration and fork step; never on
--- none.
-baselines AS (
-    SELECT config_id, fork_step, b.trigger, b.kind,
-           CASE WHEN b.kind = 1 THEN 1 ELSE 0 END AS k,
+-- The same counts side by side, search seeds then held-out seeds: one row
+-- per candidate.
+by_split AS (
+    SELECT cond_1, cond_2, config_id, fork_step, trigger, kind,
            CAST(coalesce(sum(fires) FILTER (WHERE split = 'search'), 0) AS BIGINT)         AS search_fires,
            CAST(coalesce(sum(rescued) FILTER (WHERE split = 'search'), 0) AS BIGINT)       AS search_rescued,
            CAST(coalesce(sum(harmed) FILTER (WHERE split = 'search'), 0) AS BIGINT)        AS search_harmed,
@@ -208,8 +200,19 @@ baselines AS (
            sum(extra_tokens) FILTER (WHERE split = 'holdout')              AS holdout_extra_tokens,
            sum(extra_usd) FILTER (WHERE split = 'holdout')                 AS holdout_extra_usd,
            sum(extra_seconds) FILTER (WHERE split = 'holdout')             AS holdout_extra_seconds
-    FROM on_cells, (VALUES ('always', 1), ('never', 0)) AS b(trigger, kind)
-    GROUP BY config_id, fork_step, b.trigger, b.kind
+    FROM split_rows
+    GROUP BY cond_1, cond_2, config_id, fork_step, trigger, kind
+),
+scored AS (
+    SELECT * EXCLUDE (config_id, fork_step, trigger, kind)
+    FROM by_split
+    WHERE trigger IS NULL
+),
+baselines AS (
+    SELECT config_id, fork_step, trigger, kind, CASE WHEN kind = 1 THEN 1 ELSE 0 END AS k,
+           * EXCLUDE (cond_1, cond_2, config_id, fork_step, trigger, kind)
+    FROM by_split
+    WHERE trigger IS NOT NULL
 ),
 all_candidates AS (
     SELECT c1.config_id, c1.fork_step,
