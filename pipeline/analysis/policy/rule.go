@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/forklab/forklab/internal/jsondup"
 	"github.com/forklab/forklab/pipeline/world"
 )
 
@@ -220,6 +221,9 @@ func Decode(b []byte) (Rule, error) {
 	}
 	if _, err := d.Token(); err != io.EOF {
 		return r, fmt.Errorf("malformed policy JSON: trailing data after the rule")
+	}
+	if err := jsondup.Check(b); err != nil {
+		return r, fmt.Errorf("malformed policy JSON: %w", err)
 	}
 	return r, r.Validate()
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/forklab/forklab/internal/jsondup"
 	"github.com/forklab/forklab/pipeline/world"
 )
 
@@ -61,6 +62,9 @@ func DecodeCheckpoint[S any](b []byte, decl world.Declaration) (Checkpoint[S], e
 	}
 	if _, err := d.Token(); err != io.EOF {
 		return c, fmt.Errorf("%w: trailing data after the checkpoint object", ErrCheckpoint)
+	}
+	if err := jsondup.Check(b); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
 	if c.Version != CheckpointVersion {
 		return c, fmt.Errorf("%w: checkpoint_version %d, this forklab reads %d", ErrCheckpoint, c.Version, CheckpointVersion)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/internal/floattext"
+	"github.com/forklab/forklab/internal/jsondup"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
@@ -626,12 +627,17 @@ func ReadSpecFile(path string, base Spec) (Spec, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".yaml", ".yml":
 		if err := yaml.Unmarshal(b, &v); err != nil {
-			return base, fmt.Errorf("spec %s: %w", path, err)
+			// yaml words some errors over several lines: one line.
+			msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "unmarshal errors:\n", "")), " ")
+			return base, fmt.Errorf("spec %s: %s", path, msg)
 		}
 		v = normalizeYAML(v)
 	case ".json":
 		if err := json.Unmarshal(b, &v); err != nil {
 			return base, fmt.Errorf("spec %s: %v", path, strings.TrimPrefix(err.Error(), "json: "))
+		}
+		if err := jsondup.Check(b); err != nil {
+			return base, fmt.Errorf("spec %s: %w", path, err)
 		}
 	default:
 		return base, fmt.Errorf("spec %s: want a .json, .yaml or .yml file", path)
