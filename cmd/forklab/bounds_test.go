@@ -370,11 +370,11 @@ var specBounds = []struct {
 	{"unit_seeds", "unit-seeds-overflow", "forklab: spec FILE: unit_seeds must be 0 (automatic) or an integer in [1, 16777216], got 1e+30"},
 	{"params", "params-wrap-around", "forklab: params: base_budget must be an integer in [1, 1048576], got 2147483648"},
 	{"params", "params-overflow", "forklab: params: base_budget must be an integer in [1, 1048576], got 100000000000000000000"},
-	{"params", "params-float-overflow", `forklab: params: p_stall must be a number in [0, 1], got "1e400"`},
+	{"params", "params-float-overflow", `forklab: spec FILE: params.p_stall: 1e400 is too large for a float64; p_stall must be a number in [0, 1]`},
 	{"model.temperature", "model-temperature-out-of-range", "forklab: model: temperature must be in [0, 1], got 2"},
-	{"model.temperature", "model-temperature-overflow", "forklab: spec FILE: model.temperature must be a number in [0, 1], got text (or a number too large to read)"},
+	{"model.temperature", "model-temperature-overflow", "forklab: spec FILE: model.temperature: 1e400 is too large for a float64; model.temperature must be a number in [0, 1]"},
 	{"model.no_tool", "model-no-tool-out-of-range", "forklab: model: no_tool must be in [0, 1], got -0.5"},
-	{"model.no_tool", "model-no-tool-overflow", "forklab: spec FILE: model.no_tool must be a number in [0, 1], got text (or a number too large to read)"},
+	{"model.no_tool", "model-no-tool-overflow", "forklab: spec FILE: model.no_tool: -1e400 is too large for a float64; model.no_tool must be a number in [0, 1]"},
 	{"grid", "grid-value-out-of-range", "forklab: grid: base_budget must be an integer in [1, 1048576], got 2147483648"},
 	{"grid", "grid-model-out-of-range", "forklab: grid: temperature must be a number in [0, 1], got 2"},
 	{"grid", "grid-too-many", "forklab: grid: more than 10000 configurations (a grid makes one per combination of its values; at most 10000)"},
@@ -386,9 +386,9 @@ var specBounds = []struct {
 	{"agent.retries", "agent-retries-out-of-range", "forklab: agent.retries: must be an integer in [0, 100], got 101"},
 	{"agent.retries", "agent-retries-overflow", "forklab: spec FILE: agent.retries must be an integer in [0, 100], got 100000000000000000000"},
 	{"max_error_rate", "max-error-rate-out-of-range", "forklab: max_error_rate: must be a share in [0, 1], got 2"},
-	{"max_error_rate", "max-error-rate-overflow", "forklab: spec FILE: max_error_rate must be a share in [0, 1], got text (or a number too large to read)"},
+	{"max_error_rate", "max-error-rate-overflow", "forklab: spec FILE: max_error_rate: 1e400 is too large for a float64; max_error_rate must be a share in [0, 1]"},
 	{"max_cost", "max-cost-out-of-range", "forklab: max_cost: steps must be a finite number above 0, got -1"},
-	{"max_cost", "max-cost-overflow", "forklab: spec FILE: max_cost must be a finite number above 0, got text (or a number too large to read)"},
+	{"max_cost", "max-cost-overflow", "forklab: spec FILE: max_cost.steps: 1e400 is too large for a float64; max_cost must be a finite number above 0"},
 }
 
 // Every numeric key of a sweep spec file refuses a value past its range and

@@ -777,6 +777,9 @@ func checkSpecNumbers(path string, b []byte, base Spec) error {
 	key, why := bad[0], strings.TrimSuffix(bad[1], " ("+floattext.ErrNotFloat64.Error()+")")
 	msg := fmt.Sprintf("spec %s: %s: %s", path, key, why)
 	name, _, _ := strings.Cut(key, "[")
+	if strings.HasPrefix(name, "max_cost.") {
+		name = "max_cost" // each amount of the budget
+	}
 	if r, ok := keyRanges[name]; ok {
 		return fmt.Errorf("%s; %s must be %s", msg, name, r)
 	}

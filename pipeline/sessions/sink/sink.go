@@ -257,6 +257,7 @@ func partitions(ctx context.Context, cfg *Config, rd *kafkalog.Reader) (int, err
 		wait = kafkadial.DefaultTimeout
 	}
 	deadline := time.Now().Add(wait)
+	var last error // the last real error, not the deadline's own
 	for logged := false; ; {
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if !cfg.Follow {
@@ -267,11 +268,14 @@ func partitions(ctx context.Context, cfg *Config, rd *kafkalog.Reader) (int, err
 		if err == nil {
 			return n, nil
 		}
+		if last == nil || !errors.Is(err, context.DeadlineExceeded) {
+			last = err
+		}
 		if errors.Is(err, kafkalog.ErrNoTopic) && !cfg.Follow {
 			return 0, fmt.Errorf("%w: the Kafka cluster at %v has no topic %s: is this the log's cluster (forklab log serve --kafka-port), and its --topic?", ErrUsage, cfg.Brokers, cfg.Topic)
 		}
 		if !cfg.Follow && time.Now().After(deadline) {
-			return 0, kafkadial.Unreachable(cfg.Brokers, wait, err)
+			return 0, kafkadial.Unreachable(cfg.Brokers, wait, last)
 		}
 		if !logged {
 			cfg.Logf("waiting for topic %s at %v: %v", cfg.Topic, cfg.Brokers, err)
