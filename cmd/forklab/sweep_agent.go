@@ -181,10 +181,6 @@ func (p *sweepProgress) cost() world.Cost {
 	return p.kept
 }
 
-func addCosts(a, b world.Cost) world.Cost {
-	return world.Cost{Steps: a.Steps + b.Steps, Tokens: a.Tokens + b.Tokens, USD: a.USD + b.USD, Seconds: a.Seconds + b.Seconds}
-}
-
 // costText writes the reported cost fields: "1,234 steps · $0.42".
 func costText(d world.Declaration, c world.Cost) string {
 	var parts []string
@@ -212,18 +208,6 @@ func usdText(x float64) string {
 	return "$" + report.CostNum(x)
 }
 
-func costField(c world.Cost, f string) float64 {
-	switch f {
-	case world.CostSteps:
-		return float64(c.Steps)
-	case world.CostTokens:
-		return float64(c.Tokens)
-	case world.CostUSD:
-		return c.USD
-	}
-	return c.Seconds
-}
-
 // seeds records n finished seeds with errs error pairs among them.
 func (p *sweepProgress) seeds(n, errs int) {
 	p.mu.Lock()
@@ -235,7 +219,7 @@ func (p *sweepProgress) seeds(n, errs int) {
 
 func (p *sweepProgress) keep(c world.Cost) {
 	p.mu.Lock()
-	p.kept = addCosts(p.kept, c)
+	p.kept = p.kept.Add(c)
 	p.mu.Unlock()
 	if p.def != nil {
 		p.def.AddKept(c) // counted against the budget
@@ -285,7 +269,7 @@ func budgetReached(limit map[string]float64, c world.Cost) string {
 	var parts []string
 	for _, f := range world.CostFields {
 		if max, ok := limit[f]; ok {
-			if v := costField(c, f); v >= max {
+			if v := c.Field(f); v >= max {
 				parts = append(parts, fmt.Sprintf("%s %s ≥ %s", f, strconv.FormatFloat(roundCost(v), 'g', -1, 64), strconv.FormatFloat(max, 'g', -1, 64)))
 			}
 		}

@@ -67,6 +67,32 @@ func (c Cost) Sub(o Cost) Cost {
 	return Cost{Steps: c.Steps - o.Steps, Tokens: c.Tokens - o.Tokens, USD: c.USD - o.USD, Seconds: c.Seconds - o.Seconds}
 }
 
+// Add returns c + o, field by field.
+func (c Cost) Add(o Cost) Cost {
+	return Cost{Steps: c.Steps + o.Steps, Tokens: c.Tokens + o.Tokens, USD: c.USD + o.USD, Seconds: c.Seconds + o.Seconds}
+}
+
+// Max returns the larger of c and o in each field.
+func (c Cost) Max(o Cost) Cost {
+	return Cost{Steps: max(c.Steps, o.Steps), Tokens: max(c.Tokens, o.Tokens), USD: max(c.USD, o.USD), Seconds: max(c.Seconds, o.Seconds)}
+}
+
+// Field returns the field named by one of CostFields (CostSteps,
+// CostTokens, CostUSD, CostSeconds) as a float64; 0 for another name.
+func (c Cost) Field(name string) float64 {
+	switch name {
+	case CostSteps:
+		return float64(c.Steps)
+	case CostTokens:
+		return float64(c.Tokens)
+	case CostUSD:
+		return c.USD
+	case CostSeconds:
+		return c.Seconds
+	}
+	return 0
+}
+
 // World is a deterministic environment over state type S. Every method is
 // a pure function of its arguments: Step changes only the state it is
 // given, the others change nothing. A World value holds the configuration's

@@ -41,7 +41,7 @@ func (d *Definition) SetBudget(limit map[string]float64) {
 // (units kept from an interrupted sweep), against the budget.
 func (d *Definition) AddKept(c world.Cost) {
 	d.mu.Lock()
-	d.kept = addCost(d.kept, c)
+	d.kept = d.kept.Add(c)
 	d.mu.Unlock()
 	d.wakeAll()
 }
@@ -64,9 +64,9 @@ func (d *Definition) Counted() world.Cost {
 // counted is the cost the budget counts; d.mu is held.
 func (d *Definition) counted() world.Cost {
 	if d.journal != "" {
-		return addCost(d.journaled, d.spent)
+		return d.journaled.Add(d.spent)
 	}
-	return addCost(addCost(d.kept, d.spent), d.replayed)
+	return d.kept.Add(d.spent).Add(d.replayed)
 }
 
 // admit waits until seeds may be sent to the agent and returns how many,
@@ -117,12 +117,12 @@ func room(total, dearest world.Cost, inflight uint64, limit map[string]float64) 
 	n := uint64(math.MaxUint64)
 	known := false
 	for f, max := range limit {
-		per := costValue(dearest, f)
+		per := dearest.Field(f)
 		if per <= 0 {
 			continue
 		}
 		known = true
-		left := max - costValue(total, f) - per*float64(inflight)
+		left := max - total.Field(f) - per*float64(inflight)
 		if left < per {
 			return 0
 		}
@@ -139,7 +139,7 @@ func room(total, dearest world.Cost, inflight uint64, limit map[string]float64) 
 func (d *Definition) release(n uint64, dearest world.Cost) {
 	d.mu.Lock()
 	d.inflight -= n
-	d.dearest = maxCost(d.dearest, dearest)
+	d.dearest = d.dearest.Max(dearest)
 	d.mu.Unlock()
 	d.wakeAll()
 }
@@ -170,25 +170,9 @@ func over(c world.Cost, limit map[string]float64) string {
 		if !ok {
 			continue
 		}
-		if v := costValue(c, f); v >= max {
+		if v := c.Field(f); v >= max {
 			return fmt.Sprintf("%s reached %.6g of the budget %s=%g", f, v, f, max)
 		}
 	}
 	return ""
-}
-
-func costValue(c world.Cost, f string) float64 {
-	switch f {
-	case world.CostSteps:
-		return float64(c.Steps)
-	case world.CostTokens:
-		return float64(c.Tokens)
-	case world.CostUSD:
-		return c.USD
-	}
-	return c.Seconds
-}
-
-func maxCost(a, b world.Cost) world.Cost {
-	return world.Cost{Steps: max(a.Steps, b.Steps), Tokens: max(a.Tokens, b.Tokens), USD: max(a.USD, b.USD), Seconds: max(a.Seconds, b.Seconds)}
 }

@@ -126,15 +126,11 @@ func (d *Definition) Spent() (spent, replayed world.Cost) {
 func (d *Definition) addSpent(c world.Cost, replayed bool) {
 	d.mu.Lock()
 	if replayed {
-		d.replayed = addCost(d.replayed, c)
+		d.replayed = d.replayed.Add(c)
 	} else {
-		d.spent = addCost(d.spent, c)
+		d.spent = d.spent.Add(c)
 	}
 	d.mu.Unlock()
-}
-
-func addCost(a, b world.Cost) world.Cost {
-	return world.Cost{Steps: a.Steps + b.Steps, Tokens: a.Tokens + b.Tokens, USD: a.USD + b.USD, Seconds: a.Seconds + b.Seconds}
 }
 
 // Close shuts the agent processes down.

@@ -172,7 +172,7 @@ func journalCost(dir string) (world.Cost, error) {
 		}
 		slices.Sort(seeds) // a sum in seed order: the same bits every time
 		for _, seed := range seeds {
-			total = addCost(total, seen[seed])
+			total = total.Add(seen[seed])
 		}
 	}
 	return total, nil

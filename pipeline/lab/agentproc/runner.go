@@ -164,7 +164,7 @@ func (r *runner) play(ctx context.Context, b *block, j *journal) error {
 		if j != nil {
 			if s, ok := j.done[res.Seed]; ok && r.replay(s, res) {
 				def.addSpent(s.Spent, true)
-				b.dearest = maxCost(b.dearest, s.Spent)
+				b.dearest = b.dearest.Max(s.Spent)
 				continue
 			}
 			res.Resize(d, r.plan)
@@ -226,11 +226,11 @@ func (r *runner) play(ctx context.Context, b *block, j *journal) error {
 					ok = false
 					continue
 				}
-				spent[k] = addCost(spent[k], br.Cost)
+				spent[k] = spent[k].Add(br.Cost)
 			}
 		}
 		def.addSpent(spent[k], false)
-		b.dearest = maxCost(b.dearest, spent[k])
+		b.dearest = b.dearest.Max(spent[k])
 		if ok && j != nil {
 			line.Spent = spent[k]
 			done = append(done, line)

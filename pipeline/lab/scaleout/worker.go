@@ -459,24 +459,21 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 		m.w.count(func(st *WorkerStats) { st.Again++ })
 		return m.mustReport(ctx, r)
 	}
-	adir := s.st.StateDir(attemptsDir)
-	as, err := readAttempts(adir, id)
+	adir, as, live, now, err := attemptsAt(s.st, msg)
 	if err != nil {
-		return errFatal{fmt.Errorf("read the attempts at unit %s in %s: %w", id, adir, err)}
+		return err
 	}
-	now, lease := time.Now(), msg.Lease()
-	for _, a := range as {
-		if a.live(lease, now) {
-			// Another worker has it in hand (a rebalance gave its
-			// partition away mid-unit): look again later.
-			m.w.count(func(st *WorkerStats) { st.Deferred++ })
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Second):
-			}
-			return m.putBack(ctx, msg, msg.Failures)
+	lease := msg.Lease()
+	if live {
+		// Another worker has it in hand (a rebalance gave its partition
+		// away mid-unit): look again later.
+		m.w.count(func(st *WorkerStats) { st.Deferred++ })
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
 		}
+		return m.putBack(ctx, msg, msg.Failures)
 	}
 	failed, why := failures(as, lease, now)
 	if failed >= msg.MaxAttempts {
@@ -550,6 +547,23 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 	return m.putBack(ctx, msg, len(why))
 }
 
+// attemptsAt reads the attempts at msg's unit recorded under st's state
+// directory adir, and says whether one of them is live (another worker
+// holds the unit within its lease) at now; a read error is fatal to the
+// worker.
+func attemptsAt(st *sweep.Staging, msg UnitMsg) (adir string, as []attempt, live bool, now time.Time, err error) {
+	id := msg.Unit.ID()
+	adir = st.StateDir(attemptsDir)
+	if as, err = readAttempts(adir, id); err != nil {
+		return adir, nil, false, now, errFatal{fmt.Errorf("read the attempts at unit %s in %s: %w", id, adir, err)}
+	}
+	now, lease := time.Now(), msg.Lease()
+	for _, a := range as {
+		live = live || a.live(lease, now)
+	}
+	return adir, as, live, now, nil
+}
+
 // agentFailed deals with msg's unit when this worker could not start its
 // sweep's agent (a command it cannot run here, a missing interpreter, an
 // agent that fails initialize): that is a failed attempt at the unit,
@@ -575,20 +589,17 @@ func (m *member) agentFailed(ctx context.Context, msg UnitMsg, cause error) erro
 		}
 		return stop
 	}
-	adir := st.StateDir(attemptsDir)
-	as, err := readAttempts(adir, id)
+	adir, as, live, now, err := attemptsAt(st, msg)
 	if err != nil {
-		return errFatal{fmt.Errorf("read the attempts at unit %s in %s: %w", id, adir, err)}
+		return err
 	}
-	now, lease := time.Now(), msg.Lease()
-	for _, a := range as {
-		if a.live(lease, now) {
-			// Another worker has it in hand: leave it to that one.
-			if err := m.putBack(ctx, msg, msg.Failures); err != nil {
-				return err
-			}
-			return stop
+	lease := msg.Lease()
+	if live {
+		// Another worker has it in hand: leave it to that one.
+		if err := m.putBack(ctx, msg, msg.Failures); err != nil {
+			return err
 		}
+		return stop
 	}
 	_, why := failures(as, lease, now)
 	ra, err := startAttempt(adir, id, m.id, msg.Sweep, lease)

@@ -209,7 +209,7 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 				return true
 			}
 			if e, ok := done[u.ID()]; ok && e.Unit == u && e.Errors == 0 {
-				kept = addCost(kept, e.Cost)
+				kept = kept.Add(e.Cost)
 			}
 			return true
 		})
@@ -302,7 +302,7 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	labels := map[[3]any]*LabelCount{}
 	for _, e := range entries {
 		res.Errors += e.Errors
-		res.Cost = addCost(res.Cost, e.Cost)
+		res.Cost = res.Cost.Add(e.Cost)
 		for _, l := range e.Labels {
 			k := [3]any{l.Config, l.ForkStep, l.Arm}
 			if c, ok := labels[k]; ok {
@@ -360,10 +360,6 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	}
 	res.Manifest = m
 	return res, nil
-}
-
-func addCost(a, b world.Cost) world.Cost {
-	return world.Cost{Steps: a.Steps + b.Steps, Tokens: a.Tokens + b.Tokens, USD: a.USD + b.USD, Seconds: a.Seconds + b.Seconds}
 }
 
 func newSweepID() string {
@@ -1083,7 +1079,7 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 			start := len(ft.arena)
 			ft.arena = append(ft.arena, f.Checkpoint...)
 			cp.putString(w.cpFeat+len(w.kinds)+4, unsafe.String(unsafe.SliceData(ft.arena[start:]), len(f.Checkpoint)))
-			w.cost = addCost(w.cost, f.Cost)
+			w.cost = w.cost.Add(f.Cost)
 		}
 		if flushed, err := cp.end(); err != nil {
 			return err
@@ -1119,7 +1115,7 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 					} else {
 						br.putNull(11)
 					}
-					w.cost = addCost(w.cost, b.Cost)
+					w.cost = w.cost.Add(b.Cost)
 				}
 				if flushed, err := br.end(); err != nil {
 					return err
