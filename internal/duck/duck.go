@@ -251,3 +251,25 @@ func RemoveFiles(path string) error {
 	}
 	return first
 }
+
+// ScanAll reads every row of rows and closes it: the column names, and per
+// row one value per column as the driver returns it (NULL as nil). The
+// error is the first of Columns, Scan and the iteration's.
+func ScanAll(rows *sql.Rows) (cols []string, out [][]any, err error) {
+	defer rows.Close()
+	if cols, err = rows.Columns(); err != nil {
+		return nil, nil, err
+	}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return cols, out, err
+		}
+		out = append(out, vals)
+	}
+	return cols, out, rows.Err()
+}

@@ -199,3 +199,30 @@ func TestOnlyThisPackageOpensDuckDB(t *testing.T) {
 		t.Errorf("DuckDB opened outside internal/duck (use duck.Open): %v", found)
 	}
 }
+
+func TestScanAll(t *testing.T) {
+	db, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT * FROM (VALUES (1, 'ok'), (2, NULL)) AS v(n, s) ORDER BY n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, vals, err := ScanAll(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cols, ",") != "n,s" || len(vals) != 2 ||
+		vals[0][0] != int32(1) || vals[0][1] != "ok" || vals[1][0] != int32(2) || vals[1][1] != nil {
+		t.Errorf("ScanAll = %v %#v", cols, vals)
+	}
+	rows, err = db.Query("SELECT 1 AS n WHERE false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cols, vals, err := ScanAll(rows); err != nil || len(cols) != 1 || vals != nil {
+		t.Errorf("no rows: %v %v %v", cols, vals, err)
+	}
+}

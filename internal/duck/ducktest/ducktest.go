@@ -41,29 +41,16 @@ func Query(t testing.TB, dir, q string) [][]string {
 	if err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
-	defer rows.Close()
-	cols, err := rows.Columns()
+	_, vals, err := duck.ScanAll(rows)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]string
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		row := make([]string, len(cols))
-		for i, v := range vals {
-			row[i] = fmt.Sprint(v)
-		}
-		out = append(out, row)
-	}
-	if err := rows.Err(); err != nil {
 		t.Fatalf("%s: %v", q, err)
+	}
+	out := make([][]string, len(vals))
+	for r, row := range vals {
+		out[r] = make([]string, len(row))
+		for i, v := range row {
+			out[r][i] = fmt.Sprint(v)
+		}
 	}
 	return out
 }

@@ -234,26 +234,16 @@ func Query(t testing.TB, db *sql.DB, q string) []map[string]any {
 	if err != nil {
 		t.Fatalf("%v\n%.300s", err, q)
 	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out []map[string]any
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		m := map[string]any{}
-		for i, c := range cols {
-			m[c] = vals[i]
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
+	cols, vals, err := duck.ScanAll(rows)
+	if err != nil {
 		t.Fatal(err)
+	}
+	out := make([]map[string]any, len(vals))
+	for r, row := range vals {
+		out[r] = make(map[string]any, len(cols))
+		for i, c := range cols {
+			out[r][c] = row[i]
+		}
 	}
 	return out
 }

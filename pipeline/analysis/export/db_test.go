@@ -40,24 +40,11 @@ func queryAll(t *testing.T, db *sql.DB, text string) *results.Table {
 	if err != nil {
 		t.Fatalf("%s: %v", firstLine(text), err)
 	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	tab := &results.Table{Columns: cols}
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		tab.Rows = append(tab.Rows, vals)
-	}
-	if err := rows.Err(); err != nil {
+	cols, vals, err := duck.ScanAll(rows)
+	if err != nil {
 		t.Fatalf("%s: %v", firstLine(text), err)
 	}
-	return tab
+	return &results.Table{Columns: cols, Rows: vals}
 }
 
 func scalar(t *testing.T, db *sql.DB, text string) any {

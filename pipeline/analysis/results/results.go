@@ -304,27 +304,11 @@ func (r *DB) Query(ctx context.Context, text string) (*Table, error) {
 	if err != nil {
 		return nil, QueryError(err)
 	}
-	defer rows.Close()
-	cols, err := rows.Columns()
+	cols, vals, err := duck.ScanAll(rows)
 	if err != nil {
-		return nil, err
-	}
-	t := &Table{Columns: cols}
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		t.Rows = append(t.Rows, vals)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, QueryError(err)
 	}
-	return t, nil
+	return &Table{Columns: cols, Rows: vals}, nil
 }
 
 // Run runs the embedded query file name (e.g. "summary").
