@@ -3,11 +3,8 @@ package kafkalog
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/forklab/forklab/stream/broker"
 )
@@ -65,20 +62,7 @@ func lateLanding(t *testing.T, releaseFirst bool) {
 	}
 
 	c := b.Cluster()
-	release := make(chan struct{})
-	held := make(chan struct{})
-	var once sync.Once
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		first := false
-		once.Do(func() { first = true })
-		if first {
-			close(held)
-			c.SleepControl(func() { <-release })
-		} else {
-			c.DropControl()
-		}
-		return nil, nil, false
-	})
+	release, held := holdFirstProduce(c)
 	if _, err := app(1, "b;"); KindOf(err) != Unavailable {
 		t.Fatalf("append whose produce Kafka holds: %v, want Unavailable", err)
 	}

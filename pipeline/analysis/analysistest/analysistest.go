@@ -819,17 +819,12 @@ func ReadPairs(t testing.TB, db *sql.DB, d world.Declaration) []Pair {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
+	_, all, err := duck.ScanAll(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []Pair
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
+	for _, vals := range all {
 		p := Pair{ConfigID: int(vals[0].(int32)), ForkStep: int(vals[1].(int32)), Seed: vals[2].(int64), Arm: vals[3].(string),
 			Error: vals[4] != "ok"}
 		if !p.Error {
@@ -859,9 +854,6 @@ func ReadPairs(t testing.TB, db *sql.DB, d world.Declaration) []Pair {
 			}
 		}
 		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
