@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -121,8 +122,10 @@ func BenchmarkDistributed(b *testing.B) {
 		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("distributed sweep of the counter world, %d seeds (units of 131,072), embedded broker, %d CPUs, load %s; best of %d:\n",
-		seeds, runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), count*b.N)
+	spec := sweep.DefaultSpec()
+	spec.Seeds = sweep.Range{End: uint64(seeds)}
+	fmt.Printf("distributed sweep of the counter world, %d seeds (units of %d), embedded broker, %d CPUs, load %s; best of %d:\n",
+		seeds, spec.ShardSeeds(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), count*b.N)
 	base := best["single process"]
 	for _, name := range order {
 		r := best[name]

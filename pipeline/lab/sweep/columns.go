@@ -134,6 +134,7 @@ func (l *layout) fileLayout(present, nullable []bool) (*fileLayout, error) {
 			tag += ",dict"
 		case colText:
 			wide = true
+			tag += ",snappy" // the codec of long text: table.go
 		}
 		tags[slotField(g, fl.slot[i])] = tag
 	}

@@ -3,7 +3,7 @@
 //
 // Work is cut into shards: a fixed number of consecutive seeds of one
 // configuration. A shard is the unit of parallelism and of output — each
-// shard writes one zstd-compressed Parquet file per table, in row groups
+// shard writes one compressed Parquet file per table, in row groups
 // of bounded size — so memory does not grow with the number of seeds, and
 // the files and their rows are the same whatever the number of workers.
 //

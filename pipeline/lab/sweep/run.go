@@ -82,16 +82,28 @@ func (u Unit) ID() string { return fmt.Sprintf("c%d-s%06d", u.Config, u.Index) }
 const rowsPerShard = 1 << 18
 
 // ShardSeeds returns the number of seeds per shard for a spec: UnitSeeds
-// when it is set, otherwise as many as keep a shard's branch rows near
-// rowsPerShard, a multiple of 64, at least 1024. It depends only on the
-// spec.
+// when it is set; otherwise the seed range is cut into as many shards as
+// shards of base seeds would make (base: as many seeds as keep a shard's
+// branch rows near rowsPerShard, a multiple of 64, at least 1024), of equal
+// size rounded up to a multiple of 64. Equal shards keep every worker busy
+// to the end: 1,000,000 seeds in shards of 131,072 left the last one at
+// 63% of the others, and one of two workers idle while the other finished
+// its fourth. It
+// depends only on the spec.
 func (s Spec) ShardSeeds() uint64 {
 	if s.UnitSeeds > 0 {
 		return uint64(s.UnitSeeds)
 	}
 	perSeed := uint64(len(s.ForkAt) * len(s.Arms) * s.Replicas)
-	n := max(uint64(1024), rowsPerShard/perSeed)
-	return n - n%64
+	base := max(uint64(1024), rowsPerShard/perSeed)
+	base -= base % 64
+	n := s.Seeds.Len()
+	if n <= base {
+		return base
+	}
+	shards := (n-1)/base + 1
+	size := (n-1)/shards + 1 // at most base
+	return (size + 63) &^ 63 // at most base, a multiple of 64
 }
 
 // Units calls f for every unit of the resolved spec, in order, without

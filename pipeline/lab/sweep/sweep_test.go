@@ -182,6 +182,13 @@ func TestTablesReadBackAsForkLabComputes(t *testing.T) {
 			t.Fatalf("task %v, want %s", row, want)
 		}
 	}
+	// The checkpoint JSON is Snappy-compressed, every other column zstd
+	// (table.go: zstd spent an eighth of the sweep's CPU on that column).
+	codecs := ducktest.Query(t, out, "SELECT path_in_schema, list(DISTINCT compression) FROM parquet_metadata('"+out+
+		"/checkpoints/*/*/*.parquet') WHERE path_in_schema IN ('checkpoint', 'seed', 'status') GROUP BY 1 ORDER BY 1")
+	if got := fmt.Sprint(codecs); got != "[[checkpoint [SNAPPY]] [seed [ZSTD]] [status [ZSTD]]]" {
+		t.Errorf("checkpoints' codecs %s, want the checkpoint JSON SNAPPY, the rest ZSTD", got)
+	}
 	cps := ducktest.Query(t, out, `SELECT fork_step, seed, checkpoint, over, same_obs, repeat_run, obs_value, steps_used, budget_left,
 		hidden_stuck, hidden_fault, hidden_value, cost_steps FROM {checkpoints} ORDER BY fork_step, seed`)
 	brs := ducktest.Query(t, out, `SELECT fork_step, seed, arm, replica, intervened, success, cost_steps FROM {branches}
@@ -451,6 +458,42 @@ func TestUnitsStream(t *testing.T) {
 	r.Units(func(u sweep.Unit) bool { units = append(units, u); return true })
 	if len(units) != 1 || units[0].Seeds != s.Seeds {
 		t.Fatalf("units %v", units)
+	}
+}
+
+// The automatic unit size cuts the seed range into units of equal size (a
+// multiple of 64), as many as units of 2^18 branch rows would make, so no
+// worker is left alone with a long unit at the end while a short last one
+// kept the other idle; unit_seeds, when set, is taken as it is.
+func TestUnitsEqualSize(t *testing.T) {
+	for _, c := range []struct {
+		seeds     sweep.Range
+		unitSeeds int
+		size      uint64 // ShardSeeds
+		units     int
+		last      uint64 // seeds in the last unit
+	}{
+		{sweep.Range{Start: 0, End: 1_000_000}, 0, 125_056, 8, 124_608},
+		{sweep.Range{Start: 5, End: 1_000_005}, 0, 125_056, 8, 124_608},
+		{sweep.Range{Start: 0, End: 131_072}, 0, 131_072, 1, 131_072},
+		{sweep.Range{Start: 0, End: 131_073}, 0, 65_600, 2, 65_473},
+		{sweep.Range{Start: 0, End: 100}, 0, 131_072, 1, 100},
+		{sweep.Range{Start: 0, End: 1_000_000}, 1000, 1000, 1000, 1000},
+		{sweep.Range{Start: 0, End: 1_000_500}, 1000, 1000, 1001, 500},
+	} {
+		s := sweep.DefaultSpec()
+		s.Seeds, s.UnitSeeds = c.seeds, c.unitSeeds
+		r, err := s.Resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var units []sweep.Unit
+		r.Units(func(u sweep.Unit) bool { units = append(units, u); return true })
+		if got := s.ShardSeeds(); got != c.size || len(units) != c.units || r.UnitCount() != uint64(c.units) ||
+			units[len(units)-1].Seeds.Len() != c.last || units[len(units)-1].Seeds.End != c.seeds.End {
+			t.Errorf("seeds %v unit_seeds %d: size %d, %d units (UnitCount %d), last %v; want size %d, %d units, last of %d seeds",
+				c.seeds, c.unitSeeds, got, len(units), r.UnitCount(), units[len(units)-1].Seeds, c.size, c.units, c.last)
+		}
 	}
 }
 
