@@ -61,13 +61,9 @@ fails).`,
 			for s := r.Start; s < r.End; s++ {
 				seedList = append(seedList, s)
 			}
-			env := map[string]string{}
-			for _, kv := range environment {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return usageErr("--agent-env %q: want KEY=VALUE", kv)
-				}
-				env[k] = v
+			env, err := envMap(environment)
+			if err != nil {
+				return err
 			}
 			removeTmp := func() {}
 			if logDir == "" {

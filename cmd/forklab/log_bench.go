@@ -58,6 +58,12 @@ after each load (from /proc), to show whether it stays flat.`,
 					return usageErr("--loads: a load of %d producers and %d-byte bodies: want 1-%d producers and 1 B-16 MiB bodies", l.producers, l.body, maxBenchProducers)
 				}
 			}
+			if err := onceEach("target", targets, keyOf); err != nil {
+				return err
+			}
+			if err := onceEach("pid", pids, keyOf); err != nil {
+				return err
+			}
 			var ts []bench.Target
 			for _, t := range targets {
 				name, u, ok := strings.Cut(t, "=")

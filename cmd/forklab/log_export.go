@@ -44,6 +44,11 @@ exported too, with a warning, so a corrupt session can be inspected.`,
 			if out == "" {
 				return usageErr("--out DIR is required")
 			}
+			// A stream given twice would be exported twice: its events
+			// twice in the table.
+			if err := onceEach("stream", streams, itself); err != nil {
+				return err
+			}
 			c := lf.client()
 			ctx := cmd.Context()
 			if prefix != "" {
@@ -96,7 +101,7 @@ exported too, with a warning, so a corrupt session can be inspected.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&streams, "stream", nil, "stream to export (repeatable)")
+	f.StringArrayVar(&streams, "stream", nil, "stream to export (repeatable, each stream once)")
 	f.StringVar(&prefix, "prefix", "", "export every stream whose name starts with this")
 	f.StringVar(&out, "out", "", "directory to write events/ into (a results directory, or any)")
 	f.StringVar(&name, "name", "", "file name under DIR/events/ (default: from the selection)")

@@ -83,6 +83,12 @@ complete; an existing file needs --overwrite.`,
 				return asInput(err)
 			}
 			opt := export.Options{Format: f, Out: out, Overwrite: overwrite, Allow: allow}
+			if err := onceEach("var", vars, keyOf); err != nil {
+				return err
+			}
+			if err := onceEach("setting", settings, keyOf); err != nil {
+				return err
+			}
 			for _, v := range vars {
 				pv, err := export.ParseVar(v)
 				if err != nil {
@@ -117,8 +123,8 @@ complete; an existing file needs --overwrite.`,
 	fl.StringVarP(&out, "out", "o", "", "write to this file instead of standard output")
 	fl.BoolVar(&overwrite, "overwrite", false, "let --out replace an existing file")
 	fl.StringVar(&file, "file", "", "read the query from this file (- for standard input)")
-	fl.StringArrayVar(&vars, "var", nil, "set a DuckDB variable before the query: NAME=VALUE (repeatable)")
-	fl.StringArrayVar(&settings, "setting", nil, "set a DuckDB setting before the configuration is locked: NAME=VALUE, e.g. threads=2 (repeatable)")
+	fl.StringArrayVar(&vars, "var", nil, "set a DuckDB variable before the query: NAME=VALUE (repeatable, each NAME once)")
+	fl.StringArrayVar(&settings, "setting", nil, "set a DuckDB setting before the configuration is locked: NAME=VALUE, e.g. threads=2 (repeatable, each NAME once)")
 	fl.BoolVar(&allow.Writes, "allow-writes", false, "run statements that change something (CREATE, INSERT, COPY, ATTACH, …), not only reads")
 	fl.StringArrayVar(&allow.Paths, "allow-path", nil, "let the query read this file or directory too (and write it, with --allow-writes) (repeatable)")
 	fl.BoolVar(&allow.ExternalAccess, "allow-external-access", false, "let the query read and write any file, and the network through extensions")

@@ -76,15 +76,17 @@ func (f *agentFlags) apply(spec *sweep.Spec) error {
 		r := f.retries
 		spec.Agent.Retries = &r
 	}
-	for _, kv := range f.env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("--agent-env %q: want KEY=VALUE", kv)
+	if len(f.env) > 0 {
+		env, err := envMap(f.env)
+		if err != nil {
+			return err
 		}
 		if spec.Agent.Environment == nil {
 			spec.Agent.Environment = map[string]string{}
 		}
-		spec.Agent.Environment[k] = v
+		for k, v := range env {
+			spec.Agent.Environment[k] = v // the flag replaces the spec file's value
+		}
 	}
 	if set("max-error-rate") {
 		r, err := parseShare(f.maxErrorRate)
@@ -139,6 +141,9 @@ func parseCostLimit(s string) (map[string]float64, error) {
 		}
 		if err != nil || !(x > 0) || math.IsInf(x, 0) {
 			return nil, fmt.Errorf("each amount must be a finite number above 0, such as 5 (US dollars) or tokens=2000000,usd=5, got %q", s)
+		}
+		if _, ok := out[k]; ok {
+			return nil, fmt.Errorf("%s is limited twice in %q: give each cost field once, such as tokens=2000000,usd=5", k, s)
 		}
 		out[k] = x
 	}

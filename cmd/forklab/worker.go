@@ -67,13 +67,9 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 			if brokers == "" {
 				return usageErr("--brokers is required: the Kafka cluster the coordinator publishes units on (host:port,…)")
 			}
-			env := map[string]string{}
-			for _, kv := range agentEnv {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return usageErr("--agent-env %q: want KEY=VALUE", kv)
-				}
-				env[k] = v
+			env, err := envMap(agentEnv)
+			if err != nil {
+				return err
 			}
 			logf := func(string, ...any) {}
 			if verbose {

@@ -38,7 +38,7 @@ func addWorldFlags(fs *pflag.FlagSet) *worldFlags {
 	d := sweep.DefaultSpec()
 	f := &worldFlags{fs: fs, byFlag: map[string]string{}}
 	fs.StringVar(&f.world, "world", d.World, "the world to play: "+strings.Join(lab.Names(), ", ")+" (forklab worlds describes them)")
-	fs.StringArrayVar(&f.params, "param", nil, "set a world parameter, key=value (repeatable; a list as 2,5 or [2,5])")
+	fs.StringArrayVar(&f.params, "param", nil, "set a world parameter, key=value (repeatable; a list as 2,5 or [2,5]; a key given twice must have one value)")
 	seen := map[string]bool{}
 	for _, def := range lab.Definitions() {
 		decl := def.Declaration()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/forklab/forklab/internal/floattext"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -310,9 +311,12 @@ func (p Param) ParseText(s string) (any, error) {
 // subcommand's --param takes them, against d: each key a declared
 // parameter, each value read by its Param.ParseText. It returns the
 // values by name, in their canonical types (for Resolve); the error names
-// the setting and what was wrong.
+// the setting and what was wrong. A key given twice is refused when its
+// values differ (the last would win without a word); given twice with one
+// value it is the same setting, and taken.
 func (d Declaration) ParseParamText(kvs []string) (map[string]any, error) {
 	out := make(map[string]any, len(kvs))
+	given := make(map[string]string, len(kvs)) // the item that set each key
 	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
@@ -327,7 +331,10 @@ func (d Declaration) ParseParamText(kvs []string) (map[string]any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--param %s: %w", kv, err)
 		}
-		out[k] = x
+		if prev, ok := out[k]; ok && !reflect.DeepEqual(prev, x) {
+			return nil, fmt.Errorf("--param %s is given twice, to different values (%s and %s): give it once", k, given[k], kv)
+		}
+		out[k], given[k] = x, kv
 	}
 	return out, nil
 }

@@ -101,6 +101,16 @@ func TestParseParamText(t *testing.T) {
 			t.Errorf("%s: got %#v, want %#v", tc.kv, got[k], tc.want)
 		}
 	}
+	// A key given twice: refused when the values differ (the last one
+	// used to win without a word, in forklab agent check), taken when they
+	// are one value however written.
+	if _, err := d.ParseParamText([]string{"p=0.25", "mode=slow", "p=0.5"}); err == nil ||
+		err.Error() != "--param p is given twice, to different values (p=0.25 and p=0.5): give it once" {
+		t.Errorf("p twice: %v", err)
+	}
+	if got, err := d.ParseParamText([]string{"k_choices=2,5", "k_choices=[2, 5]"}); err != nil || !reflect.DeepEqual(got["k_choices"], []int64{2, 5}) {
+		t.Errorf("k_choices twice, one value: %v %v", got, err)
+	}
 }
 
 // Int values are integers within ±2^53 — exact as JSON numbers read as

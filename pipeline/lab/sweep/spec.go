@@ -66,9 +66,14 @@ func (r *Range) UnmarshalText(b []byte) error {
 
 // ParseSteps parses fork steps: a comma-separated list of integers and
 // inclusive ranges, e.g. "3", "1,2,3" or "1-4". Steps are at least 1; the
-// result is sorted and free of repeats.
+// result is sorted (the order steps are listed in means nothing: every
+// output orders by fork step). A step listed twice ("3,3", or "1-4,3" where
+// a range covers it) is an error naming it, as a repeated arm is
+// (fork.ParseArms): a repeat is a typo, not a request, and is never
+// dropped without a word.
 func ParseSteps(s string) ([]int, error) {
 	var steps []int
+	seen := map[int64]bool{}
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		lo, hi, isRange := strings.Cut(f, "-")
@@ -97,11 +102,15 @@ func ParseSteps(s string) ([]int, error) {
 			return nil, fmt.Errorf("fork steps %q list more than %d steps", s, MaxForkSteps)
 		}
 		for x := a; x <= b; x++ {
+			if seen[x] {
+				return nil, fmt.Errorf("fork step %d is listed twice in %q: list each step once (e.g. 3, 1,2,3 or 1-4)", x, s)
+			}
+			seen[x] = true
 			steps = append(steps, int(x))
 		}
 	}
 	slices.Sort(steps)
-	return slices.Compact(steps), nil
+	return steps, nil
 }
 
 // Spec says everything a sweep does; it is stored in the results' manifest
@@ -348,6 +357,12 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 	}
 	if !slices.IsSorted(s.ForkAt) || s.ForkAt[0] < 1 || s.ForkAt[len(s.ForkAt)-1] > MaxForkStep {
 		return Resolved{}, keyErr("fork_at", "steps must be integers in [1, %d], ascending, got %v", MaxForkStep, s.ForkAt)
+	}
+	for i := 1; i < len(s.ForkAt); i++ {
+		if s.ForkAt[i] == s.ForkAt[i-1] {
+			// As ParseSteps refuses "3,3": a list in a spec file too.
+			return Resolved{}, keyErr("fork_at", "step %d is listed twice: list each fork step once (e.g. [1, 2, 3])", s.ForkAt[i])
+		}
 	}
 	if len(s.Arms) < 2 || !slices.Contains(s.Arms, fork.Off) {
 		return Resolved{}, errors.New("arms: list the control off and at least one treatment arm")

@@ -349,7 +349,13 @@ func TestParseSteps(t *testing.T) {
 		in, want, err string
 	}{
 		{"3", "[3]", ""},
-		{"3,1,2,3", "[1 2 3]", ""},
+		{"3,1,2", "[1 2 3]", ""},
+		// A repeated step is refused, as a repeated arm is; it used to be
+		// dropped without a word.
+		{"3,3", "", `fork step 3 is listed twice in "3,3": list each step once (e.g. 3, 1,2,3 or 1-4)`},
+		{"3,1,2,3", "", `fork step 3 is listed twice in "3,1,2,3"`},
+		{"1-4,3", "", `fork step 3 is listed twice in "1-4,3"`},
+		{"1-3,2-5", "", `fork step 2 is listed twice in "1-3,2-5"`},
 		{"1-4", "[1 2 3 4]", ""},
 		{"1-2,5", "[1 2 5]", ""},
 		{"0", "", "below 1"},
@@ -377,6 +383,7 @@ func TestReadSpecFile(t *testing.T) {
 		{"a.yaml", "fork_at: 3\nseeds: \"0:50\"\n", "[3] 0:50", ""},
 		{"b.yaml", "fork_at: \"1-3\"\n", "[1 2 3] 0:300", ""},
 		{"c.json", `{"fork_at": [4, 2]}`, "[2 4] 0:300", ""},
+		{"d.yaml", "fork_at: \"3,3\"\n", "", `fork_at: fork step 3 is listed twice in "3,3"`},
 		{"e.yaml", "replicas: five\n", "", "replicas must be an integer in [1, 1000], got text (or a number too large to read)"},
 		{"f.json", `{"fork_at": [3],}`, "", "invalid character"},
 		{"g.yaml", "- 1\n- 2\n", "", "want a mapping of keys"},
@@ -414,6 +421,7 @@ func TestResolveRefuses(t *testing.T) {
 		{"grid list", func(s *sweep.Spec) { s.Grid = map[string][]any{"slack": {1.0}} }, "grid: slack is a list"},
 		{"grid value", func(s *sweep.Spec) { s.Grid = map[string][]any{"p_stall": {0.1, 2.0}} }, "grid: p_stall must be a number in [0, 1], got 2"},
 		{"fork past budget", func(s *sweep.Spec) { s.ForkAt = []int{100000} }, "fork_at: step 100000 is past the most steps a run can take (9)"},
+		{"fork step twice", func(s *sweep.Spec) { s.ForkAt = []int{2, 3, 3} }, "fork_at: step 3 is listed twice: list each fork step once (e.g. [1, 2, 3])"},
 		{"policy without arm", func(s *sweep.Spec) { s.Arms = []fork.Arm{fork.Off, fork.Policy} }, "the policy arm needs a guard rule"},
 		{"replicas", func(s *sweep.Spec) { s.Replicas = 0 }, "replicas: must be an integer in [1, 1000], got 0"},
 	} {
