@@ -255,7 +255,11 @@ type SessionEvent struct {
 	// read --offset): the start of the read that returned it (log export),
 	// or the offset the log issued right before the record that holds it,
 	// so that a read from it starts with that record (log sink; Zero, the
-	// beginning, for a stream's first record).
+	// beginning, for a stream's first record). Where retention removed
+	// what lay before the event (a stream whose first records are gone),
+	// it is the earliest offset the log still serves (export: the
+	// Forklab-Earliest-Offset of the 410 from the beginning; sink: the
+	// partition's log start offset), never one a read refuses with 410.
 	ReadOffset string `parquet:"read_offset,dict"`
 	Type       string `parquet:"type,dict"`
 	Domain     bool   `parquet:"domain"`

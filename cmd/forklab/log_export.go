@@ -88,6 +88,8 @@ exported too, with a warning, so a corrupt session can be inspected.`,
 					return asInput(fmt.Errorf("stream %s does not exist (404)", s))
 				case errors.Is(err, session.ErrFold):
 					fmt.Fprintf(os.Stderr, "forklab log export: warning: %v (exported as is)\n", err)
+				case errors.Is(err, agent.ErrTrimmed):
+					fmt.Fprintf(os.Stderr, "forklab log export: warning: %v\n", err)
 				case err != nil:
 					return err
 				}

@@ -17,6 +17,14 @@ import (
 //   - for a stream whose create record fell out of retention, the
 //     partition's log start offset (the first position it still knows).
 //
+// It accepts back one position more: the partition's log start offset for
+// any stream that existed before it (its create record lies below it).
+// That is the first position a reader of the topic knows once retention
+// removed what lay below (Replay.ReadFrom hands it out, as a restarted
+// service does for a trimmed stream), and a read from it returns what the
+// stream still holds, whether or not this service's index kept the
+// records Kafka removed.
+//
 // A fork reads its source's records up to the fork point: positions up to
 // it are its source's (recursively), so the fork issues the same offsets
 // there as its source did (§8, "no offset translation"), and accepts them.
@@ -148,13 +156,19 @@ func (s *stream) resolve(o Offset, v view, ls int64) (int64, error) {
 		if m != s {
 			mv = m.snapshot()
 		}
-		if mv.boundary(o.Pos) || (o.Pos == ls && s.incomplete()) {
+		// The log start: for an incomplete index the first position it
+		// knows; for a complete one, the position a reader of the topic
+		// knows once retention removed the records below it (the member
+		// existed then: its create lies below).
+		atLogStart := o.Pos == ls && (s.incomplete() || mv.createKoff < ls)
+		if mv.boundary(o.Pos) || atLogStart {
 			if o.Pos > v.tail {
 				return 0, s.errNotIssued(o, "it lies beyond the tail")
 			}
 			return o.Pos, nil
 		}
-		if o.Pos < ls && s.incomplete() {
+		if o.Pos < ls && (s.incomplete() || mv.createKoff < o.Pos) {
+			// A log start issued before retention moved it on.
 			return 0, errRetention
 		}
 		return 0, s.errNotIssued(o, "it is not a boundary between the stream's records")

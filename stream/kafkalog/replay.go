@@ -174,8 +174,9 @@ type Change struct {
 	// inherit from it.
 	SoftDeleted bool
 
-	s    *rstream
-	prev int64 // position right after the entry before New[0] in the view; -1 when none
+	s      *rstream
+	prev   int64 // position right after the entry before New[0] in the view; -1 when none
+	gapEnd int64 // the Replay's gapEnd when the record was applied
 }
 
 // ReadFrom is the offset to read the stream from to get New[i] first, as
@@ -184,15 +185,38 @@ type Change struct {
 // Zero, the beginning, when New[i] is the view's first entry. For a fork,
 // the offsets of the positions it inherits are its source's (§8: no offset
 // translation), stamped as the service stamps them.
+//
+// Where that position lies in a range retention removed (Gap) — the entry
+// before New[i] is gone, or New[i] is the first entry of a stream whose
+// beginning is gone (an Adopted stream, or one created before the range)
+// — a read from it would be refused (410 Gone: the service cannot return
+// what lies between), so ReadFrom is the log start offset Gap was told
+// instead: the first position a reader can read from, as a restarted
+// service issues it (its Forklab-Earliest-Offset for a trimmed stream). A
+// read from it starts with the first record of the view Kafka still holds.
 func (c *Change) ReadFrom(i int) Offset {
 	pos := c.prev
 	if i > 0 {
 		pos = c.New[i-1].Koff + 1
 	}
+	if c.gapEnd >= 0 && pos <= c.gapEnd && (pos >= 0 || c.lostBeginning()) {
+		return c.s.mint(c.gapEnd + 1)
+	}
 	if pos < 0 {
 		return Zero
 	}
 	return c.s.mint(pos)
+}
+
+// lostBeginning reports whether the beginning of the change's stream (of
+// the lineage member whose range holds it: a fork at Zero starts with its
+// source) lies in or before the range retention removed.
+func (c *Change) lostBeginning() bool {
+	m := c.s
+	for m.source != nil && m.forkPos < 0 {
+		m = m.source
+	}
+	return m.trimmed || m.createKoff <= c.gapEnd
 }
 
 // Gap tells the Replay that the records of its partition below logStart
@@ -207,7 +231,7 @@ func (p *Replay) Gap(logStart int64) {
 // order and belong to the Replay's partition.
 func (p *Replay) Apply(rec Record) Change {
 	r, koff := &rec.r, rec.Offset
-	ch := Change{Stream: r.stream, Gen: r.gen, ContentType: r.contentType, JSON: isJSON(r.contentType), prev: -1}
+	ch := Change{Stream: r.stream, Gen: r.gen, ContentType: r.contentType, JSON: isJSON(r.contentType), prev: -1, gapEnd: p.gapEnd}
 	if r.op == opCreate {
 		p.applyCreate(r, koff, &ch)
 		return ch

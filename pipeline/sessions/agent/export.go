@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,18 +15,34 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
+// ErrTrimmed is wrapped by EventRows's error for a stream whose first
+// events retention removed: the rows are what the log still holds.
+var ErrTrimmed = errors.New("its first events were removed by retention")
+
 // EventRows reads stream from the beginning and returns its events as rows
 // of the events table (EventFold.Row). Events the fold refuses are still
 // exported (with their raw JSON); the returned error then says which, so a
 // corrupt stream can be inspected with SQL.
+//
+// When retention removed the stream's first records (the log answers the
+// read from the beginning with 410 Gone, reason retention), the rows start
+// at the earliest offset the log names (Forklab-Earliest-Offset), which is
+// their read_offset, indexed from 0 there, and the returned error wraps
+// ErrTrimmed saying so; the session fold is not checked (its start is
+// gone).
 func EventRows(ctx context.Context, c *client.Client, stream string) ([]schemas.SessionEvent, error) {
 	var rows []schemas.SessionEvent
 	var ef EventFold
 	var s session.Session
-	var foldErr error
+	var foldErr, trimmed error
 	offset := client.Start
 	for {
 		ch, err := c.Read(ctx, stream, offset)
+		if e := client.EarliestOffset(err); offset == client.Start && e != "" && client.GoneReason(err) == client.GoneRetention {
+			trimmed = fmt.Errorf("%s: %w (410 Gone from the beginning): exported from the earliest offset the log holds, %s, indexed from 0 there", stream, ErrTrimmed, e)
+			offset = e
+			ch, err = c.Read(ctx, stream, offset)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", stream, err)
 		}
@@ -35,7 +52,7 @@ func EventRows(ctx context.Context, c *client.Client, stream string) ([]schemas.
 		}
 		for _, m := range msgs {
 			rows = append(rows, ef.Row(stream, int32(len(rows)), offset, m))
-			if foldErr == nil {
+			if foldErr == nil && trimmed == nil {
 				e, _ := session.Decode(m)
 				if err := s.Apply(e); err != nil {
 					foldErr = fmt.Errorf("%s: event %d: %w", stream, len(rows)-1, err)
@@ -46,6 +63,9 @@ func EventRows(ctx context.Context, c *client.Client, stream string) ([]schemas.
 		if ch.UpToDate {
 			break
 		}
+	}
+	if trimmed != nil {
+		return rows, trimmed
 	}
 	return rows, foldErr
 }

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forklab/forklab/schemas"
 	"github.com/forklab/forklab/stream/client"
 	"github.com/forklab/forklab/stream/kafkalog"
+	"github.com/forklab/forklab/stream/service"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -181,7 +183,8 @@ func TestSinkFollowRotates(t *testing.T) {
 // a stream whose create is gone, a fork's inherited events — and the sink
 // goes on with what Kafka holds.
 func TestSinkReportsRetentionGaps(t *testing.T) {
-	svc := startLog(t, t.TempDir(), 1)
+	dir := t.TempDir()
+	svc := startLog(t, dir, 1)
 	c := client.New(svc.URL)
 	ctx := context.Background()
 	_, _, err := c.Create(ctx, "g/a", client.CreateOptions{ContentType: js, Data: []byte(`{"i":0}`)}) // offset 0
@@ -259,6 +262,70 @@ func TestSinkReportsRetentionGaps(t *testing.T) {
 	wantEvs := `g/a#0={"i":0} g/a#1={"i":1} g/a#2={"i":2} g/a#3={"i":4} g/a/f#3={"i":4} g/a/f#4={"f":1} g/b#0={"b":2}`
 	if strings.Join(evs, " ") != wantEvs {
 		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(evs, " "), wantEvs)
+	}
+	checkReadOffsetsAfterGap(t, svc, dir, out)
+}
+
+// checkReadOffsetsAfterGap requires the read_offset of every event the
+// sink wrote after the retention gap of TestSinkReportsRetentionGaps to
+// be one the log answers with 200 and exactly the events of its record:
+// the sink wrote the beginning (0000000000000000_0000000000000000) for
+// g/b's first event, whose create retention removed, and for g/a's next
+// event the offset after {"i":2}, inside the removed range — both 410 Gone.
+// It is now the log start offset (6), as the service's
+// Forklab-Earliest-Offset names it for g/b. Checked against the service
+// that ran while retention removed the records, and against one rebuilt
+// from Kafka after it (for which g/b and g/a lost their creates).
+func checkReadOffsetsAfterGap(t *testing.T, svc *service.Service, dir, out string) {
+	t.Helper()
+	ctx := context.Background()
+	rows := map[string][]schemas.SessionEvent{}
+	for _, f := range readSink(t, out) {
+		for _, r := range f.rows {
+			if *r.KafkaOffset >= 6 { // read after the gap (offsets 3 to 5)
+				rows[r.Stream] = append(rows[r.Stream], r)
+			}
+		}
+	}
+	if len(rows["g/a"]) != 1 || len(rows["g/a/f"]) != 2 || len(rows["g/b"]) != 1 {
+		t.Fatalf("events after the gap: %d of g/a, %d of g/a/f, %d of g/b; want 1, 2, 1", len(rows["g/a"]), len(rows["g/a/f"]), len(rows["g/b"]))
+	}
+	c := client.New(svc.URL)
+	// The service learns the log start from Kafka (every 2 s, and on a
+	// read below it): wait until it names it as g/b's earliest offset.
+	var earliest string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, err := c.Read(ctx, "g/b", client.Start)
+		if earliest = client.EarliestOffset(err); earliest == rows["g/b"][0].ReadOffset || time.Now().After(deadline) {
+			break
+		}
+	}
+	if earliest != rows["g/b"][0].ReadOffset {
+		t.Fatalf("g/b: the service's earliest offset %q, the sink's read offset of its first event %q", earliest, rows["g/b"][0].ReadOffset)
+	}
+	for _, n := range []string{"g/a", "g/a/f", "g/b"} {
+		checkReadOffsets(t, c, n, rows[n])
+	}
+	// Exact bytes from each stream's first read offset after the gap.
+	want := map[string]string{"g/a": `[{"i":4}]`, "g/a/f": `[{"i":4},{"f":1}]`, "g/b": `[{"b":2}]`}
+	check := func(c *client.Client, what string) {
+		t.Helper()
+		for n, w := range want {
+			ch, err := c.Read(ctx, n, rows[n][0].ReadOffset)
+			if err != nil || string(ch.Data) != w {
+				t.Fatalf("%s: %s from the sink's read offset %s: %q %v, want 200 and %s", what, n, rows[n][0].ReadOffset, ch.Data, err, w)
+			}
+		}
+	}
+	check(c, "live service")
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	mustDo(t, svc.Close(cctx))
+	svc2 := startLog(t, dir, 1)
+	c2 := client.New(svc2.URL)
+	check(c2, "rebuilt service")
+	for _, n := range []string{"g/a", "g/a/f", "g/b"} {
+		checkReadOffsets(t, c2, n, rows[n])
 	}
 }
 
