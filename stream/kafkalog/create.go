@@ -283,6 +283,10 @@ func (l *Log) applyCreate(part int32, r *record, koff int64) {
 	if (existing != nil && existing.meta.gen > r.gen) || r.gen <= removed {
 		return
 	}
+	if existing != nil {
+		// An older generation, in another partition: it is over.
+		l.supersede(existing)
+	}
 	l.installCreate(part, r, koff)
 }
 

@@ -237,10 +237,22 @@ func (l *Log) apply(part int32, r *record, koff int64) {
 	s := l.streams[r.stream]
 	l.mu.RUnlock()
 	if s == nil || s.meta.gen != r.gen || s.meta.part != part {
+		if s != nil && r.gen > s.meta.gen {
+			// A record of a newer generation, whose create retention
+			// removed: the generation in the state is over (its delete is
+			// in another partition or removed too, or its create was given
+			// up on and landed late). Partitions are folded one after
+			// another, so without this the first one read would decide.
+			l.supersede(s)
+			s = nil
+		}
 		if s == nil && r.op != opDelete && l.adoptable(r.stream, r.gen) {
 			// The create record fell out of retention; the stream goes on.
 			s = l.adoptTrimmed(part, r)
 		} else {
+			if s == nil && r.op == opDelete {
+				l.noteRemoved(part, r.stream, r.gen)
+			}
 			return // a record of an earlier generation, or a duplicate of a delete
 		}
 	}
@@ -259,6 +271,30 @@ func (l *Log) apply(part int32, r *record, koff int64) {
 			l.cache.put(part, koff, r.value)
 		}
 		s.applyR(r, koff)
+	}
+}
+
+// supersede ends stream generation s, which a record of a newer generation
+// of its name replaces: it is deleted as a delete record would delete it
+// (soft while forks inherit from it), unless it was already.
+func (l *Log) supersede(s *stream) {
+	if !s.w.deleted {
+		l.cfg.Logf("kafkalog: stream %q: generation %d (partition %d) is replaced by a newer generation whose create retention removed", s.meta.name, s.meta.gen, s.meta.part)
+		l.applyDelete(s)
+	}
+}
+
+// noteRemoved records that generation gen of name was deleted (a delete
+// record of a generation the state never saw, its other records removed by
+// retention): no record of it or an older generation is adopted later.
+func (l *Log) noteRemoved(part int32, name string, gen int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if gen > l.removed[name] {
+		l.removed[name] = gen
+	}
+	if p := l.parts[part]; gen > p.removed[name] {
+		p.removed[name] = gen
 	}
 }
 

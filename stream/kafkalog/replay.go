@@ -168,8 +168,17 @@ type Change struct {
 	Tail Offset
 	// Removed lists the generations a delete removed for good: the stream
 	// itself unless forks still inherit from it (then it is soft-deleted),
-	// and soft-deleted sources whose last fork it was.
+	// and soft-deleted sources whose last fork it was; and those that
+	// ended with a Superseded generation.
 	Removed []StreamRef
+	// Superseded names the generation of the record's stream name that
+	// the record, of a newer generation, ended (zero when none): the
+	// Replay held it live — adopted after retention removed its create, or
+	// created by a create that landed late — and nothing in this partition
+	// deleted it. It is deleted as a delete record would delete it. Rows
+	// of it a reader wrote are of a generation that was over; a generation
+	// live in another partition's Replay is not seen here (CrossCheck).
+	Superseded StreamRef
 	// SoftDeleted: the stream is deleted but kept for the forks that
 	// inherit from it.
 	SoftDeleted bool
@@ -238,10 +247,19 @@ func (p *Replay) Apply(rec Record) Change {
 	}
 	s := p.streams[r.stream]
 	if s == nil || s.gen != r.gen {
+		if s != nil && r.gen > s.gen {
+			// A record of a newer generation whose create retention
+			// removed: the one in the state is over (Log.supersede).
+			p.supersede(s, &ch)
+			s = nil
+		}
 		if s == nil && r.op != opDelete && p.adoptable(r.stream, r.gen) {
 			s = p.adoptTrimmed(r)
 			ch.Adopted = true
 		} else {
+			if s == nil && r.op == opDelete && r.gen > p.removed[r.stream] {
+				p.removed[r.stream] = r.gen // Log.noteRemoved
+			}
 			return ch
 		}
 	}
@@ -315,6 +333,9 @@ func (p *Replay) applyCreate(r *record, koff int64, ch *Change) {
 	}
 	if (existing != nil && existing.gen > r.gen) || r.gen <= p.removed[r.stream] {
 		return
+	}
+	if existing != nil {
+		p.supersede(existing, ch)
 	}
 	s := &rstream{name: r.stream, gen: r.gen, part: p.part, contentType: r.contentType, json: isJSON(r.contentType),
 		w: wstate{nextRec: 1, closed: r.closed, producers: map[string]fence.State{}}, forkPos: -1, createKoff: koff, last: koff}
@@ -412,6 +433,17 @@ func (s *rstream) moveDuplicate(rec, koff int64, latest bool) {
 	}
 }
 
+// supersede is Log.supersede: stream generation s, which a record of a
+// newer generation of its name replaces, is deleted (unless it was), and
+// ch says so (Superseded, Removed).
+func (p *Replay) supersede(s *rstream, ch *Change) {
+	if s.w.deleted {
+		return
+	}
+	ch.Superseded = StreamRef{s.name, s.gen}
+	ch.Removed = append(ch.Removed, p.applyDelete(s)...)
+}
+
 // applyDelete is Log.applyDelete; it returns the generations removed.
 func (p *Replay) applyDelete(s *rstream) []StreamRef {
 	s.w.deleted = true
@@ -476,6 +508,85 @@ func (p *Replay) Streams() []Stream {
 			SoftDeleted: s.w.soft, Trimmed: s.trimmed, Messages: s.msgs, Entries: s.entries, Tail: s.mint(s.tail), s: s})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// GenConflict is a stream name that the Replays of two partitions hold live
+// in different generations. Only the newer one can be live: a name has one
+// generation at a time, and a generation is created only after the one
+// before it was deleted (or its create given up on). A Replay folds one
+// partition and cannot see that the newer generation, in another
+// partition, ended the older one: the older generation's delete is not in
+// its partition (retention removed it with the create, or there is none:
+// a create given up on that landed late), so the older one stays live
+// there. The service, which folds every partition into one state, decides
+// the newer (Log.supersede).
+type GenConflict struct {
+	// Name is the stream name.
+	Name string
+	// Gen and Partition are the older generation, which is over, and the
+	// partition whose Replay holds it live; Adopted: it was adopted
+	// (retention removed its create).
+	Gen       int64
+	Partition int32
+	Adopted   bool
+	// NewerGen and NewerPartition are the generation that replaced it.
+	NewerGen       int64
+	NewerPartition int32
+}
+
+// String words the conflict for a log line.
+func (c GenConflict) String() string {
+	how := ""
+	if c.Adopted {
+		how = " (adopted after retention removed its create)"
+	}
+	return fmt.Sprintf("stream %s: generation %d in partition %d%s was replaced by generation %d in partition %d; its delete is not in partition %d, so its events there are of a generation that is over: use generation %d's",
+		c.Name, c.Gen, c.Partition, how, c.NewerGen, c.NewerPartition, c.Partition, c.NewerGen)
+}
+
+// CrossCheck compares the Replays of a topic's partitions (one per
+// partition, any order) and returns every stream generation live in one
+// of them that a newer generation of its name, live in another, replaced,
+// sorted by name and partition. A reader that folds partitions apart
+// (forklab log sink) calls it to report what no single partition can tell.
+func CrossCheck(reps []*Replay) []GenConflict {
+	type live struct {
+		gen     int64
+		part    int32
+		adopted bool
+	}
+	byName := map[string][]live{}
+	for _, rp := range reps {
+		for _, s := range rp.streams {
+			if !s.w.deleted {
+				byName[s.name] = append(byName[s.name], live{s.gen, rp.part, s.trimmed})
+			}
+		}
+	}
+	var out []GenConflict
+	for name, ls := range byName {
+		if len(ls) < 2 {
+			continue
+		}
+		newest := ls[0]
+		for _, l := range ls[1:] {
+			if l.gen > newest.gen {
+				newest = l
+			}
+		}
+		for _, l := range ls {
+			if l.gen < newest.gen {
+				out = append(out, GenConflict{Name: name, Gen: l.gen, Partition: l.part, Adopted: l.adopted, NewerGen: newest.gen, NewerPartition: newest.part})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Partition < out[j].Partition
+	})
 	return out
 }
 
