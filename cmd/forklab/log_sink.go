@@ -143,6 +143,10 @@ func printSinkReport(rep *sink.Report, cfg *sink.Config) {
 		fmt.Fprintf(os.Stderr, "forklab log sink: warning: %d %s in the log this run (above; all of them are in %s)\n",
 			len(rep.Gaps), plural(len(rep.Gaps), "gap", "gaps"), filepath.Join(dir, sink.StateDir))
 	}
+	if len(rep.Superseded) > 0 {
+		fmt.Fprintf(os.Stderr, "forklab log sink: warning: %d stream %s replaced by a newer generation that %s own partition does not delete (above): their rows are of a generation that is over\n",
+			len(rep.Superseded), plural(len(rep.Superseded), "generation was", "generations were"), plural(len(rep.Superseded), "its", "their"))
+	}
 	for _, d := range rep.Differing {
 		fmt.Fprintf(os.Stderr, "forklab log sink: warning: %s was kept though the batch made again differs\n", d)
 	}

@@ -258,11 +258,14 @@ func (w *worker) apply(ctx context.Context, rec kafkalog.Record) error {
 	if len(rec.Value) > 0 {
 		w.cache.put(rec.Offset, rec.Value, rec.Time)
 	}
-	if !ch.Applied {
-		return nil
-	}
 	for _, r := range ch.Removed {
 		delete(w.folds, r)
+	}
+	if sup := ch.Superseded; sup != (kafkalog.StreamRef{}) && w.selected(sup.Name) {
+		w.superseded(kafkalog.GenConflict{Name: sup.Name, Gen: sup.Gen, Partition: w.part, NewerGen: ch.Gen, NewerPartition: w.part})
+	}
+	if !ch.Applied {
+		return nil
 	}
 	ref := kafkalog.StreamRef{Name: ch.Stream, Gen: ch.Gen}
 	sel := w.selected(ch.Stream)
@@ -382,6 +385,16 @@ func (w *worker) gap(g Gap) {
 	w.cfg.Logf("GAP: %s", g.What)
 	w.mu.Lock()
 	w.rep.Gaps = append(w.rep.Gaps, g)
+	w.mu.Unlock()
+}
+
+// superseded reports a stream generation whose rows the sink may have
+// written although a newer generation of its name had replaced it
+// (kafkalog.Change.Superseded, kafkalog.CrossCheck).
+func (w *worker) superseded(c kafkalog.GenConflict) {
+	w.cfg.Logf("GENERATION: %s", c)
+	w.mu.Lock()
+	w.rep.Superseded = append(w.rep.Superseded, c)
 	w.mu.Unlock()
 }
 
