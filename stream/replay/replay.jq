@@ -39,6 +39,12 @@
 #      for good with its last fork.
 #   6. Retention. A stream whose create record retention removed goes on
 #      from its first record left.
+#   7. A newer generation ends the current one. A record of a generation
+#      newer than the stream's (its create removed by retention) means
+#      the stream's generation is over, though no delete of it is left
+#      in the partition: it is deleted as by rule 5 and the record's
+#      generation goes on (rule 6). A delete of a generation never seen
+#      still counts as one.
 #
 # Each rule is marked below with where the Go code holds it. Limits: jq
 # holds the partition's live streams in memory, and decodes values as UTF-8
@@ -189,10 +195,20 @@ def apply($r):
   if $r == null then .
   elif $r.op == "create" then create($r)
   else
+    # Rule 7 (rebuild.go supersede, noteRemoved): a record of a newer
+    # generation ends the current one; a delete of one never seen counts.
+    (.streams[$r.stream] as $cur
+     | if $cur != null and $r.gen > .g[$cur].gen then
+         (if .g[$cur].soft then . elif .g[$cur].refs > 0 then .g[$cur].soft = true else remove($cur) end)
+         | (if .streams[$r.stream] == $cur then del(.streams[$r.stream]) else . end)
+       else . end)
+    | (if .streams[$r.stream] == null and $r.op == "delete" then
+         .removed[$r.stream] = ([$r.gen, .removed[$r.stream] // 0] | max)
+       else . end)
     # Rule 6 (rebuild.go adoptable, adoptTrimmed): a record of a stream
     # not in the state, of a generation at least as new as any seen and
     # not deleted, is one whose create retention removed.
-    (if .streams[$r.stream] == null and $r.op != "delete"
+    | (if .streams[$r.stream] == null and $r.op != "delete"
         and $r.gen >= (.gens[$r.stream] // 0) and $r.gen > (.removed[$r.stream] // 0) then
        "\($r.gen) \($r.stream)" as $id
        | .g[$id] = generation($r; $r.rec) | .streams[$r.stream] = $id

@@ -40,6 +40,12 @@
 //      for good with its last fork.
 //   6. Retention. A stream whose create record retention removed goes on
 //      from its first record left.
+//   7. A newer generation ends the current one. A record of a generation
+//      newer than the stream's (its create removed by retention) means
+//      the stream's generation is over, though no delete of it is left
+//      in the partition: it is deleted as by rule 5 and the record's
+//      generation goes on (rule 6). A delete of a generation never seen
+//      still counts as one.
 //
 // Each rule is marked below with where the Go code holds it.
 import { realpathSync } from "node:fs"
@@ -121,7 +127,16 @@ export class Fold {
     if (r === null) return
     if (r.op === "create") return this.create(r)
     let s = this.streams.get(r.stream)
+    if (s !== undefined && r.gen > s.gen) {
+      // Rule 7 (rebuild.go supersede): the current generation is over.
+      if (!s.soft) this.delete(s)
+      s = undefined
+    }
     if (s === undefined && r.op !== "delete" && this.adoptable(r)) s = this.adopt(r) // rule 6
+    if (s === undefined && r.op === "delete") {
+      // Rule 7 (rebuild.go noteRemoved): a generation deleted, never seen.
+      this.removed.set(r.stream, Math.max(r.gen, this.removed.get(r.stream) ?? 0))
+    }
     if (s === undefined || s.gen !== r.gen) return // rule 1: not the current generation
     switch (fold(s, r)) {
       case "copy of latest":
