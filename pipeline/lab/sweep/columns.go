@@ -134,7 +134,6 @@ func (l *layout) fileLayout(present, nullable []bool) (*fileLayout, error) {
 			tag += ",dict"
 		case colText:
 			wide = true
-			tag += ",snappy" // the codec of long text: table.go
 		}
 		tags[slotField(g, fl.slot[i])] = tag
 	}
@@ -143,7 +142,7 @@ func (l *layout) fileLayout(present, nullable []bool) (*fileLayout, error) {
 		return nil, fmt.Errorf("table %s: %d columns of one type; a table holds at most %d", l.table, slices.Max(used[:]), maxSlots)
 	}
 	fl.opts = []parquet.WriterOption{
-		parquet.Compression(&zstdFastest),
+		parquet.Compression(&tableCodec),
 		parquet.CreatedBy("forklab", "", ""),
 		parquet.DataPageStatistics(false),
 		parquet.DefaultEncodingFor(parquet.ByteArray, &deltaBytes),

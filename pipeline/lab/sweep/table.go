@@ -7,29 +7,51 @@ import (
 	"os"
 	"sync"
 
-	"github.com/parquet-go/parquet-go/compress/zstd"
+	"github.com/klauspost/compress/s2"
+	"github.com/parquet-go/parquet-go/format"
 )
 
-// zstdFastest is the codec of every column but the long text ones: zstd at
-// its fastest level, which on these repetitive columns compresses nearly as
-// well as the default.
-var zstdFastest = zstd.Codec{Level: zstd.SpeedFastest}
+// tableCodec is the codec of every column of every table file: Snappy, as
+// s2 writes it in its fastest mode (EncodeSnappy). Its blocks are plain
+// Snappy, which every Parquet reader decodes. It is not parquet-go's SNAPPY
+// codec, which compresses with s2's slower "better" mode.
+//
+// Measured with BenchmarkStages/unit (one worker, 131,072 seeds, CPU per
+// seed) and a 1,000,000-seed sweep of the default spec (the four tables'
+// bytes):
+//
+//	zstd at its fastest level, every column            ~1,150 ns  14.6 MB
+//	the same, the checkpoint JSON in parquet-go's Snappy ~1,100 ns  19.7 MB
+//	Snappy (s2, fastest), every column                 ~1,000 ns  21.9 MB
+//
+// zstd spent an eighth of the sweep's CPU on the checkpoint JSON alone
+// (about 165 bytes a seed once DELTA_BYTE_ARRAY has taken the shared
+// prefixes) and much of the rest on the per-page cost of the many small
+// columns. The sweep's speed is what users wait for; a sweep of 10 M seeds
+// stays near 220 MB.
+var tableCodec snappyFast
 
-// Long text columns (the checkpoint JSON: about 500 bytes a seed, of which
-// DELTA_BYTE_ARRAY leaves about 165 to compress) are Snappy-compressed
-// instead (the "snappy" option of their struct tag, columns.go). zstd spent
-// about 145 ns a seed on that column alone, an eighth of the whole sweep's
-// CPU; Snappy spends about a third of that, and the column grows from 9 to
-// 14 MB per million seeds (measured with BenchmarkStages/parquet=checkpoints
-// and a 1,000,000-seed sweep). The column is read only to fork a
-// checkpoint, and every Parquet reader decodes Snappy.
+type snappyFast struct{}
+
+func (*snappyFast) String() string                            { return "SNAPPY" }
+func (*snappyFast) CompressionCodec() format.CompressionCodec { return format.Snappy }
+
+// Encode compresses src into one Snappy block, in dst if it has room.
+func (*snappyFast) Encode(dst, src []byte) ([]byte, error) {
+	return s2.EncodeSnappy(dst[:cap(dst)], src), nil
+}
+
+// Decode decompresses a Snappy block, into dst if it has room.
+func (*snappyFast) Decode(dst, src []byte) ([]byte, error) {
+	return s2.Decode(dst[:cap(dst)], src)
+}
 
 // The tables' encodings (layout in columns.go) change how the columns are
 // encoded, never what they hold (schemas defines that):
 //
 //   - integer columns are DELTA_BINARY_PACKED: the seed column counts up by
 //     one, the others are small; both pack to a few bits a value, which
-//     leaves zstd a fraction of PLAIN's bytes to compress;
+//     leaves Snappy a fraction of PLAIN's bytes to compress;
 //   - string columns with few distinct values (arm, label) are
 //     dictionary-encoded; the others (the checkpoint JSON) are
 //     DELTA_BYTE_ARRAY, which stores each value's prefix shared with the one
