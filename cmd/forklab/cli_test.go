@@ -64,6 +64,16 @@ func run(t *testing.T, args ...string) (string, string, int) {
 	return "", "", -1
 }
 
+// mustRefuse runs forklab with args and fails t unless it exits 2 with
+// one line on stderr that holds want: how bad input is refused.
+func mustRefuse(t *testing.T, want string, args ...string) {
+	t.Helper()
+	_, stderr, code := run(t, args...)
+	if code != 2 || !strings.Contains(stderr, want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("forklab %s: exit %d, %q; want 2 and one line with %q", strings.Join(args, " "), code, stderr, want)
+	}
+}
+
 func mustRun(t *testing.T, args ...string) string {
 	t.Helper()
 	out, errs, code := run(t, args...)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -26,9 +25,6 @@ func TestDuplicateKeysRefused(t *testing.T) {
 		{[]string{"sweep", "--seeds", "0:10", "--arms", "off,policy", "--policy", td("policy/duplicate-key.json"), "--out", out}, `key "all[0].value" appears twice`},
 		{[]string{"fork", "--checkpoint", td("checkpoints/duplicate-key.json"), "--arm", "on"}, `key "fork_step" appears twice`},
 	} {
-		_, stderr, code := run(t, tc.args...)
-		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-			t.Errorf("forklab %s: exit %d, %q; want 2 and one line with %q", strings.Join(tc.args, " "), code, stderr, tc.want)
-		}
+		mustRefuse(t, tc.want, tc.args...)
 	}
 }

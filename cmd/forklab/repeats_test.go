@@ -2,7 +2,6 @@ package main
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -37,10 +36,7 @@ func TestRepeatedListItemsRefused(t *testing.T) {
 		{[]string{"log", "bench", "--target", "x=http://127.0.0.1:1", "--target", "x=http://127.0.0.1:2"}, `--target gives x twice (x=http://127.0.0.1:1 and x=http://127.0.0.1:2)`},
 		{[]string{"log", "bench", "--target", "x=http://127.0.0.1:1", "--pid", "x=1", "--pid", "x=2"}, `--pid gives x twice (x=1 and x=2)`},
 	} {
-		_, stderr, code := run(t, tc.args...)
-		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-			t.Errorf("forklab %s: exit %d, %q; want 2 and one line with %q", strings.Join(tc.args, " "), code, stderr, tc.want)
-		}
+		mustRefuse(t, tc.want, tc.args...)
 	}
 	// One value given twice is the same setting (documented in --param's
 	// help): the sweep runs.
