@@ -142,7 +142,10 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r
 	if req.StreamSeq != "" && s.w.streamSeq != "" && req.StreamSeq <= s.w.streamSeq {
 		return nil, errf(Conflict, "Stream-Seq %q is not greater than the last one, %q", req.StreamSeq, s.w.streamSeq)
 	}
-	t.touch(s)
+	t.touchFields(s)
+	if req.HasProducer {
+		t.touchProducer(s, req.ProducerID)
+	}
 	r.rec = s.w.allocRec()
 	s.w.apply(r)
 	if len(req.Body) > 0 {

@@ -61,10 +61,49 @@ const MaxPos = 9999999999999999
 
 // String renders o in its text form: stamped when Gen > 0, bare otherwise.
 func (o Offset) String() string {
-	if o.Gen <= 0 {
-		return fmt.Sprintf("%016d_%016d", o.Partition, o.Pos)
+	if o.Partition < 0 || o.Pos < 0 {
+		// Not a position the log issues; printed as fmt does.
+		if o.Gen <= 0 {
+			return fmt.Sprintf("%016d_%016d", o.Partition, o.Pos)
+		}
+		return fmt.Sprintf("%016d_%016d_%d_%08x", o.Partition, o.Pos, o.Gen, o.Sum)
 	}
-	return fmt.Sprintf("%016d_%016d_%d_%08x", o.Partition, o.Pos, o.Gen, o.Sum)
+	// By hand, not fmt: it is printed once per append.
+	var b [64]byte
+	out := appendPadded(b[:0], uint64(o.Partition), 16)
+	out = append(out, '_')
+	out = appendPadded(out, uint64(o.Pos), 16)
+	if o.Gen > 0 {
+		out = append(out, '_')
+		out = strconv.AppendInt(out, o.Gen, 10)
+		out = append(out, '_')
+		out = appendPadded16(out, o.Sum)
+	}
+	return string(out)
+}
+
+// appendPadded appends v in decimal, zero-padded to width digits.
+func appendPadded(b []byte, v uint64, width int) []byte {
+	var d [20]byte
+	i := len(d)
+	for v > 0 || i == len(d) {
+		i--
+		d[i] = byte('0' + v%10)
+		v /= 10
+	}
+	for n := len(d) - i; n < width; n++ {
+		b = append(b, '0')
+	}
+	return append(b, d[i:]...)
+}
+
+// appendPadded16 appends v in lower-case hexadecimal, zero-padded to 8 digits.
+func appendPadded16(b []byte, v uint32) []byte {
+	const hex = "0123456789abcdef"
+	for shift := 28; shift >= 0; shift -= 4 {
+		b = append(b, hex[(v>>shift)&0xf])
+	}
+	return b
 }
 
 // Less reports whether o sorts before b in a stream: by partition, then by

@@ -3,10 +3,14 @@ package kafkalog
 import (
 	"context"
 	"fmt"
+	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/forklab/forklab/stream/fence"
 )
 
 // partition owns the writes to one partition of the data topic. Its
@@ -41,6 +45,7 @@ type partition struct {
 	lastSnapshot    time.Time
 	chain           *manifest  // the snapshot chain last written or read
 	marks           *snapMarks // what the last snapshot written held, for the next delta
+	tx              *tx        // the undo record of the batch being flushed, reused
 }
 
 // op is one write request handed to the partition goroutine.
@@ -74,21 +79,107 @@ type pending struct {
 }
 
 // tx remembers the write state of every stream a batch touched, to put it
-// back if the produce fails.
+// back if the produce fails. The partition goroutine reuses one tx for
+// every batch (reset).
 type tx struct {
 	undo map[*stream]wstate
+	// prods are the producer entries a decision changed in place, with
+	// what they held before, in the order they were changed: an append
+	// changes one entry of its stream's producer map, so the batch keeps
+	// that entry instead of a copy of the map (touchProducer).
+	prods []prodUndo
+	// cloned are the streams whose whole producer map undo holds a copy of
+	// (touch): their entries need no prods.
+	cloned map[*stream]bool
 }
 
-// touch snapshots s's write state before a decision changes it.
+// prodUndo is one producer entry before a decision changed it.
+type prodUndo struct {
+	s       *stream
+	id      string
+	old     fence.State
+	existed bool
+}
+
+func newTx() *tx { return &tx{undo: map[*stream]wstate{}, cloned: map[*stream]bool{}} }
+
+// reset empties t for the next batch.
+func (t *tx) reset() {
+	clear(t.undo)
+	clear(t.cloned)
+	clear(t.prods)
+	t.prods = t.prods[:0]
+}
+
+// touch snapshots s's whole write state, its producer map copied, before a
+// decision changes it.
 func (t *tx) touch(s *stream) {
+	if t.cloned[s] {
+		return
+	}
+	w := s.w.clone()
+	if prev, ok := t.undo[s]; ok {
+		// touchFields ran first: keep its fields, which are older, and
+		// take the map as it was before the batch (the entries changed
+		// since are put back from prods first, see rollback).
+		w = prev
+		w.producers = maps.Clone(s.w.producers)
+		for i := len(t.prods) - 1; i >= 0; i-- {
+			if u := t.prods[i]; u.s == s {
+				if u.existed {
+					w.producers[u.id] = u.old
+				} else {
+					delete(w.producers, u.id)
+				}
+			}
+		}
+	}
+	t.undo[s] = w
+	t.cloned[s] = true
+}
+
+// touchFields snapshots s's write state except the producer map (shared,
+// not copied) before a decision changes its fields and at most the
+// producer entries it passes to touchProducer.
+func (t *tx) touchFields(s *stream) {
 	if _, ok := t.undo[s]; !ok {
-		t.undo[s] = s.w.clone()
+		t.undo[s] = s.w
+	}
+}
+
+// touchProducer remembers s's entry for producer id before a decision
+// changes it in place (after touchFields or touch).
+func (t *tx) touchProducer(s *stream, id string) {
+	if t.cloned[s] {
+		return
+	}
+	old, ok := s.w.producers[id]
+	t.prods = append(t.prods, prodUndo{s: s, id: id, old: old, existed: ok})
+}
+
+// rollback puts back the write state of every stream the batch touched,
+// but keeps the record numbers the batch took burnt.
+func (t *tx) rollback() {
+	// Producer entries first, newest change first, so each ends as it was
+	// before its first change; the maps are the ones the streams hold.
+	for i := len(t.prods) - 1; i >= 0; i-- {
+		u := t.prods[i]
+		if u.existed {
+			u.s.w.producers[u.id] = u.old
+		} else {
+			delete(u.s.w.producers, u.id)
+		}
+	}
+	for s, w := range t.undo {
+		burnt := max(s.w.burnt, s.w.nextRec)
+		s.w = w
+		s.w.burnt = max(s.w.burnt, burnt)
 	}
 }
 
 func newPartition(l *Log, id int32) *partition {
 	return &partition{l: l, id: id, ops: make(chan *op, 4096), exited: make(chan struct{}),
-		gens: map[string]int64{}, removed: map[string]int64{}}
+		gens: map[string]int64{}, removed: map[string]int64{}, tx: newTx()}
 }
 
 // maxBatchRecords bounds the records group-committed in one produce request.
@@ -102,13 +193,13 @@ const maxBatchRecords = 1024
 // saying it may still land, and late, which delivers the op's eventual
 // answer (callers holding the admin lock keep it until then).
 func (p *partition) submit(ctx context.Context, o *op) (late <-chan error, err error) {
-	o.done = make(chan error, 1)
+	o.done = getDone()
 	if p.l.cfg.Stages != nil {
 		o.queued = time.Now()
 	}
 	d := p.l.cfg.WriteTimeout
-	timeout := time.NewTimer(d)
-	defer timeout.Stop()
+	timeout := getTimer(d)
+	defer putTimer(timeout)
 	select {
 	case p.ops <- o:
 	case <-p.l.stop:
@@ -122,10 +213,12 @@ func (p *partition) submit(ctx context.Context, o *op) (late <-chan error, err e
 	for {
 		select {
 		case err := <-o.done:
+			putDone(o.done)
 			return nil, err
 		case <-p.exited:
 			select {
 			case err := <-o.done:
+				putDone(o.done)
 				return nil, err
 			default:
 				return nil, errf(Unavailable, "log is shutting down")
@@ -145,6 +238,35 @@ func (p *partition) submit(ctx context.Context, o *op) (late <-chan error, err e
 		}
 	}
 }
+
+// Timers and answer channels of submit are reused: one of each per append
+// would otherwise be garbage. A timer goes back stopped (with Go 1.23
+// timers, Stop leaves nothing to receive); an answer channel goes back only
+// once its one answer was received, so it is empty and nothing else sends
+// to it.
+var (
+	timerPool = sync.Pool{New: func() any {
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		return t
+	}}
+	donePool = sync.Pool{New: func() any { return make(chan error, 1) }}
+)
+
+func getTimer(d time.Duration) *time.Timer {
+	t := timerPool.Get().(*time.Timer)
+	t.Reset(d)
+	return t
+}
+
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timerPool.Put(t)
+}
+
+func getDone() chan error { return donePool.Get().(chan error) }
+
+func putDone(c chan error) { donePool.Put(c) }
 
 // run is the partition goroutine: group commit of everything queued.
 func (p *partition) run() {
@@ -243,7 +365,8 @@ func (p *partition) flush(ops []*op) {
 	if st != nil {
 		t0 = time.Now()
 	}
-	t := &tx{undo: map[*stream]wstate{}}
+	t := p.tx
+	t.reset()
 	var writes []*pending
 	n := int64(0) // ops decided: the batch's stages count once for each
 	for _, o := range ops {
@@ -320,7 +443,7 @@ func (p *partition) flush(ops []*op) {
 			}
 			p.next = offsets[len(offsets)-1] + 1
 			last := writes[len(writes)-1].rec
-			p.lastRecord = recordSum([]byte(last.stream), last.headers())
+			p.lastRecord = recordSum([]byte(last.stream), recs[len(recs)-1].Headers)
 			p.applied += int64(len(writes))
 			if st != nil {
 				st.Commit.Add(n * int64(time.Since(t3)))
@@ -329,11 +452,7 @@ func (p *partition) flush(ops []*op) {
 		if err != nil {
 			// Put the write state back as it was before the batch, but
 			// keep the record numbers the batch took burnt.
-			for s, w := range t.undo {
-				burnt := max(s.w.burnt, s.w.nextRec)
-				s.w = w
-				s.w.burnt = max(s.w.burnt, burnt)
-			}
+			t.rollback()
 		}
 	}
 	for _, o := range ops {

@@ -78,47 +78,70 @@ func (r *record) kafkaRecord() kafka.Record {
 	return kafka.Record{Key: kafka.NewBytes([]byte(r.stream)), Value: kafka.NewBytes(r.value), Headers: r.headers()}
 }
 
-// headers are r's record headers.
+// headers are r's record headers. Their values share one buffer, and the
+// header slice is sized for the common append, so a record costs a few
+// allocations rather than one per header.
 func (r *record) headers() []kafka.Header {
-	h := []kafka.Header{
-		{Key: HeaderOp, Value: []byte(r.op)},
-		{Key: HeaderStream, Value: []byte(r.stream)},
-		{Key: HeaderGen, Value: strconv.AppendInt(nil, r.gen, 10)},
-		{Key: HeaderRec, Value: strconv.AppendInt(nil, r.rec, 10)},
-		{Key: HeaderContentType, Value: []byte(r.contentType)},
+	type span struct {
+		key        string
+		start, end int
 	}
+	var spans [20]span
+	n := 0
+	buf := make([]byte, 0, len(r.op)+len(r.stream)+len(r.contentType)+len(r.producerID)+len(r.streamSeq)+64)
+	add := func(key string, start int) {
+		spans[n] = span{key, start, len(buf)}
+		n++
+	}
+	str := func(key, v string) {
+		start := len(buf)
+		buf = append(buf, v...)
+		add(key, start)
+	}
+	num := func(key string, v int64) {
+		start := len(buf)
+		buf = strconv.AppendInt(buf, v, 10)
+		add(key, start)
+	}
+	str(HeaderOp, r.op)
+	str(HeaderStream, r.stream)
+	num(HeaderGen, r.gen)
+	num(HeaderRec, r.rec)
+	str(HeaderContentType, r.contentType)
 	if r.closed {
-		h = append(h, kafka.Header{Key: HeaderClosed, Value: []byte("true")})
+		str(HeaderClosed, "true")
 	}
 	if r.hasProducer {
-		h = append(h,
-			kafka.Header{Key: HeaderProducerID, Value: []byte(r.producerID)},
-			kafka.Header{Key: HeaderProducerEpoch, Value: strconv.AppendInt(nil, r.epoch, 10)},
-			kafka.Header{Key: HeaderProducerSeq, Value: strconv.AppendInt(nil, r.seq, 10)})
+		str(HeaderProducerID, r.producerID)
+		num(HeaderProducerEpoch, r.epoch)
+		num(HeaderProducerSeq, r.seq)
 	}
 	if r.streamSeq != "" {
-		h = append(h, kafka.Header{Key: HeaderStreamSeq, Value: []byte(r.streamSeq)})
+		str(HeaderStreamSeq, r.streamSeq)
 	}
 	if r.op == opCreate {
 		if r.ttl >= 0 {
-			h = append(h, kafka.Header{Key: HeaderTTL, Value: strconv.AppendInt(nil, r.ttl, 10)})
+			num(HeaderTTL, r.ttl)
 		}
 		if !r.expiresAt.IsZero() {
-			h = append(h, kafka.Header{Key: HeaderExpiresAt, Value: []byte(r.expiresAt.UTC().Format(time.RFC3339Nano))})
+			str(HeaderExpiresAt, r.expiresAt.UTC().Format(time.RFC3339Nano))
 		}
 		if r.forkedFrom != "" {
-			h = append(h,
-				kafka.Header{Key: HeaderForkedFrom, Value: []byte(r.forkedFrom)},
-				kafka.Header{Key: HeaderForkGen, Value: strconv.AppendInt(nil, r.forkGen, 10)},
-				kafka.Header{Key: HeaderForkOffset, Value: []byte(r.forkOffset)},
-				kafka.Header{Key: HeaderForkSub, Value: strconv.AppendInt(nil, r.forkSub, 10)})
+			str(HeaderForkedFrom, r.forkedFrom)
+			num(HeaderForkGen, r.forkGen)
+			str(HeaderForkOffset, r.forkOffset)
+			num(HeaderForkSub, r.forkSub)
 			if r.forkCut >= 0 {
-				h = append(h, kafka.Header{Key: HeaderForkCut, Value: []byte(fmt.Sprintf("%d:%d", r.forkCutKoff, r.forkCut))})
+				str(HeaderForkCut, fmt.Sprintf("%d:%d", r.forkCutKoff, r.forkCut))
 			}
 		}
 	}
 	if r.reason != "" {
-		h = append(h, kafka.Header{Key: HeaderReason, Value: []byte(r.reason)})
+		str(HeaderReason, r.reason)
+	}
+	h := make([]kafka.Header, n)
+	for i, x := range spans[:n] {
+		h[i] = kafka.Header{Key: x.key, Value: buf[x.start:x.end:x.end]}
 	}
 	return h
 }

@@ -8,6 +8,9 @@ import (
 	"github.com/forklab/forklab/stream/kafkalog"
 )
 
+// vTrue is the shared value of a "true" header (Stream-Closed).
+var vTrue = []string{"true"}
+
 // append handles POST: append, close, or append-and-close (§5.2, §5.3),
 // with idempotent producers (§5.2.1).
 func (s *Server) append(w http.ResponseWriter, r *http.Request, name string) {
@@ -58,9 +61,9 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	rh := w.Header()
 	if res.HasProducer {
-		rh.Set(hProducerEpoch, strconv.FormatInt(res.ProducerEpoch, 10))
+		rh[hProducerEpoch] = []string{strconv.FormatInt(res.ProducerEpoch, 10)}
 		if err == nil || res.SeqGap {
-			rh.Set(hProducerSeq, strconv.FormatInt(res.ProducerSeq, 10))
+			rh[hProducerSeq] = []string{strconv.FormatInt(res.ProducerSeq, 10)}
 		}
 	}
 	if err != nil {
@@ -79,9 +82,10 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, name string) {
 		s.failErr(w, err)
 		return
 	}
-	rh.Set(hNextOffset, res.Tail.String())
+	// Canonical keys set directly: the success path runs once per append.
+	rh[hNextOffset] = []string{res.Tail.String()}
 	if res.Closed {
-		rh.Set(hClosed, "true")
+		rh[hClosed] = vTrue
 	}
 	status := http.StatusNoContent
 	if res.Outcome == kafkalog.Appended && p.present {
