@@ -46,6 +46,11 @@ type partition struct {
 	chain           *manifest  // the snapshot chain last written or read
 	marks           *snapMarks // what the last snapshot written held, for the next delta
 	tx              *tx        // the undo record of the batch being flushed, reused
+	// want is how many queued ops the lingering partition goroutine waits
+	// for (0 when it is not lingering); the writer whose op makes the
+	// queue that long signals enough (gather).
+	want   atomic.Int64
+	enough chan struct{}
 }
 
 // op is one write request handed to the partition goroutine.
@@ -179,7 +184,7 @@ func (t *tx) rollback() {
 
 func newPartition(l *Log, id int32) *partition {
 	return &partition{l: l, id: id, ops: make(chan *op, 4096), exited: make(chan struct{}),
-		gens: map[string]int64{}, removed: map[string]int64{}, tx: newTx()}
+		gens: map[string]int64{}, removed: map[string]int64{}, tx: newTx(), enough: make(chan struct{}, 1)}
 }
 
 // maxBatchRecords bounds the records group-committed in one produce request.
@@ -202,6 +207,12 @@ func (p *partition) submit(ctx context.Context, o *op) (late <-chan error, err e
 	defer putTimer(timeout)
 	select {
 	case p.ops <- o:
+		if w := p.want.Load(); w > 0 && int64(len(p.ops)) >= w {
+			select {
+			case p.enough <- struct{}{}:
+			default:
+			}
+		}
 	case <-p.l.stop:
 		return nil, errf(Unavailable, "log is shutting down")
 	case <-ctx.Done():
@@ -329,18 +340,25 @@ func (p *partition) gather(backlog []*op, expect int, lastFlush time.Duration) [
 	if lastFlush < 200*time.Microsecond || len(backlog) >= expect {
 		return backlog
 	}
-	linger := time.NewTimer(min(lastFlush, 2*time.Millisecond))
-	defer linger.Stop()
-	for len(backlog) < expect {
-		select {
-		case o := <-p.ops:
-			backlog = append(backlog, o)
-		case <-linger.C:
-			return backlog
-		case <-p.l.stop:
-			return backlog
-		}
+	// Rather than wake for every op that arrives, the goroutine sleeps
+	// until the writers see that the queue holds what it waits for
+	// (submit signals enough) or the linger ends, and then takes them all.
+	need := int64(expect - len(backlog))
+	select {
+	case <-p.enough: // a stale signal from an earlier linger
+	default:
 	}
+	p.want.Store(need)
+	if int64(len(p.ops)) < need {
+		linger := time.NewTimer(min(lastFlush, 2*time.Millisecond))
+		select {
+		case <-p.enough:
+		case <-linger.C:
+		case <-p.l.stop:
+		}
+		linger.Stop()
+	}
+	p.want.Store(0)
 	drain()
 	return backlog
 }
