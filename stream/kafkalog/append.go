@@ -60,13 +60,13 @@ func (l *Log) Append(ctx context.Context, req AppendRequest) (AppendResult, erro
 		return AppendResult{}, err
 	}
 	s.touch()
-	var res AppendResult
-	var rerr error
-	r := &record{
+	// One allocation holds the op, its record and its answer.
+	c := &appendCall{r: record{
 		op: opAppend, stream: req.Name, gen: s.meta.gen, contentType: s.meta.contentType,
 		value: req.Body, closed: req.Close, streamSeq: req.StreamSeq, ttl: -1, forkCut: -1, forkCutKoff: -1,
 		hasProducer: req.HasProducer, producerID: req.ProducerID, epoch: req.Epoch, seq: req.Seq,
-	}
+	}}
+	r := &c.r
 	if len(req.Body) == 0 {
 		r.op = opClose
 	}
@@ -74,24 +74,43 @@ func (l *Log) Append(ctx context.Context, req AppendRequest) (AppendResult, erro
 	// §9.1.4). Checked here, off the partition goroutine, but refused in
 	// decideAppend, after the closed and content-type checks that take
 	// precedence (§5.2 Error Precedence).
-	var badJSON error
 	if len(req.Body) > 0 && s.meta.json && SameContentType(req.ContentType, s.meta.contentType) {
-		badJSON = ValidateJSONAppend(req.Body)
+		c.badJSON = ValidateJSONAppend(req.Body)
 	}
-	_, err = l.parts[s.meta.part].submit(ctx, &op{size: len(req.Body) + 512, decide: func(t *tx) *pending {
-		p, e := l.decideAppend(t, s, req, badJSON, r, &res)
-		rerr = e
-		return p
-	}})
+	c.l, c.s, c.req = l, s, req
+	c.o.size = len(req.Body) + 512
+	c.o.decide = c.decide
+	_, err = l.parts[s.meta.part].submit(ctx, &c.o)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	return res, rerr
+	return c.res, c.err
+}
+
+// appendCall is one Append on its way through the partition goroutine.
+type appendCall struct {
+	o       op
+	r       record
+	pend    pending
+	l       *Log
+	s       *stream
+	req     AppendRequest
+	badJSON error // ValidateJSONAppend's verdict on a JSON stream's body
+	res     AppendResult
+	err     error
+}
+
+// decide is the op's decision (op.decide).
+func (c *appendCall) decide(t *tx) *pending {
+	p, e := c.l.decideAppend(t, c.s, c.req, c.badJSON, &c.r, &c.res, &c.pend)
+	c.err = e
+	return p
 }
 
 // decideAppend runs on the partition goroutine. badJSON is the verdict of
 // ValidateJSONAppend on a JSON stream's body, nil otherwise.
-func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r *record, out *AppendResult) (*pending, error) {
+// The pending write it returns is pend, filled in.
+func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r *record, out *AppendResult, pend *pending) (*pending, error) {
 	v := s.snapshot()
 	*out = AppendResult{Tail: s.mint(v.tail), Closed: s.w.closed}
 	res := out
@@ -154,7 +173,7 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r
 		res.Outcome = ClosedOnly
 	}
 	part := s.meta.part
-	return &pending{rec: r, commit: func(koff int64) {
+	*pend = pending{rec: r, commit: func(koff int64) {
 		if len(r.value) > 0 {
 			l.cache.put(part, koff, r.value)
 		}
@@ -163,5 +182,6 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r
 		// requests in the same produce wrote after its own.
 		out.Tail = s.mint(s.applyR(r, koff))
 		out.Closed = s.w.closed || r.closed
-	}}, nil
+	}}
+	return pend, nil
 }

@@ -82,6 +82,16 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, errBodyTooLarge
 	}
+	if r.ContentLength > 0 {
+		// The declared length, read into a buffer of that size (the log
+		// keeps appended bodies in its read cache: no slack capacity).
+		// net/http ends the body there; a shorter body is an error.
+		b := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, fmt.Errorf("read body: %w", err)
+		}
+		return b, nil
+	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("read body: %w", err)
@@ -99,10 +109,11 @@ func (s *Server) bodyOr413(w http.ResponseWriter, r *http.Request) ([]byte, bool
 	rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
 	b, err := readBody(r, s.cfg.MaxBodyBytes)
 	var ne net.Error
-	if !errors.As(err, &ne) || !ne.Timeout() {
+	if (!errors.As(err, &ne) || !ne.Timeout()) && (err != nil || r.ContentLength <= 0) {
 		// No deadline while the request is handled: the server's
 		// background read, which notices a client that goes away, must
-		// not time out.
+		// not time out. (A body of declared length read in full already
+		// started that read, which clears the deadline itself.)
 		rc.SetReadDeadline(time.Time{})
 	}
 	switch {
