@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/stream/broker"
+	"github.com/forklab/forklab/stream/broker/brokertest"
 )
 
 // TestLateLandingWrite gives a produce up (Kafka holds it past the produce
@@ -62,7 +63,7 @@ func lateLanding(t *testing.T, releaseFirst bool) {
 	}
 
 	c := b.Cluster()
-	release, held := holdFirstProduce(c)
+	release, held := brokertest.HoldFirstProduce(c)
 	if _, err := app(1, "b;"); KindOf(err) != Unavailable {
 		t.Fatalf("append whose produce Kafka holds: %v, want Unavailable", err)
 	}

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/forklab/forklab/stream/broker"
+	"github.com/forklab/forklab/stream/broker/brokertest"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -192,7 +192,7 @@ func (ll *lateLog) hold(name string, write func() error) (land func()) {
 	default:
 	}
 	c := ll.b.Cluster()
-	release, held := holdFirstProduce(c)
+	release, held := brokertest.HoldFirstProduce(c)
 	if err := write(); KindOf(err) != Unavailable {
 		t.Fatalf("write whose produce the broker holds: %v, want Unavailable", err)
 	}
@@ -783,24 +783,4 @@ func TestMessages(t *testing.T) {
 			t.Errorf("Messages(%q, %d) = %q, want %q", c.value, c.cut, got, c.want)
 		}
 	}
-}
-
-// holdFirstProduce makes cluster c hold the first produce request it gets
-// until release is closed (held is closed once it holds it) and pass
-// every later request on untouched: a produce that lands late.
-func holdFirstProduce(c *kfake.Cluster) (release, held chan struct{}) {
-	release, held = make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		first := false
-		once.Do(func() { first = true })
-		if first {
-			close(held)
-			c.SleepControl(func() { <-release })
-		} else {
-			c.DropControl()
-		}
-		return nil, nil, false
-	})
-	return release, held
 }

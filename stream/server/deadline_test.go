@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/forklab/forklab/stream/broker/brokertest"
 	"github.com/forklab/forklab/stream/service"
 )
 
@@ -66,21 +67,7 @@ func TestAppendDeadlineHeldProduce(t *testing.T) {
 		t.Fatalf("first append: %d %s", r.status, r.body)
 	}
 
-	release := make(chan struct{})
-	var once sync.Once
-	held := make(chan struct{})
-	c := svc.Broker.Cluster()
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		first := false
-		once.Do(func() { first = true })
-		if first {
-			close(held)
-			c.SleepControl(func() { <-release })
-		} else {
-			c.DropControl()
-		}
-		return nil, nil, false // then handled normally: applied and answered late
-	})
+	release, held := brokertest.HoldFirstProduce(svc.Broker.Cluster())
 
 	var wg sync.WaitGroup
 	var r1, r2 resp
