@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -11,14 +12,17 @@ import (
 
 // badCase is one row of testdata/stream/bad-input.json.
 type badCase struct {
-	Name       string            `json:"name"`
-	Method     string            `json:"method"`
-	Path       string            `json:"path"`    // under /v1/stream/
-	PathRaw    string            `json:"pathRaw"` // the whole path
-	Headers    map[string]string `json:"headers"`
-	Body       string            `json:"body"`
-	BodyRepeat int               `json:"bodyRepeat"` // body of this many 'x'
-	Status     int               `json:"status"`
+	Name    string            `json:"name"`
+	Method  string            `json:"method"`
+	Path    string            `json:"path"`    // under /v1/stream/
+	PathRaw string            `json:"pathRaw"` // the whole path
+	Headers map[string]string `json:"headers"`
+	// Repeated headers are sent as several field lines each, in the
+	// letter case given (net/http sends a key as written).
+	Repeated   map[string][]string `json:"repeated"`
+	Body       string              `json:"body"`
+	BodyRepeat int                 `json:"bodyRepeat"` // body of this many 'x'
+	Status     int                 `json:"status"`
 }
 
 // TestBadInput sends every malformed request of the table and checks the
@@ -53,7 +57,14 @@ func TestBadInput(t *testing.T) {
 			if c.BodyRepeat > 0 {
 				body = strings.Repeat("x", c.BodyRepeat)
 			}
-			r := do(t, c.Method, url, c.Headers, body)
+			h := http.Header{}
+			for k, v := range c.Headers {
+				h[http.CanonicalHeaderKey(k)] = []string{v}
+			}
+			for k, v := range c.Repeated {
+				h[k] = v
+			}
+			r := doHeader(t, c.Method, url, h, body)
 			if r.status != c.Status {
 				t.Fatalf("status %d, want %d (body %q)", r.status, c.Status, r.body)
 			}

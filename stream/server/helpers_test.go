@@ -46,6 +46,17 @@ type resp struct {
 
 func do(t *testing.T, method, url string, h map[string]string, body string) resp {
 	t.Helper()
+	hh := http.Header{}
+	for k, v := range h {
+		hh[http.CanonicalHeaderKey(k)] = []string{v}
+	}
+	return doHeader(t, method, url, hh, body)
+}
+
+// doHeader is do with a full header: a name may carry several values,
+// each sent as its own field line.
+func doHeader(t *testing.T, method, url string, h http.Header, body string) resp {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -55,7 +66,7 @@ func do(t *testing.T, method, url string, h map[string]string, body string) resp
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	for k, v := range h {
-		req.Header[http.CanonicalHeaderKey(k)] = []string{v}
+		req.Header[k] = v
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -138,6 +138,32 @@ func (s *Server) writeDeadline(w http.ResponseWriter) {
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 }
 
+// singleHeaders are the request headers the protocol gives one value each
+// (RFC 9110 §5.3: a field that is not a list may not be repeated), by
+// canonical key. A repeated one is refused rather than read as its first
+// value: a careless client or proxy that sends "Stream-Closed: false" and
+// "Stream-Closed: true", or two Content-Types, must learn that the request
+// is ambiguous, not have the server guess.
+var singleHeaders = map[string]bool{
+	"Content-Type": true, "Authorization": true,
+	http.CanonicalHeaderKey(hTTL): true, http.CanonicalHeaderKey(hExpiresAt): true,
+	http.CanonicalHeaderKey(hSeq): true, http.CanonicalHeaderKey(hClosed): true,
+	http.CanonicalHeaderKey(hForkedFrom): true, http.CanonicalHeaderKey(hForkOffset): true,
+	http.CanonicalHeaderKey(hForkSub): true, http.CanonicalHeaderKey(hProducerID): true,
+	http.CanonicalHeaderKey(hProducerEpoch): true, http.CanonicalHeaderKey(hProducerSeq): true,
+}
+
+// checkRepeated returns an error naming the first single-valued protocol
+// header (singleHeaders) that h repeats, in any letter case; nil if none.
+func checkRepeated(h http.Header) error {
+	for k, v := range h {
+		if len(v) > 1 && singleHeaders[k] {
+			return fmt.Errorf("header %s is repeated (%d values); send it once", k, len(v))
+		}
+	}
+	return nil
+}
+
 // producer holds parsed idempotent-producer headers.
 type producer struct {
 	present    bool
@@ -156,11 +182,6 @@ func parseProducer(h http.Header) (producer, error) {
 	}
 	if !hasID || !hasEpoch || !hasSeq {
 		return producer{}, errors.New("Producer-Id, Producer-Epoch and Producer-Seq must be sent together")
-	}
-	for _, name := range []string{hProducerID, hProducerEpoch, hProducerSeq} {
-		if len(h.Values(name)) > 1 {
-			return producer{}, fmt.Errorf("%s is repeated; send it once", name)
-		}
 	}
 	p := producer{present: true, id: h.Get(hProducerID)}
 	if p.id == "" {
@@ -261,9 +282,11 @@ func etag(res kafkalog.ReadResult) string {
 	return t + `"`
 }
 
-// matchesETag reports whether an If-None-Match value names tag.
-func matchesETag(inm, tag string) bool {
-	for _, p := range strings.Split(inm, ",") {
+// matchesETag reports whether an If-None-Match header (a list: its
+// values, each a comma-separated list of entity tags, RFC 9110 §13.1.2)
+// names tag.
+func matchesETag(inm []string, tag string) bool {
+	for _, p := range strings.Split(strings.Join(inm, ","), ",") {
 		p = strings.TrimPrefix(strings.TrimSpace(p), "W/")
 		if p == tag || p == "*" {
 			return true

@@ -74,7 +74,7 @@ func (s *Server) catchUp(w http.ResponseWriter, r *http.Request, name string, po
 	}
 	tag := etag(res)
 	h.Set("ETag", tag)
-	if inm := r.Header.Get("If-None-Match"); inm != "" && matchesETag(inm, tag) {
+	if inm := r.Header.Values("If-None-Match"); len(inm) > 0 && matchesETag(inm, tag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}

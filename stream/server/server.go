@@ -192,6 +192,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r, write) {
 		return
 	}
+	if err := checkRepeated(r.Header); err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	switch r.Method {
 	case http.MethodPut:
 		s.create(w, r, name)
