@@ -136,6 +136,12 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r
 		return nil, errf(Conflict, "stream is closed")
 	}
 	if len(req.Body) > 0 && !SameContentType(req.ContentType, s.meta.contentType) {
+		// §5.2: 409 is for a valid media type that is not the stream's;
+		// one that is not a media type at all is a malformed request.
+		// (Judged only here, on a mismatch: no cost to a matching append.)
+		if !IsMediaType(req.ContentType) {
+			return nil, errf(BadRequest, "Content-Type %q is not a media type (type/subtype): send the stream's, %q", req.ContentType, s.meta.contentType)
+		}
 		return nil, errf(Conflict, "content type %q does not match the stream's %q", req.ContentType, s.meta.contentType)
 	}
 	if badJSON != nil {

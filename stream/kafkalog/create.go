@@ -48,6 +48,15 @@ func mediaType(ct string) string {
 	return strings.ToLower(mt)
 }
 
+// IsMediaType reports whether a Content-Type value is a media type: a type
+// and a subtype, each non-empty, separated by one "/", with optional
+// parameters (RFC 9110 §8.3.1). mime.ParseMediaType alone accepts a bare
+// token such as "garbage".
+func IsMediaType(ct string) bool {
+	typ, sub, ok := strings.Cut(mediaType(ct), "/")
+	return ok && typ != "" && sub != "" && !strings.Contains(sub, "/")
+}
+
 // SameContentType reports whether two Content-Type values name the same
 // media type (case-insensitive, parameters ignored).
 func SameContentType(a, b string) bool {
@@ -204,8 +213,8 @@ func (l *Log) Create(ctx context.Context, req CreateRequest) (CreateResult, erro
 	if ct == "" {
 		ct = DefaultContentType
 	}
-	if mediaType(ct) == "" {
-		return CreateResult{}, errf(BadRequest, "Content-Type %q is not a media type", ct)
+	if !IsMediaType(ct) {
+		return CreateResult{}, errf(BadRequest, "Content-Type %q is not a media type (type/subtype, e.g. text/plain)", ct)
 	}
 	body := req.Body
 	if isJSON(ct) && len(bytes.TrimSpace(body)) > 0 {
