@@ -43,6 +43,10 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	if len(body) > 0 {
+		if err := checkRepeated(h, ctHeaders); err != nil {
+			fail(w, http.StatusBadRequest, "%v", err)
+			return
+		}
 		if ct == "" {
 			fail(w, http.StatusBadRequest, "missing Content-Type: it must match the stream's")
 			return

@@ -102,6 +102,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, write bool) b
 	if s.cfg.Tokens == nil {
 		return true
 	}
+	if err := checkRepeated(r.Header, authHeaders); err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return false
+	}
 	// The scheme name is case-insensitive (RFC 7235 §2.1).
 	scheme, presented, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	ok = ok && strings.EqualFold(scheme, "Bearer")

@@ -2,7 +2,11 @@ package server_test
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/forklab/forklab/stream/service"
 )
 
 // TestIfNoneMatchList checks that If-None-Match is read as the list RFC 9110
@@ -43,5 +47,55 @@ func TestIfNoneMatchList(t *testing.T) {
 				t.Fatalf("ETag %q, want %q", r.header.Get("ETag"), tag)
 			}
 		})
+	}
+}
+
+// TestRepeatedIgnoredHeaders: a repeated header the operation does not read
+// refuses nothing. A close-only append with two Content-Types (a library's
+// default and the caller's) still closes (§5.2: an empty body's
+// Content-Type is never a reason to refuse), and a read with a stray
+// repeated Stream-TTL still reads.
+func TestRepeatedIgnoredHeaders(t *testing.T) {
+	svc := start(t, t.TempDir(), nil)
+	defer stop(svc)
+	url := svc.URL + "/v1/stream/rep"
+	do(t, "PUT", url, map[string]string{"Content-Type": "text/plain"}, "a")
+	r := doHeader(t, "GET", url, http.Header{"Stream-Ttl": {"1", "2"}}, "")
+	if r.status != 200 || r.body != "a" {
+		t.Fatalf("GET with a repeated Stream-TTL: %d %q, want 200 \"a\"", r.status, r.body)
+	}
+	r = doHeader(t, "POST", url, http.Header{"Content-Type": {"application/octet-stream", "text/plain"}, "Stream-Closed": {"true"}}, "")
+	if r.status != 204 || r.header.Get("Stream-Closed") != "true" {
+		t.Fatalf("close-only with two Content-Types: %d %q, want 204 with Stream-Closed: true", r.status, r.body)
+	}
+	// With a body, two Content-Types are malformed, as a missing one is.
+	r = doHeader(t, "POST", url, http.Header{"Content-Type": {"text/plain", "text/plain"}}, "b")
+	if r.status != 400 {
+		t.Fatalf("append with two Content-Types: %d, want 400", r.status)
+	}
+}
+
+// TestRepeatedAuthorization: with tokens on, two Authorization lines are
+// refused (400) whichever comes first, and write nothing; the first used
+// to decide alone, so a valid token followed by another passed.
+func TestRepeatedAuthorization(t *testing.T) {
+	dir := t.TempDir()
+	tf := filepath.Join(dir, "tokens")
+	os.WriteFile(tf, []byte("read-write "+rwToken+"\nread "+readToken+"\n"), 0o600)
+	svc := start(t, filepath.Join(dir, "data"), func(c *service.Config) { c.TokenFile = tf })
+	defer stop(svc)
+	u := svc.URL + "/v1/stream/twoauth"
+	for _, auth := range [][]string{
+		{"Bearer " + rwToken, "Bearer " + readToken},
+		{"Bearer " + readToken, "Bearer " + rwToken},
+		{"Bearer " + rwToken, "Bearer " + rwToken},
+	} {
+		r := doHeader(t, "PUT", u, http.Header{"Authorization": auth, "Content-Type": {"text/plain"}}, "x")
+		if r.status != 400 {
+			t.Fatalf("PUT with Authorization %q: %d %q, want 400", auth, r.status, r.body)
+		}
+	}
+	if r := do(t, "HEAD", u, map[string]string{"Authorization": "Bearer " + readToken}, ""); r.status != 404 {
+		t.Fatalf("HEAD after the refused creates: %d, want 404", r.status)
 	}
 }

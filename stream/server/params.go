@@ -138,26 +138,35 @@ func (s *Server) writeDeadline(w http.ResponseWriter) {
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 }
 
-// singleHeaders are the request headers the protocol gives one value each
-// (RFC 9110 §5.3: a field that is not a list may not be repeated), by
-// canonical key. A repeated one is refused rather than read as its first
-// value: a careless client or proxy that sends "Stream-Closed: false" and
-// "Stream-Closed: true", or two Content-Types, must learn that the request
-// is ambiguous, not have the server guess.
-var singleHeaders = map[string]bool{
-	"Content-Type": true, "Authorization": true,
-	http.CanonicalHeaderKey(hTTL): true, http.CanonicalHeaderKey(hExpiresAt): true,
-	http.CanonicalHeaderKey(hSeq): true, http.CanonicalHeaderKey(hClosed): true,
-	http.CanonicalHeaderKey(hForkedFrom): true, http.CanonicalHeaderKey(hForkOffset): true,
-	http.CanonicalHeaderKey(hForkSub): true, http.CanonicalHeaderKey(hProducerID): true,
-	http.CanonicalHeaderKey(hProducerEpoch): true, http.CanonicalHeaderKey(hProducerSeq): true,
+// Single-valued request headers (RFC 9110 §5.3: a field that is not a
+// list may not be repeated), by canonical key, as each operation reads
+// them. A repeated one is refused rather than read as its first value: a
+// careless client or proxy that sends "Stream-Closed: false" and
+// "Stream-Closed: true", or two Content-Types on a create, must learn that
+// the request is ambiguous, not have the server guess. Headers an
+// operation ignores may repeat: an append's Content-Type only counts when
+// it has a body (§5.2: a close-only request is never refused for its
+// Content-Type, which libraries attach by default).
+var (
+	createHeaders = canonical("Content-Type", hTTL, hExpiresAt, hClosed, hForkedFrom, hForkOffset, hForkSub)
+	appendHeaders = canonical(hClosed, hSeq, hProducerID, hProducerEpoch, hProducerSeq)
+	headHeaders   = canonical(hProducerID)
+	authHeaders   = canonical("Authorization")
+	ctHeaders     = canonical("Content-Type")
+)
+
+func canonical(names ...string) []string {
+	for i, n := range names {
+		names[i] = http.CanonicalHeaderKey(n)
+	}
+	return names
 }
 
-// checkRepeated returns an error naming the first single-valued protocol
-// header (singleHeaders) that h repeats, in any letter case; nil if none.
-func checkRepeated(h http.Header) error {
-	for k, v := range h {
-		if len(v) > 1 && singleHeaders[k] {
+// checkRepeated returns an error naming the first of keys (canonical) that
+// h repeats, in any letter case; nil if none.
+func checkRepeated(h http.Header, keys []string) error {
+	for _, k := range keys {
+		if v := h[k]; len(v) > 1 {
 			return fmt.Errorf("header %s is repeated (%d values); send it once", k, len(v))
 		}
 	}

@@ -192,7 +192,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r, write) {
 		return
 	}
-	if err := checkRepeated(r.Header); err != nil {
+	var single []string
+	switch r.Method {
+	case http.MethodPut:
+		single = createHeaders
+	case http.MethodPost:
+		single = appendHeaders
+	case http.MethodHead:
+		single = headHeaders
+	}
+	if err := checkRepeated(r.Header, single); err != nil {
 		fail(w, http.StatusBadRequest, "%v", err)
 		return
 	}
