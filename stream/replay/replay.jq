@@ -48,8 +48,9 @@
 #
 # Each rule is marked below with where the Go code holds it. Limits: jq
 # holds the partition's live streams in memory, and decodes values as UTF-8
-# text (use replay.mjs for binary streams, or a sub-offset that cuts a
-# multi-byte character); producer epochs and seqs are exact up to 2^53.
+# text: a value that is not UTF-8 (binary streams), or a sub-offset that
+# cuts a multi-byte character, is an error naming replay.mjs, never wrong
+# bytes; producer epochs and seqs are exact up to 2^53.
 
 # The state, folded record by record:
 #   {streams: {name: id of its current generation},
@@ -228,12 +229,26 @@ def apply($r):
       end
   end;
 
-# The longest prefix of a string whose UTF-8 encoding has at most $n bytes.
+# The prefix of a string whose UTF-8 encoding is its first $n bytes; an
+# error when byte $n falls inside a character, which jq, holding text, cannot
+# print half of (the API returns those bytes exactly).
 def utf8prefix($n):
   reduce explode[] as $c ({out: [], n: 0, full: false};
     ($c | if . < 128 then 1 elif . < 2048 then 2 elif . < 65536 then 3 else 4 end) as $w
     | if .full or .n + $w > $n then .full = true else .out += [$c] | .n += $w end)
-  | .out | implode;
+  | if .full and .n < $n then
+      error("a fork sub-offset cuts a multi-byte UTF-8 character at byte \($n), which jq cannot print: replay this stream with replay.mjs")
+    else .out | implode end;
+
+# The value itself, or an error when it holds U+FFFD: kcat -J passes bytes
+# that are not UTF-8 through and jq turns each into U+FFFD, so the bytes
+# printed would not be the stream's (a binary stream, or text that is not
+# UTF-8). A real U+FFFD in the text looks the same to jq: refused as well,
+# never printed wrong.
+def exact($k):
+  if test("\ufffd") then
+    error("the record at Kafka offset \($k) holds bytes that are not UTF-8 (or U+FFFD), which kcat -J and jq cannot carry exactly: replay this stream with replay.mjs")
+  else . end;
 
 # The text a JSON record contributes to a read, as stream/kafkalog's
 # jsonInner: the elements of a top-level array without its brackets (the
@@ -259,6 +274,6 @@ def inner: trimws | if startswith("[") then .[1:-1] | trimws else . end;
     error("stream \($stream) is not in these records: deleted, or in another partition (HEAD shows Forklab-Kafka-Partition)")
   else
     [$s.entries[] | select(.k >= $at)
-     | .cut as $c | .v | (if $s.json then inner else . end) | (if $c != null then utf8prefix($c) else . end)]
+     | .cut as $c | .k as $k | .v | exact($k) | (if $s.json then inner else . end) | (if $c != null then utf8prefix($c) else . end)]
     | if $s.json then "[" + (map(select(. != "")) | join(",")) + "]" else join("") end
   end
