@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/forklab/forklab/stream/service"
@@ -97,5 +98,19 @@ func TestRepeatedAuthorization(t *testing.T) {
 	}
 	if r := do(t, "HEAD", u, map[string]string{"Authorization": "Bearer " + readToken}, ""); r.status != 404 {
 		t.Fatalf("HEAD after the refused creates: %d, want 404", r.status)
+	}
+}
+
+// TestExposeRetryAfter: a 503 (Kafka unavailable, an append that timed
+// out) and a 429 ask the client to wait Retry-After seconds; a browser may
+// read that header only when Access-Control-Expose-Headers names it (it is
+// not CORS-safelisted), on every response.
+func TestExposeRetryAfter(t *testing.T) {
+	svc := start(t, t.TempDir(), nil)
+	defer stop(svc)
+	r := do(t, "HEAD", svc.URL+"/v1/stream/none", nil, "")
+	exp := r.header.Get("Access-Control-Expose-Headers")
+	if r.status != 404 || !strings.Contains(exp, ", Retry-After") {
+		t.Fatalf("HEAD: %d, Access-Control-Expose-Headers %q; want 404 and a list naming Retry-After", r.status, exp)
 	}
 }

@@ -144,7 +144,7 @@ const (
 
 var exposed = strings.Join([]string{hNextOffset, hUpToDate, hClosed, hCursor, hTTL, hExpiresAt,
 	hProducerEpoch, hProducerSeq, hExpectedSeq, hReceivedSeq, hSSEEncoding, hKafkaTopic, hKafkaPartition,
-	hEarliest, hGoneReason, "ETag", "Location", "Content-Type"}, ", ")
+	hEarliest, hGoneReason, "ETag", "Location", "Content-Type", "Retry-After"}, ", ")
 
 // Values of the headers every response carries, shared by all responses:
 // capacity equals length, so an Add on one copies rather than writes into it.
@@ -154,6 +154,18 @@ var (
 	vAnyOrigin   = []string{"*"}
 	vExposed     = []string{exposed}
 )
+
+// CommonHeaders returns the headers every response carries, the browser
+// security headers (§12.7) and CORS, as "Name: value" lines each ended by
+// CRLF, for answers written outside the handler: the service's refusals of
+// connections over its limits (429, 503). Without them a browser client
+// sees a CORS failure, not the status and its Retry-After.
+func CommonHeaders() string {
+	return "X-Content-Type-Options: " + vNosniff[0] + "\r\n" +
+		"Cross-Origin-Resource-Policy: " + vCrossOrigin[0] + "\r\n" +
+		"Access-Control-Allow-Origin: " + vAnyOrigin[0] + "\r\n" +
+		"Access-Control-Expose-Headers: " + vExposed[0] + "\r\n"
+}
 
 // ServeHTTP routes a request to its operation.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -173,6 +173,17 @@ func TestConnectionsPerClient(t *testing.T) {
 		!res.Close || !strings.Contains(body, "--max-conns-per-client") {
 		t.Fatalf("fourth connection: %+v %q, want 429 with Retry-After: 1 naming --max-conns-per-client", res, body)
 	}
+	// The headers of every response (§12.7, CORS), so that a browser sees
+	// the 429 and may read its Retry-After; they were missing.
+	for k, want := range map[string]string{"X-Content-Type-Options": "nosniff", "Cross-Origin-Resource-Policy": "cross-origin",
+		"Access-Control-Allow-Origin": "*", "Cache-Control": "no-store", "Content-Type": "text/plain; charset=utf-8"} {
+		if got := res.Header.Get(k); got != want {
+			t.Errorf("429: %s %q, want %q", k, got, want)
+		}
+	}
+	if exp := res.Header.Get("Access-Control-Expose-Headers"); !strings.Contains(exp, "Retry-After") || !strings.Contains(exp, "Stream-Next-Offset") {
+		t.Errorf("429: Access-Control-Expose-Headers %q, want the server's list with Retry-After", exp)
+	}
 	// Another client is served.
 	other := dialFrom(t, svc, "127.0.0.2")
 	defer other.Close()

@@ -6,13 +6,16 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/forklab/forklab/stream/server"
 )
 
 // limitListener bounds the connections the HTTP server holds open: at most
 // perClient from one client IP address and total in all. A connection
 // beyond a limit is answered at once, without reading its request, with
 // 429 Too Many Requests (per client) or 503 Service Unavailable (in all),
-// Retry-After: 1 and Connection: close, and closed. With the server's
+// Retry-After: 1, Connection: close and the headers every response
+// carries (server.CommonHeaders), and closed. With the server's
 // header, body, write and idle timeouts this keeps slow or idle clients
 // from exhausting the service: each holds a connection for a bounded time,
 // and no client can hold more than its share.
@@ -100,7 +103,8 @@ func refuse(c net.Conn, status, reason string) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(2 * time.Second))
 	body := reason + "\n"
-	fmt.Fprintf(c, "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", status, len(body), body)
+	fmt.Fprintf(c, "HTTP/1.1 %s\r\n%sContent-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		status, server.CommonHeaders(), len(body), body)
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.CloseWrite()
 	}
