@@ -148,13 +148,18 @@ func (l *Log) decideAppend(t *tx, s *stream, req AppendRequest, badJSON error, r
 		return nil, badJSON
 	}
 	if req.HasProducer {
-		d := fence.Decide(s.w.producers[req.ProducerID], fence.Request{Epoch: req.Epoch, Seq: req.Seq})
+		st := s.w.producers[req.ProducerID]
+		d := fence.Decide(st, fence.Request{Epoch: req.Epoch, Seq: req.Seq})
 		res.HasProducer = true
 		res.ProducerEpoch, res.ProducerSeq = d.CurrentEpoch, d.HighestSeq
 		switch d.Verdict {
 		case fence.StaleEpoch:
 			return nil, errf(Fenced, "producer %q epoch %d is stale: epoch %d has taken over", req.ProducerID, req.Epoch, d.CurrentEpoch)
 		case fence.BadEpochStart:
+			// A producer the stream has never seen has no epoch to
+			// name: no Producer-Epoch (it read 0, an epoch the
+			// stream never accepted).
+			res.HasProducer = st.Known
 			return nil, errf(BadRequest, "producer %q epoch %d must start at seq 0, got %d", req.ProducerID, req.Epoch, req.Seq)
 		case fence.SeqGap:
 			res.SeqGap, res.ExpectedSeq, res.ReceivedSeq = true, d.ExpectedSeq, req.Seq
