@@ -144,7 +144,7 @@ const (
 
 var exposed = strings.Join([]string{hNextOffset, hUpToDate, hClosed, hCursor, hTTL, hExpiresAt,
 	hProducerEpoch, hProducerSeq, hExpectedSeq, hReceivedSeq, hSSEEncoding, hKafkaTopic, hKafkaPartition,
-	hEarliest, hGoneReason, "ETag", "Location", "Content-Type", "Retry-After"}, ", ")
+	hEarliest, hGoneReason, "ETag", "Location", "Content-Type", "Retry-After", "WWW-Authenticate", "Allow"}, ", ")
 
 // Values of the headers every response carries, shared by all responses:
 // capacity equals length, so an Add on one copies rather than writes into it.
