@@ -44,3 +44,15 @@ func TestNextCursor(t *testing.T) {
 		})
 	}
 }
+
+// TestLaterCursor compares cursors as numbers, not as strings.
+func TestLaterCursor(t *testing.T) {
+	for _, c := range []struct{ a, b, want string }{
+		{"", "5", "5"}, {"5", "", "5"}, {"9", "10", "10"}, {"10", "9", "10"},
+		{"3383588", "3383589", "3383589"}, {"3383589", "3383588", "3383589"}, {"7", "7", "7"},
+	} {
+		if got := laterCursor(c.a, c.b); got != c.want {
+			t.Errorf("laterCursor(%q, %q) = %q, want %q", c.a, c.b, got, c.want)
+		}
+	}
+}

@@ -281,6 +281,15 @@ func nextCursor(client string, now time.Time) string {
 	return cur.String()
 }
 
+// laterCursor returns the greater of two cursors nextCursor made (decimal,
+// no sign or leading zeros), or b when a is "".
+func laterCursor(a, b string) string {
+	if len(a) > len(b) || (len(a) == len(b) && a > b) {
+		return a
+	}
+	return b
+}
+
 // etag is the catch-up ETag (§5.6): stream generation, start and end
 // offsets, and ":c" once the response shows the stream closed (§10.1).
 func etag(res kafkalog.ReadResult) string {

@@ -57,6 +57,7 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request, name string, pos re
 	flush()
 	end := deadline(s.cfg.SSEMaxDuration)
 	cursor := r.URL.Query().Get("cursor")
+	last := "" // the cursor of the previous control event
 	first := true
 	for {
 		if !first {
@@ -77,8 +78,13 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request, name string, pos re
 		}
 		c := control{StreamNextOffset: res.Next.String(), UpToDate: res.UpToDate, StreamClosed: res.Closed}
 		if !res.Closed {
-			cursor = nextCursor(cursor, time.Now())
-			c.StreamCursor = cursor
+			// From the client's cursor, as a long-poll would answer it,
+			// never below the previous event's: fed back its own
+			// cursors, nextCursor added jitter at every event, and a
+			// busy connection's cursor ran days ahead of the clock,
+			// a key no other client shares (§10.1 collapsing).
+			last = laterCursor(last, nextCursor(cursor, time.Now()))
+			c.StreamCursor = last
 		}
 		b, _ := json.Marshal(c)
 		bw.WriteString("event: control\ndata:")
