@@ -68,6 +68,15 @@ func TestExitStatusPolicy(t *testing.T) {
 		}
 		res.Body.Close()
 	}
+	// And a text stream: not session events at all.
+	if req, _ := http.NewRequest("PUT", url+"/v1/stream/plain", strings.NewReader("hello")); true {
+		req.Header.Set("Content-Type", "text/plain")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode != 201 {
+			t.Fatalf("PUT plain: %v %v", res, err)
+		}
+		res.Body.Close()
+	}
 	const down = "http://127.0.0.1:1" // nothing listens there
 	const noKafka = "127.0.0.1:1"
 
@@ -103,6 +112,7 @@ func TestExitStatusPolicy(t *testing.T) {
 		{"log bench", kindUsage, []string{"log", "bench", "--target", "bad"}, 2, `--target "bad": want NAME=http://host:port`},
 		{"log bench", kindRuntime, []string{"log", "bench", "--target", "x=" + down, "--duration", "1s"}, 1, "connection refused"},
 		{"log export", kindMissing, []string{"log", "export", "--log", url, "--stream", "no-such-stream", "--out", t.TempDir()}, 2, "stream no-such-stream does not exist (404)"},
+		{"log export", kindDamaged, []string{"log", "export", "--log", url, "--stream", "plain", "--out", t.TempDir()}, 2, "stream plain is text/plain, not a JSON stream: its records are not session events; read it with forklab log read"},
 		{"log export", kindRuntime, []string{"log", "export", "--log", down, "--stream", "s", "--out", t.TempDir()}, 1, "connection refused"},
 		{"log read", kindMissing, []string{"log", "read", "--log", url, "--stream", "no-such-stream"}, 2, "stream no-such-stream does not exist (404)"},
 		{"log read", kindDamaged, []string{"log", "read", "--log", url, "--stream", "junk", "--offset", "garbage"}, 2, `offset "garbage": malformed offset`},
@@ -141,7 +151,7 @@ func TestExitStatusPolicy(t *testing.T) {
 		"fork":           {kindUsage: "only the generated unknown-flag case"},
 		"kafka serve":    {kindMissing: "it reads no input but its flags", kindDamaged: "it reads no input but its flags"},
 		"log bench":      {kindMissing: "it reads no input but its flags", kindDamaged: "it reads no input but its flags"},
-		"log export":     {kindUsage: "only the generated unknown-flag case", kindDamaged: "a stream's bytes are what the log returned: covered by log read's malformed offset"},
+		"log export":     {kindUsage: "only the generated unknown-flag case"},
 		"log read":       {kindUsage: "only the generated unknown-flag case"},
 		"log serve":      {kindUsage: "only the generated unknown-flag case"},
 		"log sink":       {kindMissing: "an --out that does not exist is created", kindDamaged: "its state is checked by the sink's own tests (pipeline/sessions/sink)"},

@@ -33,7 +33,10 @@ one Parquet file under DIR/events/ (columns: schemas/README.md, "events"). In
 a results directory the events sit beside the sweep's tables: forklab db
 exposes them as the events view, and queries/session_events.sql joins a
 sweep played with --from-log to its pairs. Events a stream's fold refuses are
-exported too, with a warning, so a corrupt session can be inspected.`,
+exported too, with a warning, so a corrupt session can be inspected. A
+stream that is not a JSON stream holds no session events: named with
+--stream it is refused (exit 2), taken in by --prefix it is skipped with a
+warning, as forklab log sink skips it.`,
 		Example: `  forklab log export --stream demo --out out
   forklab log export --prefix sweep-1795944505350429617/ --out out   # the prefix forklab sweep --from-log printed`,
 		Args: cobra.NoArgs,
@@ -86,6 +89,13 @@ exported too, with a warning, so a corrupt session can be inspected.`,
 				switch {
 				case client.IsNotFound(err):
 					return asInput(fmt.Errorf("stream %s does not exist (404)", s))
+				case errors.Is(err, agent.ErrNotJSON) && prefix != "":
+					// A prefix may take in other streams: skipped, as
+					// forklab log sink skips them.
+					fmt.Fprintf(os.Stderr, "forklab log export: warning: %v; skipped\n", err)
+					continue
+				case errors.Is(err, agent.ErrNotJSON):
+					return asInput(err)
 				case errors.Is(err, session.ErrFold):
 					fmt.Fprintf(os.Stderr, "forklab log export: warning: %v (exported as is)\n", err)
 				case errors.Is(err, agent.ErrTrimmed):

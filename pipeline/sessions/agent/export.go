@@ -12,8 +12,14 @@ import (
 	"github.com/forklab/forklab/pipeline/sessions/session"
 	"github.com/forklab/forklab/schemas"
 	"github.com/forklab/forklab/stream/client"
+	"github.com/forklab/forklab/stream/kafkalog"
 	"github.com/parquet-go/parquet-go"
 )
+
+// ErrNotJSON is wrapped by EventRows's error for a stream that is not a
+// JSON stream: its records are not session events, and no rows are
+// returned (forklab log sink skips such streams the same way).
+var ErrNotJSON = errors.New("not a JSON stream: its records are not session events")
 
 // ErrTrimmed is wrapped by EventRows's error for a stream whose first
 // events retention removed: the rows are what the log still holds.
@@ -45,6 +51,9 @@ func EventRows(ctx context.Context, c *client.Client, stream string) ([]schemas.
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", stream, err)
+		}
+		if !kafkalog.SameContentType(ch.ContentType, "application/json") {
+			return nil, fmt.Errorf("stream %s is %s, %w; read it with forklab log read", stream, ch.ContentType, ErrNotJSON)
 		}
 		msgs, err := ch.Messages()
 		if err != nil {

@@ -216,3 +216,29 @@ func TestEventRowsAfterRetention(t *testing.T) {
 		t.Fatalf("read from the exported read offset %s: %q %v, want 200 and the events exported", rows[0].ReadOffset, ch.Data, err)
 	}
 }
+
+// TestEventRowsNotJSON: a stream that is not a JSON stream holds no
+// session events; EventRows says so (ErrNotJSON, naming the stream and its
+// content type) and returns no rows, for text and binary streams alike,
+// even when the bytes happen to parse as a JSON array. It used to fail
+// with "chunk is not a JSON array" (exit 1), or export a text stream's
+// "[...]" bytes as events.
+func TestEventRowsNotJSON(t *testing.T) {
+	svc := startLog(t, "127.0.0.1:0", t.TempDir())
+	c := client.New(svc.URL)
+	ctx := context.Background()
+	for _, s := range []struct{ name, ct, data string }{
+		{"text", "text/plain", "hello"},
+		{"looks-json", "text/plain", `[{"type":"session_start"}]`},
+		{"bin", "application/octet-stream", "\x00\xff"},
+	} {
+		if _, _, err := c.Create(ctx, s.name, client.CreateOptions{ContentType: s.ct, Data: []byte(s.data)}); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := EventRows(ctx, c, s.name)
+		want := "stream " + s.name + " is " + s.ct + ", not a JSON stream: its records are not session events; read it with forklab log read"
+		if !errors.Is(err, ErrNotJSON) || err.Error() != want || rows != nil {
+			t.Errorf("%s: %d rows, %v; want none and %q", s.name, len(rows), err, want)
+		}
+	}
+}
