@@ -126,3 +126,42 @@ func TestExposeHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestCatchUpCacheControl: a catch-up read with data, or at a closed
+// stream's end, is the same answer for ever and may be cached privately
+// (§10.1); an empty read at an open stream's tail changes with the next
+// append or close and is never cached (it used to be cacheable for 60 s,
+// stale for 300 more: a catch-up poller in a browser saw neither new data
+// nor the close). Text and JSON ([] when empty) alike.
+func TestCatchUpCacheControl(t *testing.T) {
+	svc := start(t, t.TempDir(), nil)
+	defer stop(svc)
+	const cacheable = "private, max-age=60, stale-while-revalidate=300"
+	for _, c := range []struct{ ct, first, empty string }{
+		{"text/plain", "a", ""},
+		{"application/json", `{"a":1}`, "[]"},
+	} {
+		t.Run(c.ct, func(t *testing.T) {
+			url := svc.URL + "/v1/stream/cc-" + strings.ReplaceAll(c.ct, "/", "-")
+			tail := do(t, "PUT", url, map[string]string{"Content-Type": c.ct}, c.first).header.Get("Stream-Next-Offset")
+			check := func(what, offset string, status int, body, cc, closed string) {
+				t.Helper()
+				r := do(t, "GET", url+"?offset="+offset, nil, "")
+				if r.status != status || r.body != body || r.header.Get("Cache-Control") != cc ||
+					r.header.Get("Stream-Closed") != closed || r.header.Get("ETag") == "" {
+					t.Fatalf("%s: %d %q Cache-Control %q Stream-Closed %q ETag %q; want %d %q %q %q and an ETag",
+						what, r.status, r.body, r.header.Get("Cache-Control"), r.header.Get("Stream-Closed"), r.header.Get("ETag"),
+						status, body, cc, closed)
+				}
+			}
+			want := c.first
+			if c.empty == "[]" {
+				want = "[" + c.first + "]"
+			}
+			check("data", "-1", 200, want, cacheable, "")
+			check("open tail", tail, 200, c.empty, "no-store", "")
+			do(t, "POST", url, map[string]string{"Stream-Closed": "true"}, "")
+			check("closed end", tail, 200, c.empty, cacheable, "true")
+		})
+	}
+}

@@ -78,8 +78,18 @@ func (s *Server) catchUp(w http.ResponseWriter, r *http.Request, name string, po
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	// Session logs are per user: cacheable, but only privately (§10.1).
-	h.Set("Cache-Control", "private, max-age=60, stale-while-revalidate=300")
+	if res.Records == 0 && !res.Closed {
+		// Nothing yet at an open stream's tail: the answer changes with
+		// the next append or a close, so it is never cached (a cached
+		// one hid new data and the close from a catch-up poller for a
+		// minute, longer while stale), as offset=now's is not (§8).
+		h.Set("Cache-Control", "no-store")
+	} else {
+		// Data, or a closed stream's end: the same answer for ever.
+		// Session logs are per user: cacheable, but only privately
+		// (§10.1).
+		h.Set("Cache-Control", "private, max-age=60, stale-while-revalidate=300")
+	}
 	w.WriteHeader(http.StatusOK)
 	w.Write(res.Data)
 }
