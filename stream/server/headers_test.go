@@ -47,6 +47,10 @@ func TestIfNoneMatchList(t *testing.T) {
 			if r.header.Get("ETag") != tag {
 				t.Fatalf("ETag %q, want %q", r.header.Get("ETag"), tag)
 			}
+			// RFC 9110 §15.4.5: a 304 carries the 200's Cache-Control.
+			if got, want := r.header.Get("Cache-Control"), first.header.Get("Cache-Control"); got != want || want == "" {
+				t.Fatalf("Cache-Control %q, want the 200's, %q", got, want)
+			}
 		})
 	}
 }

@@ -74,10 +74,6 @@ func (s *Server) catchUp(w http.ResponseWriter, r *http.Request, name string, po
 	}
 	tag := etag(res)
 	h.Set("ETag", tag)
-	if inm := r.Header.Values("If-None-Match"); len(inm) > 0 && matchesETag(inm, tag) {
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
 	if res.Records == 0 && !res.Closed {
 		// Nothing yet at an open stream's tail: the answer changes with
 		// the next append or a close, so it is never cached (a cached
@@ -89,6 +85,12 @@ func (s *Server) catchUp(w http.ResponseWriter, r *http.Request, name string, po
 		// Session logs are per user: cacheable, but only privately
 		// (§10.1).
 		h.Set("Cache-Control", "private, max-age=60, stale-while-revalidate=300")
+	}
+	// A 304 carries the Cache-Control the 200 would (RFC 9110 §15.4.5),
+	// or a cache keeps the one it stored.
+	if inm := r.Header.Values("If-None-Match"); len(inm) > 0 && matchesETag(inm, tag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
 	}
 	w.WriteHeader(http.StatusOK)
 	w.Write(res.Data)
