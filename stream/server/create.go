@@ -3,7 +3,6 @@ package server
 import (
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/forklab/forklab/stream/kafkalog"
 )
@@ -22,7 +21,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, name string) {
 		req.TTL = n
 	}
 	if v := h.Get(hExpiresAt); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
+		t, err := parseRFC3339(v)
 		if err != nil {
 			fail(w, http.StatusBadRequest, "Stream-Expires-At %q is not an RFC 3339 timestamp", v)
 			return

@@ -71,6 +71,23 @@ func parseUint(s string, max int64) (int64, error) {
 	return n, nil
 }
 
+// parseRFC3339 parses an RFC 3339 timestamp (Stream-Expires-At, §5.1),
+// fractional seconds allowed. RFC 3339 §5.6 lets "T" and "Z" be written
+// "t" and "z", which time.Parse refuses: they are read as upper case.
+func parseRFC3339(v string) (time.Time, error) {
+	if len(v) > 10 && (v[10] == 't' || v[len(v)-1] == 'z') {
+		b := []byte(v)
+		if b[10] == 't' {
+			b[10] = 'T'
+		}
+		if b[len(b)-1] == 'z' {
+			b[len(b)-1] = 'Z'
+		}
+		v = string(b)
+	}
+	return time.Parse(time.RFC3339Nano, v)
+}
+
 // isTrue is the protocol's reading of Stream-Closed: present only when the
 // value is "true", case-insensitively (§4.1).
 func isTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"testing"
+	"time"
 )
 
 // TestCheckRepeated: each single-valued header an operation reads, sent
@@ -50,5 +51,41 @@ func TestCheckRepeated(t *testing.T) {
 				t.Fatalf("checkRepeated(%s: %q) = %q, want %q", c.key, c.values, got, c.want)
 			}
 		})
+	}
+}
+
+// TestParseRFC3339: Stream-Expires-At takes every RFC 3339 timestamp,
+// including the lower-case "t" and "z" its §5.6 allows (refused with 400
+// before), and nothing else.
+func TestParseRFC3339(t *testing.T) {
+	at := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		in   string
+		want time.Time // zero: refused
+	}{
+		{"2099-01-01T00:00:00Z", at},
+		{"2099-01-01t00:00:00z", at},
+		{"2099-01-01t00:00:00Z", at},
+		{"2099-01-01T00:00:00z", at},
+		{"2099-01-01T01:00:00+01:00", at},
+		{"2099-01-01t01:00:00+01:00", at},
+		{"2099-01-01T00:00:00.5Z", at.Add(500 * time.Millisecond)},
+		{"2099-01-01 00:00:00Z", time.Time{}},
+		{"2099-01-01T00:00:00", time.Time{}},
+		{"2099-1-1T00:00:00Z", time.Time{}},
+		{"z", time.Time{}},
+		{"", time.Time{}},
+	}
+	for _, c := range cases {
+		got, err := parseRFC3339(c.in)
+		if c.want.IsZero() {
+			if err == nil {
+				t.Errorf("parseRFC3339(%q) = %v, want an error", c.in, got)
+			}
+			continue
+		}
+		if err != nil || !got.Equal(c.want) {
+			t.Errorf("parseRFC3339(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
 	}
 }
