@@ -192,6 +192,13 @@ func (c *Client) do(ctx context.Context, method, u string, h http.Header, body [
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
+		if errors.Is(err, io.EOF) {
+			// net/http's error for a connection closed before an
+			// answer wraps io.EOF, the error with which a Reader
+			// ends: a caller reading errors.Is(err, io.EOF) as "the
+			// stream is read" took a half-read stream for a whole one.
+			return nil, nil, fmt.Errorf("%s %s: %w (%v)", method, u, ErrConnClosed, err)
+		}
 		return nil, nil, err
 	}
 	defer res.Body.Close()
@@ -201,6 +208,12 @@ func (c *Client) do(ctx context.Context, method, u string, h http.Header, body [
 	}
 	return res, b, nil
 }
+
+// ErrConnClosed is wrapped by the error of a request whose connection
+// closed before the log answered (the log restarted, a proxy cut it): no
+// status, worth retrying, and never io.EOF, which a Reader returns only at
+// the end of a stream.
+var ErrConnClosed = errors.New("the log closed the connection before answering")
 
 func statusErr(res *http.Response, body []byte) error {
 	return &StatusError{Code: res.StatusCode, Reason: strings.TrimSpace(string(body)), Header: res.Header}

@@ -800,7 +800,7 @@ func (f *follower) run(ctx context.Context) {
 			ch, err := r.Next(ctx)
 			if err == io.EOF {
 				// The reader's own end: the stream is closed and read. (A
-				// dropped connection wraps io.EOF too; that one is retried.)
+				// dropped connection is client.ErrConnClosed; retried.)
 				return
 			}
 			if err != nil {
