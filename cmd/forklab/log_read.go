@@ -31,7 +31,8 @@ one JSON line per message for JSON streams (session events are), the raw
 bytes otherwise. With --follow it long-polls for new messages until the
 stream is closed or it is interrupted. On exit it prints "next_offset=O" on
 stderr (and into --offset-file), so a script resumes with --offset O and gets
-exactly the missing tail.
+exactly the missing tail; also when the log stops answering after some
+output (exit 1), not when it refuses the offset.
 
 With --offsets each line starts with the offset right after that message,
 then two spaces, then the message, as forklab agent run -v prints them:
@@ -68,6 +69,9 @@ together in one request share their offset. JSON streams only.`,
 			out := bufio.NewWriter(os.Stdout)
 			defer out.Flush()
 			var err error
+			// printed is the offset after the last chunk printed: one
+			// the log returned, "" before the first.
+			printed := ""
 			for {
 				var ch client.Chunk
 				ch, err = r.Next(ctx)
@@ -85,12 +89,25 @@ together in one request share their offset. JSON streams only.`,
 				if err = writeChunk(out, ch, prefix); err != nil {
 					break
 				}
-				out.Flush()
+				if err = out.Flush(); err != nil {
+					break
+				}
+				printed = ch.Next
 			}
 			next := r.Offset()
 			// After a refusal the offset is not one the log confirmed:
-			// leave a saved offset as it was.
-			if err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil {
+			// leave a saved offset as it was. After a failure to reach
+			// the log (a restart, a network fault, a 5xx, a 429) the offset
+			// after the last chunk printed is still confirmed: say it,
+			// or a script could not resume where the output stopped.
+			var in inputError
+			code := client.StatusCode(err)
+			unanswered := code == 0 || code >= 500 || code == http.StatusTooManyRequests
+			lost := err != nil && printed != "" && unanswered && !errors.Is(err, io.EOF) && !errors.As(err, &in) && ctx.Err() == nil
+			if lost {
+				next = printed
+			}
+			if err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil || lost {
 				fmt.Fprintf(os.Stderr, "next_offset=%s\n", next)
 				if offsetFile != "" {
 					if werr := atomicfile.WriteFile(offsetFile, []byte(next+"\n")); werr != nil {
@@ -98,7 +115,6 @@ together in one request share their offset. JSON streams only.`,
 					}
 				}
 			}
-			var in inputError
 			switch {
 			case err == nil, errors.Is(err, io.EOF), ctx.Err() != nil:
 				return nil
@@ -110,6 +126,8 @@ together in one request share their offset. JSON streams only.`,
 				return asInput(fmt.Errorf("stream %s does not exist (404)", stream))
 			case client.StatusCode(err) == http.StatusBadRequest:
 				return asInput(fmt.Errorf("read %s: %w", stream, err))
+			case lost:
+				return fmt.Errorf("read %s: %w; resume with --offset %s", stream, err, next)
 			}
 			return err
 		},
