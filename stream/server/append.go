@@ -34,7 +34,7 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	closing := isTrue(h.Get(hClosed))
 	body, ok := s.bodyOr413(w, r)
-	if !ok {
+	if !ok || !identityBody(w, h, body) {
 		return
 	}
 	ct := h.Get("Content-Type")

@@ -36,7 +36,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	body, ok := s.bodyOr413(w, r)
-	if !ok {
+	if !ok || !identityBody(w, h, body) {
 		return
 	}
 	req.Body = body

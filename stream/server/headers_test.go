@@ -169,3 +169,28 @@ func TestCatchUpCacheControl(t *testing.T) {
 		})
 	}
 }
+
+// TestContentEncoding: a body with a content coding is refused, 415 with
+// Accept-Encoding: identity (RFC 9110 §15.5.16), and nothing is written; it
+// was stored compressed and read back as garbage. identity is accepted,
+// and a close (no body) is never refused for its Content-Encoding.
+func TestContentEncoding(t *testing.T) {
+	svc := start(t, t.TempDir(), nil)
+	defer stop(svc)
+	url := svc.URL + "/v1/stream/ce"
+	tp := map[string]string{"Content-Type": "text/plain"}
+	do(t, "PUT", url, tp, "a")
+	r := do(t, "POST", url, map[string]string{"Content-Type": "text/plain", "Content-Encoding": "gzip"}, "\x1f\x8b")
+	if r.status != 415 || r.header.Get("Accept-Encoding") != "identity" {
+		t.Fatalf("gzip append: %d Accept-Encoding %q, want 415 identity", r.status, r.header.Get("Accept-Encoding"))
+	}
+	if r := do(t, "POST", url, map[string]string{"Content-Type": "text/plain", "Content-Encoding": "identity"}, "b"); r.status != 204 {
+		t.Fatalf("identity append: %d %q, want 204", r.status, r.body)
+	}
+	if r := do(t, "POST", url, map[string]string{"Content-Encoding": "gzip", "Stream-Closed": "true"}, ""); r.status != 204 || r.header.Get("Stream-Closed") != "true" {
+		t.Fatalf("close with Content-Encoding: %d %q, want 204 closed", r.status, r.body)
+	}
+	if r := do(t, "GET", url, nil, ""); r.body != "ab" {
+		t.Fatalf("stream reads %q, want \"ab\"", r.body)
+	}
+}

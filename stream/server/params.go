@@ -148,6 +148,28 @@ func (s *Server) bodyOr413(w http.ResponseWriter, r *http.Request) ([]byte, bool
 	return b, true
 }
 
+// identityBody refuses a request body sent with a content coding other
+// than identity (Content-Encoding: gzip, …) with 415 and Accept-Encoding:
+// identity (RFC 9110 §8.4, §15.5.16), answering itself. The log stores the
+// bytes it is sent and serves them with the stream's Content-Type alone:
+// a gzip body was stored compressed and read back as garbage. An empty
+// body (a close) carries no data to decode and is let through.
+func identityBody(w http.ResponseWriter, h http.Header, body []byte) bool {
+	if len(body) == 0 {
+		return true
+	}
+	for _, v := range h.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				w.Header().Set("Accept-Encoding", "identity")
+				fail(w, http.StatusUnsupportedMediaType, "Content-Encoding %q: the log stores the bytes it is sent; send the body uncompressed", c)
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // writeDeadline bounds the time the response now being written may take
 // to reach the client: a client that stops reading loses its connection
 // instead of holding it (and its goroutine) for ever.
