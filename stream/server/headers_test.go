@@ -1,12 +1,17 @@
 package server_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/forklab/forklab/stream/server"
 	"github.com/forklab/forklab/stream/service"
 )
 
@@ -192,5 +197,37 @@ func TestContentEncoding(t *testing.T) {
 	}
 	if r := do(t, "GET", url, nil, ""); r.body != "ab" {
 		t.Fatalf("stream reads %q, want \"ab\"", r.body)
+	}
+}
+
+// TestClientGoneNotLogged: a reader that leaves while its read waits on
+// Kafka (values not cached, as after a restart) is not a server failure:
+// nothing is logged. Every departing catch-up or SSE reader used to log
+// "server: kafka.(*Client).Fetch: context canceled".
+func TestClientGoneNotLogged(t *testing.T) {
+	dir := t.TempDir()
+	svc := start(t, dir, nil)
+	do(t, "PUT", svc.URL+"/v1/stream/gone", map[string]string{"Content-Type": "text/plain"}, "cold")
+	stop(svc)
+	svc = start(t, dir, nil) // the read cache starts empty
+	defer stop(svc)
+	var logged []string
+	var mu sync.Mutex
+	h := server.New(server.Config{Log: svc.Log, Logf: func(f string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logged = append(logged, fmt.Sprintf(f, a...))
+	}})
+	for _, q := range []string{"?offset=-1", "?offset=-1&live=sse"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/stream/gone"+q, nil).WithContext(ctx))
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/stream/gone", nil))
+	mu.Lock()
+	defer mu.Unlock()
+	if rec.Code != 200 || rec.Body.String() != "cold" || len(logged) != 0 {
+		t.Fatalf("read: %d %q; logged %q; want 200 \"cold\" and nothing logged", rec.Code, rec.Body.String(), logged)
 	}
 }

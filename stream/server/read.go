@@ -58,6 +58,9 @@ func (s *Server) readRequest(name string, pos readPos) kafkalog.ReadRequest {
 func (s *Server) catchUp(w http.ResponseWriter, r *http.Request, name string, pos readPos) {
 	res, err := s.cfg.Log.Read(r.Context(), s.readRequest(name, pos))
 	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client went away: nothing to answer or log
+		}
 		s.failRead(w, name, err)
 		return
 	}

@@ -33,6 +33,9 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request, name string, pos re
 	// read modes, rather than an empty event stream.
 	res, err := s.cfg.Log.Read(ctx, req)
 	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client went away: nothing to answer or log
+		}
 		s.failRead(w, name, err)
 		return
 	}
