@@ -41,7 +41,8 @@ const CheckTimeout = 30 * time.Second
 // CheckOptions configure Check.
 type CheckOptions struct {
 	Command Command
-	// Timeout bounds each request (default 30s).
+	// Timeout bounds each request (default 30s); initialize gets
+	// StartupTimeout if that is longer, as in a sweep.
 	Timeout time.Duration
 	// Seeds are the tasks played (default 0 to 7); ForkStep the fork step
 	// (default 2; the run is also checkpointed at step 1).
@@ -119,7 +120,9 @@ func (k *checker) spawn(versions []string) (*conn, *InitializeResult, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := initialize(k.ctx, c, versions, ClientInfo{Name: "forklab agent check", Version: Version}, k.opt.Timeout)
+	// A new process has StartupTimeout (or Timeout, if longer) to answer
+	// initialize, as in a sweep.
+	res, err := initialize(k.ctx, c, versions, ClientInfo{Name: "forklab agent check", Version: Version}, max(k.opt.Timeout, StartupTimeout))
 	if err != nil {
 		c.kill()
 		return nil, nil, err
