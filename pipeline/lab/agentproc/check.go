@@ -560,7 +560,7 @@ func (k *checker) cName() string {
 	if k.c == nil {
 		return "the agent"
 	}
-	return k.c.name
+	return k.c.who()
 }
 
 func ptr(s string) *string { return &s }

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -42,7 +43,13 @@ type conn struct {
 	exited  chan struct{} // closed once the process has been waited for
 	waitErr error
 	nextID  int64
-	name    string // "agent process 2 (pid 1234)", for errors
+	// label ("agent process 2"), pid and shellLine name the process in
+	// messages (who); execd is set once /bin/sh is known to have replaced
+	// itself with the agent.
+	label     string
+	pid       int
+	shellLine string
+	execd     atomic.Bool
 	// stderr relays the process's standard error to its log and keeps
 	// its last line for error messages.
 	stderr *relay
@@ -176,10 +183,8 @@ func start(c Command, name string, log *logTarget) (*conn, error) {
 	}
 	pid := cmd.Process.Pid
 	k := &conn{cmd: cmd, stdin: in, lines: make(chan lineOrErr, 1), exited: make(chan struct{}),
-		name: fmt.Sprintf("%s (pid %d)", name, pid)}
-	if !direct {
-		k.name = fmt.Sprintf("%s (pid %d of /bin/sh running it)", name, pid)
-	}
+		label: name, pid: pid, shellLine: line}
+	k.execd.Store(direct)
 	k.stderr = newRelay(fmt.Sprintf("%s (pid %d) started %s: %s", name, pid, time.Now().UTC().Format(time.RFC3339), c.Line))
 	go k.stderr.copy(er)
 	if log != nil {
@@ -194,6 +199,41 @@ func start(c Command, name string, log *logTarget) (*conn, error) {
 		close(k.exited)
 	}()
 	return k, nil
+}
+
+// who names the process in messages: "agent process 2 (pid 1234)" when
+// the pid is the agent's — the line was exec'd, or the shell is seen (in
+// /proc) to have replaced itself with the agent, as `cd dir && exec
+// python3 agent.py` makes it — and "agent process 2 (pid 1234 of /bin/sh
+// running it)" while the pid is the shell's. It looks again each time it
+// is asked, while the process runs; where /proc cannot tell (another
+// system, or the process is gone) it keeps what it last saw.
+func (k *conn) who() string {
+	if !k.execd.Load() {
+		k.probe()
+	}
+	if k.execd.Load() {
+		return fmt.Sprintf("%s (pid %d)", k.label, k.pid)
+	}
+	return fmt.Sprintf("%s (pid %d of /bin/sh running it)", k.label, k.pid)
+}
+
+// probe reads the process's command line in /proc: once it is no longer
+// `/bin/sh -c LINE`, the shell has exec'd the agent (or another program
+// that now holds the pid), and the pid is no longer the shell's.
+func (k *conn) probe() {
+	select {
+	case <-k.exited: // the pid may be another process's by now
+		return
+	default:
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k.pid))
+	if err != nil || len(b) == 0 {
+		return
+	}
+	if string(b) != "/bin/sh\x00-c\x00"+k.shellLine+"\x00" {
+		k.execd.Store(true)
+	}
 }
 
 // read delivers the process's stdout line by line until it ends, then
@@ -245,7 +285,7 @@ func (k *conn) call(ctx context.Context, line []byte, timeout time.Duration, wha
 	k.stdin.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := k.stdin.Write(k.buf.Bytes()); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, fmt.Errorf("%w: %s stopped reading its stdin: the %s request could not be written within %s%s", ErrAgent, k.name, what, timeout, k.logHint())
+			return nil, fmt.Errorf("%w: %s stopped reading its stdin: the %s request could not be written within %s%s", ErrAgent, k.who(), what, timeout, k.logHint())
 		}
 		return nil, k.died(what, fmt.Errorf("write request: %w", err))
 	}
@@ -260,9 +300,12 @@ func (k *conn) call(ctx context.Context, line []byte, timeout time.Duration, wha
 			}
 			return nil, k.died(what, err)
 		}
+		if !k.execd.Load() {
+			k.probe() // by its first reply the shell has exec'd, if it does
+		}
 		return l.line, nil
 	case <-t.C:
-		return nil, fmt.Errorf("%w: %s timed out after %s waiting for the %s reply%s", ErrAgent, k.name, timeout, what, k.logHint())
+		return nil, fmt.Errorf("%w: %s timed out after %s waiting for the %s reply%s", ErrAgent, k.who(), timeout, what, k.logHint())
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -274,9 +317,9 @@ func (k *conn) died(what string, cause error) error {
 	case <-k.exited:
 	case <-time.After(2 * time.Second):
 		if errors.Is(cause, io.EOF) {
-			return fmt.Errorf("%w: %s closed its stdout during %s%s", ErrAgent, k.name, what, k.logHint())
+			return fmt.Errorf("%w: %s closed its stdout during %s%s", ErrAgent, k.who(), what, k.logHint())
 		}
-		return fmt.Errorf("%w: %s: %v during %s%s", ErrAgent, k.name, cause, what, k.logHint())
+		return fmt.Errorf("%w: %s: %v during %s%s", ErrAgent, k.who(), cause, what, k.logHint())
 	}
 	// What it wrote to stderr before it exited is still in the pipe.
 	k.stderr.wait(500 * time.Millisecond)
@@ -298,7 +341,7 @@ func (k *conn) died(what string, cause error) error {
 	if cause != nil && !errors.Is(cause, io.EOF) && !isPipeErr(cause) {
 		status += fmt.Sprintf(" (%v)", cause)
 	}
-	return fmt.Errorf("%w: %s %s during %s%s", ErrAgent, k.name, status, what, k.logHint())
+	return fmt.Errorf("%w: %s %s during %s%s", ErrAgent, k.who(), status, what, k.logHint())
 }
 
 func isPipeErr(err error) bool {

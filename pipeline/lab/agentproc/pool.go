@@ -366,7 +366,7 @@ func roundTrip(ctx context.Context, c *conn, group []*call, asBatch bool, timeou
 	if err != nil {
 		return err
 	}
-	return matchReply(c.name, group, reply, asBatch)
+	return matchReply(c.who(), group, reply, asBatch)
 }
 
 // failGroup records the failure of a whole line. A batch of several
@@ -625,10 +625,10 @@ func (p *Pool) ensure(ctx context.Context, s *slot) error {
 		p.live = map[int]*conn{}
 	}
 	if p.init == nil {
-		p.init, p.first = res, c.name
+		p.init, p.first = res, c.who()
 	} else if diff := declarationDiff(p.init, res); diff.path != "" {
 		c.kill()
-		return fmt.Errorf("%w: %s declared otherwise than %s: %s; every process of an agent must declare the same world, protocol version and capabilities", ErrInconsistent, c.name, p.first, diff)
+		return fmt.Errorf("%w: %s declared otherwise than %s: %s; every process of an agent must declare the same world, protocol version and capabilities", ErrInconsistent, c.who(), p.first, diff)
 	}
 	if p.cfg.LogDir != logDir && p.cfg.LogDir != "" { // SetLogDir came meanwhile
 		c.stderr.to(logTargetIn(p.cfg.LogDir, s.n))
@@ -673,9 +673,9 @@ func initialize(ctx context.Context, c *conn, versions []string, client ClientIn
 	}
 	if e := cl.reply; e != nil {
 		if e.Code == CodeUnsupportedProto {
-			return nil, fmt.Errorf("%w: %s speaks none of the protocol versions forklab offered (%s): %w", ErrAgent, c.name, strings.Join(versions, ", "), e)
+			return nil, fmt.Errorf("%w: %s speaks none of the protocol versions forklab offered (%s): %w", ErrAgent, c.who(), strings.Join(versions, ", "), e)
 		}
-		return nil, fmt.Errorf("%w: %s refused initialize: %w", ErrAgent, c.name, e)
+		return nil, fmt.Errorf("%w: %s refused initialize: %w", ErrAgent, c.who(), e)
 	}
 	if cl.err != nil {
 		return nil, cl.err

@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -31,5 +32,41 @@ func TestCheckGivesInitializeTheStartupTimeout(t *testing.T) {
 		Timeout: time.Second, Seeds: []uint64{0, 1}, LogDir: t.TempDir()})
 	if len(rows) == 0 || rows[0].Name != "handshake" || rows[0].Status != Pass {
 		t.Fatalf("rows %+v, want a passed handshake first", rows)
+	}
+}
+
+// The "(pid N of /bin/sh running it)" label is true: a compound line whose
+// shell exec's the agent (`cd dir && exec python3 agent.py`, as
+// docs/agent-protocol.md recommends) reports the agent's pid plainly; one
+// whose shell stays the parent says so.
+func TestPidLabelIsTrue(t *testing.T) {
+	cmd := quirky(t, nil)
+	dir := filepath.Join("testdata")
+	for _, tc := range []struct {
+		line     string
+		viaShell bool
+	}{
+		{"cd " + dir + " && exec python3 quirky.py", false},
+		{"cd " + dir + " && python3 quirky.py; true", true},
+		{cmd.Line, false},
+	} {
+		c, err := start(Command{Line: tc.line}, "agent process 1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := initialize(context.Background(), c, []string{Version}, ClientInfo{Name: "test"}, 30*time.Second); err != nil {
+			t.Fatalf("%s: %v", tc.line, err)
+		}
+		want := fmt.Sprintf("agent process 1 (pid %d)", c.pid)
+		if tc.viaShell {
+			want = fmt.Sprintf("agent process 1 (pid %d of /bin/sh running it)", c.pid)
+		}
+		if got := c.who(); got != want {
+			t.Errorf("%s: named %q, want %q", tc.line, got, want)
+		}
+		c.kill()
+		if got := c.who(); got != want {
+			t.Errorf("%s, once killed: named %q, want %q", tc.line, got, want)
+		}
 	}
 }
