@@ -132,6 +132,14 @@ func start(c Command, name string, log *logTarget) (*conn, error) {
 	if strings.TrimSpace(c.Line) == "" {
 		return nil, errors.New("the agent command is empty")
 	}
+	var logf *os.File
+	if log != nil {
+		f, err := log.open()
+		if err != nil {
+			return nil, err
+		}
+		logf = f
+	}
 	line, direct := execLine(c.Line)
 	cmd := exec.Command("/bin/sh", "-c", line)
 	cmd.Dir = c.Dir
@@ -148,12 +156,18 @@ func start(c Command, name string, log *logTarget) (*conn, error) {
 	// through the relay.
 	pr, in, err := os.Pipe()
 	if err != nil {
+		if logf != nil {
+			logf.Close()
+		}
 		return nil, err
 	}
 	er, ew, err := os.Pipe()
 	if err != nil {
 		pr.Close()
 		in.Close()
+		if logf != nil {
+			logf.Close()
+		}
 		return nil, err
 	}
 	// stdout is a pipe of our own, not cmd.StdoutPipe: Wait closes the
@@ -165,6 +179,9 @@ func start(c Command, name string, log *logTarget) (*conn, error) {
 		in.Close()
 		er.Close()
 		ew.Close()
+		if logf != nil {
+			logf.Close()
+		}
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pr, ow, ew
@@ -179,20 +196,21 @@ func start(c Command, name string, log *logTarget) (*conn, error) {
 		in.Close()
 		er.Close()
 		out.Close()
+		if logf != nil {
+			logf.Close()
+		}
 		return nil, err
 	}
 	pid := cmd.Process.Pid
 	k := &conn{cmd: cmd, stdin: in, lines: make(chan lineOrErr, 1), exited: make(chan struct{}),
 		label: name, pid: pid, shellLine: line}
 	k.execd.Store(direct)
-	k.stderr = newRelay(fmt.Sprintf("%s (pid %d) started %s: %s", name, pid, time.Now().UTC().Format(time.RFC3339), c.Line))
-	go k.stderr.copy(er)
-	if log != nil {
-		if err := k.stderr.to(*log); err != nil {
-			k.kill()
-			return nil, err
-		}
+	k.stderr = newRelay(fmt.Sprintf("%s (pid %d) started %s: %s", name, pid, time.Now().UTC().Format(time.RFC3339), c.Line), er)
+	if logf != nil {
+		// Before the relay starts: nothing goes elsewhere first.
+		k.stderr.point(logf, log.shown)
 	}
+	go k.stderr.copy()
 	go k.read(out)
 	go func() {
 		k.waitErr = cmd.Wait()
@@ -350,6 +368,7 @@ func isPipeErr(err error) bool {
 
 // logHint points at the process's stderr: its last line, and the log file.
 func (k *conn) logHint() string {
+	k.stderr.sync(func() {}) // what it wrote before it failed, relayed
 	last, shown := k.stderr.last()
 	switch {
 	case last != "" && shown != "":
@@ -419,7 +438,10 @@ type logTarget struct {
 // the file after — and keeps its end for error messages. A process started
 // before the sweep knows its log directory (the first one, whose
 // initialize told forklab the world) is pointed at its file once the
-// directory is known, with nothing lost.
+// directory is known, with nothing lost. What the process had written
+// when it is pointed elsewhere, or when an error message quotes it, is
+// relayed first (sync): a line written before a reply is never taken for
+// one written after it.
 type relay struct {
 	mu     sync.Mutex
 	dst    io.Writer
@@ -427,21 +449,25 @@ type relay struct {
 	shown  string
 	header string // the "--- forklab: …" line written atop each file
 	tail   []byte // the last bytes written, for last
-	done   chan struct{}
+	src    *os.File
+	// pending run, under mu, once what the pipe holds has been relayed;
+	// ended is set when the process's stderr has ended.
+	pending []func()
+	ended   bool
+	done    chan struct{}
 }
 
 // tailBytes bounds what a relay keeps of its output for last.
 const tailBytes = 4096
 
-func newRelay(header string) *relay {
-	return &relay{dst: os.Stderr, header: header, done: make(chan struct{})}
+func newRelay(header string, src *os.File) *relay {
+	return &relay{dst: os.Stderr, header: header, src: src, done: make(chan struct{})}
 }
 
-// to sends everything from now on to t's file, appending (or truncating,
-// with t.trunc) after a header line naming the process.
-func (r *relay) to(t logTarget) error {
+// open opens t's file: appended to, or truncated with t.trunc.
+func (t logTarget) open() (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(t.path), 0o755); err != nil {
-		return fmt.Errorf("agent log directory: %w", err)
+		return nil, fmt.Errorf("agent log directory: %w", err)
 	}
 	flag := os.O_CREATE | os.O_WRONLY | os.O_APPEND
 	if t.trunc {
@@ -449,45 +475,135 @@ func (r *relay) to(t logTarget) error {
 	}
 	f, err := os.OpenFile(t.path, flag, 0o644)
 	if err != nil {
-		return fmt.Errorf("agent log: %w", err)
+		return nil, fmt.Errorf("agent log: %w", err)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	select {
-	case <-r.done: // the process is gone: nothing more will come
-		f.Close()
-		return nil
-	default:
-	}
+	return f, nil
+}
+
+// point writes the header line atop f and sends what follows there; r.mu
+// is held, or the relay is not copying yet.
+func (r *relay) point(f *os.File, shown string) {
 	fmt.Fprintf(f, "--- forklab: %s\n", r.header)
 	if r.file != nil {
 		r.file.Close()
 	}
-	r.dst, r.file, r.shown = f, f, t.shown
+	r.dst, r.file, r.shown = f, f, shown
+}
+
+// to sends everything from now on to t's file, appending (or truncating,
+// with t.trunc) after a header line naming the process. What the process
+// wrote before the call goes where it went until now.
+func (r *relay) to(t logTarget) error {
+	f, err := t.open()
+	if err != nil {
+		return err
+	}
+	used := false
+	r.sync(func() {
+		if r.ended { // the process is gone: nothing more will come
+			return
+		}
+		r.point(f, t.shown)
+		used = true
+	})
+	if !used {
+		f.Close()
+	}
 	return nil
 }
 
-// copy relays src until it ends.
-func (r *relay) copy(src *os.File) {
+// sync runs fn under r.mu once everything the process had written to its
+// stderr when sync was called has been relayed: the copying goroutine is
+// woken (a read deadline in the past), reads what the pipe holds without
+// waiting for more, then runs fn. Once the stderr has ended, fn runs at
+// once.
+func (r *relay) sync(fn func()) {
+	r.mu.Lock()
+	if r.ended {
+		fn()
+		r.mu.Unlock()
+		return
+	}
+	ran := make(chan struct{})
+	r.pending = append(r.pending, func() { fn(); close(ran) })
+	src := r.src
+	r.mu.Unlock()
+	if err := src.SetReadDeadline(time.Unix(1, 0)); err != nil {
+		// Not a pipe the poller knows (or closed meanwhile): the copying
+		// goroutine runs fn at its next read, or at the end.
+		r.mu.Lock()
+		r.runPending()
+		r.mu.Unlock()
+	}
+	<-ran
+}
+
+// runPending runs the pending functions; r.mu is held.
+func (r *relay) runPending() {
+	p := r.pending
+	r.pending = nil
+	for _, fn := range p {
+		fn()
+	}
+}
+
+// write relays b.
+func (r *relay) write(b []byte) {
+	r.mu.Lock()
+	r.dst.Write(b)
+	r.tail = append(r.tail, b...)
+	if len(r.tail) > tailBytes {
+		r.tail = append(r.tail[:0], r.tail[len(r.tail)-tailBytes:]...)
+	}
+	r.mu.Unlock()
+}
+
+// drain relays what src holds now, without waiting for more.
+func (r *relay) drain(src *os.File, buf []byte) {
+	rc, err := src.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Read(func(fd uintptr) bool {
+		for {
+			n, err := syscall.Read(int(fd), buf)
+			if n > 0 {
+				r.write(buf[:n])
+			}
+			if n <= 0 || err != nil {
+				return true // empty (EAGAIN), ended or failed: done either way
+			}
+		}
+	})
+}
+
+// copy relays src until it ends; a read deadline set by sync interrupts
+// it to drain the pipe and run what sync asked.
+func (r *relay) copy() {
+	src := r.src
 	defer close(r.done)
 	defer src.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			r.write(buf[:n])
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			src.SetReadDeadline(time.Time{})
+			r.drain(src, buf)
 			r.mu.Lock()
-			r.dst.Write(buf[:n])
-			r.tail = append(r.tail, buf[:n]...)
-			if len(r.tail) > tailBytes {
-				r.tail = append(r.tail[:0], r.tail[len(r.tail)-tailBytes:]...)
-			}
+			r.runPending()
 			r.mu.Unlock()
+			continue
 		}
 		if err != nil {
 			break
 		}
 	}
 	r.mu.Lock()
+	r.ended = true
+	r.runPending()
 	if r.file != nil {
 		r.file.Close()
 		r.file = nil

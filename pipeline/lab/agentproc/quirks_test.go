@@ -1,10 +1,14 @@
 package agentproc
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,5 +72,61 @@ func TestPidLabelIsTrue(t *testing.T) {
 		if got := c.who(); got != want {
 			t.Errorf("%s, once killed: named %q, want %q", tc.line, got, want)
 		}
+	}
+}
+
+// What the first process writes to its stderr before its initialize reply
+// goes to forklab's own stderr, every line of it, and none to agent-1.log
+// once the sweep points it there (docs/agent-protocol.md, "Transport"):
+// the relay drains the pipe before it switches, so the split does not
+// depend on when its goroutine ran. forklab's stderr is read slowly here,
+// so that much of what the agent wrote is still in its pipe when the sweep
+// points the process at its log.
+func TestInitializeStderrGoesToForklabsStderr(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = w
+	var got bytes.Buffer
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			got.Write(buf[:n])
+			if err != nil {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	defer func() { os.Stderr = saved }()
+	dir := t.TempDir()
+	const runs, lines = 3, 2000
+	for i := range runs {
+		def, err := Open(context.Background(), Config{Command: quirky(t, map[string]string{
+			"QUIRK_INIT_STDERR": "init line " + strings.Repeat("x", 80), "QUIRK_INIT_STDERR_LINES": strconv.Itoa(lines)})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := filepath.Join(dir, strconv.Itoa(i))
+		def.SetLogDir(logs)
+		def.Close()
+		b, err := os.ReadFile(filepath.Join(logs, "agent-1.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(b, []byte("--- forklab: agent process 1 (pid ")) || bytes.Contains(b, []byte("init line")) {
+			t.Errorf("run %d: agent-1.log holds\n%s\nwant its header first and no line written during initialize", i, b)
+		}
+	}
+	os.Stderr = saved
+	w.Close()
+	<-copied
+	if n := strings.Count(got.String(), "init line "); n != runs*lines {
+		t.Errorf("forklab's stderr got %d lines written during initialize, want %d", n, runs*lines)
 	}
 }

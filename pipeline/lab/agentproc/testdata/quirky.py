@@ -7,7 +7,8 @@ succeeds with at least two heads. Quirks (SEEDS is a comma-separated list):
 
 QUIRK_RECORD=FILE        append every request line received to FILE
 QUIRK_INIT_SLEEP=SECS    sleep before answering initialize
-QUIRK_INIT_STDERR=TEXT   write TEXT to stderr (100 lines) before answering initialize
+QUIRK_INIT_STDERR=TEXT   write TEXT to stderr before answering initialize, in
+                         QUIRK_INIT_STDERR_LINES lines (default 100)
 QUIRK_MISSING=SEEDS      start leaves the feature "heads" out
 QUIRK_EXTRA=SEEDS        start adds the unknown key "feautres" to each fork
 QUIRK_NAN=SEEDS          start writes the feature "heads" as NaN
@@ -88,9 +89,8 @@ def answer(msg):
     m, p = msg.get("method"), msg.get("params") or {}
     if m == "initialize":
         if os.environ.get("QUIRK_INIT_STDERR"):
-            for i in range(100):
-                print(os.environ["QUIRK_INIT_STDERR"], i, file=sys.stderr)
-            sys.stderr.flush()
+            for i in range(int(os.environ.get("QUIRK_INIT_STDERR_LINES", "100"))):
+                print(os.environ["QUIRK_INIT_STDERR"], i, file=sys.stderr, flush=True)
         if os.environ.get("QUIRK_INIT_SLEEP"):
             time.sleep(float(os.environ["QUIRK_INIT_SLEEP"]))
         return {"result": {"protocol_version": "forklab-agent/1", "world": WORLD, "capabilities": CAPS}}
