@@ -153,7 +153,8 @@ func parseCostLimit(s string) (map[string]float64, error) {
 // openAgent starts the spec's agent and learns its declaration.
 func openAgent(ctx context.Context, a *sweep.AgentSpec) (*agentproc.Definition, error) {
 	cfg := agentproc.Config{Command: agentproc.Command{Line: a.Command, Env: a.Environment}, Parallel: a.Parallel,
-		Timeout: time.Duration(a.Timeout), Retries: agentproc.DefaultRetries, Client: agentproc.ClientInfo{Name: "forklab", Version: version}}
+		Timeout: time.Duration(a.Timeout), Retries: agentproc.DefaultRetries, Client: agentproc.ClientInfo{Name: "forklab", Version: version},
+		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "forklab: warning: %s\n", msg) }}
 	if a.Retries != nil {
 		cfg.Retries = *a.Retries
 	}

@@ -3,6 +3,7 @@ package agentproc
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	gojson "github.com/goccy/go-json"
 	"slices"
@@ -29,6 +30,16 @@ func decodeResult(schema string, raw json.RawMessage, v result) error {
 	err := decodeStrict(raw, v)
 	if err == nil {
 		return nil
+	}
+	if path, tok := nonFinite(raw); tok != "" {
+		if path == "" {
+			path = "result"
+		} else if path[0] != '[' {
+			path = "result." + path
+		} else {
+			path = "result" + path
+		}
+		return errors.New(nonFiniteText(path, tok))
 	}
 	if serr := ValidateJSON(schema, "result", raw); serr != nil {
 		return serr

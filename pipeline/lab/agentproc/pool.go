@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,6 +43,12 @@ type Config struct {
 	LogDir string
 	// Client names forklab in initialize.
 	Client ClientInfo
+	// Warn, if set, is told (once per pool, from any goroutine) of a
+	// batch line that failed as a whole — a missing response, a batch
+	// refused with id null, garbage, a crash — whose requests were then
+	// sent one per line: a one-line warning for people, naming what the
+	// agent did and pointing at forklab agent check.
+	Warn func(string)
 }
 
 // DefaultTimeout and DefaultRetries are Config's defaults.
@@ -100,10 +107,11 @@ type Pool struct {
 	// live are the processes started, by slot number, for SetLogDir.
 	live map[int]*conn
 
-	requests  sync.Map // method -> *atomic.Int64
-	retries   atomic.Int64
-	processes atomic.Int64
-	failed    atomic.Int64
+	requests    sync.Map // method -> *atomic.Int64
+	warnedBatch atomic.Bool
+	retries     atomic.Int64
+	processes   atomic.Int64
+	failed      atomic.Int64
 }
 
 // slot is one place in the pool: a process, started on demand and
@@ -270,7 +278,7 @@ func (p *Pool) do(ctx context.Context, calls []*call) error {
 func (p *Pool) attempt(ctx context.Context, s *slot, calls []*call, batch bool) error {
 	for _, c := range calls {
 		c.attempts++
-		c.err = nil
+		c.err, c.raw, c.reply = nil, nil, nil
 	}
 	if err := p.ensure(ctx, s); err != nil {
 		if ctx.Err() != nil {
@@ -312,7 +320,9 @@ func (p *Pool) attempt(ctx context.Context, s *slot, calls []*call, batch bool) 
 }
 
 // exchange sends one line (a request, or a batch when asBatch) on s's
-// process and reads its reply; a process that fails it is killed.
+// process and reads its reply; a process that fails it — it died, hung,
+// or wrote a line that is not the reply or a result that breaks the
+// schema — is killed, and the next attempt starts a new one.
 func (p *Pool) exchange(ctx context.Context, s *slot, group []*call, asBatch bool) error {
 	units := 0
 	for _, c := range group {
@@ -322,16 +332,36 @@ func (p *Pool) exchange(ctx context.Context, s *slot, group []*call, asBatch boo
 		p.count(c.method, 1)
 	}
 	if err := roundTrip(ctx, s.c, group, asBatch, p.cfg.Timeout*time.Duration(units)); err != nil {
-		// The process failed, or wrote something that is not the reply:
-		// it cannot be trusted with the next request.
-		s.c.kill()
-		s.c = nil
+		var refused batchRefused
+		if !errors.As(err, &refused) {
+			// It cannot be trusted with the next request.
+			s.c.kill()
+			s.c = nil
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		failGroup(group, err, asBatch)
+		if failGroup(group, err) && asBatch {
+			p.batchFailed(len(group), group[0].method, err)
+		}
 	}
 	return nil
+}
+
+// batchFailed warns, once per pool, that a batch line failed as a whole:
+// its requests go again one per line, which hides a broken batch
+// implementation unless someone is told.
+func (p *Pool) batchFailed(n int, method string, err error) {
+	if p.cfg.Warn == nil || !p.warnedBatch.CompareAndSwap(false, true) {
+		return
+	}
+	p.cfg.Warn(fmt.Sprintf("a batch of %d %s requests failed as a whole: %s; its requests were sent again one per line (each try counts against --retries); check the agent's batches with forklab agent check %s",
+		n, method, errText(err), shellQuote(p.cfg.Command.Line)))
+}
+
+// shellQuote quotes s for a shell command line: 'python3 agent.py'.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // roundTrip sends group on c as one line — a JSON-RPC batch when asBatch,
@@ -339,10 +369,11 @@ func (p *Pool) exchange(ctx context.Context, s *slot, group []*call, asBatch boo
 // up to timeout for the reply line, and matches it to the requests
 // (matchReply). Every reply forklab reads, in a sweep, a fork or agent
 // check, goes through here. It returns an error when the process failed:
-// it exited, missed the deadline or wrote a line that is not the reply
-// (the caller kills it). Otherwise each call's err says how it fared: nil
-// with its result decoded, an error reply, or a result its decoder
-// refused.
+// it exited, missed the deadline, wrote a line that is not the reply, or
+// a result that breaks the schema or the declaration (the caller kills
+// it). Each call's err then says how it fared: nil with its result
+// decoded (raw), an error reply, a result refused, or — still nil, for
+// the caller to set (failGroup) — the line failed before its response.
 func roundTrip(ctx context.Context, c *conn, group []*call, asBatch bool, timeout time.Duration) error {
 	reqs := make([]request, len(group))
 	for i, cl := range group {
@@ -366,32 +397,45 @@ func roundTrip(ctx context.Context, c *conn, group []*call, asBatch bool, timeou
 	if err != nil {
 		return err
 	}
-	return matchReply(c.who(), group, reply, asBatch)
+	return matchReply(c, group, reply, asBatch)
 }
 
-// failGroup records the failure of a whole line. A batch of several
-// requests cannot tell which of them broke the process: its requests are
-// sent again one by one without the attempt counting against them.
-func failGroup(group []*call, err error, asBatch bool) {
+// failGroup records the failure of a whole line on the calls it left
+// without an answer (neither a result nor an error), and reports whether
+// there were any. Each such call has had an attempt: a batch's requests
+// are sent again one per line, so that one bad request does not fail its
+// neighbours, each try counted against Retries.
+func failGroup(group []*call, err error) bool {
+	any := false
 	for _, c := range group {
-		if c.err != nil {
+		if c.err != nil || c.raw != nil {
 			continue
 		}
 		c.err = err
-		if asBatch && len(group) > 1 {
-			c.attempts--
-		}
+		any = true
 	}
+	return any
 }
 
-// matchReply pairs a reply line with the calls of the request line and
-// decodes each result: every response's envelope checked, its id one of
-// the request's (each once), its result decoded by its call's decoder. An
-// error means the line was not a reply to the request. who names the
-// process in messages.
-func matchReply(who string, group []*call, reply []byte, asBatch bool) error {
+// batchRefused is a batch line the agent answered with one error
+// response, id null: it could not read it, and goes on serving.
+type batchRefused struct{ error }
+
+func (b batchRefused) Unwrap() error { return b.error }
+
+// matchReply pairs a reply line of process c with the calls of the
+// request line and decodes each result: every response's envelope
+// checked, its id one of the request's (each once), its result decoded by
+// its call's decoder. An error means the process failed the request: the
+// line was not a reply to it, or a result broke the schema or the
+// declaration (that call's err says so; the others keep their answers).
+func matchReply(c *conn, group []*call, reply []byte, asBatch bool) error {
+	who := c.who()
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s wrote a malformed %s reply: %s", ErrAgent, who, group[0].method, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s wrote a malformed %s reply: %s%s", ErrAgent, who, group[0].method, fmt.Sprintf(format, args...), c.logHint())
+	}
+	malformed := func(cl *call, err error) error {
+		return fmt.Errorf("%w: %s wrote a malformed %s reply: %w%s", ErrAgent, who, cl.method, err, c.logHint())
 	}
 	trimmed := bytes.TrimSpace(reply)
 	if len(trimmed) == 0 {
@@ -406,14 +450,16 @@ func matchReply(who string, group []*call, reply []byte, asBatch bool) error {
 		var resps []response
 		d := gojson.NewDecoder(bytes.NewReader(trimmed))
 		d.DisallowUnknownFields()
-		if d.Decode(&resps) == nil && len(resps) == len(group) && deliver(who, byID, resps) {
-			return nil
+		if d.Decode(&resps) == nil && len(resps) == len(group) {
+			if ok, err := deliver(who, byID, resps, malformed); ok {
+				return err
+			}
 		}
 	}
 	var elems []json.RawMessage
 	if trimmed[0] == '[' {
 		if err := gojson.Unmarshal(trimmed, &elems); err != nil {
-			return bad("the line is not JSON (%v): %s", err, clip(reply))
+			return bad("%v", notJSON(trimmed))
 		}
 	} else {
 		elems = []json.RawMessage{trimmed}
@@ -423,8 +469,7 @@ func matchReply(who string, group []*call, reply []byte, asBatch bool) error {
 		// requests go again one by one.
 		var r response
 		if json.Unmarshal(elems[0], &r) == nil && r.Error != nil && string(r.ID) == "null" {
-			failGroup(group, fmt.Errorf("%w: %s refused a batch of %d %s requests: %s", ErrAgent, who, len(group), group[0].method, r.Error.Error()), true)
-			return nil
+			return batchRefused{fmt.Errorf("%w: %s refused a batch of %d %s requests (one error response, id null): %s", ErrAgent, who, len(group), group[0].method, r.Error.Error())}
 		}
 	}
 	if asBatch != (trimmed[0] == '[') || len(elems) != len(group) {
@@ -434,11 +479,12 @@ func matchReply(who string, group []*call, reply []byte, asBatch bool) error {
 				return bad("%v", err)
 			}
 			if r.Error != nil && string(r.ID) == "null" {
-				return fmt.Errorf("%w: %s could not read the %s request: %s", ErrAgent, who, group[0].method, r.Error.Error())
+				return fmt.Errorf("%w: %s could not read the %s request: %s%s", ErrAgent, who, group[0].method, r.Error.Error(), c.logHint())
 			}
 		}
 		return bad("%d responses for %d requests: %s", len(elems), len(group), clip(reply))
 	}
+	var first error
 	for _, e := range elems {
 		r, err := decodeResponse(e)
 		if err != nil {
@@ -447,26 +493,27 @@ func matchReply(who string, group []*call, reply []byte, asBatch bool) error {
 		var id int64
 		if err := json.Unmarshal(r.ID, &id); err != nil {
 			if r.Error != nil && string(r.ID) == "null" {
-				return fmt.Errorf("%w: %s could not read the %s request: %s", ErrAgent, who, group[0].method, r.Error.Error())
+				return fmt.Errorf("%w: %s could not read the %s request: %s%s", ErrAgent, who, group[0].method, r.Error.Error(), c.logHint())
 			}
 			return bad("id %s is not one of the request's (%s)", r.ID, expectedIDs(byID))
 		}
-		c, ok := byID[id]
+		cl, ok := byID[id]
 		if !ok {
 			return bad("id %d is not one of the request's (%s)", id, expectedIDs(byID))
 		}
 		delete(byID, id)
 		if r.Error != nil {
-			c.err, c.reply = agentError(who, c.method, r.Error), r.Error
+			cl.err, cl.reply = agentError(who, cl.method, r.Error), r.Error
 			continue
 		}
-		if err := c.decode(r.Result); err != nil {
-			c.err = fmt.Errorf("%w: %s wrote a malformed %s reply: %v", ErrAgent, who, c.method, err)
+		if err := cl.decode(r.Result); err != nil {
+			cl.err = malformed(cl, err)
+			first = cmp.Or(first, cl.err)
 		} else {
-			c.raw = r.Result
+			cl.raw = r.Result
 		}
 	}
-	return nil
+	return first
 }
 
 // expectedIDs words the ids a reply may still carry: "expected id 7",
@@ -500,19 +547,22 @@ func expectedIDs(byID map[int64]*call) string {
 // deliver hands each response of a batch to its call, if every response
 // has a sound envelope and an id of the batch, each once; otherwise it
 // reports false and the line is examined again to word what is wrong.
-func deliver(who string, byID map[int64]*call, resps []response) bool {
+// Its error is the first result a decoder refused (malformed words it),
+// as matchReply's.
+func deliver(who string, byID map[int64]*call, resps []response, malformed func(*call, error) error) (bool, error) {
 	seen := make(map[int64]bool, len(resps))
 	for i := range resps {
 		r := &resps[i]
 		if checkEnvelope(r) != nil {
-			return false
+			return false, nil
 		}
 		id, err := strconv.ParseInt(string(r.ID), 10, 64)
 		if err != nil || byID[id] == nil || seen[id] {
-			return false
+			return false, nil
 		}
 		seen[id] = true
 	}
+	var first error
 	for i := range resps {
 		r := &resps[i]
 		id, _ := strconv.ParseInt(string(r.ID), 10, 64)
@@ -522,12 +572,13 @@ func deliver(who string, byID map[int64]*call, resps []response) bool {
 			continue
 		}
 		if err := c.decode(r.Result); err != nil {
-			c.err = fmt.Errorf("%w: %s wrote a malformed %s reply: %v", ErrAgent, who, c.method, err)
+			c.err = malformed(c, err)
+			first = cmp.Or(first, c.err)
 		} else {
 			c.raw = r.Result
 		}
 	}
-	return true
+	return true, first
 }
 
 // agentError turns an error reply into a call's error: a refusal when it
@@ -549,7 +600,7 @@ func decodeResponse(b []byte) (response, error) {
 	d.DisallowUnknownFields()
 	if err := d.Decode(&r); err != nil {
 		if !json.Valid(b) {
-			return r, fmt.Errorf("the line is not JSON: %s", clip(b))
+			return r, notJSON(b)
 		}
 		var probe struct {
 			ID     json.RawMessage `json:"id"`
@@ -572,8 +623,10 @@ func decodeResponse(b []byte) (response, error) {
 // checkEnvelope reports a response that breaks JSON-RPC 2.0's shape.
 func checkEnvelope(r *response) error {
 	switch {
-	case r.JSONRPC != "2.0":
-		return fmt.Errorf("jsonrpc must be \"2.0\", got %q", r.JSONRPC)
+	case r.JSONRPC == nil:
+		return errors.New(`the key "jsonrpc" is missing: every reply carries "jsonrpc":"2.0"`)
+	case *r.JSONRPC != "2.0":
+		return fmt.Errorf("jsonrpc must be \"2.0\", got %q", *r.JSONRPC)
 	case len(r.ID) == 0:
 		return errors.New("id is missing")
 	case (r.Result != nil) == (r.Error != nil):
@@ -812,4 +865,90 @@ func normalizeDeclaration(d *world.Declaration) error {
 		d.Interventions = []world.Intervention{}
 	}
 	return d.Validate()
+}
+
+// notJSON words why a line that json.Valid refused is not JSON, quoting
+// it. A NaN or an Infinity — what Python's json.dumps and other encoders
+// write for a float that is not finite — is named with where it stands:
+// `result.forks[0].features.rate is NaN, which JSON does not allow: write
+// null or a string`.
+func notJSON(b []byte) error {
+	if path, tok := nonFinite(b); tok != "" {
+		if path == "" {
+			path = "the line"
+		}
+		return fmt.Errorf("the line is not JSON: %s", nonFiniteText(path, tok))
+	}
+	return fmt.Errorf("the line is not JSON: %s", clip(b))
+}
+
+// nonFiniteText words a NaN or Infinity found at path.
+func nonFiniteText(path, tok string) string {
+	return fmt.Sprintf("%s is %s, which JSON does not allow: write null or a string (a nullable field takes null)", path, tok)
+}
+
+// nonFinite finds the first bare NaN, Infinity or -Infinity outside the
+// strings of b and returns its path below b's top ("forks[0].features.rate",
+// "[1].result", "" for the top itself) and the token; token "" when there
+// is none.
+func nonFinite(b []byte) (path, token string) {
+	type frame struct {
+		obj bool
+		key string
+		idx int
+	}
+	var stack []frame
+	inKey := false // the next string of the object on top is a key
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '"':
+			j := i + 1
+			for j < len(b) && b[j] != '"' {
+				if b[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if inKey && len(stack) > 0 && stack[len(stack)-1].obj {
+				stack[len(stack)-1].key = string(b[i+1 : min(j, len(b))])
+				inKey = false
+			}
+			i = j
+		case '{':
+			stack = append(stack, frame{obj: true})
+			inKey = true
+		case '[':
+			stack = append(stack, frame{})
+		case '}', ']':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case ',':
+			if n := len(stack); n > 0 {
+				if stack[n-1].obj {
+					inKey = true
+				} else {
+					stack[n-1].idx++
+				}
+			}
+		case 'N', 'I', '-':
+			for _, tok := range []string{"NaN", "Infinity", "-Infinity"} {
+				if bytes.HasPrefix(b[i:], []byte(tok)) {
+					var p strings.Builder
+					for _, f := range stack {
+						if f.obj {
+							if p.Len() > 0 {
+								p.WriteByte('.')
+							}
+							p.WriteString(f.key)
+						} else {
+							fmt.Fprintf(&p, "[%d]", f.idx)
+						}
+					}
+					return p.String(), tok
+				}
+			}
+		}
+	}
+	return "", ""
 }

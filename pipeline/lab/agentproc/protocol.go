@@ -316,7 +316,7 @@ type request struct {
 
 // response is a JSON-RPC 2.0 response as an agent writes it.
 type response struct {
-	JSONRPC string          `json:"jsonrpc"`
+	JSONRPC *string         `json:"jsonrpc"` // nil: the key is missing
 	ID      json.RawMessage `json:"id"`
 	Result  json.RawMessage `json:"result"`
 	Error   *WireError      `json:"error"`

@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/forklab/forklab/pipeline/lab"
+	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/world"
 )
 
 // quirky is the command that runs testdata/quirky.py, a small agent whose
@@ -128,5 +132,144 @@ func TestInitializeStderrGoesToForklabsStderr(t *testing.T) {
 	<-copied
 	if n := strings.Count(got.String(), "init line "); n != runs*lines {
 		t.Errorf("forklab's stderr got %d lines written during initialize, want %d", n, runs*lines)
+	}
+}
+
+// openQuirky opens quirky.py with env, every request it receives recorded
+// in a file (returned), retries quick.
+func openQuirky(t *testing.T, env map[string]string, retries int, warn func(string)) (*Definition, *Instance, string) {
+	t.Helper()
+	record := filepath.Join(t.TempDir(), "requests.jsonl")
+	e := map[string]string{"QUIRK_RECORD": record}
+	for k, v := range env {
+		e[k] = v
+	}
+	def, err := Open(context.Background(), Config{Command: quirky(t, e), Retries: retries, Backoff: time.Millisecond,
+		Timeout: 10 * time.Second, Warn: warn, LogDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { def.Close() })
+	inst, err := def.Open(world.Params{}, fork.Model{NoTool: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return def, inst.(*Instance), record
+}
+
+// starts sends the start requests of seeds to the pool, in one do (as
+// batch lines when the agent takes them), and returns the calls.
+func starts(t *testing.T, def *Definition, inst *Instance, seeds ...uint64) []*call {
+	t.Helper()
+	plan := lab.Plan{ForkSteps: []int{2}, Arms: []fork.Arm{fork.Off, fork.On}, Replicas: 1}
+	var calls []*call
+	for _, seed := range seeds {
+		res := &lab.SeedResult{}
+		res.Resize(&def.init.World, plan)
+		calls = append(calls, inst.startCall(seed, plan.ForkSteps, res))
+	}
+	if err := def.pool.do(context.Background(), calls); err != nil {
+		t.Fatal(err)
+	}
+	return calls
+}
+
+// recorded counts the start requests of seed the agent received, batch
+// lines included.
+func recorded(t *testing.T, path string, seed uint64) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), fmt.Sprintf(`"method":"start","params":{"seed":%d,`, seed))
+}
+
+// A reply that breaks the schema — a missing feature, an unknown key — is
+// a failure of the process, as a line that is not JSON is
+// (docs/agent-protocol.md, "Errors"): the process group is killed, a new
+// process started (with initialize) for the retry, and the error row
+// quotes the message and the agent's last stderr line. Every malformed
+// reply takes that route; NaN and a missing jsonrpc key are named.
+func TestMalformedRepliesRestartTheProcess(t *testing.T) {
+	for _, tc := range []struct {
+		quirk string
+		want  []string
+	}{
+		{"QUIRK_MISSING", []string{"wrote a malformed start reply: result.forks[0].features.heads is missing: the declaration lists it (int)",
+			`its stderr ends "quirky: writing a malformed start reply"`}},
+		{"QUIRK_EXTRA", []string{"wrote a malformed start reply: ", `feautres`, `its stderr ends "quirky: writing a malformed start reply"`}},
+		{"QUIRK_GARBAGE", []string{`wrote a malformed start reply: the line is not JSON: "loading model... done"`,
+			`its stderr ends "quirky: about to write garbage"`}},
+		{"QUIRK_NAN", []string{"wrote a malformed start reply: result.forks[0].features.heads is NaN, which JSON does not allow: write null or a string",
+			`its stderr ends "quirky: pid `}},
+		{"QUIRK_NOJSONRPC", []string{`wrote a malformed start reply: the key "jsonrpc" is missing: every reply carries "jsonrpc":"2.0"`,
+			`its stderr ends "quirky: pid `}},
+	} {
+		t.Run(tc.quirk, func(t *testing.T) {
+			def, inst, record := openQuirky(t, map[string]string{tc.quirk: "3"}, 2, nil)
+			calls := starts(t, def, inst, 3)
+			err := calls[0].err
+			if err == nil {
+				t.Fatal("the malformed reply was accepted")
+			}
+			for _, w := range append(tc.want, "(3 attempts)") {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\nwant it to hold %q", err, w)
+				}
+			}
+			st := def.pool.Stats()
+			if st.Processes != 3 || st.Requests[MethodInitialize] != 3 {
+				t.Errorf("%d processes started, %d initialized; want 3 (the first, then one for each retry)", st.Processes, st.Requests[MethodInitialize])
+			}
+			if n := recorded(t, record, 3); n != 3 {
+				t.Errorf("the agent was asked to start seed 3 %d times, want 3", n)
+			}
+		})
+	}
+}
+
+// A batch line that fails as a whole counts as an attempt of each of its
+// requests, so --retries bounds the requests per run: with 2 retries a
+// run is asked at most 3 times, the batch included, and the error says so
+// truly. The first such failure is told once, naming what the agent did
+// and pointing at forklab agent check.
+func TestFailedBatchesCountAndAreTold(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		asked map[uint64]int // requests per seed, the batch's included
+		fail  string         // seed 2's error, "" when it succeeds
+		warn  string
+	}{
+		{"a response left out", map[string]string{"QUIRK_BATCH": "4", "QUIRK_BATCH_DROP": "1"}, map[uint64]int{0: 2, 2: 2, 3: 2}, "",
+			"a batch of 4 start requests failed as a whole: agent process 1 (pid "},
+		{"refused with id null", map[string]string{"QUIRK_BATCH": "4", "QUIRK_BATCH_NULL": "1", "QUIRK_MISSING": "2"}, map[uint64]int{0: 2, 2: 3, 3: 2},
+			"(3 attempts)", "refused a batch of 4 start requests (one error response, id null): cannot read batches (code -32600)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var warnings []string
+			def, inst, record := openQuirky(t, tc.env, 2, func(s string) { warnings = append(warnings, s) })
+			calls := starts(t, def, inst, 0, 1, 2, 3)
+			calls = append(calls, starts(t, def, inst, 4, 5, 6, 7)...) // a second failed batch: not told again
+			for seed, want := range tc.asked {
+				if n := recorded(t, record, seed); n != want {
+					t.Errorf("seed %d was asked %d times, want %d", seed, n, want)
+				}
+			}
+			for i, c := range calls {
+				switch {
+				case i == 2 && tc.fail != "":
+					if c.err == nil || !strings.Contains(c.err.Error(), tc.fail) {
+						t.Errorf("seed 2: %v, want an error holding %q", c.err, tc.fail)
+					}
+				case c.err != nil:
+					t.Errorf("seed %d: %v", i, c.err)
+				}
+			}
+			if len(warnings) != 1 || !strings.Contains(warnings[0], tc.warn) || !strings.Contains(warnings[0], "check the agent's batches with forklab agent check 'python3 ") {
+				t.Errorf("warnings %q, want one naming %q and pointing at forklab agent check", warnings, tc.warn)
+			}
+		})
 	}
 }
