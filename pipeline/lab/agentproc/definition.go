@@ -311,20 +311,12 @@ func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint [
 			if len(r.Branches) != len(specs) {
 				return fmt.Errorf("result.branches has %d entries for %d branches asked", len(r.Branches), len(specs))
 			}
-			first := -1 // the first branch with an outcome, for over
 			for k, wb := range r.Branches {
 				b := &out[k]
 				*b = lab.BranchResult{Details: b.Details[:0]}
 				if wb.Error != nil {
 					b.Err = fmt.Sprintf("the agent reported the branch failed: %s", wb.Error.Error())
 					continue
-				}
-				if over {
-					if first < 0 {
-						first = k
-					} else if *wb.Success != *r.Branches[first].Success {
-						return fmt.Errorf("result.branches[%d].success is %t but result.branches[%d].success is %t: the run was over at the checkpoint (start said \"over\": true), so every branch must report its final success", k, *wb.Success, first, *r.Branches[first].Success)
-					}
 				}
 				cost, err := parseCost(fmt.Sprintf("result.branches[%d].cost", k), d.Cost, wb.Cost)
 				if err != nil {
@@ -337,6 +329,50 @@ func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint [
 					}
 				}
 			}
+			if over {
+				return overAgreement(r.Branches, specs)
+			}
 			return nil
 		}}
+}
+
+// overFault is a branch reply of a run that was over at the checkpoint
+// whose branches disagree on success: Blamed marks the branches (in the
+// request's order) that differ from the first with an outcome, whose
+// outcomes are kept; the others are sound.
+type overFault struct {
+	Blamed []bool
+	msg    string
+}
+
+func (e *overFault) Error() string { return e.msg }
+
+// overAgreement checks that every branch of a run that was over reports
+// the same success (docs/agent-protocol.md, "Runs that are over"), naming
+// the arm and replica of the first that does not.
+func overAgreement(branches []WireBranch, specs []BranchSpec) error {
+	first := -1
+	var fault *overFault
+	for k, wb := range branches {
+		if wb.Error != nil {
+			continue
+		}
+		if first < 0 {
+			first = k
+			continue
+		}
+		if *wb.Success == *branches[first].Success {
+			continue
+		}
+		if fault == nil {
+			fault = &overFault{Blamed: make([]bool, len(branches)),
+				msg: fmt.Sprintf("result.branches[%d] (arm %s, replica %d).success is %t but result.branches[%d] (arm %s, replica %d).success is %t: the run was over at the checkpoint (start said \"over\": true), so every branch must report its final success",
+					k, specs[k].Arm, specs[k].Replica, *wb.Success, first, specs[first].Arm, specs[first].Replica, *branches[first].Success)}
+		}
+		fault.Blamed[k] = true
+	}
+	if fault == nil {
+		return nil
+	}
+	return fault
 }

@@ -273,3 +273,36 @@ func TestFailedBatchesCountAndAreTold(t *testing.T) {
 		})
 	}
 }
+
+// Branches of a run that was over must agree on success; a reply whose
+// on arm disagrees is malformed, retried, and then that arm's branch is
+// the error — labelled with its arm and replica — while off's and aa's,
+// which agree, keep their outcome.
+func TestOverDisagreementNamesTheArm(t *testing.T) {
+	def, inst, _ := openQuirky(t, map[string]string{"QUIRK_OVERFLIP": "1"}, 1, nil)
+	plan := lab.Plan{ForkSteps: []int{4}, Arms: []fork.Arm{fork.Off, fork.On, fork.AA}, Replicas: 1}
+	r, err := inst.Runner(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*lab.SeedResult
+	if err := r.Run(context.Background(), 0, 2, func(res *lab.SeedResult) error { got = append(got, res); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := "wrote a malformed branch reply: result.branches[1] (arm on, replica 0).success is "
+	for _, res := range got {
+		f := res.Forks[0]
+		if !f.Over {
+			t.Fatalf("seed %d is not over at step 4", res.Seed)
+		}
+		if b := f.Branches; b[0].Err != "" || b[2].Err != "" || !strings.Contains(b[1].Err, want) || !strings.Contains(b[1].Err, "result.branches[0] (arm off, replica 0)") {
+			t.Errorf("seed %d: branches %+v\nwant on's the error (%q…), off's and aa's outcomes", res.Seed, b, want)
+		}
+	}
+	// Two seeds, each branch request sent twice (--retries 1), each reply
+	// malformed: the first process and one started after each of the
+	// first three failures (the fourth is replaced on demand).
+	if st := def.pool.Stats(); st.Requests[MethodBranch] != 4 || st.Processes != 4 {
+		t.Errorf("%d branch requests, %d processes started; want 4 and 4: a malformed reply is a failure of the process", st.Requests[MethodBranch], st.Processes)
+	}
+}

@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 
@@ -215,7 +216,12 @@ func (r *runner) play(ctx context.Context, b *block, j *journal) error {
 			line.Branch = append(line.Branch, c.raw)
 			if c.err != nil {
 				text := "branch: " + errText(c.err)
+				var over *overFault
+				blamed := errors.As(c.err, &over) && len(over.Blamed) == len(f.Branches)
 				for bi := range f.Branches {
+					if blamed && !over.Blamed[bi] {
+						continue // sound: its outcome is the run's, as the others'
+					}
 					f.Branches[bi] = lab.BranchResult{Err: text}
 				}
 				ok = false
