@@ -87,6 +87,7 @@ fails).`,
 			}
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
+				enc.SetEscapeHTML(false) // details quote the agent's text as it wrote it
 				for _, row := range rows {
 					enc.Encode(row)
 				}

@@ -55,7 +55,11 @@ func forkAgent(ctx context.Context, line string, log *client.Client, stream, off
 		return err
 	}
 	if asJSON {
-		return json.NewEncoder(os.Stdout).Encode(struct {
+		// The agent's checkpoint and details as it wrote them: no HTML
+		// escaping of its <, > and &.
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(struct {
 			World      string          `json:"world"`
 			Arm        fork.Arm        `json:"arm"`
 			Replica    int             `json:"replica"`

@@ -403,7 +403,7 @@ func (k *checker) differ(a, b [][][]lab.BranchResult) string {
 // outcomeText writes a branch's outcome as the agent reported it:
 // success true, cost {"steps":3,"tokens":810}, and its details when asked.
 func (k *checker) outcomeText(b lab.BranchResult, details bool) string {
-	cost, _ := json.Marshal(CostOf(k.init.World.Cost, b.Cost))
+	cost, _ := marshalLine(CostOf(k.init.World.Cost, b.Cost))
 	s := fmt.Sprintf("success %t, cost %s", b.Success, cost)
 	if details {
 		d := string(b.Details)

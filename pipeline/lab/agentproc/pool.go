@@ -383,9 +383,9 @@ func roundTrip(ctx context.Context, c *conn, group []*call, asBatch bool, timeou
 	var line []byte
 	var err error
 	if asBatch {
-		line, err = gojson.Marshal(reqs)
+		line, err = marshalLine(reqs)
 	} else {
-		line, err = gojson.Marshal(reqs[0])
+		line, err = marshalLine(reqs[0])
 	}
 	if err != nil {
 		for _, cl := range group {
@@ -398,6 +398,20 @@ func roundTrip(ctx context.Context, c *conn, group []*call, asBatch bool, timeou
 		return err
 	}
 	return matchReply(c, group, reply, asBatch)
+}
+
+// marshalLine encodes a request line without encoding/json's HTML
+// escaping: a checkpoint or an event an agent wrote goes back to it byte
+// for byte but for white space (docs/agent-protocol.md, "branch"), its
+// <, >, & and U+2028/U+2029 as it wrote them.
+func marshalLine(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	e := json.NewEncoder(&buf)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
 // failGroup records the failure of a whole line on the calls it left
@@ -765,7 +779,7 @@ func declarationDiff(first, now *InitializeResult) fieldDiff {
 // place where they differ (maps by sorted key, arrays by index).
 func firstDiff(path string, a, b any) fieldDiff {
 	show := func(v any) string {
-		b, _ := json.Marshal(v)
+		b, _ := marshalLine(v) // the agent's text as it wrote it: no \u003c for <
 		return string(b)
 	}
 	join := func(k string) string {

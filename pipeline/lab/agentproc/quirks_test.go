@@ -3,6 +3,7 @@ package agentproc
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -304,5 +305,52 @@ func TestOverDisagreementNamesTheArm(t *testing.T) {
 	// first three failures (the fourth is replaced on demand).
 	if st := def.pool.Stats(); st.Requests[MethodBranch] != 4 || st.Processes != 4 {
 		t.Errorf("%d branch requests, %d processes started; want 4 and 4: a malformed reply is a failure of the process", st.Requests[MethodBranch], st.Processes)
+	}
+}
+
+// A checkpoint goes back to the agent byte for byte but for white space
+// (docs/agent-protocol.md, "branch"): no \u003c for <, no \u0026 for &,
+// U+2028 and U+2029 as the agent wrote them.
+func TestCheckpointsComeBackAsWritten(t *testing.T) {
+	text := "caf\u00e9 \U0001F600 <&> a\u2028b\u2029c \\u003c"
+	_, inst, record := openQuirky(t, map[string]string{"QUIRK_TEXT": text}, 0, nil)
+	cp, err := inst.Checkpoint(5, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted, _ := marshalLine(text) // the text as JSON: its backslash doubled, nothing else escaped
+	want := `"text":"caf` + "\u00e9 \U0001F600 <&> a\u2028b\u2029c " + `\\u003c"`
+	if !strings.Contains(string(cp.Checkpoint), want) {
+		t.Fatalf("checkpoint %s\nwant it to hold %s (%s)", cp.Checkpoint, want, quoted)
+	}
+	if _, err := inst.BranchAt(context.Background(), 5, 2, cp.Over, cp.Checkpoint, fork.On, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	branch := lines[len(lines)-1]
+	if !strings.Contains(branch, `"method":"branch"`) || !strings.Contains(branch, `"checkpoint":`+string(cp.Checkpoint)+`,`) {
+		t.Errorf("branch request %s\nwant the checkpoint exactly as start gave it: %s", branch, cp.Checkpoint)
+	}
+}
+
+// Every request that hands an agent's JSON back — a checkpoint in branch,
+// the session's events in fold — carries it as the agent wrote it.
+func TestRequestLinesKeepTheAgentsBytes(t *testing.T) {
+	raw := json.RawMessage("{\"nonce\":\"a<b>&c \u2028\u2029 caf\u00e9\"}")
+	for _, params := range []any{
+		BranchParams{Seed: 5, ForkStep: 2, Checkpoint: raw, Branches: []BranchSpec{{Arm: fork.Off, NoiseKey: "0000000000000000"}}},
+		FoldParams{Stream: "s", Offset: "o", Events: []json.RawMessage{raw, raw}},
+	} {
+		line, err := marshalLine(request{JSONRPC: "2.0", ID: 2, Method: "m", Params: params})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Count(string(line), string(raw)) == 0 || bytes.Contains(line, []byte(`\u00`)) || bytes.Contains(line, []byte(`\u202`)) {
+			t.Errorf("%T: line %s\nwant %s in it as it is", params, line, raw)
+		}
 	}
 }
