@@ -50,8 +50,10 @@ func TestAgentCheckRefusesWhatTheSweepRefuses(t *testing.T) {
 		agent := faultyAgent(t, tc.flags)
 		out, errs, code := run(t, "agent", "check", agent)
 		row := pidless(checkRow(out, "declared values"))
-		if code != 1 || !strings.Contains(row, "FAIL") || !strings.HasSuffix(row, "seed 0: "+tc.want) {
-			t.Errorf("%s: agent check exit %d, row %q, want FAIL ending %q\n%s", tc.flags, code, row, tc.want, errs)
+		// The message, then where the agent's stderr is (its last line, or
+		// its log file), as for any failure of the process.
+		if code != 1 || !strings.Contains(row, "FAIL") || !strings.Contains(row, "seed 0: "+tc.want+"; ") {
+			t.Errorf("%s: agent check exit %d, row %q, want FAIL with %q, then the stderr hint\n%s", tc.flags, code, row, tc.want, errs)
 		}
 		if got := pidless(sweepErrors(t, agent)); !strings.Contains(got, "start: "+tc.want) {
 			t.Errorf("%s: the sweep's error rows\n%s\nlack %q", tc.flags, got, tc.want)
