@@ -212,3 +212,46 @@ func TestAgentMaxCostResumeMessage(t *testing.T) {
 		t.Errorf("first run %q, resumed %q", first, msgs[0])
 	}
 }
+
+// The sweep tells what the user should know of an agent, one stderr line
+// each: where its stderr goes while the sweep runs (the staging directory)
+// and where once published; that a nondeterministic world swept with one
+// replica counts its noise; that batches fell back to single lines.
+func TestAgentSweepWarnings(t *testing.T) {
+	quirky := pythonBin(t) + " " + repoFile(t, "pipeline/lab/agentproc/testdata/quirky.py")
+	for _, tc := range []struct {
+		name          string
+		flags         []string
+		want, wantNot []string
+	}{
+		{"nondeterministic with one replica", []string{"--agent-env", "QUIRK_NONDET=1"},
+			[]string{"forklab: warning: world quirky declares itself nondeterministic, but --replicas 1 labels each pair from one branch per arm, so its noise counts as rescues and harms: sweep with --replicas 5 (or more, odd)"},
+			[]string{"batch"}},
+		{"nondeterministic with three replicas", []string{"--agent-env", "QUIRK_NONDET=1", "--replicas", "3"}, nil,
+			[]string{"warning"}},
+		{"batches refused", []string{"--agent-env", "QUIRK_BATCH=8", "--agent-env", "QUIRK_BATCH_NULL=1"},
+			[]string{"forklab: warning: a batch of 4 start requests failed as a whole: agent process 1 (pid N) refused a batch of 4 start requests (one error response, id null): cannot read batches (code -32600); its requests were sent again one per line (each try counts against --retries); check the agent's batches with forklab agent check '" + quirky + "'"},
+			[]string{"nondeterministic"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "x")
+			_, errs, code := run(t, append([]string{"sweep", "--agent", quirky, "--seeds", "0:4", "--fork-at", "1", "--out", out}, tc.flags...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			errs = pidless(errs)
+			logs := "its stderr goes to " + filepath.Join(dir, ".x.forklab-staging", "agent-logs") + " (" + filepath.Join(out, "agent-logs") + " once the sweep is published)"
+			for _, w := range append(tc.want, logs) {
+				if !strings.Contains(errs, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errs)
+				}
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(errs, w) {
+					t.Errorf("stderr holds %q:\n%s", w, errs)
+				}
+			}
+		})
+	}
+}

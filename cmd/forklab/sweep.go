@@ -175,6 +175,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 					return specErr(err, fl.Changed, nil)
 				}
 			}
+			if w := replicasWarning(resolved.Decl, resolved.Spec.Replicas); w != "" && !quiet {
+				fmt.Fprintf(os.Stderr, "forklab: warning: %s\n", w)
+			}
 			if sf.shard != "" || sf.distributed {
 				return sf.run(cmd, resolved, ext, out, overwrite, quiet, workers)
 			}
@@ -198,8 +201,10 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 					opt.Workers = max(1, spec.Agent.Parallel)
 				}
 				if !quiet {
-					fmt.Fprintf(os.Stderr, "forklab sweep: agent %q: world %s %s, %d process(es); its stderr goes to %s\n",
-						spec.Agent.Command, resolved.Decl.Name, resolved.Decl.Version, max(1, spec.Agent.Parallel), filepath.Join(out, sweep.AgentLogs))
+					// Where the logs are while the sweep runs (its staging
+					// directory), and where they will be once it is published.
+					fmt.Fprintf(os.Stderr, "forklab sweep: agent %q: world %s %s, %d process(es); its stderr goes to %s (%s once the sweep is published)\n",
+						spec.Agent.Command, resolved.Decl.Name, resolved.Decl.Version, max(1, spec.Agent.Parallel), logs, filepath.Join(out, sweep.AgentLogs))
 				}
 			}
 			if !quiet && isatty.IsTerminal(os.Stderr.Fd()) {

@@ -347,3 +347,15 @@ func (p *sweepProgress) watch(ctx context.Context) {
 		}
 	}
 }
+
+// replicasWarning is the warning for a sweep of a world that declares
+// itself nondeterministic with one replica per arm: each side of a pair is
+// then one draw, and the agent's noise is counted as rescues and harms
+// (docs/agent-protocol.md, "Determinism, checkpoints and noise"). "" when
+// there is nothing to say.
+func replicasWarning(d world.Declaration, replicas int) string {
+	if !d.Nondeterministic || replicas != 1 {
+		return ""
+	}
+	return fmt.Sprintf("world %s declares itself nondeterministic, but --replicas 1 labels each pair from one branch per arm, so its noise counts as rescues and harms: sweep with --replicas 5 (or more, odd) and the aa arm (--arms off,on,aa) to see the noise floor", d.Name)
+}
