@@ -558,6 +558,10 @@ func (r *relay) write(b []byte) {
 	r.mu.Unlock()
 }
 
+// drainMax bounds what one drain relays: a process that writes to its
+// stderr without pause cannot hold a drain forever.
+const drainMax = 1 << 20
+
 // drain relays what src holds now, without waiting for more.
 func (r *relay) drain(src *os.File, buf []byte) {
 	rc, err := src.SyscallConn()
@@ -565,15 +569,17 @@ func (r *relay) drain(src *os.File, buf []byte) {
 		return
 	}
 	rc.Read(func(fd uintptr) bool {
-		for {
+		for total := 0; total < drainMax; {
 			n, err := syscall.Read(int(fd), buf)
 			if n > 0 {
 				r.write(buf[:n])
+				total += n
 			}
 			if n <= 0 || err != nil {
-				return true // empty (EAGAIN), ended or failed: done either way
+				break // empty (EAGAIN), ended or failed: done either way
 			}
 		}
+		return true
 	})
 }
 
