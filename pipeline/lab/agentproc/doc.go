@@ -16,15 +16,19 @@
 //     naming the field). Any process may answer any request: the protocol
 //     requires answers to depend on the request alone, a checkpoint carrying
 //     everything a branch needs. A simple command line is exec'd by the
-//     shell, so the process forklab names by pid is the agent itself.
+//     shell, so the process forklab names by pid is the agent itself; a
+//     compound line's shell is called so only while /proc shows it is.
 //   - A request that fails — the process exited, missed its deadline
 //     (Config.Timeout per run or branch asked), wrote something that is not
-//     its reply, or answered with an error worth retrying — is sent again
-//     after a backoff, to a restarted process if the process was at fault,
-//     up to Config.Retries times; then the runs or branches it asked for are
-//     reported as errors, which the sweep writes as error rows, never labels.
-//     A batch line that fails as a whole is sent again one request per
-//     line, so that one bad request does not fail its neighbours.
+//     its reply or a result that breaks the schema or the declaration, or
+//     answered with an error worth retrying — is sent again after a
+//     backoff, to a new process if the process was at fault (its process
+//     group killed), up to Config.Retries times; then the runs or branches
+//     it asked for are reported as errors, which the sweep writes as error
+//     rows, never labels. A batch line that fails as a whole is sent again
+//     one request per line, so that one bad request does not fail its
+//     neighbours; the batch counts as one try of each (Config.Warn is told
+//     of the first).
 //   - A runner plays a block of seeds at once across the pool (batches of
 //     requests when the agent takes them) and emits the seeds in seed order,
 //     so a sweep's files do not depend on the pool's size or timing. It is

@@ -420,15 +420,15 @@ func marshalLine(v any) ([]byte, error) {
 // are sent again one per line, so that one bad request does not fail its
 // neighbours, each try counted against Retries.
 func failGroup(group []*call, err error) bool {
-	any := false
+	left := false
 	for _, c := range group {
 		if c.err != nil || c.raw != nil {
 			continue
 		}
 		c.err = err
-		any = true
+		left = true
 	}
-	return any
+	return left
 }
 
 // batchRefused is a batch line the agent answered with one error
