@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
@@ -45,7 +46,8 @@ file.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			info, err := export.WriteDB(cmd.Context(), args[0])
-			if errors.Is(err, sweep.ErrNotResults) {
+			var pe *duck.PathError
+			if errors.Is(err, sweep.ErrNotResults) || errors.As(err, &pe) {
 				return asInput(err)
 			}
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/analysis/htmlreport"
 	"github.com/forklab/forklab/pipeline/analysis/report"
@@ -107,7 +108,8 @@ func traceTo(w io.Writer) func(string, time.Duration) {
 // as bad input.
 func openResults(cmd *cobra.Command, dir string) (*results.DB, error) {
 	db, err := results.Open(cmd.Context(), dir)
-	if errors.Is(err, sweep.ErrNotResults) {
+	var pe *duck.PathError
+	if errors.Is(err, sweep.ErrNotResults) || errors.As(err, &pe) {
 		return nil, asInput(err)
 	}
 	return db, err

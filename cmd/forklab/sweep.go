@@ -314,7 +314,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 	f.StringVar(&forkAt, "fork-at", "3", "fork steps: 3, 1,2,3 or 1-4")
 	f.StringVar(&arms, "arms", "off,on", "arms, the control off among them: off,on,placebo,aa,policy")
 	intFlag(f, &replicas, "replicas", 1, 1, sweep.MaxReplicas, "forks per checkpoint and arm, labelled by majority vote")
-	f.StringVar(&out, "out", "out", "results directory")
+	f.StringVar(&out, "out", "out", "results directory (its path may not hold any of , * ? [ ] { }, which DuckDB reads as globs or list separators)")
 	f.BoolVar(&overwrite, "overwrite", false, "replace a finished sweep in --out (atomically, once the new one is complete)")
 	f.BoolVar(&resume, "resume", false, "continue the interrupted sweep of --out, keeping the units it finished")
 	intFlag(f, &workers, "workers", 0, 0, maxWorkers, "parallel workers (0: one per CPU); never changes the output")

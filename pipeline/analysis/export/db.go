@@ -86,6 +86,9 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	if err != nil {
 		return DBInfo{}, err
 	}
+	if err := duck.CheckDir("results directory", dir); err != nil {
+		return DBInfo{}, err
+	}
 	// A directory that does not match its manifest (a part file deleted,
 	// truncated or added) is refused, as report, sql and policy refuse it:
 	// its views would show BI tools partial data (sweep.ErrMismatch).

@@ -103,7 +103,8 @@ func BadInput(err error) bool {
 	var qf *QueryFailed
 	var in inputErr
 	var rf *Refused
-	return errors.As(err, &qf) || errors.As(err, &in) || errors.As(err, &rf) || errors.Is(err, ErrExists) ||
+	var pe *duck.PathError
+	return errors.As(err, &qf) || errors.As(err, &in) || errors.As(err, &rf) || errors.As(err, &pe) || errors.Is(err, ErrExists) ||
 		errors.Is(err, ErrBadOutput) || errors.Is(err, atomicfile.ErrNotRegular) || errors.Is(err, sweep.ErrNotResults)
 }
 

@@ -88,6 +88,9 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 	if err != nil {
 		return nil, err
 	}
+	if err := duck.CheckDir("results directory", dir); err != nil {
+		return nil, err
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/forklab/forklab/internal/atomicfile"
 	"github.com/forklab/forklab/internal/dirlock"
+	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/world"
 	"github.com/forklab/forklab/schemas"
 	"golang.org/x/sys/unix"
@@ -276,6 +277,9 @@ func StageShared(out string, overwrite bool) (*Staging, error) {
 // itself, which would replace the link (and leave what it points to
 // behind). The error names the link's target to give instead.
 func checkOut(out string) error {
+	if err := duck.CheckDir("output", out); err != nil {
+		return err
+	}
 	fi, err := os.Lstat(out)
 	switch {
 	case err != nil:
