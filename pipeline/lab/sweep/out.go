@@ -605,10 +605,17 @@ func ReadManifest(dir string) (Manifest, error) {
 	}
 	b, err := os.ReadFile(filepath.Join(dir, ManifestName))
 	if errors.Is(err, fs.ErrNotExist) {
+		// A first sweep into dir that was interrupted left only its
+		// staging directory beside it: say so, as for a dir that exists.
+		_, serr := os.Stat(StagingDir(dir))
+		interrupted := serr == nil
 		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {
+			if interrupted {
+				return m, fmt.Errorf("%s does not exist yet: its first sweep was interrupted (resume it with forklab sweep --resume --out %s): %w", dir, dir, ErrNotResults)
+			}
 			return m, fmt.Errorf("%s does not exist or is not a directory: %w", dir, ErrNotResults)
 		}
-		if _, serr := os.Stat(StagingDir(dir)); serr == nil {
+		if interrupted {
 			return m, fmt.Errorf("%s has no %s: its sweep was interrupted (resume it with forklab sweep --resume): %w", dir, ManifestName, ErrNotResults)
 		}
 		return m, fmt.Errorf("%s has no %s: it is %w (an unfinished sweep, or not a sweep's output)", dir, ManifestName, ErrNotResults)
