@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -340,10 +341,16 @@ func (s *Staging) Publish(m *Manifest) error {
 		return err
 	}
 	m.Checksum = sum
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
+	// The spec's policy operators (>=) stay as written, not \u003e=: the
+	// checksum is of the decoded manifest, whatever the escaping.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(m); err != nil {
 		return err
 	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	// A sweep with error rows keeps its ledger (and an agent's journal),
 	// so that --resume can play the failed units again and keep the rest.
 	if m.Errors == 0 {
