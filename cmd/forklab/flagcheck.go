@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -19,6 +20,19 @@ var emptyAllowed = []string{"token"}
 // command runs (markURLFlag).
 const urlFlagKey = "forklab.url"
 
+// needsKey annotates a flag that only means something beside another
+// (report --overwrite beside --html): given alone it would be accepted and
+// ignored, so checkFlags refuses it (markNeeds).
+const needsKey = "forklab.needs"
+
+// markNeeds marks flag name of fs as meaningful only with one of the flags
+// needs.
+func markNeeds(fs *pflag.FlagSet, name string, needs ...string) {
+	if err := fs.SetAnnotation(name, needsKey, needs); err != nil {
+		panic(err)
+	}
+}
+
 // markURLFlag marks flag name of fs as a session log URL.
 func markURLFlag(fs *pflag.FlagSet, name string) {
 	if err := fs.SetAnnotation(name, urlFlagKey, []string{"true"}); err != nil {
@@ -32,7 +46,8 @@ func markURLFlag(fs *pflag.FlagSet, name string) {
 // than asked — a full sweep for --shard "", an in-memory one for --from-log
 // "", no page for report --html "", the embedded broker for log serve
 // --brokers "" — or fail late with a message that does not name the flag.
-// It also refuses a malformed session log URL (markURLFlag), which would
+// It also refuses a flag that means something only beside another, given
+// without it (markNeeds), and a malformed session log URL (markURLFlag), which would
 // otherwise fail on the first request, with Go's parse error, after work
 // was done or retried. The error exits 2 (inputError).
 func checkFlags(cmd *cobra.Command, _ []string) error {
@@ -62,7 +77,12 @@ func checkFlags(cmd *cobra.Command, _ []string) error {
 		if _, ok := f.Annotations[urlFlagKey]; ok {
 			if e := checkLogURL(f.Value.String()); e != nil {
 				err = usageErr("--%s %q: %v", f.Name, f.Value.String(), e)
+				return
 			}
+		}
+		if needs, ok := f.Annotations[needsKey]; ok && !slices.ContainsFunc(needs, cmd.Flags().Changed) {
+			err = usageErr("--%s applies only with --%s (see '%s --help')", f.Name, strings.Join(needs, " or --"), cmd.CommandPath())
+			return
 		}
 	})
 	return err

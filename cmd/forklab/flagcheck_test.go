@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -164,4 +165,39 @@ func TestLogURLFlags(t *testing.T) {
 	if cases < 10 {
 		t.Fatalf("read %d cases from testdata/cli/log-urls.txt", cases)
 	}
+}
+
+// TestLonelyFlagsAreRefused runs testdata/cli/lonely-flags.txt: a flag that
+// only means something beside another (report --overwrite beside --html,
+// fork --child beside --stream, fork --policy beside --arm policy) was
+// accepted and ignored when given alone; it is refused with exit 2.
+func TestLonelyFlagsAreRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	mustRun(t, "sweep", "-q", "--seeds", "0:200", "--out", dir)
+	b, err := os.ReadFile("../../testdata/cli/lonely-flags.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		want, argText, ok := strings.Cut(line, "\t")
+		if !ok {
+			t.Fatalf("malformed line %q", line)
+		}
+		args, err := shellWords(strings.NewReplacer("{dir}", dir, "{cp}", "../../testdata/checkpoints/seed0-fork3.json").Replace(argText))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases++
+		mustRefuse(t, want, args...)
+	}
+	if cases < 9 {
+		t.Fatalf("read %d cases", cases)
+	}
+	// With their companions they run.
+	mustRun(t, "report", dir, "--html", filepath.Join(dir, "r.html"), "--overwrite")
+	mustRun(t, "fork", "--checkpoint", "../../testdata/checkpoints/seed0-fork3.json", "--arm", "policy", "--policy", "../../testdata/policy/same-obs.json")
 }
