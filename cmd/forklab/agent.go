@@ -36,6 +36,7 @@ type logFlags struct{ url, token string }
 func addLogFlags(cmd *cobra.Command) *logFlags {
 	f := &logFlags{}
 	cmd.Flags().StringVar(&f.url, "log", "http://127.0.0.1:4437", "session log URL (forklab log serve)")
+	markURLFlag(cmd.Flags(), "log")
 	cmd.Flags().StringVar(&f.token, "token", os.Getenv("FORKLAB_TOKEN"), "bearer token for the log (default $FORKLAB_TOKEN)")
 	return f
 }

@@ -25,7 +25,7 @@ branch of it, in another process, to the same outcome as the sweep.
 The world and its parameters are chosen as for sweep (--world, --param and
 the per-parameter flags), and checked the same way.`,
 		Example: `  forklab checkpoint --seed 0 --fork-at 3 > cp.json
-  forklab checkpoint --world toolloop --seed 7 --fork-at 2 --param p_stale=0.3`,
+  forklab checkpoint --world toolloop --seed 7 --fork-at 2 --param p_fault=0.6`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec := sweep.DefaultSpec()

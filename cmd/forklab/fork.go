@@ -95,6 +95,9 @@ features, none elsewhere.`,
 				return usageErr("--arm %q is unknown (known: off, on, placebo, aa, policy)", armName)
 			}
 			var rule *policy.Rule
+			if policyFile != "" && arm != fork.Policy {
+				return usageErr("--policy applies only with --arm policy (--arm %s plays no guard rule)", arm)
+			}
 			if arm == fork.Policy {
 				if policyFile == "" {
 					return usageErr("--arm policy needs --policy FILE")
@@ -223,6 +226,9 @@ features, none elsewhere.`,
 	f.StringVar(&child, "child", "", "name of the child stream (default NAME/fork-ARM-rREPLICA-OFFSET)")
 	f.StringVar(&agentLine, "agent", "", "fork an external agent's session (with --stream): the command that starts the agent, whose fold gives the checkpoint")
 	lf = addLogFlags(cmd)
+	for _, name := range []string{"offset", "retry-for", "child", "agent", "log", "token"} {
+		markNeeds(f, name, "stream")
+	}
 	cmd.MarkFlagRequired("arm")
 	rootCmd.AddCommand(cmd)
 }

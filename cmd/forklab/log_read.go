@@ -62,17 +62,27 @@ together in one request share their offset. JSON streams only.`,
 				mode = client.LongPoll
 			}
 			c := lf.client()
+			var err error
+			if offset == "now" {
+				// "now" is the tail when the request arrives, not a place:
+				// resolve it first, so that a follower stopped before the
+				// next append saves (and resumes from) that tail, not
+				// "now", which would skip what is appended meanwhile.
+				var info client.Info
+				if info, err = c.Head(ctx, stream); err == nil {
+					offset = info.Tail
+				}
+			}
 			r := c.NewReader(stream, offset, mode)
 			if offsets {
 				r.MaxBytes = 1
 			}
 			out := bufio.NewWriter(os.Stdout)
 			defer out.Flush()
-			var err error
 			// printed is the offset after the last chunk printed: one
 			// the log returned, "" before the first.
 			printed := ""
-			for {
+			for err == nil {
 				var ch client.Chunk
 				ch, err = r.Next(ctx)
 				if err != nil {

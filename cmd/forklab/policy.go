@@ -139,6 +139,7 @@ writes every one, as DIR/policy-config-C-fork-F.json.`,
 	f.StringVarP(&out, "out", "o", "", "write the chosen rule to this JSON file (one configuration and fork step)")
 	f.StringVar(&outDir, "out-dir", "", "write one rule per configuration and fork step into this directory")
 	f.BoolVar(&overwrite, "overwrite", false, "replace --out (or the files in --out-dir) if they exist")
+	markNeeds(f, "overwrite", "out", "out-dir")
 	rootCmd.AddCommand(cmd)
 }
 

@@ -90,6 +90,7 @@ network and opens offline in any browser. An existing FILE needs --overwrite.`,
 	}
 	cmd.Flags().StringVar(&htmlOut, "html", "", "also write the report as a self-contained HTML page to this file")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "let --html replace an existing file")
+	markNeeds(cmd.Flags(), "overwrite", "html")
 	cmd.Flags().BoolVar(&timing, "timing", false, "print to stderr how long opening DIR and each query took")
 	cmd.Flags().BoolVar(&brief, "brief", false, "print only the headlines and the Result paragraphs (the HTML page stays whole)")
 	rootCmd.AddCommand(cmd)

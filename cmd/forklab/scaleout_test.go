@@ -159,3 +159,24 @@ func TestScaleOutFlagRefusals(t *testing.T) {
 		t.Error("a refused command created the output directory")
 	}
 }
+
+// A share run with another spec than the shares already in the directory
+// is bad input (exit 2, as a --resume of another spec), naming the key that
+// differs; it exited 1 and said "run it again to go on", which cannot help.
+// The shares of the right spec then finish the sweep as usual.
+func TestShardOfAnotherSpecIsBadInput(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	mustRun(t, "sweep", "-q", "--seeds", "0:3000", "--unit-seeds", "1000", "--shard", "0/3", "--out", out)
+	for _, other := range [][]string{{"--seeds", "0:2000"}, {"--seeds", "0:3000", "--fork-at", "2"}} {
+		args := append([]string{"sweep", "-q", "--unit-seeds", "1000", "--shard", "1/3", "--out", out}, other...)
+		_, errs, code := run(t, args...)
+		if code != 2 || !strings.Contains(errs, "holds units of a sweep of another spec (") || strings.Contains(errs, "run it again to go on") {
+			t.Errorf("forklab %s: exit %d, %q; want 2, another spec", strings.Join(args, " "), code, errs)
+		}
+	}
+	for _, sh := range []string{"1/3", "2/3"} {
+		mustRun(t, "sweep", "-q", "--seeds", "0:3000", "--unit-seeds", "1000", "--shard", sh, "--out", out)
+	}
+	mustRun(t, "sweep", "finalize", "-q", out)
+	mustRun(t, "verify", out)
+}

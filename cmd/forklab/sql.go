@@ -122,6 +122,7 @@ complete; an existing file needs --overwrite.`,
 	fl.StringVarP(&format, "format", "f", "table", "output format: "+strings.Join(formats, ", "))
 	fl.StringVarP(&out, "out", "o", "", "write to this file instead of standard output")
 	fl.BoolVar(&overwrite, "overwrite", false, "let --out replace an existing file")
+	markNeeds(fl, "overwrite", "out")
 	fl.StringVar(&file, "file", "", "read the query from this file (- for standard input)")
 	fl.StringArrayVar(&vars, "var", nil, "set a DuckDB variable before the query: NAME=VALUE (repeatable, each NAME once)")
 	fl.StringArrayVar(&settings, "setting", nil, "set a DuckDB setting before the configuration is locked: NAME=VALUE, e.g. threads=2 (repeatable, each NAME once)")

@@ -322,6 +322,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 	f.StringVar(&policyFile, "policy", "", "guard rule for the policy arm (forklab policy writes one)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary line")
 	f.StringVar(&fromLog, "from-log", "", "play every run and branch as a session on this session log (URL) and fork them from their offsets")
+	markURLFlag(f, "from-log")
 	f.StringVar(&logPrefix, "log-prefix", "", "stream name prefix for --from-log (default sweep-<time>; must be new)")
 	intFlag(f, &logParallel, "log-parallel", 16, 1, 1024, "seeds played on the log at once")
 	f.StringVar(&token, "token", os.Getenv("FORKLAB_TOKEN"), "bearer token for --from-log (default $FORKLAB_TOKEN)")

@@ -262,6 +262,10 @@ func runShare(ctx context.Context, r sweep.Resolved, out string, sh scaleout.Sha
 		if errors.Is(err, sweep.ErrFinished) {
 			return asInput(err)
 		}
+		if errors.Is(err, sweep.ErrSpecChanged) {
+			// Another spec's units: running the share again would not help.
+			return asInput(fmt.Errorf("share %s: %w", sh, err))
+		}
 		return fmt.Errorf("share %s: %w (the units it finished are kept: run it again to go on)", sh, err)
 	}
 	if !quiet {

@@ -45,12 +45,11 @@ manifest.json holds them and as an agent's initialize reply gives them
 				decls = append(decls, d.Declaration())
 			}
 			if asJSON {
-				b, err := json.MarshalIndent(decls, "", "  ")
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(os.Stdout, "%s\n", b)
-				return err
+				// Descriptions keep their < > & as written (not \u003e).
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetEscapeHTML(false)
+				enc.SetIndent("", "  ")
+				return enc.Encode(decls)
 			}
 			for i, d := range decls {
 				if i > 0 {

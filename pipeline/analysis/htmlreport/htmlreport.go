@@ -72,6 +72,7 @@ type page struct {
 	Dir         string
 	Facts       []string
 	Noise       string
+	Incomplete  string // report.IncompleteLine: the sweep has too many error pairs
 	Headlines   []headline
 	SliceGroups []sliceGroup
 	Policies    []policyView
@@ -171,7 +172,8 @@ type convGroup struct {
 }
 
 func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
-	p := &page{CSS: template.CSS(styleCSS), Title: "forklab report · " + filepath.Base(filepath.Clean(dir)), Dir: dir, Result: s.Result, SearchNote: s.SearchNote}
+	p := &page{CSS: template.CSS(styleCSS), Title: "forklab report · " + filepath.Base(filepath.Clean(dir)), Dir: dir, Result: s.Result, SearchNote: s.SearchNote,
+		Incomplete: report.IncompleteLine(m)}
 	configs := len(m.Configs) > 1
 	p.Facts = []string{"world " + m.Spec.World, "seeds " + m.Spec.Seeds.String(), "fork at " + report.List(m.Spec.ForkAt),
 		"arms " + report.List(m.Spec.Arms), fmt.Sprintf("replicas %d", m.Spec.Replicas)}

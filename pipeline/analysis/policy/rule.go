@@ -241,11 +241,18 @@ func ReadFile(path string) (Rule, error) {
 	return r, nil
 }
 
-// Encode renders the rule as indented JSON with a trailing newline.
+// Encode renders the rule as indented JSON with a trailing newline. The
+// operators stay as people write them ("op": ">="): encoding/json would
+// escape <, > and & for HTML ("\u003e="), which reads as noise in a file
+// meant to be read and edited.
 func (r Rule) Encode() ([]byte, error) {
 	if r.All == nil {
 		r.All = []Condition{}
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	return append(b, '\n'), err
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	err := enc.Encode(r)
+	return b.Bytes(), err
 }

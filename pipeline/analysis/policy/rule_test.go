@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"os"
 	"strings"
 	"testing"
@@ -138,5 +139,30 @@ func TestEncodeRoundTrips(t *testing.T) {
 	fresh := []world.Value{world.BoolValue(false), world.IntValue(0), world.IntValue(3), world.IntValue(3), world.IntValue(4)}
 	if !fires(repeat) || fires(fresh) {
 		t.Error("same_obs = true does not fire exactly where the observation repeated")
+	}
+}
+
+// A rule file is written as people read and edit it: testdata/policy/
+// every-op.json, decoded and encoded again, is the same bytes — its
+// operators ">=", "<", "<=", ">" and the note's "<, > &" were written as
+// "\u003e=" and the like (encoding/json's HTML escaping).
+func TestEncodeKeepsOperatorsReadable(t *testing.T) {
+	b, err := os.ReadFile("../../../testdata/policy/every-op.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(counter.Declaration()); err != nil {
+		t.Fatal(err)
+	}
+	out, err := r.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out, b) {
+		t.Errorf("every-op.json encoded again:\n%s\nwant the file's bytes:\n%s", out, b)
 	}
 }

@@ -146,7 +146,24 @@ func writeHeader(w io.Writer, db *results.DB) {
 	if line := ParamsLine(m); line != "" {
 		fmt.Fprintln(w, line)
 	}
+	if line := IncompleteLine(m); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	fmt.Fprintln(w)
+}
+
+// IncompleteLine is the warning a report of an incomplete sweep (more
+// error pairs than its max_error_rate: forklab sweep exited 5) starts
+// with, as forklab sweep words it; "" for a complete sweep. A few error
+// pairs within the rate are only counted, beside each headline.
+func IncompleteLine(m sweep.Manifest) string {
+	if !m.Incomplete {
+		return ""
+	}
+	pairs := m.Rows["pairs"]
+	return fmt.Sprintf("INCOMPLETE: %d of %d pairs (%.2f%%) are errors, not labels, above the sweep's --max-error-rate %g%%: "+
+		"the numbers below count only the other %d; fix the cause and run the same sweep with --resume (only the units with errors are played again)",
+		m.Errors, pairs, 100*m.ErrorRate, 100*m.MaxErrorRate, pairs-m.Errors)
 }
 
 // ParamsLine names what a one-configuration sweep set away from the

@@ -100,7 +100,10 @@ func RunShare(ctx context.Context, r sweep.Resolved, out string, sh Share, overw
 	if err != nil {
 		var sc *sweep.SpecChangedError
 		if errors.As(err, &sc) {
-			return res, fmt.Errorf("%s holds units of a sweep of another spec (%s): run the share with that sweep's spec, finish or remove it (%s), or choose another --out", out, sc.Diff, st.Dir)
+			// Wrapped (%w) so that errors.Is(err, sweep.ErrSpecChanged)
+			// holds: the command exits 2, bad input, as a --resume of
+			// another spec does.
+			return res, fmt.Errorf("%s holds units %w (%s): run the share with that sweep's spec, finish or remove it (%s), or choose another --out", out, errSpecOfSweep{sc}, sc.Diff, st.Dir)
 		}
 		return res, err
 	}
@@ -120,6 +123,13 @@ func RunShare(ctx context.Context, r sweep.Resolved, out string, sh Share, overw
 	}
 	return res, nil
 }
+
+// errSpecOfSweep reads "of a sweep of another spec" in a message and is
+// sweep.ErrSpecChanged (through the SpecChangedError it wraps).
+type errSpecOfSweep struct{ sc *sweep.SpecChangedError }
+
+func (e errSpecOfSweep) Error() string { return "of a sweep of another spec" }
+func (e errSpecOfSweep) Unwrap() error { return e.sc }
 
 func shareFile(s Share) string { return fmt.Sprintf("%d-of-%d.json", s.I, s.N) }
 

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -344,10 +345,16 @@ func (s *Staging) Publish(m *Manifest) error {
 		return err
 	}
 	m.Checksum = sum
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
+	// The spec's policy operators (>=) stay as written, not \u003e=: the
+	// checksum is of the decoded manifest, whatever the escaping.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(m); err != nil {
 		return err
 	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	// A sweep with error rows keeps its ledger (and an agent's journal),
 	// so that --resume can play the failed units again and keep the rest.
 	if m.Errors == 0 {
@@ -609,10 +616,17 @@ func ReadManifest(dir string) (Manifest, error) {
 	}
 	b, err := os.ReadFile(filepath.Join(dir, ManifestName))
 	if errors.Is(err, fs.ErrNotExist) {
+		// A first sweep into dir that was interrupted left only its
+		// staging directory beside it: say so, as for a dir that exists.
+		_, serr := os.Stat(StagingDir(dir))
+		interrupted := serr == nil
 		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {
+			if interrupted {
+				return m, fmt.Errorf("%s does not exist yet: its first sweep was interrupted (resume it with forklab sweep --resume --out %s): %w", dir, dir, ErrNotResults)
+			}
 			return m, fmt.Errorf("%s does not exist or is not a directory: %w", dir, ErrNotResults)
 		}
-		if _, serr := os.Stat(StagingDir(dir)); serr == nil {
+		if interrupted {
 			return m, fmt.Errorf("%s has no %s: its sweep was interrupted (resume it with forklab sweep --resume): %w", dir, ManifestName, ErrNotResults)
 		}
 		return m, fmt.Errorf("%s has no %s: it is %w (an unfinished sweep, or not a sweep's output)", dir, ManifestName, ErrNotResults)

@@ -73,6 +73,15 @@ type Branch struct {
 	ForkCost world.Cost
 }
 
+// describe names e's kind in a fold error: `model_turn event`, or `an
+// event without a "type"` (another program's message on the stream).
+func (e Event) describe() string {
+	if e.Type == "" {
+		return `an event without a "type"`
+	}
+	return e.Type + " event"
+}
+
 func foldErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrFold, fmt.Sprintf(format, args...))
 }
@@ -135,10 +144,10 @@ func (s *Session) apply(e Event) error {
 		return nil
 	}
 	if s.Outcome != nil {
-		return foldErr("%s event after the outcome", e.Type)
+		return foldErr("%s after the outcome", e.describe())
 	}
 	if !s.Started && e.Type != TypeStart {
-		return foldErr("%s event before session_start", e.Type)
+		return foldErr("%s before session_start", e.describe())
 	}
 	switch e.Type {
 	case TypeStart:

@@ -214,7 +214,9 @@ func TestFoldRejectsForeignCorruptAndDisagreeingEvents(t *testing.T) {
 		e      Event
 		want   string
 	}{
-		{"before start", nil, Event{Type: TypeModelTurn, Turn: 1, Tool: "increment"}, "before session_start"},
+		{"before start", nil, Event{Type: TypeModelTurn, Turn: 1, Tool: "increment"}, "model_turn event before session_start"},
+		{"no type before start", nil, Event{}, `an event without a "type" before session_start`},
+		{"no type after outcome", events, Event{}, `an event without a "type" after the outcome`},
 		{"second start", events[:1], start, "a second session_start"},
 		{"another layout", nil, otherLayout, "layout version 1; this forklab folds version 2"},
 		{"another world version", nil, otherVersion, `plays world counter version "1"; this forklab plays version "2"`},
