@@ -121,6 +121,9 @@ func overall(r results.Row, s *Sections, m sweep.Manifest) string {
 	if l := ConfigLabel(m, r.Int("config_id")); l != "" {
 		p += " (" + l + ")"
 	}
+	if r.Int("pairs") == 0 {
+		return p + fmt.Sprintf(" has no labelled pair: every one of its %s errored, so its net rate and McNemar's test are %s.", Count(r.Int("errors"), "pair"), NA)
+	}
 	p += fmt.Sprintf(" rescues %d of %d runs and harms %d: net %+d (net rate %s, 95%% CI %s to %s; McNemar exact p %s), %s.",
 		r.Int("rescued"), r.Int("pairs"), r.Int("harmed"), net, Pct(r.Float("net_rate")), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")),
 		PEquals(r.Float("mcnemar_p")), verdict)
