@@ -161,7 +161,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 					return asInput(err)
 				}
 				defer ext.Close()
-				if err := wf.applyDecl(&spec, ext.Declaration()); err != nil {
+				if err := wf.applyDecl(&spec, ext.Declaration(), true); err != nil {
 					return asInput(err)
 				}
 				if resolved, err = spec.ResolveWith(ext); err != nil {

@@ -347,7 +347,7 @@ func TestNoParametersDeclared(t *testing.T) {
 			t.Fatal(err)
 		}
 		spec := sweep.DefaultSpec()
-		if err := wf.applyDecl(&spec, world.Declaration{Name: "bare"}); err == nil || err.Error() != tc.want {
+		if err := wf.applyDecl(&spec, world.Declaration{Name: "bare"}, true); err == nil || err.Error() != tc.want {
 			t.Errorf("--%s %s: got %v, want %q", tc.flag, tc.value, err, tc.want)
 		}
 	}
