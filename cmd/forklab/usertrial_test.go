@@ -56,6 +56,8 @@ func TestUserTrialRefusals(t *testing.T) {
 		// A budget nothing would enforce.
 		{"max-cost of a built-in world", []string{"sweep", "--seeds", "0:1000", "--max-cost", "steps=50"},
 			"max_cost: world counter is built in and a budget applies only to an external agent's sweep (--agent): leave max_cost (--max-cost) out"},
+		{"max-cost in dollars of a built-in world", []string{"sweep", "--seeds", "0:1000", "--max-cost", "5"},
+			"max_cost: world counter is built in and a budget applies only to an external agent's sweep (--agent): leave max_cost (--max-cost) out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(out, strings.ReplaceAll(tc.name, " ", "-"))
