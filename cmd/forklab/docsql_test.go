@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -113,6 +114,46 @@ func TestDocSQLRuns(t *testing.T) {
 		}
 		if want := "column_name,n\n" + tc.want; stdout != want {
 			t.Errorf("%s: columns named more than once by %s:\n%s\nwant\n%s", tc.world, tc.q, stdout, want)
+		}
+	}
+}
+
+// docs/agent-protocol.md lists the flags forklab fork --agent takes and
+// the ones it lacks (a tester looked for --agent-env, --param and
+// --timeout); the list is fork's flags, exactly.
+func TestDocForkAgentFlags(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "agent-protocol.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(b)), " ")
+	_, rest, ok := strings.Cut(text, "`forklab fork --agent` takes these flags and no others: ")
+	list, lacks, ok2 := strings.Cut(rest, ". It has **no** ")
+	lacks, _, ok3 := strings.Cut(lacks, ":")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/agent-protocol.md no longer lists fork --agent's flags")
+	}
+	flag := regexp.MustCompile("`(--[a-z-]+)`")
+	var doc []string
+	for _, m := range flag.FindAllStringSubmatch(list, -1) {
+		doc = append(doc, m[1])
+	}
+	out, _, _ := run(t, "fork", "--help")
+	_, flags, _ := strings.Cut(out, "Flags:")
+	var got []string
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-[a-z], )?(--[a-z-]+)`).FindAllStringSubmatch(flags, -1) {
+		if m[1] != "--help" && m[1] != "--agent" && m[1] != "--checkpoint" {
+			got = append(got, m[1])
+		}
+	}
+	slices.Sort(doc)
+	slices.Sort(got)
+	if !slices.Equal(doc, got) {
+		t.Errorf("the doc lists fork --agent's flags as %v; fork --help has %v", doc, got)
+	}
+	for _, m := range flag.FindAllStringSubmatch(lacks, -1) {
+		if slices.Contains(got, m[1]) {
+			t.Errorf("the doc says fork --agent has no %s, but it has", m[1])
 		}
 	}
 }
