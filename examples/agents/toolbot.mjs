@@ -34,7 +34,7 @@
 //  - every random draw is a hash of a key and what is drawn: the world's
 //    draws keyed by the seed, the model's by the seed before the fork and by
 //    the branch's noise_key after it. Same request, same outcome;
-//  - task seeds go up to 2^63-1, beyond what a JavaScript number holds
+//  - task seeds go up to 2^63-2, beyond what a JavaScript number holds
 //    exactly: lines are read and written with the protocol document's
 //    recipe for exact integers (exactParse, exactStringify), so seed
 //    9007199254740993 is that seed, not 9007199254740992.
@@ -224,7 +224,7 @@ const INVALID_PARAMS = -32602, BAD_CHECKPOINT = -32001;
 
 // A seed is an integer in [0, 2^63-2]: a number up to 2^53, a BigInt above
 // (exactParse). Both spell the same digits in the draws' keys.
-const isSeed = (s) => (typeof s === "bigint" ? s >= 0n && s < 2n ** 63n : Number.isSafeInteger(s) && s >= 0);
+const isSeed = (s) => (typeof s === "bigint" ? s >= 0n && s < 2n ** 63n - 1n : Number.isSafeInteger(s) && s >= 0);
 
 // forklab-agent/1 recipe: exact integers (docs/agent-protocol.md, "start").
 // JSON.parse reads every number as a double, exact up to 2^53 only; a seed
@@ -265,7 +265,7 @@ const methods = {
   },
 
   start(p) {
-    if (!isSeed(p.seed)) throw new RPCError(INVALID_PARAMS, "params.seed must be an integer in [0, 2^63-1]");
+    if (!isSeed(p.seed)) throw new RPCError(INVALID_PARAMS, "params.seed must be an integer in [0, 2^63-2]");
     if (!Array.isArray(p.fork_steps) || p.fork_steps.length === 0 || !p.fork_steps.every((k) => Number.isInteger(k) && k >= 1))
       throw new RPCError(INVALID_PARAMS, "params.fork_steps must be a list of integers >= 1");
     const params = readParams(p.params);
