@@ -429,6 +429,27 @@ func CostSigned(x float64) string {
 	return s
 }
 
+// CostTotal formats a total — a sum over pairs, as the policy table's
+// extra cost — of cost field world.CostFields[k]: steps and tokens are
+// counted in whole units, so a whole total prints as an integer (-13, not
+// -13.00); any other total, and a mean, prints by CostNum's rule.
+func CostTotal(k int, x float64) string {
+	if k >= 0 && k < len(world.CostFields) && (world.CostFields[k] == "steps" || world.CostFields[k] == "tokens") &&
+		x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	}
+	return CostNum(x)
+}
+
+// CostTotalSigned is CostTotal with its sign: +7, -13, 0, +0.00312.
+func CostTotalSigned(k int, x float64) string {
+	s := CostTotal(k, x)
+	if s != "0" && s != NA && !strings.HasPrefix(s, "-") {
+		return "+" + s
+	}
+	return s
+}
+
 // Signed is Num with its sign: +0.11, -0.5, 0, n/a.
 func Signed(x float64) string {
 	s := Num(x)

@@ -153,6 +153,21 @@ func TestCostNum(t *testing.T) {
 			t.Errorf("CostSigned(%v) = %q, want %q", tc.x, got, tc.signd)
 		}
 	}
+	// A total of steps or tokens is a whole number and prints as one (the
+	// policy table's "extra steps" column: -13, +7, 0); totals of dollars
+	// or seconds, and fractional totals, follow CostNum.
+	for _, tc := range []struct {
+		k    int
+		x    float64
+		want string
+	}{
+		{0, -13, "-13"}, {0, 7, "+7"}, {0, 0, "0"}, {1, 708000, "+708000"},
+		{0, 2.5, "+2.50"}, {2, 3, "+3.00"}, {2, 0.00312, "+0.00312"}, {3, math.NaN(), "n/a"},
+	} {
+		if got := CostTotalSigned(tc.k, tc.x); got != tc.want {
+			t.Errorf("CostTotalSigned(%d, %v) = %q, want %q", tc.k, tc.x, got, tc.want)
+		}
+	}
 	rows := []results.Row{{"cost": "usd", "mean": 0.00312, "mean_off": 0.00201, "extra": 0.00111, "per_net_rescue": 0.0222}}
 	want := "cost: 0.00312 usd per branch against off's 0.00201 (+0.00111 per run), +0.0222 usd per net rescue"
 	if got := CostLine(rows); got != want {

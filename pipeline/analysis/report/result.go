@@ -273,7 +273,7 @@ func guard(s *Sections, g *search.Group, m sweep.Manifest, several bool) string 
 		if x < 0 {
 			verb = "saves "
 		}
-		part := fmt.Sprintf("%s %s", CostNum(math.Abs(x)), fieldName(k))
+		part := fmt.Sprintf("%s %s", CostTotal(k, math.Abs(x)), fieldName(k))
 		if verb != last {
 			part = verb + part
 		}
@@ -282,7 +282,7 @@ func guard(s *Sections, g *search.Group, m sweep.Manifest, several bool) string 
 			part += fmt.Sprintf(" (%s per net rescue)", CostNum(math.Abs(x)/float64(n)))
 		}
 		if always != nil && !math.IsNaN(always.Holdout.Extra[k]) {
-			part += fmt.Sprintf(" where always-on %s %s", map[bool]string{true: "saves", false: "costs"}[always.Holdout.Extra[k] < 0], CostNum(math.Abs(always.Holdout.Extra[k])))
+			part += fmt.Sprintf(" where always-on %s %s", map[bool]string{true: "saves", false: "costs"}[always.Holdout.Extra[k] < 0], CostTotal(k, math.Abs(always.Holdout.Extra[k])))
 		}
 		costs = append(costs, part)
 	}
