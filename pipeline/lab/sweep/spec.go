@@ -399,22 +399,25 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 	if s.MaxErrorRate != nil && !(*s.MaxErrorRate >= 0 && *s.MaxErrorRate <= 1) {
 		return Resolved{}, keyErr("max_error_rate", "must be a share in [0, 1], got %v", *s.MaxErrorRate)
 	}
+	for k, v := range s.MaxCost {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return Resolved{}, keyErr("max_cost", "%s must be a finite number above 0, got %v", k, v)
+		}
+	}
 	if len(s.MaxCost) > 0 && s.Agent == nil {
 		// Only an external agent's runners stop at a budget (agentproc): a
-		// limit nothing enforces is refused rather than recorded, and that
-		// is said first, whatever the amounts name (--max-cost 5, a sum of
-		// dollars, once read "world counter does not report usd").
+		// limit nothing enforces is refused rather than recorded (once its
+		// amounts are known to be valid), and that is said before anything
+		// about the cost fields it names (--max-cost 5, dollars, once read
+		// "world counter does not report usd").
 		return Resolved{}, fmt.Errorf("max_cost: world %s is built in and a budget applies only to an external agent's sweep (--agent): leave max_cost (--max-cost) out", d.Name)
 	}
-	for k, v := range s.MaxCost {
+	for k := range s.MaxCost {
 		if !slices.Contains(world.CostFields, k) {
 			return Resolved{}, fmt.Errorf("max_cost: unknown cost field %q (known: %s)", k, strings.Join(world.CostFields, ", "))
 		}
 		if !d.Cost.Reports(k) {
 			return Resolved{}, fmt.Errorf("max_cost: world %s does not report %s (it reports %s)", d.Name, k, strings.Join(d.Cost.Fields, ", "))
-		}
-		if !(v > 0) || math.IsInf(v, 0) {
-			return Resolved{}, keyErr("max_cost", "%s must be a finite number above 0, got %v", k, v)
 		}
 	}
 	if a := s.Agent; a != nil {
