@@ -44,22 +44,23 @@ var rootCmd = &cobra.Command{
 
 func init() {
 	rootCmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageErr("%v%s (see '%s --help')", err, paramHint(c, err), c.CommandPath())
+		return usageErr("%v (see '%s --help')%s", err, c.CommandPath(), paramHint(c, err))
 	})
 }
 
 // paramHint is what an unknown flag of a command that takes --param may
 // have meant: a parameter of the world, which has no flag of its own when
 // the world is an external agent's (--horizon 4 for an --agent world's
-// horizon): "; a world parameter without a flag of its own, as every
-// parameter of an --agent world, is set with --param horizon=VALUE". ""
-// for other errors and commands.
+// horizon): "; a parameter of an --agent world has no flag of its own: set
+// it with --param horizon=VALUE". Only the commands that play an agent
+// (sweep, agent check) say it; "" for other errors and commands.
 func paramHint(c *cobra.Command, err error) string {
 	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
-	if !ok || c.Flags().Lookup("param") == nil || !paramFlagName.MatchString(name) {
+	agent := c.Flags().Lookup("agent") != nil || c.CommandPath() == "forklab agent check"
+	if !ok || !agent || c.Flags().Lookup("param") == nil || !paramFlagName.MatchString(name) {
 		return ""
 	}
-	return fmt.Sprintf(": a world parameter without a flag of its own, as every parameter of an --agent world, is set with --param %s=VALUE", strings.ReplaceAll(name, "-", "_"))
+	return fmt.Sprintf("; a parameter of an --agent world has no flag of its own: set it with --param %s=VALUE", strings.ReplaceAll(name, "-", "_"))
 }
 
 // paramFlagName matches a flag name that could be a declared parameter's

@@ -23,9 +23,9 @@ func TestAgentWorldParamMessages(t *testing.T) {
 			"forklab: --target is not a parameter of world toolloop (its parameters, set with --param NAME=VALUE: --param budget_max=…, --param budget_min=…, ",
 			"--param k_max=…, ", "--param token_verify=…)"}},
 		{"agent's parameter as a flag", []string{"--horizon", "4"}, []string{
-			"forklab: unknown flag: --horizon: a world parameter without a flag of its own, as every parameter of an --agent world, is set with --param horizon=VALUE (see 'forklab sweep --help')"}},
+			"forklab: unknown flag: --horizon (see 'forklab sweep --help'); a parameter of an --agent world has no flag of its own: set it with --param horizon=VALUE"}},
 		{"dashed name", []string{"--p-hard=0.5"}, []string{
-			"is set with --param p_hard=VALUE (see 'forklab sweep --help')"}},
+			"(see 'forklab sweep --help'); a parameter of an --agent world has no flag of its own: set it with --param p_hard=VALUE"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, code := run(t, append([]string{"sweep", "--agent", agent, "--seeds", "0:2", "--out", out}, tc.args...)...)
