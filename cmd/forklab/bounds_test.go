@@ -287,14 +287,15 @@ func TestWorldFlagsAndSeedsBounded(t *testing.T) {
 		{[]string{"agent", "run", "--session", "s", "--seed", "1", "--until", "100000"}, "forklab: --until: step 100000 is past the most steps a run can take (9): no run reaches it (fork steps are integers in [1, 9] here)"},
 		{[]string{"checkpoint", "--seed", "0", "--base-budget", "20", "--fork-at", "23"}, "forklab: --fork-at: step 23 is past the most steps a run can take (22): no run reaches it (fork steps are integers in [1, 22] here)"},
 		{[]string{"sweep", "--seeds", "0:9223372036854775807", "--out", out}, "forklab: --seeds: 0:9223372036854775807 is 70368744177664 units of 131072 seeds in each of 1 configuration(s); a sweep holds at most 65536 units (its manifest lists every unit's files): sweep at most 8589934592 seeds at a time (e.g. 0:8589934592), or raise unit_seeds (up to 16777216)"},
-		{[]string{"sweep", "--seeds", "0:9223372036854775808", "--out", out}, `forklab: --seeds: seed range "0:9223372036854775808" is malformed: want START:END with integers in [0, 9223372036854775807] and START < END, e.g. 0:300`},
+		{[]string{"sweep", "--seeds", "0:9223372036854775808", "--out", out}, `forklab: --seeds: seed range "0:9223372036854775808" is malformed: want START:END with integers 0 <= START < END <= 9223372036854775807 (END is exclusive: seeds are integers in [0, 9223372036854775806]), e.g. 0:300`},
+		{[]string{"sweep", "--seeds", "9223372036854775807:9223372036854775808", "--out", out}, `forklab: --seeds: seed range "9223372036854775807:9223372036854775808" is malformed: want START:END with integers 0 <= START < END <= 9223372036854775807 (END is exclusive: seeds are integers in [0, 9223372036854775806])`},
 		{[]string{"sweep", "--seeds", "0:8589934593", "--out", out}, "forklab: --seeds: 0:8589934593 is 65537 units of 131072 seeds"},
 		{[]string{"sweep", "--seeds", "0:300000000000", "--fork-at", "1-9", "--arms", "off,on,placebo,aa", "--replicas", "1000", "--unit-seeds", "16777216", "--out", out}, "forklab: --seeds: 0:300000000000 would make more than 9007199254740992 branch rows (36000 per seed: fork steps × arms × replicas × configurations)"},
 		{[]string{"sweep", "--fork-at", "1-99999999999999999999", "--out", out}, "forklab: --fork-at: fork step 99999999999999999999 is out of range: steps are integers in [1, 1048576]"},
 		{[]string{"sweep", "--shard", "0/99999999999999999999", "--out", out}, `forklab: --shard: share "0/99999999999999999999" is malformed: want I/N with integers 0 <= I < N <= 1048576`},
 		{[]string{"sweep", "--max-error-rate", "200%", "--out", out}, `forklab: --max-error-rate: must be a share in [0, 1] (0% to 100%), such as 1% or 0.05, got "200%"`},
 		{[]string{"sweep", "--max-cost", "tokens=1e400", "--out", out}, `forklab: --max-cost: 1e400 is too large for a float64; each amount must be a finite number above 0`},
-		{[]string{"agent", "check", "--seeds", "0:99999999999999999999", "exit 3"}, `forklab: --seeds: seed range "0:99999999999999999999" is malformed: want START:END with integers in [0, 9223372036854775807] and START < END`},
+		{[]string{"agent", "check", "--seeds", "0:99999999999999999999", "exit 3"}, `forklab: --seeds: seed range "0:99999999999999999999" is malformed: want START:END with integers 0 <= START < END <= 9223372036854775807 (END is exclusive: seeds are integers in [0, 9223372036854775806])`},
 		{[]string{"kafka", "serve", "--ports", "1,2,70000"}, `forklab: --ports "1,2,70000": want 3 port numbers, each an integer in [1, 65535], comma-separated`},
 		{[]string{"log", "bench", "--target", "a=http://127.0.0.1:1", "--loads", "99999999999999999999x1"}, `forklab: --loads "99999999999999999999x1": want PRODUCERSxBYTES,… with 1-4096 producers and 1 B-16 MiB bodies`},
 		{[]string{"log", "bench", "--target", "a=http://127.0.0.1:1", "--pid", "a=99999999999"}, `forklab: --pid "a=99999999999": want NAME=PID, PID an integer in [1, 4194304]`},
@@ -359,7 +360,7 @@ var specBounds = []struct {
 	key, file, want string
 }{
 	{"seeds", "seeds-too-many", "forklab: seeds: 0:9223372036854775807 is 70368744177664 units of 131072 seeds in each of 1 configuration(s); a sweep holds at most 65536 units"},
-	{"seeds", "seeds-overflow", `forklab: spec FILE: seed range "0:99999999999999999999" is malformed: want START:END with integers in [0, 9223372036854775807] and START < END`},
+	{"seeds", "seeds-overflow", `forklab: spec FILE: seed range "0:99999999999999999999" is malformed: want START:END with integers 0 <= START < END <= 9223372036854775807 (END is exclusive: seeds are integers in [0, 9223372036854775806])`},
 	{"fork_at", "fork-at-past-world", "forklab: fork_at: step 12 is past the most steps a run can take (9): no run reaches it (fork steps are integers in [1, 9] here)"},
 	{"fork_at", "fork-at-out-of-range", "forklab: fork_at: steps must be integers in [1, 1048576], ascending, got [2000000]"},
 	{"fork_at", "fork-at-overflow", "forklab: spec FILE: fork_at must be integers in [1, 1048576], got 1e+300"},
@@ -460,4 +461,31 @@ func isNumber(k reflect.Kind) bool {
 		return true
 	}
 	return false
+}
+
+// Every --help and every message that states the seed range states the one
+// range the code plays: seeds in [0, 2^63-2], a range's END exclusive and
+// at most 2^63-1 (sweep --help said nothing of it and checkpoint --help
+// said 9223372036854775806 while the doc said 2^63-1 was a seed).
+func TestSeedRangeStatedAlike(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sweep", "--help"}, "seeds are integers in [0, 9223372036854775806], so END is at most 9223372036854775807"},
+		{[]string{"checkpoint", "--help"}, "[0, 9223372036854775806]"},
+		{[]string{"agent", "run", "--help"}, "[0, 9223372036854775806]"},
+	} {
+		out, errs, _ := run(t, tc.args...)
+		if !strings.Contains(strings.Join(strings.Fields(out+errs), " "), tc.want) {
+			t.Errorf("forklab %s does not say %q:\n%s%s", strings.Join(tc.args, " "), tc.want, out, errs)
+		}
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "agent-protocol.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(doc), "2^63−1]") || !strings.Contains(string(doc), "an integer in [0, 2^63−2]") {
+		t.Errorf("docs/agent-protocol.md does not state seeds as integers in [0, 2^63−2]")
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -43,9 +44,28 @@ var rootCmd = &cobra.Command{
 
 func init() {
 	rootCmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageErr("%v (see '%s --help')", err, c.CommandPath())
+		return usageErr("%v (see '%s --help')%s", err, c.CommandPath(), paramHint(c, err))
 	})
 }
+
+// paramHint is what an unknown flag of a command that takes --param may
+// have meant: a parameter of the world, which has no flag of its own when
+// the world is an external agent's (--horizon 4 for an --agent world's
+// horizon): "; a parameter of an --agent world has no flag of its own: set
+// it with --param horizon=VALUE". Only the commands that play an agent
+// (sweep, agent check) say it; "" for other errors and commands.
+func paramHint(c *cobra.Command, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	agent := c.Flags().Lookup("agent") != nil || c.CommandPath() == "forklab agent check"
+	if !ok || !agent || c.Flags().Lookup("param") == nil || !paramFlagName.MatchString(name) {
+		return ""
+	}
+	return fmt.Sprintf("; a parameter of an --agent world has no flag of its own: set it with --param %s=VALUE", strings.ReplaceAll(name, "-", "_"))
+}
+
+// paramFlagName matches a flag name that could be a declared parameter's
+// (snake_case written with dashes or underscores).
+var paramFlagName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 
 // inputError marks an error caused by the user's input; it exits with status 2.
 type inputError struct{ err error }

@@ -161,7 +161,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 					return asInput(err)
 				}
 				defer ext.Close()
-				if err := wf.applyDecl(&spec, ext.Declaration()); err != nil {
+				if err := wf.applyDecl(&spec, ext.Declaration(), true); err != nil {
 					return asInput(err)
 				}
 				if resolved, err = spec.ResolveWith(ext); err != nil {
@@ -310,7 +310,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&seeds, "seeds", "0:300", "seed range START:END (END exclusive, as Python's range); N alone means 0:N")
+	f.StringVar(&seeds, "seeds", "0:300", "seed range START:END (END exclusive, as Python's range; seeds are integers in [0, 9223372036854775806], so END is at most 9223372036854775807); N alone means 0:N")
 	f.StringVar(&forkAt, "fork-at", "3", "fork steps: 3, 1,2,3 or 1-4")
 	f.StringVar(&arms, "arms", "off,on", "arms, the control off among them: off,on,placebo,aa,policy")
 	intFlag(f, &replicas, "replicas", 1, 1, sweep.MaxReplicas, "forks per checkpoint and arm, labelled by majority vote")

@@ -56,6 +56,8 @@ func TestUserTrialRefusals(t *testing.T) {
 		// A budget nothing would enforce.
 		{"max-cost of a built-in world", []string{"sweep", "--seeds", "0:1000", "--max-cost", "steps=50"},
 			"max_cost: world counter is built in and a budget applies only to an external agent's sweep (--agent): leave max_cost (--max-cost) out"},
+		{"max-cost in dollars of a built-in world", []string{"sweep", "--seeds", "0:1000", "--max-cost", "5"},
+			"max_cost: world counter is built in and a budget applies only to an external agent's sweep (--agent): leave max_cost (--max-cost) out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(out, strings.ReplaceAll(tc.name, " ", "-"))
@@ -347,7 +349,7 @@ func TestNoParametersDeclared(t *testing.T) {
 			t.Fatal(err)
 		}
 		spec := sweep.DefaultSpec()
-		if err := wf.applyDecl(&spec, world.Declaration{Name: "bare"}); err == nil || err.Error() != tc.want {
+		if err := wf.applyDecl(&spec, world.Declaration{Name: "bare"}, true); err == nil || err.Error() != tc.want {
 			t.Errorf("--%s %s: got %v, want %q", tc.flag, tc.value, err, tc.want)
 		}
 	}

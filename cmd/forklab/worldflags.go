@@ -93,15 +93,16 @@ func (f *worldFlags) apply(spec *sweep.Spec) error {
 	if err != nil {
 		return fmt.Errorf("--world: %w", err)
 	}
-	return f.applyDecl(spec, def.Declaration())
+	return f.applyDecl(spec, def.Declaration(), false)
 }
 
-// applyDecl is apply for the world declared by decl (an external agent's):
-// parameter flags and --param are checked against it. A parameter given
+// applyDecl is apply for the world declared by decl (external: an
+// agent's, whose parameters have no flags of their own and are set with
+// --param only): parameter flags and --param are checked against it. A parameter given
 // twice with different values (--target 7 --param target=6, or --param
 // twice) is refused naming both flags, and so is a parameter or model
 // setting the spec's grid varies (the grid would silently win).
-func (f *worldFlags) applyDecl(spec *sweep.Spec, decl world.Declaration) error {
+func (f *worldFlags) applyDecl(spec *sweep.Spec, decl world.Declaration, external bool) error {
 	set := f.fs.Changed
 	if spec.Params == nil {
 		spec.Params = world.Params{}
@@ -132,6 +133,9 @@ func (f *worldFlags) applyDecl(spec *sweep.Spec, decl world.Declaration) error {
 		text := f.byFlag[name]
 		p, ok := decl.Param(strings.ReplaceAll(name, "-", "_"))
 		if !ok {
+			if external {
+				return fmt.Errorf("--%s is not a parameter of world %s (%s)", name, decl.Name, paramsText(decl))
+			}
 			return fmt.Errorf("--%s is not a parameter of world %s (%s)", name, decl.Name, flagsText(decl))
 		}
 		v, err := p.ParseText(text)
@@ -177,6 +181,22 @@ func flagsText(d world.Declaration) string {
 		return "it declares no parameters"
 	}
 	return "its parameters: " + flagList(d)
+}
+
+// paramsText lists an external agent's parameters for a refusal, as
+// --param, the only way to set them: "its parameters, set with --param
+// NAME=VALUE: --param horizon=…, --param mode=…", or "it declares no
+// parameters".
+func paramsText(d world.Declaration) string {
+	if len(d.Params) == 0 {
+		return "it declares no parameters"
+	}
+	names := make([]string, len(d.Params))
+	for i, p := range d.Params {
+		names[i] = "--param " + p.Name + "=…"
+	}
+	slices.Sort(names)
+	return "its parameters, set with --param NAME=VALUE: " + strings.Join(names, ", ")
 }
 
 // changed lists the world flags the user set (--world, --param, a

@@ -34,7 +34,7 @@
 //  - every random draw is a hash of a key and what is drawn: the world's
 //    draws keyed by the seed, the model's by the seed before the fork and by
 //    the branch's noise_key after it. Same request, same outcome;
-//  - task seeds go up to 2^63-1, beyond what a JavaScript number holds
+//  - task seeds go up to 2^63-2, beyond what a JavaScript number holds
 //    exactly: lines are read and written with the protocol document's
 //    recipe for exact integers (exactParse, exactStringify), so seed
 //    9007199254740993 is that seed, not 9007199254740992.
@@ -222,22 +222,27 @@ class RPCError extends Error {
 }
 const INVALID_PARAMS = -32602, BAD_CHECKPOINT = -32001;
 
-// A seed is an integer in [0, 2^63-1]: a number up to 2^53, a BigInt above
+// A seed is an integer in [0, 2^63-2]: a number up to 2^53, a BigInt above
 // (exactParse). Both spell the same digits in the draws' keys.
-const isSeed = (s) => (typeof s === "bigint" ? s >= 0n && s < 2n ** 63n : Number.isSafeInteger(s) && s >= 0);
+const isSeed = (s) => (typeof s === "bigint" ? s >= 0n && s < 2n ** 63n - 1n : Number.isSafeInteger(s) && s >= 0);
 
 // forklab-agent/1 recipe: exact integers (docs/agent-protocol.md, "start").
 // JSON.parse reads every number as a double, exact up to 2^53 only; a seed
-// can be up to 2^63-1. exactParse reads an integer literal beyond 2^53 as a
+// can be up to 2^63-2. exactParse reads an integer literal beyond 2^53 as a
 // BigInt (numbers inside strings are left alone); exactStringify writes a
-// BigInt back as a JSON number.
+// BigInt back as a JSON number. A string value beginning with U+0000 gets
+// one more on the way in and loses it on the way out, so that no string
+// ("\u0000bigint:42") is read as an integer.
 const BIG = "\u0000bigint:";
 const exactParse = (line) => JSON.parse(
-  line.replace(/"(?:[^"\\]|\\.)*"|(?<![\d.eE+-])-?\d{16,}(?![\d.eE])/g,
-    (t) => (t[0] === '"' || Number.isSafeInteger(Number(t)) ? t : `"\\u0000bigint:${t}"`)),
-  (k, v) => (typeof v === "string" && v.startsWith(BIG) ? BigInt(v.slice(BIG.length)) : v));
-const exactStringify = (v) => JSON.stringify(v, (k, x) => (typeof x === "bigint" ? BIG + x : x))
-  .replace(/"\\u0000bigint:(-?\d+)"/g, "$1");
+  line.replace(/"(?:[^"\\]|\\.)*"(?=(\s*:)?)|(?<![\d.eE+-])-?\d{16,}(?![\d.eE])/g, (t, key) =>
+    t[0] !== '"' ? (Number.isSafeInteger(Number(t)) ? t : `"\\u0000bigint:${t}"`)
+      : key === undefined && t.startsWith('"\\u0000') ? '"\\u0000' + t.slice(1) : t),
+  (k, v) => (typeof v !== "string" || v[0] !== "\u0000" ? v : v.startsWith(BIG) ? BigInt(v.slice(BIG.length)) : v.slice(1)));
+const exactStringify = (v) => JSON.stringify(v, (k, x) =>
+    typeof x === "bigint" ? BIG + x : typeof x === "string" && x[0] === "\u0000" ? "\u0000" + x : x)
+  .replace(/"(?:[^"\\]|\\.)*"(?=(\s*:)?)/g, (t, key) => key !== undefined ? t
+    : /^"\\u0000bigint:-?\d+"$/.test(t) ? t.slice(14, -1) : t.startsWith('"\\u0000\\u0000') ? '"' + t.slice(7) : t);
 
 function readParams(p) {
   if (typeof p !== "object" || p === null || Array.isArray(p)) throw new RPCError(INVALID_PARAMS, "params.params must be an object");
@@ -260,7 +265,7 @@ const methods = {
   },
 
   start(p) {
-    if (!isSeed(p.seed)) throw new RPCError(INVALID_PARAMS, "params.seed must be an integer in [0, 2^63-1]");
+    if (!isSeed(p.seed)) throw new RPCError(INVALID_PARAMS, "params.seed must be an integer in [0, 2^63-2]");
     if (!Array.isArray(p.fork_steps) || p.fork_steps.length === 0 || !p.fork_steps.every((k) => Number.isInteger(k) && k >= 1))
       throw new RPCError(INVALID_PARAMS, "params.fork_steps must be a list of integers >= 1");
     const params = readParams(p.params);

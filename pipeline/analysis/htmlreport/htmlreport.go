@@ -383,7 +383,7 @@ func policies(r *search.Result, m sweep.Manifest, qini *results.Table) ([]policy
 				if math.IsNaN(x) {
 					x = 0
 				}
-				row = append(row, cell{Text: report.CostSigned(x), Num: true})
+				row = append(row, cell{Text: report.CostTotalSigned(k, x), Num: true})
 			}
 			v.Table.Rows = append(v.Table.Rows, row)
 		}

@@ -99,7 +99,7 @@ func WritePolicy(w io.Writer, r *search.Result, m sweep.Manifest, qini *results.
 				c.Holdout.Fires, c.Holdout.Rescued, c.Holdout.Harmed, c.Holdout.HarmedClean, c.Holdout.Net(),
 				PctUp(c.Holdout.HarmUpper()))
 			for _, k := range costs {
-				line += "\t" + CostSigned(zeroNaN(c.Holdout.Extra[k]))
+				line += "\t" + CostTotalSigned(k, zeroNaN(c.Holdout.Extra[k]))
 			}
 			fmt.Fprintln(tw, line)
 		}

@@ -237,6 +237,14 @@ func writeHeadline(w io.Writer, r results.Row, config string, costs []results.Ro
 		fmt.Fprintf(w, " (and %s that errored, not labelled)", Count(e, "pair"))
 	}
 	fmt.Fprintln(w)
+	if r.Int("pairs") == 0 {
+		fmt.Fprintf(w, "  no labelled pair: rates, intervals and McNemar's test are %s (every pair errored)\n", NA)
+		if line := CostLine(costs); line != "" {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+		fmt.Fprintln(w)
+		return
+	}
 	fmt.Fprintf(w, "  rescued %d   harmed %d   unchanged %d   net %+d\n", r.Int("rescued"), r.Int("harmed"), r.Int("unchanged"), r.Int("net"))
 	fmt.Fprintf(w, "  sure things %d · lost causes %d · net rate %s (95%% CI %s to %s, Newcombe) · McNemar exact p %s on %d discordant pairs\n",
 		r.Int("sure_thing"), r.Int("lost_cause"), Pct(r.Float("net_rate")), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")),
@@ -316,9 +324,21 @@ func columnIndex(t *results.Table) map[string]int {
 	return m
 }
 
+// NA is what the report prints for a number that does not exist — a rate
+// of no pairs, a mean of no branches — where the arithmetic would give NaN
+// or an infinity: no report, page or message prints "NaN" or "Inf".
+const NA = "n/a"
+
+// finite reports whether x is a number a reader can be shown.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
 // Pct formats a rate as a percentage with one decimal, two below 1% in
-// magnitude, never "-0.0%": -0.0267 is "-2.7%", 0.00052 is "0.05%".
+// magnitude, never "-0.0%": -0.0267 is "-2.7%", 0.00052 is "0.05%"; NA for
+// NaN or an infinity (the rate of no pairs).
 func Pct(x float64) string {
+	if !finite(x) {
+		return NA
+	}
 	s := fmt.Sprintf("%.1f%%", 100*x)
 	if x != 0 && math.Abs(x) < 0.01 {
 		s = fmt.Sprintf("%.2f%%", 100*x)
@@ -332,6 +352,9 @@ func Pct(x float64) string {
 // PctUp formats an upper confidence bound like Pct but rounded up, so that
 // the printed "at most" is never below the bound: 0.0002496 is "0.03%".
 func PctUp(x float64) string {
+	if !finite(x) {
+		return NA
+	}
 	if x != 0 && math.Abs(x) < 0.01 {
 		return fmt.Sprintf("%.2f%%", math.Ceil(x*1e4-1e-9)/100)
 	}
@@ -344,6 +367,8 @@ func PctUp(x float64) string {
 // precision (subnormal) or the exact tail underflowed to 0.
 func PValue(p float64) string {
 	switch {
+	case math.IsNaN(p):
+		return NA
 	case p < 1e-300:
 		return "< 1e-300"
 	case p >= 0.9995:
@@ -358,17 +383,18 @@ func PValue(p float64) string {
 // 1e-300").
 func PEquals(p float64) string {
 	s := PValue(p)
-	if strings.HasPrefix(s, "<") {
+	if strings.HasPrefix(s, "<") || s == NA {
 		return s
 	}
 	return "= " + s
 }
 
-// Num formats a mean or a cost: at most two decimals, no trailing zeros,
-// thousands as digits: 4.49, 1927.8, 12.
+// Num formats a mean or a count that may be fractional (the Qini
+// table's rescued and harmed): at most two decimals, no trailing zeros:
+// 4.49, 1927.8, 12; NA for NaN or an infinity.
 func Num(x float64) string {
-	if math.IsNaN(x) {
-		return "NaN"
+	if !finite(x) {
+		return NA
 	}
 	s := fmt.Sprintf("%.2f", x)
 	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
@@ -379,32 +405,72 @@ func Num(x float64) string {
 }
 
 // CostNum formats a cost — a mean, a difference, a total of steps,
-// tokens, US dollars or seconds — the one rule the text report, the HTML
-// report and forklab sweep's cost lines use: as Num from 0.1 up in
-// magnitude (4.49, 1927.8, 12), three significant digits below, so that a
-// small cost does not round to 0: 0.00312, -0.0533, 0.000125.
+// tokens, US dollars or seconds — by the one rule the text report, the HTML
+// report and forklab's cost messages use (docs/agent-protocol.md, "Cost"):
+// exactly two decimals from 0.1 up in magnitude (4.60, 4.26, 1927.80,
+// 12.00), three significant digits below, trailing zeros kept (0.00200,
+// -0.0000790, 0.00312), so that a small cost does not round to 0 and
+// numbers side by side have the same precision; "0" for zero (and for a
+// value that rounds to it); NA for NaN or an infinity.
 func CostNum(x float64) string {
-	if a := math.Abs(x); a >= 0.1 || a == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
-		return Num(x)
+	if !finite(x) {
+		return NA
 	}
-	decimals := 2 - int(math.Floor(math.Log10(math.Abs(x))))
+	a := math.Abs(x)
+	decimals := 2
+	if a < 0.1 && a > 0 {
+		decimals = 2 - int(math.Floor(math.Log10(a)))
+	}
 	s := strconv.FormatFloat(x, 'f', decimals, 64)
-	return strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	if a < 0.1 && a > 0 && strings.Trim(s, "-0.") != "" {
+		// Rounding may carry into a new digit (0.09996 -> 0.100): keep
+		// three significant digits of what it became.
+		if r, _ := strconv.ParseFloat(s, 64); math.Abs(r) >= 0.1 {
+			s = strconv.FormatFloat(r, 'f', 2, 64)
+		} else if sig := strings.TrimLeft(strings.Trim(s, "-"), "0."); len(sig) > 3 {
+			s = strconv.FormatFloat(r, 'f', decimals-1, 64)
+		}
+	}
+	if strings.Trim(s, "-0.") == "" {
+		return "0"
+	}
+	return s
 }
 
-// CostSigned is CostNum with its sign: +0.00111, -0.5, 0.
+// CostSigned is CostNum with its sign: +0.00111, -0.50, 0, n/a.
 func CostSigned(x float64) string {
 	s := CostNum(x)
-	if s != "0" && !strings.HasPrefix(s, "-") {
+	if s != "0" && s != NA && !strings.HasPrefix(s, "-") {
 		return "+" + s
 	}
 	return s
 }
 
-// Signed is Num with its sign: +0.11, -0.5, 0.
+// CostTotal formats a total — a sum over pairs, as the policy table's
+// extra cost — of cost field world.CostFields[k]: steps and tokens are
+// counted in whole units, so a whole total prints as an integer (-13, not
+// -13.00); any other total, and a mean, prints by CostNum's rule.
+func CostTotal(k int, x float64) string {
+	if k >= 0 && k < len(world.CostFields) && (world.CostFields[k] == "steps" || world.CostFields[k] == "tokens") &&
+		x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	}
+	return CostNum(x)
+}
+
+// CostTotalSigned is CostTotal with its sign: +7, -13, 0, +0.00312.
+func CostTotalSigned(k int, x float64) string {
+	s := CostTotal(k, x)
+	if s != "0" && s != NA && !strings.HasPrefix(s, "-") {
+		return "+" + s
+	}
+	return s
+}
+
+// Signed is Num with its sign: +0.11, -0.5, 0, n/a.
 func Signed(x float64) string {
 	s := Num(x)
-	if s != "0" && !strings.HasPrefix(s, "-") {
+	if s != "0" && s != NA && !strings.HasPrefix(s, "-") {
 		return "+" + s
 	}
 	return s

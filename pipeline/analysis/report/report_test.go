@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/forklab/forklab/pipeline/analysis/results/resultstest"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -111,10 +112,12 @@ func TestFormatKeepsValues(t *testing.T) {
 	}
 }
 
-// Costs print with enough significant digits that a small one does not
-// round to 0 (an agent's branch costing $0.003 showed as "0 usd per branch
-// against off's 0"): two decimals from 0.1 up, as means print, three
-// significant digits below.
+// Costs print by one rule, the one docs/agent-protocol.md states: exactly
+// two decimals from 0.1 up, three significant digits below (an agent's
+// branch costing $0.003 once showed as "0 usd per branch against off's 0"),
+// trailing zeros kept so that numbers side by side read alike (the report
+// printed "4.6 steps per branch against off's 4.26" and "+0.002 per run"),
+// "0" for zero, and never NaN or Inf.
 func TestCostNum(t *testing.T) {
 	for _, tc := range []struct {
 		x          float64
@@ -122,16 +125,26 @@ func TestCostNum(t *testing.T) {
 	}{
 		{0, "0", "0"},
 		{4.49, "4.49", "+4.49"},
-		{1927.8, "1927.8", "+1927.8"},
+		{4.6, "4.60", "+4.60"},
+		{1927.8, "1927.80", "+1927.80"},
+		{12, "12.00", "+12.00"},
 		{0.11, "0.11", "+0.11"},
-		{0.1, "0.1", "+0.1"},
+		{0.1, "0.10", "+0.10"},
 		{0.0999, "0.0999", "+0.0999"},
+		{0.09996, "0.10", "+0.10"},
+		{0.0009996, "0.00100", "+0.00100"},
+		{0.002, "0.00200", "+0.00200"},
+		{-0.000079, "-0.0000790", "-0.0000790"},
 		{0.003125, "0.00313", "+0.00313"},
 		{-0.0533333, "-0.0533", "-0.0533"},
-		{0.05, "0.05", "+0.05"},
+		{0.05, "0.0500", "+0.0500"},
 		{0.000125, "0.000125", "+0.000125"},
-		{2e-9, "0.000000002", "+0.000000002"},
-		{-1.5, "-1.5", "-1.5"},
+		{2e-9, "0.00000000200", "+0.00000000200"},
+		{-1.5, "-1.50", "-1.50"},
+		{-0.004, "-0.00400", "-0.00400"},
+		{math.NaN(), "n/a", "n/a"},
+		{math.Inf(1), "n/a", "n/a"},
+		{math.Inf(-1), "n/a", "n/a"},
 	} {
 		if got := CostNum(tc.x); got != tc.num {
 			t.Errorf("CostNum(%v) = %q, want %q", tc.x, got, tc.num)
@@ -140,9 +153,56 @@ func TestCostNum(t *testing.T) {
 			t.Errorf("CostSigned(%v) = %q, want %q", tc.x, got, tc.signd)
 		}
 	}
+	// A total of steps or tokens is a whole number and prints as one (the
+	// policy table's "extra steps" column: -13, +7, 0); totals of dollars
+	// or seconds, and fractional totals, follow CostNum.
+	for _, tc := range []struct {
+		k    int
+		x    float64
+		want string
+	}{
+		{0, -13, "-13"}, {0, 7, "+7"}, {0, 0, "0"}, {1, 708000, "+708000"},
+		{0, 2.5, "+2.50"}, {2, 3, "+3.00"}, {2, 0.00312, "+0.00312"}, {3, math.NaN(), "n/a"},
+	} {
+		if got := CostTotalSigned(tc.k, tc.x); got != tc.want {
+			t.Errorf("CostTotalSigned(%d, %v) = %q, want %q", tc.k, tc.x, got, tc.want)
+		}
+	}
 	rows := []results.Row{{"cost": "usd", "mean": 0.00312, "mean_off": 0.00201, "extra": 0.00111, "per_net_rescue": 0.0222}}
 	want := "cost: 0.00312 usd per branch against off's 0.00201 (+0.00111 per run), +0.0222 usd per net rescue"
 	if got := CostLine(rows); got != want {
 		t.Errorf("CostLine = %q, want %q", got, want)
+	}
+}
+
+// A rate, p-value or table cell that does not exist (every pair of an arm
+// errored: 0 of 0) prints as n/a, never "NaN%" or "NaN".
+func TestNoNaNInReport(t *testing.T) {
+	for _, tc := range []struct {
+		name, got, want string
+	}{
+		{"Pct(NaN)", Pct(math.NaN()), "n/a"},
+		{"Pct(+Inf)", Pct(math.Inf(1)), "n/a"},
+		{"PctUp(NaN)", PctUp(math.NaN()), "n/a"},
+		{"PValue(NaN)", PValue(math.NaN()), "n/a"},
+		{"PEquals(NaN)", PEquals(math.NaN()), "n/a"},
+		{"Num(NaN)", Num(math.NaN()), "n/a"},
+		{"Signed(-Inf)", Signed(math.Inf(-1)), "n/a"},
+		{"Format(NaN)", Format(math.NaN()), "n/a"},
+		{"Format(+Inf)", Format(math.Inf(1)), "n/a"},
+		{"Pct(0.0267)", Pct(0.0267), "2.7%"},
+		{"Format(0.5)", Format(0.5), "0.5000"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	var b strings.Builder
+	writeHeadline(&b, results.Row{"arm": "on", "fork_step": int64(2), "pairs": int64(0), "errors": int64(20),
+		"net_rate": math.NaN(), "rescue_rate": math.NaN(), "mcnemar_p": 1.0}, "", nil)
+	want := "on vs off · fork step 2 · 0 pairs (and 20 pairs that errored, not labelled)\n" +
+		"  no labelled pair: rates, intervals and McNemar's test are n/a (every pair errored)\n\n"
+	if b.String() != want {
+		t.Errorf("headline of an arm whose every pair errored:\n%s\nwant\n%s", b.String(), want)
 	}
 }

@@ -121,6 +121,9 @@ func overall(r results.Row, s *Sections, m sweep.Manifest) string {
 	if l := ConfigLabel(m, r.Int("config_id")); l != "" {
 		p += " (" + l + ")"
 	}
+	if r.Int("pairs") == 0 {
+		return p + fmt.Sprintf(" has no labelled pair: every one of its %s errored, so its net rate and McNemar's test are %s.", Count(r.Int("errors"), "pair"), NA)
+	}
 	p += fmt.Sprintf(" rescues %d of %d runs and harms %d: net %+d (net rate %s, 95%% CI %s to %s; McNemar exact p %s), %s.",
 		r.Int("rescued"), r.Int("pairs"), r.Int("harmed"), net, Pct(r.Float("net_rate")), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")),
 		PEquals(r.Float("mcnemar_p")), verdict)
@@ -270,7 +273,7 @@ func guard(s *Sections, g *search.Group, m sweep.Manifest, several bool) string 
 		if x < 0 {
 			verb = "saves "
 		}
-		part := fmt.Sprintf("%s %s", CostNum(math.Abs(x)), fieldName(k))
+		part := fmt.Sprintf("%s %s", CostTotal(k, math.Abs(x)), fieldName(k))
 		if verb != last {
 			part = verb + part
 		}
@@ -279,7 +282,7 @@ func guard(s *Sections, g *search.Group, m sweep.Manifest, several bool) string 
 			part += fmt.Sprintf(" (%s per net rescue)", CostNum(math.Abs(x)/float64(n)))
 		}
 		if always != nil && !math.IsNaN(always.Holdout.Extra[k]) {
-			part += fmt.Sprintf(" where always-on %s %s", map[bool]string{true: "saves", false: "costs"}[always.Holdout.Extra[k] < 0], CostNum(math.Abs(always.Holdout.Extra[k])))
+			part += fmt.Sprintf(" where always-on %s %s", map[bool]string{true: "saves", false: "costs"}[always.Holdout.Extra[k] < 0], CostTotal(k, math.Abs(always.Holdout.Extra[k])))
 		}
 		costs = append(costs, part)
 	}

@@ -32,7 +32,8 @@ func WriteTable(w io.Writer, t *results.Table) error {
 // report rounds its rates and p-values for reading; forklab sql prints
 // every digit), times in RFC 3339 with their fraction of a second, bytes
 // (a BLOB, or a UUID as the duckdb driver gives it) as DuckDB prints a
-// BLOB, \xAA for a byte that is not printable ASCII.
+// BLOB, \xAA for a byte that is not printable ASCII; NA for a NaN or an
+// infinite float.
 func Format(v any) string {
 	switch x := v.(type) {
 	case nil:
@@ -68,7 +69,7 @@ func Format(v any) string {
 func formatFloat(x float64) string {
 	switch {
 	case math.IsNaN(x) || math.IsInf(x, 0):
-		return strconv.FormatFloat(x, 'f', -1, 64)
+		return NA
 	case x == 0:
 		return "0"
 	case x == math.Trunc(x) && math.Abs(x) < 1e15:

@@ -208,18 +208,20 @@ func TestExactIntegerRecipe(t *testing.T) {
 			t.Errorf("examples/agents/toolbot.mjs lacks the recipe's line %s", l)
 		}
 	}
-	line := `{"seed":9223372036854775807,"x":1.5,"s":"9223372036854775807","n":-9007199254740993,"safe":9007199254740991,"e":1e21,"f":12345678901234567.5,"q":"a\"9007199254740993","list":[9007199254740993,2]}`
+	// The last four keys are strings (and keys) that look like the recipe's
+	// marker for a big integer: they stay strings, as written.
+	line := `{"seed":9223372036854775807,"x":1.5,"s":"9223372036854775807","n":-9007199254740993,"safe":9007199254740991,"e":1e21,"f":12345678901234567.5,"q":"a\"9007199254740993","list":[9007199254740993,2],"m":"\u0000bigint:42","m2":"\u0000\u0000x","\u0000bigint:7":"\u0000bigint:7","k\"\u0000bigint:5":"x\"\u0000bigint:5"}`
 	script := block + `
 const v = exactParse(process.argv[1]);
-console.log([typeof v.seed, typeof v.n, typeof v.safe, typeof v.s, typeof v.q, typeof v.list[0], v.seed === 9223372036854775807n, v.n === -9007199254740993n, v.s === "9223372036854775807", v.q === 'a"9007199254740993'].join(" "));
+console.log([typeof v.seed, typeof v.n, typeof v.safe, typeof v.s, typeof v.q, typeof v.list[0], v.seed === 9223372036854775807n, v.n === -9007199254740993n, v.s === "9223372036854775807", v.q === 'a"9007199254740993', v.m === "\u0000bigint:42", v.m2 === "\u0000\u0000x", v["\u0000bigint:7"] === "\u0000bigint:7"].join(" "));
 console.log(exactStringify(v));
 `
 	out, err := exec.Command(node, "-e", script, line).CombinedOutput()
 	if err != nil {
 		t.Fatalf("node: %v\n%s", err, out)
 	}
-	want := "bigint bigint number string string bigint true true true true\n" +
-		`{"seed":9223372036854775807,"x":1.5,"s":"9223372036854775807","n":-9007199254740993,"safe":9007199254740991,"e":1e+21,"f":12345678901234568,"q":"a\"9007199254740993","list":[9007199254740993,2]}` + "\n"
+	want := "bigint bigint number string string bigint true true true true true true true\n" +
+		`{"seed":9223372036854775807,"x":1.5,"s":"9223372036854775807","n":-9007199254740993,"safe":9007199254740991,"e":1e+21,"f":12345678901234568,"q":"a\"9007199254740993","list":[9007199254740993,2],"m":"\u0000bigint:42","m2":"\u0000\u0000x","\u0000bigint:7":"\u0000bigint:7","k\"\u0000bigint:5":"x\"\u0000bigint:5"}` + "\n"
 	if string(out) != want {
 		t.Errorf("node printed\n%s\nwant\n%s", out, want)
 	}

@@ -49,6 +49,9 @@ func TestAgentSpecFile(t *testing.T) {
 		want string
 	}{
 		{func(s *sweep.Spec) { s.MaxCost = map[string]float64{"steps": 50} }, "max_cost: world counter is built in and a budget applies only to an external agent's sweep (--agent)"},
+		// The real cause comes first, whatever the budget names.
+		{func(s *sweep.Spec) { s.MaxCost = map[string]float64{"usd": 5} }, "max_cost: world counter is built in and a budget applies only to an external agent's sweep (--agent)"},
+		{func(s *sweep.Spec) { s.MaxCost = map[string]float64{"dollars": 5} }, "max_cost: world counter is built in and a budget applies only to an external agent's sweep (--agent)"},
 		{func(s *sweep.Spec) {
 			s.MaxCost = map[string]float64{"usd": 5}
 			s.Agent = &sweep.AgentSpec{Command: "x"}

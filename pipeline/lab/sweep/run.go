@@ -428,9 +428,56 @@ func specDiff(old, cur []byte) string {
 		json.Compact(&x, a.Declaration)
 		json.Compact(&y, b.Declaration)
 		if x.String() != y.String() {
-			return "the world declares itself otherwise now: its version, parameters, features or arms changed (for an agent, its initialize reply)"
+			return "the world declares itself otherwise now (for an agent, its initialize reply): " + declDiff(a.Declaration, b.Declaration)
 		}
 		return "its recorded spec differs"
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// declDiff words what differs between two world declarations as specDiff
+// words spec keys, each key with its old and new values: "version: "1"
+// then, "2" now", "features.x: unset then, {…} now" (a list of named
+// entries — params, task, features, hidden, and interventions by arm — is
+// compared entry by entry), up to three differences.
+func declDiff(old, cur json.RawMessage) string {
+	var a, b map[string]json.RawMessage
+	if json.Unmarshal(old, &a) != nil || json.Unmarshal(cur, &b) != nil {
+		return "its recorded declaration cannot be read"
+	}
+	byName := func(m map[string]json.RawMessage) {
+		for k, v := range m {
+			var list []map[string]json.RawMessage
+			if json.Unmarshal(v, &list) != nil || len(list) == 0 {
+				continue
+			}
+			named := map[string]json.RawMessage{}
+			for _, e := range list {
+				var name string
+				key := e["name"]
+				if key == nil {
+					key = e["arm"] // an intervention is named by its arm
+				}
+				if json.Unmarshal(key, &name) != nil || name == "" {
+					named = nil
+					break
+				}
+				named[name], _ = json.Marshal(e)
+			}
+			if named != nil && len(named) == len(list) {
+				m[k], _ = json.Marshal(named)
+			}
+		}
+	}
+	byName(a)
+	byName(b)
+	var diffs []string
+	diffMaps(a, b, "", &diffs)
+	if len(diffs) > 3 {
+		diffs = append(diffs[:3], fmt.Sprintf("and %d more", len(diffs)-3))
+	}
+	if len(diffs) == 0 {
+		return "its recorded declaration differs"
 	}
 	return strings.Join(diffs, "; ")
 }

@@ -23,7 +23,9 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// MaxSeed bounds seeds so they fit the int64 seed column.
+// MaxSeed bounds a seed range's END (exclusive) so that every seed fits
+// the int64 seed column: the seeds forklab plays are 0 to MaxSeed-1
+// (2^63-2), the one range every --help, error and document states.
 const MaxSeed = math.MaxInt64
 
 // Range is a half-open range of seeds [Start, End), written "START:END" as
@@ -36,8 +38,8 @@ func (r Range) Len() uint64 { return r.End - r.Start }
 // String returns "START:END".
 func (r Range) String() string { return fmt.Sprintf("%d:%d", r.Start, r.End) }
 
-// ParseRange parses "START:END" or "N". Both bounds are non-negative
-// integers below 2^63 and START < END.
+// ParseRange parses "START:END" or "N": START < END <= MaxSeed (2^63-1), so
+// the seeds are integers in [0, 2^63-2].
 func ParseRange(s string) (Range, error) {
 	lo, hi, ok := strings.Cut(strings.TrimSpace(s), ":")
 	if !ok {
@@ -46,13 +48,17 @@ func ParseRange(s string) (Range, error) {
 	start, err1 := strconv.ParseUint(strings.TrimSpace(lo), 10, 63)
 	end, err2 := strconv.ParseUint(strings.TrimSpace(hi), 10, 63)
 	if err1 != nil || err2 != nil {
-		return Range{}, fmt.Errorf("seed range %q is malformed: want START:END with integers in [0, %d] and START < END, e.g. 0:300", s, uint64(MaxSeed))
+		return Range{}, fmt.Errorf("seed range %q is malformed: %s", s, rangeRule)
 	}
 	if start >= end {
 		return Range{}, fmt.Errorf("seed range %q is empty: START must be below END, e.g. 0:300", s)
 	}
 	return Range{start, end}, nil
 }
+
+// rangeRule is what a seed range may be, as every message about one says
+// it: END is exclusive, so the last seed that can be played is MaxSeed-1.
+var rangeRule = fmt.Sprintf("want START:END with integers 0 <= START < END <= %d (END is exclusive: seeds are integers in [0, %d]), e.g. 0:300", uint64(MaxSeed), uint64(MaxSeed)-1)
 
 // MarshalText implements encoding.TextMarshaler.
 func (r Range) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
@@ -347,7 +353,7 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 		return Resolved{}, keyErr("seeds", "the range %s is empty: START must be below END", s.Seeds)
 	}
 	if s.Seeds.End > MaxSeed {
-		return Resolved{}, keyErr("seeds", "END must be an integer in [1, %d], got %d", uint64(MaxSeed), s.Seeds.End)
+		return Resolved{}, keyErr("seeds", "END %d is out of range: %s", s.Seeds.End, rangeRule)
 	}
 	if len(s.ForkAt) == 0 {
 		return Resolved{}, keyErr("fork_at", "list at least one fork step")
@@ -394,21 +400,25 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 		return Resolved{}, keyErr("max_error_rate", "must be a share in [0, 1], got %v", *s.MaxErrorRate)
 	}
 	for k, v := range s.MaxCost {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return Resolved{}, keyErr("max_cost", "%s must be a finite number above 0, got %v", k, v)
+		}
+	}
+	if len(s.MaxCost) > 0 && s.Agent == nil {
+		// Only an external agent's runners stop at a budget (agentproc): a
+		// limit nothing enforces is refused rather than recorded (once its
+		// amounts are known to be valid), and that is said before anything
+		// about the cost fields it names (--max-cost 5, dollars, once read
+		// "world counter does not report usd").
+		return Resolved{}, fmt.Errorf("max_cost: world %s is built in and a budget applies only to an external agent's sweep (--agent): leave max_cost (--max-cost) out", d.Name)
+	}
+	for k := range s.MaxCost {
 		if !slices.Contains(world.CostFields, k) {
 			return Resolved{}, fmt.Errorf("max_cost: unknown cost field %q (known: %s)", k, strings.Join(world.CostFields, ", "))
 		}
 		if !d.Cost.Reports(k) {
 			return Resolved{}, fmt.Errorf("max_cost: world %s does not report %s (it reports %s)", d.Name, k, strings.Join(d.Cost.Fields, ", "))
 		}
-		if !(v > 0) || math.IsInf(v, 0) {
-			return Resolved{}, keyErr("max_cost", "%s must be a finite number above 0, got %v", k, v)
-		}
-	}
-	if len(s.MaxCost) > 0 && s.Agent == nil {
-		// Only an external agent's runners stop at a budget (agentproc):
-		// a limit nothing enforces is refused rather than recorded (once its
-		// amounts are known to be valid).
-		return Resolved{}, fmt.Errorf("max_cost: world %s is built in and a budget applies only to an external agent's sweep (--agent): leave max_cost (--max-cost) out", d.Name)
 	}
 	if a := s.Agent; a != nil {
 		if err := a.Validate(); err != nil {
