@@ -177,7 +177,7 @@ func (l *Log) Create(ctx context.Context, req CreateRequest) (CreateResult, erro
 				return CreateResult{}, errf(BadRequest, "fork sub-offset %d: no data at or after the fork offset", req.ForkSub)
 			}
 			e := srcView.entries[i]
-			vals, err := l.values(ctx, src.meta.part, srcView.entries[i:i+1])
+			vals, err := l.values(ctx, src.meta.part, srcView.entries[i:i+1], 0)
 			if err != nil {
 				return CreateResult{}, err
 			}

@@ -222,6 +222,13 @@ type Log struct {
 	parts     []*partition
 	cache     *cache
 
+	// readSlots holds a token per read-path fetch request in flight
+	// (maxReadFetches; read.go).
+	readSlots chan struct{}
+	// readFetchHook, in tests, is called by each read-path fetch request
+	// before it is sent, with the number of them in flight.
+	readFetchHook func(inFlight int)
+
 	// admin serialises creates and deletes: a semaphore rather than a
 	// mutex, so that waiting for it is bounded by the write timeout, and so
 	// that a create or delete still waiting for Kafka after its caller was
@@ -255,6 +262,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		client:    &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: tr, Timeout: 10 * time.Second},
 		producer:  &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: tr},
 		cache:     newCache(cfg.CacheBytes),
+		readSlots: make(chan struct{}, maxReadFetches),
 		streams:   map[string]*stream{},
 		gens:      map[string]int64{},
 		removed:   map[string]int64{},

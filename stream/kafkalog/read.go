@@ -3,7 +3,6 @@ package kafkalog
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 )
@@ -103,10 +102,11 @@ func (l *Log) readAt(ctx context.Context, s *stream, v view, pos int64, maxBytes
 	full := false
 	for j < len(v.entries) && !full {
 		step := min(len(v.entries)-j, 4096)
-		vals, err := l.values(ctx, part, v.entries[j:j+step])
+		vals, err := l.values(ctx, part, v.entries[j:j+step], maxBytes-total)
 		if err != nil {
 			return res, err
 		}
+		step = len(vals)
 		for k, val := range vals {
 			e := v.entries[j+k]
 			if s.meta.json {
@@ -233,79 +233,130 @@ func (l *Log) EarliestOffset(name string) (Offset, error) {
 	return s.mint(pos), nil
 }
 
-// values returns the record values of es, from the cache or from Kafka.
-func (l *Log) values(ctx context.Context, part int32, es []entry) ([][]byte, error) {
-	out := make([][]byte, len(es))
-	var missing []int64
-	for i, e := range es {
-		if v, ok := l.cache.get(part, e.koff); ok {
-			out[i] = v
-		} else {
-			missing = append(missing, e.koff)
-		}
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	got, err := l.fetchValues(ctx, part, missing)
-	if err != nil {
-		return nil, err
-	}
-	for i, e := range es {
-		if out[i] == nil {
-			v, ok := got[e.koff]
-			if !ok {
-				return nil, errRetention
-			}
-			out[i] = v
-		}
-	}
-	return out, nil
-}
+// Reads from Kafka. On the embedded broker (kfake) one goroutine serves
+// every request in arrival order, fetches and produces alike, so a produce
+// waits for every fetch queued before it; on a real broker fetches and
+// produces share the leader's network and request threads too. Readers
+// that catch up from Kafka were unbounded: 200 SSE readers of a cold 3 MB
+// stream queued 200 fetches of the whole stream (600 MB) ahead of every
+// produce, and appends to any stream waited out the write timeout
+// (docs/session-log.md, "Readers and writers"). So the read path fetches
+// at most maxReadFetches requests at once, each of at most readFetchBytes;
+// readers beyond that wait their turn in arrival order (a channel's
+// waiting senders are served first in, first out) and, once it comes,
+// take from the cache what a reader before them fetched.
+const (
+	// maxReadFetches bounds the read path's fetch requests in flight, for
+	// the whole Log.
+	maxReadFetches = 2
+	// readFetchBytes is the MaxBytes of one read-path fetch request. The
+	// broker still returns a whole first record batch larger than this
+	// (KIP-74), so a large record is read in one request.
+	readFetchBytes = 1 << 20
+)
 
-// fetchValues reads the values at the given Kafka offsets (ascending) from
-// the broker. A record below the log start offset is a Gone error.
-func (l *Log) fetchValues(ctx context.Context, part int32, koffs []int64) (map[int64][]byte, error) {
-	sort.Slice(koffs, func(i, j int) bool { return koffs[i] < koffs[j] })
-	want := make(map[int64]bool, len(koffs))
-	for _, k := range koffs {
-		want[k] = true
-	}
-	got := make(map[int64][]byte, len(koffs))
-	from := koffs[0]
-	last := koffs[len(koffs)-1]
-	empty := 0
-	for from <= last {
-		recs, _, hwm, err := l.fetchBatch(ctx, part, from, 4<<20)
+// values returns the record values of a prefix of es (at least one entry
+// when es is not empty): every entry, or fewer once the values returned
+// hold at least need bytes and the next one is not cached. Values come
+// from the cache or, for what is missing, from Kafka, one bounded fetch
+// request at a time (fetchPrefix).
+func (l *Log) values(ctx context.Context, part int32, es []entry, need int) ([][]byte, error) {
+	out := make([][]byte, 0, len(es))
+	size := 0
+	for {
+		n := len(out)
+		out = l.cache.prefix(part, es[n:], out)
+		for _, v := range out[n:] {
+			size += len(v)
+		}
+		if len(out) == len(es) || len(out) > 0 && size >= need {
+			return out, nil // all, or enough for the caller: fetch the rest when it asks
+		}
+		vals, err := l.fetchPrefix(ctx, part, es[len(out):])
 		if err != nil {
 			return nil, err
 		}
-		if len(recs) == 0 {
-			if from >= hwm {
-				break
-			}
-			if empty++; empty > 20 {
-				return nil, fmt.Errorf("fetch %s/%d at %d returned nothing below high watermark %d", l.cfg.Topic, part, from, hwm)
+		out = append(out, vals...)
+		for _, v := range vals {
+			size += len(v)
+		}
+	}
+}
+
+// fetchPrefix returns the values of a prefix of es (at least one entry),
+// whose first entry was not cached: what the cache holds by the time a
+// read fetch slot is free (another reader fetched it meanwhile), else what
+// one fetch request of at most readFetchBytes from es[0] returns. A record
+// Kafka no longer returns (below the log start offset, or skipped by the
+// response) is a Gone error.
+func (l *Log) fetchPrefix(ctx context.Context, part int32, es []entry) ([][]byte, error) {
+	for empty := 0; ; empty++ {
+		recs, hwm, cached, err := l.fetchSlot(ctx, part, es)
+		switch {
+		case err != nil:
+			return nil, err
+		case cached != nil:
+			return cached, nil
+		case len(recs) == 0 && es[0].koff >= hwm:
+			return nil, errRetention
+		case len(recs) == 0:
+			if empty >= 20 {
+				return nil, fmt.Errorf("fetch %s/%d at %d returned nothing below high watermark %d", l.cfg.Topic, part, es[0].koff, hwm)
 			}
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
-		empty = 0
+		var out [][]byte
+		var keep []fetched
 		for _, f := range recs {
-			if want[f.koff] {
-				got[f.koff] = f.value
-				l.cache.put(part, f.koff, f.value)
+			k := len(out)
+			if k == len(es) || es[k].koff < f.koff {
+				break // all found, or es[k] is not in the response
 			}
-			from = f.koff + 1
+			if es[k].koff == f.koff {
+				out = append(out, f.value)
+				keep = append(keep, f)
+			}
 		}
+		if len(out) == 0 {
+			return nil, errRetention
+		}
+		l.cache.putAll(part, keep)
+		return out, nil
 	}
-	return got, nil
+}
+
+// fetchSlot waits for a read fetch slot, then returns the cached values
+// of a prefix of es if es[0] is cached by now, else the records of one
+// fetch request from es[0] and the high watermark.
+func (l *Log) fetchSlot(ctx context.Context, part int32, es []entry) (recs []fetched, hwm int64, cached [][]byte, err error) {
+	select {
+	case l.readSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, 0, nil, ctx.Err()
+	}
+	defer func() { <-l.readSlots }()
+	if cached = l.cache.prefix(part, es, nil); cached != nil {
+		return nil, 0, cached, nil
+	}
+	if l.readFetchHook != nil {
+		l.readFetchHook(len(l.readSlots))
+	}
+	recs, _, hwm, err = l.fetchBatch(ctx, part, es[0].koff, readFetchBytes)
+	return recs, hwm, nil, err
 }
 
 // cache keeps recent record values in memory within a byte budget, oldest
 // out first. Kafka holds every value; the cache only saves fetches.
+//
+// Readers look values up under the read lock, a run of entries at a time;
+// the partition goroutine stores every value it commits under the write
+// lock. A sync.Mutex taken per entry put the partition goroutine in line
+// behind every reader's next lookup: with 200 readers copying a warm
+// stream, appends waited seconds for it (docs/session-log.md, "Readers and
+// writers").
 type cache struct {
-	mu     sync.Mutex
+	mu     sync.RWMutex
 	budget int64
 	used   int64
 	m      map[cacheKey][]byte
@@ -321,17 +372,38 @@ func newCache(budget int64) *cache {
 	return &cache{budget: budget, m: map[cacheKey][]byte{}}
 }
 
-func (c *cache) get(part int32, koff int64) ([]byte, bool) {
-	c.mu.Lock()
-	v, ok := c.m[cacheKey{part, koff}]
-	c.mu.Unlock()
-	return v, ok
+// prefix appends to dst the cached values of es up to the first entry not
+// cached, and returns it.
+func (c *cache) prefix(part int32, es []entry, dst [][]byte) [][]byte {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, e := range es {
+		v, ok := c.m[cacheKey{part, e.koff}]
+		if !ok {
+			break
+		}
+		dst = append(dst, v)
+	}
+	return dst
 }
 
 func (c *cache) put(part int32, koff int64, v []byte) {
-	k := cacheKey{part, koff}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.putLocked(part, koff, v)
+}
+
+// putAll stores the values of fs.
+func (c *cache) putAll(part int32, fs []fetched) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range fs {
+		c.putLocked(part, f.koff, f.value)
+	}
+}
+
+func (c *cache) putLocked(part int32, koff int64, v []byte) {
+	k := cacheKey{part, koff}
 	if _, ok := c.m[k]; ok {
 		return
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -104,24 +105,40 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request, name string, pos re
 
 // writeData writes one data event. Text is split at every line break (CR,
 // LF or CRLF) into data: lines, so bytes in the payload can never end the
-// event or start another (§5.8, SSE injection).
+// event or start another (§5.8, SSE injection). It writes from data as it
+// is, without copies: with many readers catching up at once, a copy of
+// every chunk (and of its lines) kept the garbage collector busy enough to
+// stall appends (docs/session-log.md, "Readers and writers").
 func writeData(bw *bufio.Writer, data []byte, binary bool) {
 	bw.WriteString("event: data\n")
 	if binary {
 		bw.WriteString("data:")
-		bw.WriteString(base64.StdEncoding.EncodeToString(data))
+		enc := base64.NewEncoder(base64.StdEncoding, bw)
+		enc.Write(data)
+		enc.Close()
 		bw.WriteString("\n\n")
 		return
 	}
-	text := strings.ReplaceAll(strings.ReplaceAll(string(data), "\r\n", "\n"), "\r", "\n")
-	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, " ") {
+	for {
+		line, rest := data, []byte(nil)
+		i := bytes.IndexAny(data, "\r\n")
+		if i >= 0 {
+			line, rest = data[:i], data[i+1:]
+			if data[i] == '\r' && len(rest) > 0 && rest[0] == '\n' {
+				rest = rest[1:] // CRLF is one line break
+			}
+		}
+		if len(line) > 0 && line[0] == ' ' {
 			bw.WriteString("data: ") // the parser strips one leading space
 		} else {
 			bw.WriteString("data:")
 		}
-		bw.WriteString(line)
-		bw.WriteString("\n")
+		bw.Write(line)
+		bw.WriteByte('\n')
+		if i < 0 {
+			break
+		}
+		data = rest
 	}
 	bw.WriteString("\n")
 }
