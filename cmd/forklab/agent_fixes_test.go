@@ -229,7 +229,8 @@ func TestAgentMaxCostResumeMessage(t *testing.T) {
 // The sweep tells what the user should know of an agent, one stderr line
 // each: where its stderr goes while the sweep runs (the staging directory)
 // and where once published; that a nondeterministic world swept with one
-// replica counts its noise; that batches fell back to single lines.
+// replica counts its noise, or with an even number counts each tie as a
+// failure; that batches fell back to single lines.
 func TestAgentSweepWarnings(t *testing.T) {
 	quirky := pythonBin(t) + " " + repoFile(t, "pipeline/lab/agentproc/testdata/quirky.py")
 	for _, tc := range []struct {
@@ -242,6 +243,9 @@ func TestAgentSweepWarnings(t *testing.T) {
 			[]string{"batch"}},
 		{"nondeterministic with three replicas", []string{"--agent-env", "QUIRK_NONDET=1", "--replicas", "3"}, nil,
 			[]string{"warning"}},
+		{"nondeterministic with four replicas", []string{"--agent-env", "QUIRK_NONDET=1", "--replicas", "4"},
+			[]string{"forklab: warning: world quirky declares itself nondeterministic, and --replicas 4 is even: a side succeeds by a strict majority, so a tie (2 of 4) counts as a failure of its arm: sweep with an odd number of replicas (5)"},
+			[]string{"--replicas 1"}},
 		{"batches refused", []string{"--agent-env", "QUIRK_BATCH=8", "--agent-env", "QUIRK_BATCH_NULL=1"},
 			[]string{"forklab: warning: a batch of 4 start requests failed as a whole: agent process 1 (pid N) refused a batch of 4 start requests (one error response, id null): cannot read batches (code -32600); its requests were sent again one per line (each try counts against --retries); check the agent's batches with forklab agent check '" + quirky + "'"},
 			[]string{"nondeterministic"}},
