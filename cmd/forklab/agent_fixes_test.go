@@ -162,9 +162,22 @@ func TestParamListSyntax(t *testing.T) {
 			t.Errorf("agent check --param %s: exit %d\n%s%s", p, code, out, errs)
 		}
 	}
-	out, _, code := run(t, "agent", "check", forklabBin+" agent serve --world counter", "--seeds", "0:4", "--param", "slack=[0,x]")
-	if row := checkRow(out, "declared values"); code != 1 || !strings.Contains(row, `--param slack=[0,x]: slack must be`) {
-		t.Errorf("a bad list: exit %d, %q", code, row)
+	// A --param that does not fit the declaration is the user's input, not
+	// the agent's fault: exit 2 with the error, the row naming it too
+	// (agent check used to exit 1, "1 of 12 checks failed").
+	data, err := os.ReadFile("../../testdata/cli/agent-check-params.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		p, want, _ := strings.Cut(line, "\t")
+		out, errs, code := run(t, "agent", "check", forklabBin+" agent serve --world counter", "--seeds", "0:4", "--param", p)
+		if row := checkRow(out, "declared values"); code != 2 || !strings.Contains(errs, want) || !strings.Contains(row, want) || strings.Contains(errs, "checks failed") {
+			t.Errorf("--param %s: exit %d, row %q, stderr %q; want exit 2 and %q", p, code, row, errs, want)
+		}
 	}
 }
 
@@ -216,7 +229,8 @@ func TestAgentMaxCostResumeMessage(t *testing.T) {
 // The sweep tells what the user should know of an agent, one stderr line
 // each: where its stderr goes while the sweep runs (the staging directory)
 // and where once published; that a nondeterministic world swept with one
-// replica counts its noise; that batches fell back to single lines.
+// replica counts its noise, or with an even number counts each tie as a
+// failure; that batches fell back to single lines.
 func TestAgentSweepWarnings(t *testing.T) {
 	quirky := pythonBin(t) + " " + repoFile(t, "pipeline/lab/agentproc/testdata/quirky.py")
 	for _, tc := range []struct {
@@ -229,6 +243,9 @@ func TestAgentSweepWarnings(t *testing.T) {
 			[]string{"batch"}},
 		{"nondeterministic with three replicas", []string{"--agent-env", "QUIRK_NONDET=1", "--replicas", "3"}, nil,
 			[]string{"warning"}},
+		{"nondeterministic with four replicas", []string{"--agent-env", "QUIRK_NONDET=1", "--replicas", "4"},
+			[]string{"forklab: warning: world quirky declares itself nondeterministic, and --replicas 4 is even: a side succeeds by a strict majority, so a tie (2 of 4) counts as a failure of its arm: sweep with an odd number of replicas (5)"},
+			[]string{"--replicas 1"}},
 		{"batches refused", []string{"--agent-env", "QUIRK_BATCH=8", "--agent-env", "QUIRK_BATCH_NULL=1"},
 			[]string{"forklab: warning: a batch of 4 start requests failed as a whole: agent process 1 (pid N) refused a batch of 4 start requests (one error response, id null): cannot read batches (code -32600); its requests were sent again one per line (each try counts against --retries); check the agent's batches with forklab agent check '" + quirky + "'"},
 			[]string{"nondeterministic"}},

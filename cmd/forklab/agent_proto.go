@@ -73,7 +73,7 @@ fails).`,
 					return err
 				}
 			}
-			rows := agentproc.Check(cmd.Context(), agentproc.CheckOptions{Command: agentproc.Command{Line: args[0], Env: env},
+			rows, inputErr := agentproc.Check(cmd.Context(), agentproc.CheckOptions{Command: agentproc.Command{Line: args[0], Env: env},
 				Timeout: timeout, Seeds: seedList, ForkStep: forkAt, Params: params, LogDir: logDir})
 			if err := cmd.Context().Err(); err != nil {
 				removeTmp()
@@ -98,6 +98,11 @@ fails).`,
 					fmt.Fprintf(tw, "%s\t%s\t%s\n", row.Name, row.Status, row.Detail)
 				}
 				tw.Flush()
+			}
+			if inputErr != nil {
+				// The agent is not at fault: say what to fix (exit 2).
+				removeTmp()
+				return asInput(inputErr)
 			}
 			if failed > 0 {
 				return exitError{1, fmt.Errorf("agent check: %d of %d checks failed; the agents' stderr is in %s", failed, len(rows), logDir)}

@@ -69,8 +69,12 @@ type CheckOptions struct {
 // through roundTrip, the validation a sweep uses, so an agent fails here
 // with the sweep's message wherever a sweep would refuse its reply. It
 // returns the rows in order; a row with status Fail means the agent does
-// not conform.
-func Check(ctx context.Context, opt CheckOptions) []CheckResult {
+// not conform. The error is non-nil only for bad input, not a fault of the
+// agent: a Params entry that names no declared parameter or does not fit
+// one (the agent's handshake has to be read first to know). The rows then
+// end at the "declared values" row that names it, and the rest are
+// skipped.
+func Check(ctx context.Context, opt CheckOptions) ([]CheckResult, error) {
 	if opt.Timeout <= 0 {
 		opt.Timeout = CheckTimeout
 	}
@@ -82,7 +86,7 @@ func Check(ctx context.Context, opt CheckOptions) []CheckResult {
 	}
 	ck := &checker{opt: opt, ctx: ctx}
 	ck.run()
-	return ck.rows
+	return ck.rows, ck.paramErr
 }
 
 type checker struct {
@@ -98,7 +102,8 @@ type checker struct {
 	starts   []*lab.SeedResult
 	outcomes [][][]lab.BranchResult // seed, fork, branch (arm-major, 2 replicas)
 	arms     []fork.Arm
-	varies   bool // the same branch asked twice gave two outcomes
+	varies   bool  // the same branch asked twice gave two outcomes
+	paramErr error // Params do not fit the declaration (bad input)
 }
 
 const checkReplicas = 2
@@ -229,7 +234,11 @@ func (k *checker) run() {
 		params, err = d.Resolve(params)
 	}
 	if err != nil {
-		k.add("declared values", Fail, "--param: %v", err)
+		k.paramErr = err
+		if !strings.HasPrefix(err.Error(), "--param") {
+			k.paramErr = fmt.Errorf("--param: %w", err)
+		}
+		k.add("declared values", Fail, "%v", k.paramErr)
 		k.skipRest("")
 		return
 	}

@@ -37,7 +37,7 @@ func TestCheck(t *testing.T) {
 			"declared values": "result.forks[0].features.same_obs must be a bool, got a string"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rows := agentproc.Check(context.Background(), agentproc.CheckOptions{Command: agent(tc.world, tc.faults),
+			rows, _ := agentproc.Check(context.Background(), agentproc.CheckOptions{Command: agent(tc.world, tc.faults),
 				Timeout: 10 * time.Second, Seeds: []uint64{0, 1, 2, 3}, ForkStep: 2, LogDir: t.TempDir()})
 			if len(rows) != 12 {
 				t.Fatalf("%d rows: %+v", len(rows), rows)
@@ -77,7 +77,7 @@ func TestCheckHandshakeFailures(t *testing.T) {
 		{`read x; echo '{"jsonrpc":"2.0","id":1,"result":{"protocol_version":"forklab-agent/1","world":{"name":"w","version":"1","features":[{"name":"f","type":"bool"}],"cost":{"fields":["tokens"]}},"capabilities":{}}}'; sleep 5`,
 			`result.world: world w: cost fields must include "steps"`},
 	} {
-		rows := agentproc.Check(context.Background(), agentproc.CheckOptions{Command: agentproc.Command{Line: tc.line}, Timeout: 2 * time.Second})
+		rows, _ := agentproc.Check(context.Background(), agentproc.CheckOptions{Command: agentproc.Command{Line: tc.line}, Timeout: 2 * time.Second})
 		st := statuses(rows)
 		if st["handshake"].Status != agentproc.Fail || !strings.Contains(st["handshake"].Detail, tc.want) {
 			t.Errorf("%s: handshake %s %q, want FAIL naming %q", tc.line, st["handshake"].Status, st["handshake"].Detail, tc.want)

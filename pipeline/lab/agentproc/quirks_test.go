@@ -37,7 +37,7 @@ func quirky(t testing.TB, env map[string]string) Command {
 // 1.5 s to load passes the handshake under a 1 s per-request timeout (the
 // other checks are not this test's: quirky.py is no model agent).
 func TestCheckGivesInitializeTheStartupTimeout(t *testing.T) {
-	rows := Check(context.Background(), CheckOptions{Command: quirky(t, map[string]string{"QUIRK_INIT_SLEEP": "1.5"}),
+	rows, _ := Check(context.Background(), CheckOptions{Command: quirky(t, map[string]string{"QUIRK_INIT_SLEEP": "1.5"}),
 		Timeout: time.Second, Seeds: []uint64{0, 1}, LogDir: t.TempDir()})
 	if len(rows) == 0 || rows[0].Name != "handshake" || rows[0].Status != Pass {
 		t.Fatalf("rows %+v, want a passed handshake first", rows)
