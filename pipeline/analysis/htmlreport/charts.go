@@ -395,7 +395,11 @@ func convergenceCharts(rs []results.Row) (netRate, width template.HTML, legend [
 			x := r.Float("seeds")
 			rate = append(rate, plotter.XY{X: x * dodge, Y: r.Float("net_rate")})
 			errs = append(errs, struct{ Low, High float64 }{r.Float("net_rate") - r.Float("net_lo"), r.Float("net_hi") - r.Float("net_rate")})
-			wid = append(wid, plotter.XY{X: x, Y: math.Max(r.Float("ci_width"), 1e-6)})
+			w := r.Float("ci_width")
+			if !(w > 1e-6) { // a NaN too: a log scale takes only values above 0
+				w = 1e-6
+			}
+			wid = append(wid, plotter.XY{X: x, Y: w})
 		}
 		l, pts, err := plotter.NewLinePoints(rate)
 		if err != nil {
@@ -420,11 +424,24 @@ func convergenceCharts(rs []results.Row) (netRate, width template.HTML, legend [
 		pts2.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(2.5), Shape: draw.CircleGlyph{}}
 		pw.Add(l2, pts2)
 	}
+	for _, a := range []*plot.Axis{&pn.X, &pw.X, &pw.Y} {
+		logRange(a)
+	}
 	if netRate, err = svgOf(pn, vg.Points(560), vg.Points(300), "net rate with its 95% interval by number of seeds, one line per number of replicas voted"); err != nil {
 		return "", "", nil, err
 	}
 	width, err = svgOf(pw, vg.Points(560), vg.Points(300), "width of the net rate's 95% interval by number of seeds, one line per number of replicas voted")
 	return netRate, width, legend, err
+}
+
+// logRange widens a log-scale axis whose data is one value (one number of
+// seeds, or one interval width for every line) by a factor of 2 each way.
+// gonum/plot would widen it by 1 each way, below zero for a value under 1,
+// and its log scale panics on that.
+func logRange(a *plot.Axis) {
+	if a.Min == a.Max {
+		a.Min, a.Max = a.Min/2, a.Max*2
+	}
 }
 
 // legendItem is one entry of a chart's legend, drawn by the page in HTML

@@ -65,8 +65,17 @@ var (
 // URL at all), scaled to its container by its viewBox, with a title and
 // an accessible label, and the plot's Liberation fonts backed by the
 // metric-compatible Arial and Helvetica and any sans-serif font, all local.
-func svgOf(p *plot.Plot, w, h vg.Length, label string) (template.HTML, error) {
+// A panic of gonum/plot while drawing is returned as an error naming the
+// chart.
+func svgOf(p *plot.Plot, w, h vg.Length, label string) (_ template.HTML, err error) {
 	c := vgsvg.New(w, h)
+	// gonum/plot panics on what it cannot draw (a log axis reaching 0):
+	// an error naming the chart, not a crash of forklab report.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("render chart %q: %v", label, r)
+		}
+	}()
 	p.Draw(draw.New(c))
 	var buf bytes.Buffer
 	if _, err := c.WriteTo(&buf); err != nil {
