@@ -269,6 +269,30 @@ func TestAgentSweepWarnings(t *testing.T) {
 					t.Errorf("stderr holds %q:\n%s", w, errs)
 				}
 			}
+			// The report read later says what the sweep warned of the
+			// replicas, under its header, in text and HTML.
+			brief := mustRun(t, "report", "--brief", out)
+			html := filepath.Join(dir, "r.html")
+			mustRun(t, "report", out, "--html", html)
+			page, err := os.ReadFile(html)
+			if err != nil {
+				t.Fatal(err)
+			}
+			warned := ""
+			for _, w := range tc.want {
+				if strings.Contains(w, "nondeterministic") {
+					warned = strings.TrimPrefix(w, "forklab: warning: ")
+				}
+			}
+			header, _, _ := strings.Cut(brief, "\n\n")
+			switch {
+			case warned != "" && !strings.Contains(header, "\nWARNING: "+warned):
+				t.Errorf("report header lacks WARNING: %q:\n%s", warned, header)
+			case warned != "" && !strings.Contains(string(page), `role="alert"><strong>WARNING: `+warned):
+				t.Errorf("HTML report lacks the warning %q", warned)
+			case warned == "" && (strings.Contains(brief, "WARNING") || strings.Contains(string(page), "WARNING")):
+				t.Errorf("report warns:\n%s", brief)
+			}
 		})
 	}
 }

@@ -175,7 +175,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 					return specErr(err, fl.Changed, nil)
 				}
 			}
-			if w := replicasWarning(resolved.Decl, resolved.Spec.Replicas); w != "" && !quiet {
+			if w := sweep.ReplicasWarning(resolved.Decl, resolved.Spec.Replicas); w != "" && !quiet {
 				fmt.Fprintf(os.Stderr, "forklab: warning: %s\n", w)
 			}
 			if sf.shard != "" || sf.distributed {

@@ -73,6 +73,7 @@ type page struct {
 	Facts       []string
 	Noise       string
 	Incomplete  string // report.IncompleteLine: the sweep has too many error pairs
+	Replicas    string // report.ReplicasLine: a nondeterministic world's replicas
 	Headlines   []headline
 	SliceGroups []sliceGroup
 	Policies    []policyView
@@ -173,25 +174,12 @@ type convGroup struct {
 
 func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 	p := &page{CSS: template.CSS(styleCSS), Title: "forklab report · " + filepath.Base(filepath.Clean(dir)), Dir: dir, Result: s.Result, SearchNote: s.SearchNote,
-		Incomplete: report.IncompleteLine(m)}
+		Incomplete: report.IncompleteLine(m), Replicas: report.ReplicasLine(m), Noise: report.ParamsLine(m)}
 	configs := len(m.Configs) > 1
 	p.Facts = []string{"world " + m.Spec.World, "seeds " + m.Spec.Seeds.String(), "fork at " + report.List(m.Spec.ForkAt),
 		"arms " + report.List(m.Spec.Arms), fmt.Sprintf("replicas %d", m.Spec.Replicas)}
 	if configs {
 		p.Facts = append(p.Facts, fmt.Sprintf("%d configurations", len(m.Configs)))
-	}
-	if len(m.Configs) == 1 {
-		c := m.Configs[0]
-		var parts []string
-		if c.Model.Temperature > 0 {
-			parts = append(parts, fmt.Sprintf("temperature %g", c.Model.Temperature))
-		}
-		for _, prm := range m.Declaration.Params {
-			if def, err := prm.Parse(prm.Default); err == nil && fmt.Sprint(def) != fmt.Sprint(c.Params[prm.Name]) {
-				parts = append(parts, prm.Name+" "+c.Params.Text(prm.Name))
-			}
-		}
-		p.Noise = strings.Join(parts, " · ")
 	}
 	summary := s.Summary.Records()
 	costs := s.Costs.Records()

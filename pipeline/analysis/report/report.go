@@ -149,7 +149,22 @@ func writeHeader(w io.Writer, db *results.DB) {
 	if line := IncompleteLine(m); line != "" {
 		fmt.Fprintln(w, line)
 	}
+	if line := ReplicasLine(m); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	fmt.Fprintln(w)
+}
+
+// ReplicasLine is the warning a report of a nondeterministic world swept
+// with one replica, or an even number, carries under its header: the
+// warning forklab sweep printed (sweep.ReplicasWarning), read from the
+// manifest so that whoever reads the report later sees it too; "" when
+// there is nothing to say.
+func ReplicasLine(m sweep.Manifest) string {
+	if w := sweep.ReplicasWarning(m.Declaration, m.Spec.Replicas); w != "" {
+		return "WARNING: " + w
+	}
+	return ""
 }
 
 // IncompleteLine is the warning a report of an incomplete sweep (more
