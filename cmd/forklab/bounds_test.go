@@ -32,6 +32,7 @@ var numericFlags = []struct {
 	{"agent run", "no-tool", "a number in [0, 1]"},
 	{"agent run", "retry-for", "a duration in [0s, 24h]"},
 	{"fork", "retry-for", "a duration in [0s, 24h]"},
+	{"fork", "timeout", "a duration in [1ms, 24h]"},
 	{"agent run", "seed", "an integer in [0, 9223372036854775806]"},
 	{"agent run", "temperature", "a number in [0, 1]"},
 	{"agent run", "until", "an integer in [0, 1048576]"},

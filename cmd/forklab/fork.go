@@ -38,18 +38,21 @@ func init() {
 		file, armName, policyFile string
 		stream, offset, child     string
 		agentLine                 string
+		agentEnv                  []string
+		timeout                   time.Duration
 		replica                   int
 		asJSON                    bool
 		retryFor                  time.Duration
 		lf                        *logFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "fork (--checkpoint FILE | --stream NAME --offset O) --arm ARM",
+		Use:   "fork (--checkpoint FILE | --stream NAME --offset O) --arm ARM [--agent CMD]",
 		Short: "Finish one branch of a checkpoint — from a file, or from a session on the log — and print the outcome",
 		Long: `fork finishes the branch of one arm from a checkpoint.
 
-With --checkpoint it decodes checkpoint JSON (the checkpoints table's
-checkpoint column, or forklab checkpoint's output) in this process. FILE may
+With --checkpoint it decodes a built-in world's checkpoint JSON (the
+checkpoints table's checkpoint column, or forklab checkpoint's output) in
+this process; an external agent's takes --agent (below). FILE may
 hold one checkpoint or many, one per line; "-" reads stdin. One outcome is
 printed per checkpoint, in input order.
 
@@ -69,13 +72,33 @@ the offsets before the first turn, one after the run's outcome — is refused
 before anything is written, and a child stream whose branch fails is
 deleted again.
 
+With --checkpoint FILE --agent CMD the checkpoints are an external agent's,
+from its sweep: each line is a row of the sweep's checkpoints table, a JSON
+object with seed, fork_step and checkpoint (over and other columns may be
+there), as forklab sql DIR "SELECT seed, fork_step, over, checkpoint FROM
+checkpoints" --format ndjson prints it; a checkpoint given as a JSON string
+is the checkpoint's JSON text, as the column holds it. A line fork --agent
+--json printed is one too. The agent's branch finishes each, with the noise
+key of its seed, fork step, arm and replica, as in the sweep: an agent that
+keeps the protocol's rules gives the sweep's outcome. No parameters are
+sent: branch takes none, the checkpoint carries what it needs. Every line
+is read before the agent starts; a line that is not such a row, or a
+checkpoint the agent refuses (-32001 or -32602), exits 2 and prints
+nothing. --arm policy is refused there: its rule reads the checkpoint's
+features, which the fold of a session on the log reports.
+
+With --agent, --agent-env KEY=VALUE (repeatable) adds to the agent's
+environment and --timeout bounds each fold or branch request (default 60s;
+initialize gets at least 30s), as in sweep --agent; a request that misses
+it is retried twice on a new process, then fails (exit 1).
+
 --json prints one JSON object per outcome: world, arm, replica, seed,
 fork_step, intervened, success, cost (the branch's own, from the fork to its
 end), final (what the agent saw at the end) and, with --stream, the child
 stream, its events, epoch and tail. With --agent the object is the external
 agent's: world, arm, replica, seed, fork_step, checkpoint (what its fold
-returned), intervened, success, cost (its declared cost fields) and details
-(what its branch reported, if anything).
+returned, or the line's), intervened, success, cost (its declared cost
+fields) and details (what its branch reported, if anything).
 
 --arm policy needs --policy FILE, a guard rule forklab policy wrote: the
 branch gets the on intervention where the rule fires on the checkpoint's
@@ -84,7 +107,9 @@ features, none elsewhere.`,
   forklab fork --checkpoint cp.json --arm on
   forklab log read --stream demo --offsets                 # each event's offset
   forklab fork --stream demo --offset OFFSET --arm on --json
-  forklab fork --stream py --offset OFFSET --arm on --agent 'python3 examples/agents/seed_core.py'`,
+  forklab fork --stream py --offset OFFSET --arm on --agent 'python3 examples/agents/seed_core.py'
+  forklab sql runs "SELECT seed, fork_step, over, checkpoint FROM checkpoints" --format ndjson > cps.jsonl
+  forklab fork --checkpoint cps.jsonl --arm on --agent 'python3 examples/agents/seed_core.py' --timeout 2m --agent-env MODEL=small`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (file == "") == (stream == "") {
@@ -93,6 +118,9 @@ features, none elsewhere.`,
 			arm := fork.Arm(armName)
 			if arm != fork.Off && arm != fork.On && arm != fork.Placebo && arm != fork.AA && arm != fork.Policy {
 				return usageErr("--arm %q is unknown (known: off, on, placebo, aa, policy)", armName)
+			}
+			if agentLine != "" && file != "" && arm == fork.Policy {
+				return usageErr("--arm policy with --checkpoint and --agent: the guard rule reads the checkpoint's features, which forklab does not read from a checkpoint line; fork the agent's session from the log (--stream NAME --offset O), whose fold reports them, or sweep with --arms policy")
 			}
 			var rule *policy.Rule
 			if policyFile != "" && arm != fork.Policy {
@@ -124,14 +152,25 @@ features, none elsewhere.`,
 				}
 			}
 			if agentLine != "" {
-				// An external agent: its fold gives the checkpoint.
-				if stream == "" || offset == "" {
+				env, err := envMap(agentEnv)
+				if err != nil {
+					return err
+				}
+				spec := &sweep.AgentSpec{Command: agentLine, Environment: env, Timeout: sweep.Duration(timeout)}
+				if file != "" {
+					// Rows of an agent sweep's checkpoints table: the
+					// agent's branch finishes each.
+					return forkAgentCheckpoints(cmd.Context(), spec, file, arm, replica, asJSON)
+				}
+				// An external agent's session on the log: its fold gives
+				// the checkpoint.
+				if offset == "" {
 					return usageErr("--agent forks an agent's session from the log: give --stream NAME --offset O")
 				}
 				if child == "" {
 					child = fmt.Sprintf("%s/fork-%s-r%d-%s", stream, arm, replica, offset)
 				}
-				return forkAgent(cmd.Context(), agentLine, lf.client(), stream, offset, child, arm, replica, rule, asJSON)
+				return forkAgent(cmd.Context(), spec, lf.client(), stream, offset, child, arm, replica, rule, asJSON)
 			}
 			if stream != "" {
 				if offset == "" {
@@ -224,10 +263,16 @@ features, none elsewhere.`,
 	f.StringVar(&offset, "offset", "", "offset in --stream to fork at: one the log returned after step 1 or later, or now (the tail)")
 	durationFlag(f, &retryFor, "retry-for", 2*time.Minute, 0, 24*time.Hour, "with --stream: how long to retry while the log is unreachable")
 	f.StringVar(&child, "child", "", "name of the child stream (default NAME/fork-ARM-rREPLICA-OFFSET)")
-	f.StringVar(&agentLine, "agent", "", "fork an external agent's session (with --stream): the command that starts the agent, whose fold gives the checkpoint")
+	f.StringVar(&agentLine, "agent", "", "fork an external agent's checkpoints: the command that starts the agent (with --stream its fold gives the checkpoint; with --checkpoint each line is a row of its sweep's checkpoints table: seed, fork_step, checkpoint)")
+	f.StringArrayVar(&agentEnv, "agent-env", nil, "with --agent: KEY=VALUE added to the agent's environment (repeatable)")
+	durationFlag(f, &timeout, "timeout", agentproc.DefaultTimeout, time.Millisecond, sweep.MaxAgentTimeout, "with --agent: time the agent may take per fold or branch before it is killed and restarted (initialize gets at least 30s)")
 	lf = addLogFlags(cmd)
-	for _, name := range []string{"offset", "retry-for", "child", "agent", "log", "token"} {
+	for _, name := range []string{"offset", "retry-for", "child", "log", "token"} {
 		markNeeds(f, name, "stream")
+	}
+	markNeeds(f, "agent", "stream", "checkpoint")
+	for _, name := range []string{"agent-env", "timeout"} {
+		markNeeds(f, name, "agent")
 	}
 	cmd.MarkFlagRequired("arm")
 	rootCmd.AddCommand(cmd)
@@ -268,6 +313,11 @@ func streamOutcome(child string, res agent.Result) streamForkOutcome {
 func forkOne(b []byte, arm fork.Arm, replica int, rule *policy.Rule, insts map[string]lab.Instance) (forkOutcome, error) {
 	name, _, err := fork.PeekWorld(b)
 	if err != nil {
+		var keys map[string]json.RawMessage
+		if json.Unmarshal(b, &keys) == nil && keys["world"] == nil {
+			// An external agent's checkpoint names no world of forklab's.
+			return forkOutcome{}, fmt.Errorf("%w (a built-in world's checkpoint names its world; an external agent's, from its sweep's checkpoints table, is branched by the agent: give --agent CMD, with lines of seed, fork_step and checkpoint)", err)
+		}
 		return forkOutcome{}, err
 	}
 	inst, ok := insts[name]

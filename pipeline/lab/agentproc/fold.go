@@ -138,3 +138,12 @@ func Refused(err error) bool {
 	code, ok := replyCode(err)
 	return ok && code == CodeInvalidParams
 }
+
+// BadCheckpoint says whether err carries the agent's refusal of a
+// checkpoint (error code -32001: not one this agent, or this version of
+// it, wrote). Like Refused, it marks input forklab passed on from the
+// user; a command that hits it exits 2.
+func BadCheckpoint(err error) bool {
+	code, ok := replyCode(err)
+	return ok && code == CodeBadCheckpoint
+}
