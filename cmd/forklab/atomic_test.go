@@ -192,8 +192,6 @@ func TestOutputSQLInterruptedLeavesNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	mustRun(t, "sweep", "--seeds", "0:20", "--out", dir, "-q")
 	files := t.TempDir()
-	big := filepath.Join(files, "big.csv")
-	os.WriteFile(big, []byte("old\n"), 0o644)
 	query := "SELECT i, repeat('x', 40) AS s FROM range(5000000000) t(i)"
 	for _, tc := range []struct {
 		format string
@@ -205,6 +203,14 @@ func TestOutputSQLInterruptedLeavesNothing(t *testing.T) {
 		{"table", []syscall.Signal{syscall.SIGTERM}},
 		{"csv", []syscall.Signal{syscall.SIGINT, syscall.SIGINT}},
 	} {
+		// An existing file of the name the format takes (forklab sql
+		// refuses a name that says another format).
+		ext := tc.format
+		if ext == "table" {
+			ext = "txt"
+		}
+		big := filepath.Join(files, "big."+ext)
+		os.WriteFile(big, []byte("old\n"), 0o644)
 		cmd, stderr := start(t, "sql", dir, query, "--format", tc.format, "--out", big, "--overwrite")
 		waitFor(t, "the temporary output", func() bool {
 			for _, p := range leftovers(files) {
@@ -225,7 +231,7 @@ func TestOutputSQLInterruptedLeavesNothing(t *testing.T) {
 			t.Errorf("%s %v: left %v", tc.format, tc.sigs, left)
 		}
 		if b, _ := os.ReadFile(big); string(b) != "old\n" {
-			t.Errorf("%s %v: big.csv changed", tc.format, tc.sigs)
+			t.Errorf("%s %v: %s changed", tc.format, tc.sigs, big)
 		}
 	}
 }

@@ -136,6 +136,7 @@ SCOPE being read or read-write.`,
 	f.StringVar(&addr, "addr", "127.0.0.1:4437", "HTTP listen address")
 	f.StringVar(&brokers, "brokers", "", "Kafka bootstrap brokers, host:port,… (default: start the embedded broker)")
 	dialTimeoutFlag(f, &dialTimeout, "with --brokers: ")
+	markNeeds(f, "dial-timeout", "brokers")
 	f.StringVar(&dataDir, "data-dir", "", "embedded broker data directory (default $XDG_DATA_HOME/forklab/log)")
 	intFlag(f, &embeddedPort, "kafka-port", 0, 0, 65535, "embedded broker port on 127.0.0.1 (0: a free port)")
 	f.StringVar(&topic, "topic", "forklab.streams", "Kafka data topic")

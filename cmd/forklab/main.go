@@ -146,6 +146,7 @@ func onSignals(args []string) (context.Context, *atomic.Bool) {
 
 func main() {
 	ignoreFileSizeSignal()
+	refuseRepeats(rootCmd)
 	ctx, interrupted := onSignals(os.Args[1:])
 	err := rootCmd.ExecuteContext(ctx)
 	if err == nil {

@@ -51,7 +51,11 @@ cast to use (docs/bi.md). csv, json, ndjson and parquet are written by
 DuckDB's COPY, which streams the result in bounded memory (a name ending .gz
 is gzipped); arrow comes through DuckDB's Arrow interface one record batch
 at a time. --out writes a file under a temporary name and renames it when
-complete; an existing file needs --overwrite.`,
+complete; an existing file needs --overwrite. Without --format, --out's
+name says the format (.csv, .json, .ndjson or .jsonl, .parquet, .arrow,
+.arrows, .txt for table; other names get table); a --format the name
+contradicts (--format csv --out rows.json), or .gz or .zst after a format
+that is not compressed by its name (table, parquet, arrow), is refused.`,
 		Example: `  forklab sql out "SELECT label, count(*) FROM pairs GROUP BY label"
   forklab sql out --file queries/summary.sql --format csv
   forklab sql out "SELECT * FROM pairs" --format parquet --out pairs.parquet
@@ -81,6 +85,13 @@ complete; an existing file needs --overwrite.`,
 			}
 			if err != nil {
 				return asInput(err)
+			}
+			if out != "" {
+				// --out pairs.parquet writes Parquet, not a text table
+				// under that name.
+				if f, err = export.OutFormat(out, f, cmd.Flags().Changed("format")); err != nil {
+					return asInput(err)
+				}
 			}
 			opt := export.Options{Format: f, Out: out, Overwrite: overwrite, Allow: allow}
 			if err := onceEach("var", vars, keyOf); err != nil {
@@ -119,7 +130,7 @@ complete; an existing file needs --overwrite.`,
 		return usageErr("%v (see 'forklab %s --help')", err, c.Name())
 	})
 	fl := cmd.Flags()
-	fl.StringVarP(&format, "format", "f", "table", "output format: "+strings.Join(formats, ", "))
+	fl.StringVarP(&format, "format", "f", "table", "output format: "+strings.Join(formats, ", ")+" (with --out: by default the one its name ends in)")
 	fl.StringVarP(&out, "out", "o", "", "write to this file instead of standard output")
 	fl.BoolVar(&overwrite, "overwrite", false, "let --out replace an existing file")
 	markNeeds(fl, "overwrite", "out")

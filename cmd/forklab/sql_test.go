@@ -149,3 +149,67 @@ func TestSQLSandboxCommand(t *testing.T) {
 		t.Errorf("TZ=America/Los_Angeles: %q, %v; want one day, 2024-03-01", out, err)
 	}
 }
+
+// TestSQLOutNames writes a query's rows with forklab sql --out for every
+// line of testdata/cli/sql-out-names.txt and reads back what the file
+// holds: Parquet for --out rows.parquet (it used to be a text table under
+// that name), gzip for rows.csv.gz; a refused name exits 2 and writes
+// nothing.
+func TestSQLOutNames(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	mustRun(t, "sweep", "-q", "--seeds", "0:4", "--out", dir)
+	b, err := os.ReadFile("../../testdata/cli/sql-out-names.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Split(line, "\t")
+		if len(fields) != 3 {
+			t.Fatalf("malformed line %q", line)
+		}
+		tmp := t.TempDir()
+		args := []string{"sql", dir, "SELECT 1 AS a, 2 AS b", "--out", filepath.Join(tmp, fields[0])}
+		if fields[1] != "-" {
+			args = append(args, "--format", fields[1])
+		}
+		cases++
+		if msg, refused := strings.CutPrefix(fields[2], "refused: "); refused {
+			// The message names the whole path; the file, its name.
+			mustRefuse(t, strings.TrimPrefix(msg, "--out "+fields[0]+" "), args...)
+			if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+				t.Errorf("forklab %s: refused, but wrote %d files", strings.Join(args, " "), len(entries))
+			}
+			continue
+		}
+		mustRun(t, args...)
+		got, err := os.ReadFile(filepath.Join(tmp, fields[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lower := strings.ToLower(fields[0])
+		if gz := strings.HasSuffix(lower, ".gz"); gz != bytes.HasPrefix(got, []byte{0x1f, 0x8b}) {
+			t.Errorf("%s: gzipped %v, want %v", fields[0], !gz, gz)
+			continue
+		}
+		if strings.HasSuffix(lower, ".gz") || strings.HasSuffix(lower, ".zst") {
+			continue
+		}
+		// What each format's file starts with (JSON without its white
+		// space; an Arrow stream with its continuation marker).
+		want := map[string]string{"csv": "a,b\n1,2\n", "json": `[{"a":1,"b":2}]`, "ndjson": `{"a":1,"b":2}` + "\n", "parquet": "PAR1", "arrow": "ARROW1", "arrows": "\xff\xff\xff\xff", "table": "a  b\n1  2\n"}[fields[2]]
+		text := string(got)
+		if fields[2] == "json" {
+			text = strings.Join(strings.Fields(text), "")
+		}
+		if want == "" || !strings.HasPrefix(text, want) {
+			t.Errorf("%s (--format %s): file starts %q, want %s output starting %q", fields[0], fields[1], got[:min(len(got), 20)], fields[2], want)
+		}
+	}
+	if cases < 20 {
+		t.Fatalf("read %d cases", cases)
+	}
+}

@@ -330,6 +330,7 @@ wait ran out; 2: DIR holds nothing to finalize.`,
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace a finished sweep in DIR")
 	durationFlag(cmd.Flags(), &wait, "wait", 0, 0, 30*24*time.Hour, "wait up to this long for shares still running (e.g. 2h)")
 	durationFlag(cmd.Flags(), &poll, "poll", 5*time.Second, 10*time.Millisecond, time.Hour, "with --wait, how often to look for the missing units")
+	markNeeds(cmd.Flags(), "poll", "wait")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary line")
 	ownSignals(cmd)
 	return cmd

@@ -75,3 +75,52 @@ func (f Format) copyOptions() string {
 // ErrNoArrow reports the arrow formats in a forklab built without the
 // build tag duckdb_arrow, which duckdb-go needs for its Arrow interface.
 var ErrNoArrow = errors.New("this forklab was built without Arrow support (build tag duckdb_arrow): build it with 'make build' or 'go build -tags duckdb_arrow ./cmd/forklab'")
+
+// extFormats maps an output file's extension to the format it names.
+var extFormats = map[string]Format{
+	".txt": Table, ".csv": CSV, ".json": JSON, ".ndjson": NDJSON, ".jsonl": NDJSON,
+	".parquet": Parquet, ".arrow": Arrow, ".feather": Arrow, ".arrows": ArrowStream,
+}
+
+// compressedByName reports formats DuckDB's COPY writes, which compress
+// themselves as their file's name asks (.gz, .zst).
+func (f Format) compressedByName() bool { return f == CSV || f == JSON || f == NDJSON }
+
+// OutFormat is the format to write to the file path: the format its name
+// names (pairs.parquet, rows.csv.gz) when format was not given, or format
+// when it was. A name that names another format than the one given, and a
+// compressed name (.gz, .zst) for a format that is not compressed by its
+// name (table, parquet, arrow), are refused: the file would hold something
+// else than its name says. A name without a known extension takes format.
+func OutFormat(path string, format Format, given bool) (Format, error) {
+	name := strings.ToLower(path)
+	comp := ""
+	for _, c := range []string{".gz", ".zst"} {
+		if strings.HasSuffix(name, c) {
+			name, comp = strings.TrimSuffix(name, c), c
+		}
+	}
+	byName, named := Format(""), false
+	if i := strings.LastIndexByte(name, '.'); i >= 0 && !strings.ContainsRune(name[i:], '/') {
+		byName, named = extFormats[name[i:]]
+	}
+	f := format
+	switch {
+	case named && !given:
+		f = byName
+	case named && byName != format:
+		return "", fmt.Errorf("--out %s names %s output but --format is %s: give --format %s, or an --out name that ends in .%s", path, byName, format, byName, extOf(format))
+	}
+	if comp != "" && !f.compressedByName() {
+		return "", fmt.Errorf("--out %s asks for %s compression, which %s output does not take (csv, json and ndjson do): leave %s off the name", path, comp, f, comp)
+	}
+	return f, nil
+}
+
+// extOf is the usual extension of format f, without the dot.
+func extOf(f Format) string {
+	if f == Table {
+		return "txt"
+	}
+	return string(f)
+}

@@ -93,7 +93,7 @@ type sweepRecord struct {
 }
 
 func recordPath(stagingDir string) string {
-	return filepath.Join((&sweep.Staging{Dir: stagingDir}).StateDir("distributed"), "sweep.json")
+	return filepath.Join((&sweep.Staging{Dir: stagingDir}).StateDir(sweep.DistributedState), "sweep.json")
 }
 
 func readRecord(stagingDir string) (sweepRecord, error) {

@@ -61,7 +61,7 @@ type shareRecord struct {
 }
 
 // sharesDir is the StateDir of the shares' records.
-const sharesDir = "shares"
+const sharesDir = sweep.SharesState
 
 // ShareResult is what RunShare did.
 type ShareResult struct {

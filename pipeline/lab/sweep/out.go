@@ -620,6 +620,11 @@ func ReadManifest(dir string) (Manifest, error) {
 		// staging directory beside it: say so, as for a dir that exists.
 		_, serr := os.Stat(StagingDir(dir))
 		interrupted := serr == nil
+		if interrupted && splitStaging(dir) {
+			// Shares and distributed workers have no --resume: what
+			// publishes their units is finalize, which names any missing.
+			return m, fmt.Errorf("%s is not published yet: its units are written by shares or workers (forklab sweep --shard I/N, --distributed); once they are done, forklab sweep finalize %s publishes it, or names the units still missing: %w", dir, dir, ErrNotResults)
+		}
 		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {
 			if interrupted {
 				return m, fmt.Errorf("%s does not exist yet: its first sweep was interrupted (resume it with forklab sweep --resume --out %s): %w", dir, dir, ErrNotResults)

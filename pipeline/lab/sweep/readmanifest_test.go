@@ -16,6 +16,12 @@ import (
 func TestReadManifestOfInterrupted(t *testing.T) {
 	for _, tc := range []struct{ dir, want string }{
 		{"../../../testdata/interrupted/first", "../../../testdata/interrupted/first does not exist yet: its first sweep was interrupted (resume it with forklab sweep --resume --out ../../../testdata/interrupted/first)"},
+		// The shares of a split, or a distributed sweep's workers, are
+		// finalized, not resumed: "resume it with forklab sweep --resume"
+		// sent the reader of a sweep still being written to a command
+		// that has nothing to resume.
+		{"../../../testdata/interrupted/shared", "../../../testdata/interrupted/shared is not published yet: its units are written by shares or workers (forklab sweep --shard I/N, --distributed); once they are done, forklab sweep finalize ../../../testdata/interrupted/shared publishes it"},
+		{"../../../testdata/interrupted/workers", "forklab sweep finalize ../../../testdata/interrupted/workers publishes it"},
 		{"../../../testdata/interrupted/never", "../../../testdata/interrupted/never does not exist or is not a directory"},
 		{"../../../testdata/interrupted/README.md", "is a file, not a results directory"},
 	} {

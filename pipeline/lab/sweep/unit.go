@@ -61,6 +61,29 @@ func (r Resolved) UnitAt(seq uint64) (Unit, bool) {
 // is published.
 func (s *Staging) StateDir(name string) string { return filepath.Join(s.Dir, ledgerDir, name) }
 
+// The StateDir names of the processes that write a sweep's units without
+// finishing it themselves: the shares of a static split (forklab sweep
+// --shard I/N) and a distributed sweep (forklab sweep --distributed and its
+// workers). Such a sweep is published by forklab sweep finalize (or its
+// coordinator), never resumed with --resume.
+const (
+	SharesState      = "shares"
+	DistributedState = "distributed"
+)
+
+// splitStaging reports whether the staging directory of out is one that
+// shares or a distributed sweep's workers write into (SharesState,
+// DistributedState).
+func splitStaging(out string) bool {
+	st := &Staging{Dir: StagingDir(out)}
+	for _, name := range []string{SharesState, DistributedState} {
+		if _, err := os.Stat(st.StateDir(name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Finished returns u's ledger entry when u is finished in st: its entry is
 // there and every file it lists has the recorded size (and, with full,
 // the recorded CRC-32C, which reads the files). A torn or foreign entry is
