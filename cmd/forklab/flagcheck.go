@@ -33,6 +33,20 @@ func markNeeds(fs *pflag.FlagSet, name string, needs ...string) {
 	}
 }
 
+// excludesKey annotates a flag that means nothing beside another (log
+// serve --data-dir, for the embedded broker, beside --brokers): given
+// together, it would be accepted and ignored, so checkFlags refuses it
+// (markExcludes).
+const excludesKey = "forklab.excludes"
+
+// markExcludes marks flag name of fs as meaningless beside any of the
+// flags others.
+func markExcludes(fs *pflag.FlagSet, name string, others ...string) {
+	if err := fs.SetAnnotation(name, excludesKey, others); err != nil {
+		panic(err)
+	}
+}
+
 // markURLFlag marks flag name of fs as a session log URL.
 func markURLFlag(fs *pflag.FlagSet, name string) {
 	if err := fs.SetAnnotation(name, urlFlagKey, []string{"true"}); err != nil {
@@ -47,7 +61,8 @@ func markURLFlag(fs *pflag.FlagSet, name string) {
 // "", no page for report --html "", the embedded broker for log serve
 // --brokers "" — or fail late with a message that does not name the flag.
 // It also refuses a flag that means something only beside another, given
-// without it (markNeeds), and a malformed session log URL (markURLFlag), which would
+// without it (markNeeds), a flag given beside one that makes it mean
+// nothing (markExcludes), and a malformed session log URL (markURLFlag), which would
 // otherwise fail on the first request, with Go's parse error, after work
 // was done or retried. The error exits 2 (inputError).
 func checkFlags(cmd *cobra.Command, _ []string) error {
@@ -83,6 +98,12 @@ func checkFlags(cmd *cobra.Command, _ []string) error {
 		if needs, ok := f.Annotations[needsKey]; ok && !slices.ContainsFunc(needs, cmd.Flags().Changed) {
 			err = usageErr("--%s applies only with --%s (see '%s --help')", f.Name, strings.Join(needs, " or --"), cmd.CommandPath())
 			return
+		}
+		for _, other := range f.Annotations[excludesKey] {
+			if cmd.Flags().Changed(other) {
+				err = usageErr("--%s does not apply with --%s: give one or the other (see '%s --help')", f.Name, other, cmd.CommandPath())
+				return
+			}
 		}
 	})
 	return err

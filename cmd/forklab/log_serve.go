@@ -155,6 +155,10 @@ SCOPE being read or read-write.`,
 	f.StringVar(&tokenFile, "token-file", "", `bearer tokens, one "read|read-write TOKEN" per line; turns on authentication`)
 	f.BoolVar(&allowUnauth, "allow-unauthenticated", false, "allow listening beyond loopback without --token-file")
 	f.BoolVar(&noSync, "no-sync", false, "embedded broker: do not fsync every batch (faster, loses acknowledged appends on a crash)")
+	// The embedded broker's flags mean nothing beside a Kafka cluster.
+	for _, name := range []string{"data-dir", "kafka-port", "no-sync"} {
+		markExcludes(f, name, "brokers")
+	}
 	f.BoolVar(&quiet, "quiet", false, "do not log operational events to stderr")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the service to this file until it stops (for make bench-log-profile)")
 	f.MarkHidden("cpuprofile")

@@ -29,7 +29,13 @@ cleanup() {
 }
 trap cleanup EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$bin" log serve --addr "127.0.0.1:$port" --data-dir "$tmp/data" --long-poll-timeout 2s "$@" >"$tmp/server.log" 2>&1 &
+# The embedded broker's data directory, unless the flags name a cluster
+# (log serve refuses --data-dir beside --brokers).
+data=(--data-dir "$tmp/data")
+for a in "$@"; do
+  case "$a" in --brokers|--brokers=*) data=() ;; esac
+done
+"$bin" log serve --addr "127.0.0.1:$port" "${data[@]}" --long-poll-timeout 2s "$@" >"$tmp/server.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
