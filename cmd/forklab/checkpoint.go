@@ -20,7 +20,10 @@ func init() {
 		Long: `checkpoint plays one seed's run of a world to a fork step and prints the
 checkpoint as one line of JSON: the world and its version, the parameters,
 the model, the history and the state. forklab fork --checkpoint finishes any
-branch of it, in another process, to the same outcome as the sweep.
+branch of it, in another process, to the same outcome as the sweep. A run
+that ended before the fork step gives the finished run as its checkpoint,
+as the sweep does (its checkpoints table marks the row over), and a note on
+stderr says so.
 
 The world and its parameters are chosen as for sweep (--world, --param and
 the per-parameter flags), and checked the same way.`,
@@ -50,8 +53,15 @@ the per-parameter flags), and checked the same way.`,
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(os.Stdout, "%s\n", f.Checkpoint)
-			return err
+			if _, err = fmt.Fprintf(os.Stdout, "%s\n", f.Checkpoint); err != nil {
+				return err
+			}
+			if f.Over {
+				// As the sweep marks the row over: say it, or the
+				// checkpoint looks like a run still open at the fork.
+				fmt.Fprintf(os.Stderr, "forklab: note: seed %d's run ended before fork step %d: the checkpoint is the finished run (a sweep's checkpoints table marks it over); a fork of it applies the arm's intervention, and charges it, to a run that has ended, so its pair is unchanged\n", seed, forkAt)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()

@@ -274,6 +274,28 @@ func TestForkSingleCheckpointFile(t *testing.T) {
 	}
 }
 
+// A checkpoint of a run that ended before the fork step is the finished
+// run, as in the sweep (its row over): forklab checkpoint says so on stderr,
+// where it used to print it as if the run were open at the fork. Seed 1 at
+// temperature 0.5 declares at step 1; testdata/checkpoints/seed1-fork2-over.json
+// is its checkpoint at step 2, byte for byte. A run open at the fork gets
+// no note.
+func TestCheckpointOfAnEndedRun(t *testing.T) {
+	want, err := os.ReadFile("../../testdata/checkpoints/seed1-fork2-over.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := run(t, "checkpoint", "--seed", "1", "--fork-at", "2", "--temperature", "0.5", "--no-tool", "0.1")
+	note := "forklab: note: seed 1's run ended before fork step 2: the checkpoint is the finished run (a sweep's checkpoints table marks it over); a fork of it applies the arm's intervention, and charges it, to a run that has ended, so its pair is unchanged\n"
+	if code != 0 || out != string(want) || errs != note {
+		t.Errorf("exit %d\nstdout %q\nwant   %q\nstderr %q\nwant   %q", code, out, want, errs, note)
+	}
+	out, errs, code = run(t, "checkpoint", "--seed", "0", "--fork-at", "3")
+	if code != 0 || errs != "" || !strings.Contains(out, `"fork_step":3`) {
+		t.Errorf("seed 0 at step 3: exit %d, stderr %q", code, errs)
+	}
+}
+
 // forklab sql sees the report's questions as views, as results.duckdb does.
 func TestSQLSeesReportViews(t *testing.T) {
 	dir := t.TempDir()
