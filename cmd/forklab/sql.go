@@ -135,7 +135,7 @@ that is not compressed by its name (table, parquet, arrow), is refused.`,
 	fl.BoolVar(&overwrite, "overwrite", false, "let --out replace an existing file")
 	markNeeds(fl, "overwrite", "out")
 	fl.StringVar(&file, "file", "", "read the query from this file (- for standard input)")
-	fl.StringArrayVar(&vars, "var", nil, "set a DuckDB variable before the query: NAME=VALUE (repeatable, each NAME once)")
+	fl.StringArrayVar(&vars, "var", nil, "set a DuckDB variable the query reads with getvariable('NAME'): NAME=VALUE (repeatable, each NAME once; a NAME neither the query nor the views read is refused)")
 	fl.StringArrayVar(&settings, "setting", nil, "set a DuckDB setting before the configuration is locked: NAME=VALUE, e.g. threads=2 (repeatable, each NAME once)")
 	fl.BoolVar(&allow.Writes, "allow-writes", false, "run statements that change something (CREATE, INSERT, COPY, ATTACH, …), not only reads")
 	fl.StringArrayVar(&allow.Paths, "allow-path", nil, "let the query read this file or directory too (and write it, with --allow-writes) (repeatable)")

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -210,6 +211,47 @@ func TestSQLOutNames(t *testing.T) {
 		}
 	}
 	if cases < 20 {
+		t.Fatalf("read %d cases", cases)
+	}
+}
+
+// TestSQLVarsRead runs testdata/cli/sql-vars.txt: a --var the query never
+// reads (a typo: --var maxharm=2 for max_harm) was set and ignored, the
+// query answering with the default; it is refused with exit 2, while a
+// variable read by getvariable('NAME') (any case), by a computed
+// getvariable argument, or by the views (max_harm, harm_scope, holdout)
+// is set.
+func TestSQLVarsRead(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	mustRun(t, "sweep", "-q", "--seeds", "0:100", "--out", dir)
+	b, err := os.ReadFile("../../testdata/cli/sql-vars.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.SplitN(line, "\t", 3)
+		if len(f) != 3 {
+			t.Fatalf("malformed line %q", line)
+		}
+		args, err := shellWords(strings.ReplaceAll(f[2], "{dir}", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases++
+		out, errs, code := run(t, args...)
+		got := out
+		if code != 0 {
+			got = errs
+		}
+		if strconv.Itoa(code) != f[0] || !strings.Contains(got, f[1]) {
+			t.Errorf("forklab %s: exit %d, stdout %q, stderr %q; want exit %s and %q", f[2], code, out, errs, f[0], f[1])
+		}
+	}
+	if cases < 6 {
 		t.Fatalf("read %d cases", cases)
 	}
 }

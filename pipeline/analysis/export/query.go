@@ -64,6 +64,39 @@ func DefaultVars() []Var {
 
 var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// getvarCall matches a getvariable call and captures its argument's start:
+// a string literal's name, or nothing when the argument is an expression.
+var getvarCall = regexp.MustCompile(`(?i)getvariable\s*\(\s*(?:'([^']*)')?`)
+
+// unreadVars refuses a variable the query text never reads: a --var whose
+// name is in no getvariable('NAME') of text nor among DefaultVars (which
+// the views read) would be set and ignored, a typo (--var maxharm=2 for
+// max_harm) giving the default's result without a word. A getvariable
+// call with a computed argument reads any name, so nothing is refused then.
+// Names compare case-insensitively, as DuckDB's variables do.
+func unreadVars(text string, vars []Var) error {
+	read := map[string]bool{}
+	for _, v := range DefaultVars() {
+		read[strings.ToLower(v.Name)] = true
+	}
+	for _, m := range getvarCall.FindAllStringSubmatchIndex(text, -1) {
+		if m[2] < 0 {
+			return nil // getvariable(expr): any name may be read
+		}
+		read[strings.ToLower(text[m[2]:m[3]])] = true
+	}
+	for _, v := range vars {
+		if !read[strings.ToLower(v.Name)] {
+			names := make([]string, 0, len(DefaultVars()))
+			for _, d := range DefaultVars() {
+				names = append(names, d.Name)
+			}
+			return inputErr{fmt.Errorf("--var %s: the query never reads it (no getvariable('%s') in it), so it would be ignored; the report's views read %s", v.Name, v.Name, strings.Join(names, ", "))}
+		}
+	}
+	return nil
+}
+
 // ParseVar reads NAME=VALUE. A VALUE that reads as a number, true, false
 // or NULL is used as is; anything else becomes a string literal.
 func ParseVar(s string) (Var, error) {
@@ -239,6 +272,9 @@ func query(ctx context.Context, db *results.DB, text string, o Options, out *Out
 		return err
 	}
 	defer conn.Close()
+	if err := unreadVars(text, o.Vars); err != nil {
+		return err
+	}
 	for _, v := range append(DefaultVars(), o.Vars...) {
 		if _, err := conn.ExecContext(ctx, "SET VARIABLE "+v.Name+" = "+v.Value); err != nil {
 			return inputErr{fmt.Errorf("variable %s = %s: %w", v.Name, v.Value, results.QueryError(err))}
