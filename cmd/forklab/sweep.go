@@ -62,6 +62,16 @@ retried --retries times, then its pairs written as error rows, never labels.
 Every seed the agent finished is journaled at once, so a sweep killed at any
 point and run again with --resume pays for no finished fork twice.
 
+--resume finishes the interrupted sweep of --out, keeping the units it
+finished. Given with no --spec and no flag that sets a spec key (--seeds,
+--fork-at, --arms, --replicas, --unit-seeds, --world, parameters, --policy,
+…), it takes the spec stored with the interrupted sweep: forklab sweep
+--resume --out DIR is enough. Spec flags given must match the stored spec
+(a --resume of another spec is refused naming the keys that differ).
+Flags that only say how it runs (--workers, -q, --max-error-rate, …) are
+free. An external agent's command is not stored: resume an agent's sweep
+with its --agent command and flags again, adding --resume.
+
 On many machines (docs/scale-out.md), with --out on storage they all write
 at the same path: --shard I/N runs only share I of N of the sweep's units
 (I from 0) and forklab sweep finalize publishes once every share is in; or
@@ -102,12 +112,28 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			}
 			spec := sweep.DefaultSpec()
 			var err error
+			fl := cmd.Flags()
+			resuming := "" // the line saying the stored spec is resumed
+			if resume && specFile == "" && !specFlagGiven(fl, wf) {
+				// --resume alone: the sweep goes on with the spec stored
+				// with it, not with the flags' defaults.
+				stored, decl, dir, err := sweep.ResumeSpec(out)
+				if err != nil {
+					return asInput(err)
+				}
+				if dir != "" {
+					if agentSweep(stored, dir) {
+						return usageErr("--resume: the sweep of %s ran an external agent (world %s), and an agent's command is not stored with its sweep: run the forklab sweep command it was started with again (its --agent CMD or --spec, and the same flags), adding --resume", out, decl.Name)
+					}
+					spec = stored
+					resuming = fmt.Sprintf("forklab: resuming the interrupted sweep of %s: %s", out, specSummary(stored))
+				}
+			}
 			if specFile != "" {
 				if spec, err = sweep.ReadSpecFile(specFile, spec); err != nil {
 					return asInput(err)
 				}
 			}
-			fl := cmd.Flags()
 			if fl.Changed("seeds") {
 				if spec.Seeds, err = sweep.ParseRange(seeds); err != nil {
 					return asInput(fmt.Errorf("--seeds: %w", err))
@@ -185,6 +211,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			if err != nil {
 				return asInput(err)
 			}
+			if resuming != "" && !quiet {
+				fmt.Fprintln(os.Stderr, resuming)
+			}
 			opt := sweep.Options{Workers: workers, Version: version}
 			spec = resolved.Spec
 			prog := &sweepProgress{perSeed: len(spec.ForkAt) * (len(spec.Arms) - 1), def: ext, decl: resolved.Decl,
@@ -244,7 +273,11 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			}
 			if errors.Is(err, sweep.ErrSpecChanged) {
 				st.Refused()
-				return asInput(fmt.Errorf("--resume: %w; its finished work is kept: resume it with the spec it was started with, or start over without --resume (with --overwrite if %s holds a finished sweep)", err, out))
+				how := "" // how to resume it with the spec it was started with
+				if spec.Agent == nil {
+					how = fmt.Sprintf(" (forklab sweep --resume --out %s with no spec flags takes it)", out)
+				}
+				return asInput(fmt.Errorf("--resume: %w; its finished work is kept: resume it with the spec it was started with%s, or start over without --resume (with --overwrite if %s holds a finished sweep)", err, how, out))
 			}
 			if err != nil {
 				st.Release()
@@ -316,7 +349,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 	intFlag(f, &replicas, "replicas", 1, 1, sweep.MaxReplicas, "forks per checkpoint and arm, labelled by majority vote")
 	f.StringVar(&out, "out", "out", "results directory (its path may not hold any of , * ? [ ] { }, which DuckDB reads as globs or list separators)")
 	f.BoolVar(&overwrite, "overwrite", false, "replace a finished sweep in --out (atomically, once the new one is complete)")
-	f.BoolVar(&resume, "resume", false, "continue the interrupted sweep of --out, keeping the units it finished")
+	f.BoolVar(&resume, "resume", false, "continue the interrupted sweep of --out, keeping the units it finished; with no --spec and no flag setting a spec key, with the spec stored with it (an external agent's sweep needs its --agent and flags again)")
 	intFlag(f, &workers, "workers", 0, 0, maxWorkers, "parallel workers (0: one per CPU); never changes the output")
 	f.StringVar(&specFile, "spec", "", "sweep spec file (.json, .yaml); flags override it")
 	f.StringVar(&policyFile, "policy", "", "guard rule for the policy arm (forklab policy writes one)")

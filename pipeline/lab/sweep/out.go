@@ -627,12 +627,12 @@ func ReadManifest(dir string) (Manifest, error) {
 		}
 		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {
 			if interrupted {
-				return m, fmt.Errorf("%s does not exist yet: its first sweep was interrupted (resume it: run the forklab sweep command it was started with again, the same flags or --spec and --out %s, adding --resume): %w", dir, dir, ErrNotResults)
+				return m, fmt.Errorf("%s does not exist yet: its first sweep was interrupted (resume it with forklab sweep --resume --out %s; an external agent's sweep: with the command it was started with, adding --resume): %w", dir, dir, ErrNotResults)
 			}
 			return m, fmt.Errorf("%s does not exist or is not a directory: %w", dir, ErrNotResults)
 		}
 		if interrupted {
-			return m, fmt.Errorf("%s has no %s: its sweep was interrupted (resume it: run the forklab sweep command it was started with again, adding --resume): %w", dir, ManifestName, ErrNotResults)
+			return m, fmt.Errorf("%s has no %s: its sweep was interrupted (resume it with forklab sweep --resume --out %s; an external agent's sweep: with the command it was started with, adding --resume): %w", dir, ManifestName, dir, ErrNotResults)
 		}
 		return m, fmt.Errorf("%s has no %s: it is %w (an unfinished sweep, or not a sweep's output)", dir, ManifestName, ErrNotResults)
 	}

@@ -15,7 +15,7 @@ import (
 // be resumed.
 func TestReadManifestOfInterrupted(t *testing.T) {
 	for _, tc := range []struct{ dir, want string }{
-		{"../../../testdata/interrupted/first", "../../../testdata/interrupted/first does not exist yet: its first sweep was interrupted (resume it: run the forklab sweep command it was started with again, the same flags or --spec and --out ../../../testdata/interrupted/first, adding --resume)"},
+		{"../../../testdata/interrupted/first", "../../../testdata/interrupted/first does not exist yet: its first sweep was interrupted (resume it with forklab sweep --resume --out ../../../testdata/interrupted/first; an external agent's sweep: with the command it was started with, adding --resume)"},
 		// The shares of a split, or a distributed sweep's workers, are
 		// finalized, not resumed: "resume it with forklab sweep --resume"
 		// sent the reader of a sweep still being written to a command

@@ -137,6 +137,35 @@ func StagedSpec(out string) (Spec, world.Declaration, error) {
 	return rec.Spec, rec.Declaration, nil
 }
 
+// ResumeSpec reads the spec --resume of out goes on with, as StagedSpec
+// does: the one recorded in out's staging directory (an interrupted
+// sweep) or, when there is none there, in out's own ledger (a finished
+// sweep with error rows, played again). dir is the directory it was
+// found in (for its agent-logs folder), "" with a nil error when neither
+// records a spec. The spec is its Identity: an agent's command is not
+// recorded.
+func ResumeSpec(out string) (spec Spec, decl world.Declaration, dir string, err error) {
+	for _, d := range []string{StagingDir(out), out} {
+		path := filepath.Join(d, ledgerDir, specName)
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return spec, decl, "", fmt.Errorf("read the spec of the sweep to resume: %w", err)
+		}
+		var rec struct {
+			Spec        Spec              `json:"spec"`
+			Declaration world.Declaration `json:"declaration"`
+		}
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return spec, decl, "", fmt.Errorf("the spec of the sweep to resume, %s: %w", path, err)
+		}
+		return rec.Spec, rec.Declaration, d, nil
+	}
+	return spec, decl, "", nil
+}
+
 // UnitError is a unit the finishing step (Run with FinalizeOnly) found
 // missing or damaged in the staging directory.
 type UnitError struct {
