@@ -165,15 +165,8 @@ func TestParamListSyntax(t *testing.T) {
 	// A --param that does not fit the declaration is the user's input, not
 	// the agent's fault: exit 2 with the error, the row naming it too
 	// (agent check used to exit 1, "1 of 12 checks failed").
-	data, err := os.ReadFile("../../testdata/cli/agent-check-params.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		p, want, _ := strings.Cut(line, "\t")
+	for _, c := range cliCases(t, "agent-check-params.txt", 2) {
+		p, want := c[0], c[1]
 		out, errs, code := run(t, "agent", "check", forklabBin+" agent serve --world counter", "--seeds", "0:4", "--param", p)
 		if row := checkRow(out, "declared values"); code != 2 || !strings.Contains(errs, want) || !strings.Contains(row, want) || strings.Contains(errs, "checks failed") {
 			t.Errorf("--param %s: exit %d, row %q, stderr %q; want exit 2 and %q", p, code, row, errs, want)

@@ -21,6 +21,33 @@ func (a *anyValue) String() string     { return a.v }
 func (a *anyValue) Type() string       { return a.typ }
 func (a *anyValue) Set(s string) error { a.v = s; return nil }
 
+// cliCases reads testdata/cli/NAME, a table of test cases: one case per
+// line, its fields separated by tabs, blank lines and lines starting with
+// # skipped. Every case must have n fields; it fails the test otherwise,
+// and when the file holds no case.
+func cliCases(t *testing.T, name string, n int) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("../../testdata/cli", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases [][]string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.SplitN(line, "\t", n)
+		if len(f) != n {
+			t.Fatalf("testdata/cli/%s: malformed line %q: want %d tab-separated fields", name, line, n)
+		}
+		cases = append(cases, f)
+	}
+	if len(cases) == 0 {
+		t.Fatalf("testdata/cli/%s holds no case", name)
+	}
+	return cases
+}
+
 // shellWords splits one shell command line into words, honouring single
 // and double quotes (enough for the examples: no escapes inside quotes).
 func shellWords(line string) ([]string, error) {

@@ -179,31 +179,20 @@ func TestLonelyFlagsAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile("../../testdata/cli/lonely-flags.txt")
-	if err != nil {
-		t.Fatal(err)
+	cases := cliCases(t, "lonely-flags.txt", 2)
+	if len(cases) < 9 {
+		t.Fatalf("read %d cases", len(cases))
 	}
-	cases := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		want, argText, ok := strings.Cut(line, "\t")
-		if !ok {
-			t.Fatalf("malformed line %q", line)
-		}
+	for _, c := range cases {
+		want, argText := c[0], c[1]
 		args, err := shellWords(strings.NewReplacer("{dir}", dir, "{cp}", "../../testdata/checkpoints/seed0-fork3.json").Replace(argText))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cases++
 		// A command that was not refused may serve for ever (log serve).
 		if stderr, code := refusedQuickly(t, cwd, args...); code != 2 || !strings.Contains(stderr, want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 			t.Errorf("forklab %s: exit %d, %q; want 2 and one line with %q", strings.Join(args, " "), code, stderr, want)
 		}
-	}
-	if cases < 9 {
-		t.Fatalf("read %d cases", cases)
 	}
 	// With their companions they run.
 	mustRun(t, "report", dir, "--html", filepath.Join(dir, "r.html"), "--overwrite")

@@ -21,10 +21,6 @@ func TestRepeatedFlags(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	mustRun(t, "sweep", "-q", "--seeds", "0:20", "--out", dir)
 	tmp := t.TempDir()
-	b, err := os.ReadFile("../../testdata/cli/repeated-flags.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
 	testdata, err := filepath.Abs("../../testdata")
 	if err != nil {
 		t.Fatal(err)
@@ -34,14 +30,8 @@ func TestRepeatedFlags(t *testing.T) {
 	var refused, ok [][]string
 	var wants []string
 	commands := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		want, argText, found := strings.Cut(line, "\t")
-		if !found {
-			t.Fatalf("malformed line %q", line)
-		}
+	for _, c := range cliCases(t, "repeated-flags.txt", 2) {
+		want, argText := c[0], c[1]
 		args, err := shellWords(r.Replace(argText))
 		if err != nil {
 			t.Fatal(err)

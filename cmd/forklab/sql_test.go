@@ -159,25 +159,16 @@ func TestSQLSandboxCommand(t *testing.T) {
 func TestSQLOutNames(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	mustRun(t, "sweep", "-q", "--seeds", "0:4", "--out", dir)
-	b, err := os.ReadFile("../../testdata/cli/sql-out-names.txt")
-	if err != nil {
-		t.Fatal(err)
+	cases := cliCases(t, "sql-out-names.txt", 3)
+	if len(cases) < 20 {
+		t.Fatalf("read %d cases", len(cases))
 	}
-	cases := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Split(line, "\t")
-		if len(fields) != 3 {
-			t.Fatalf("malformed line %q", line)
-		}
+	for _, fields := range cases {
 		tmp := t.TempDir()
 		args := []string{"sql", dir, "SELECT 1 AS a, 2 AS b", "--out", filepath.Join(tmp, fields[0])}
 		if fields[1] != "-" {
 			args = append(args, "--format", fields[1])
 		}
-		cases++
 		if msg, refused := strings.CutPrefix(fields[2], "refused: "); refused {
 			// The message names the whole path; the file, its name.
 			mustRefuse(t, strings.TrimPrefix(msg, "--out "+fields[0]+" "), args...)
@@ -210,9 +201,6 @@ func TestSQLOutNames(t *testing.T) {
 			t.Errorf("%s (--format %s): file starts %q, want %s output starting %q", fields[0], fields[1], got[:min(len(got), 20)], fields[2], want)
 		}
 	}
-	if cases < 20 {
-		t.Fatalf("read %d cases", cases)
-	}
 }
 
 // TestSQLVarsRead runs testdata/cli/sql-vars.txt: a --var the query never
@@ -224,24 +212,11 @@ func TestSQLOutNames(t *testing.T) {
 func TestSQLVarsRead(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	mustRun(t, "sweep", "-q", "--seeds", "0:100", "--out", dir)
-	b, err := os.ReadFile("../../testdata/cli/sql-vars.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.SplitN(line, "\t", 3)
-		if len(f) != 3 {
-			t.Fatalf("malformed line %q", line)
-		}
+	for _, f := range cliCases(t, "sql-vars.txt", 3) {
 		args, err := shellWords(strings.ReplaceAll(f[2], "{dir}", dir))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cases++
 		out, errs, code := run(t, args...)
 		got := out
 		if code != 0 {
@@ -250,8 +225,5 @@ func TestSQLVarsRead(t *testing.T) {
 		if strconv.Itoa(code) != f[0] || !strings.Contains(got, f[1]) {
 			t.Errorf("forklab %s: exit %d, stdout %q, stderr %q; want exit %s and %q", f[2], code, out, errs, f[0], f[1])
 		}
-	}
-	if cases < 6 {
-		t.Fatalf("read %d cases", cases)
 	}
 }
