@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -472,6 +473,7 @@ func crashCycle(t *testing.T, dir string, p *serverProcess, cycle int, kept map[
 	}
 	logs := make([]plog, producers)
 	var wg sync.WaitGroup
+	var ackedN atomic.Int64 // appends acknowledged so far, all producers
 	stop := make(chan struct{})
 	for i := range producers {
 		name := fmt.Sprintf("crash-%d-%d", cycle, i)
@@ -496,10 +498,24 @@ func crashCycle(t *testing.T, dir string, p *serverProcess, cycle int, kept map[
 				}
 				logs[i].acked = append(logs[i].acked, rec)
 				logs[i].inflight = ""
+				ackedN.Add(1)
 			}
 		}()
 	}
 	if killWhen != nil {
+		// The kill waits for an event (a snapshot being written), which a
+		// restarted server may reach before any append of this cycle: let
+		// 20 appends be acknowledged first, and forget the events before.
+		for deadline := time.Now().Add(30 * time.Second); ackedN.Load() < 20 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		for drained := false; !drained; {
+			select {
+			case <-p.events:
+			default:
+				drained = true
+			}
+		}
 		killWhen(p)
 	} else {
 		time.Sleep(time.Duration(400+100*(cycle%5)) * time.Millisecond)
