@@ -191,12 +191,8 @@ func printOutcome(name string, res agent.Result) {
 		fmt.Printf("session %s paused at step %d after %s, epoch %d; tail %s\n", name, steps, eventsText(s), res.Epoch, res.Tail)
 		return
 	}
-	verdict := "failure"
-	if *s.Outcome.Success {
-		verdict = "success"
-	}
 	fmt.Printf("session %s: %s (%d steps; final %s) · %s, epoch %d · tail %s\n",
-		name, verdict, *s.Outcome.Steps, s.Outcome.Obs, eventsText(s), res.Epoch, res.Tail)
+		name, verdictOf(*s.Outcome.Success), *s.Outcome.Steps, s.Outcome.Obs, eventsText(s), res.Epoch, res.Tail)
 }
 
 // eventsText counts a session's events as forklab log read lists them,

@@ -239,16 +239,12 @@ features, none elsewhere.`,
 					}
 					continue
 				}
-				verdict := "failure"
-				if o.Success {
-					verdict = "success"
-				}
 				iv := ""
 				if o.Intervened {
 					iv = "intervened; "
 				}
 				fmt.Fprintf(w, "seed %d · fork step %d · arm %s · replica %d: %s (%s%d steps after the fork; final observation %s)\n",
-					o.Seed, o.ForkStep, o.Arm, o.Replica, verdict, iv, o.Cost.Steps, o.Final)
+					o.Seed, o.ForkStep, o.Arm, o.Replica, verdictOf(o.Success), iv, o.Cost.Steps, o.Final)
 			}
 			return nil
 		},
@@ -348,4 +344,13 @@ func forkOne(b []byte, arm fork.Arm, replica int, rule *policy.Rule, insts map[s
 	}
 	return forkOutcome{World: name, Arm: arm, Replica: replica, Outcome: o,
 		JSONCost: agentproc.CostOf(inst.Declaration().Cost, o.Cost)}, nil
+}
+
+// verdictOf is how the text of fork, fork --agent and agent run names a
+// branch's or run's outcome: "success" or "failure".
+func verdictOf(success bool) string {
+	if success {
+		return "success"
+	}
+	return "failure"
 }

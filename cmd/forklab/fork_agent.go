@@ -98,12 +98,8 @@ func printAgentOutcomes(d world.Declaration, outs []agentForkOutcome, from strin
 			}
 			continue
 		}
-		verdict := "failure"
-		if o.Success {
-			verdict = "success"
-		}
 		fmt.Fprintf(w, "%s seed %d · fork step %d%s · arm %s · replica %d: %s (intervened %t, cost %s)\n",
-			o.World, o.Seed, o.ForkStep, from, o.Arm, o.Replica, verdict, o.Intervened, costText(d, o.cost))
+			o.World, o.Seed, o.ForkStep, from, o.Arm, o.Replica, verdictOf(o.Success), o.Intervened, costText(d, o.cost))
 	}
 	return w.Flush()
 }

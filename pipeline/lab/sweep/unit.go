@@ -119,22 +119,11 @@ func FinishedUnits(st *Staging) (map[string]UnitEntry, error) { return readLedge
 // static split. The spec is its Identity: how it ran (an agent's command)
 // is not recorded.
 func StagedSpec(out string) (Spec, world.Declaration, error) {
-	var rec struct {
-		Spec        Spec              `json:"spec"`
-		Declaration world.Declaration `json:"declaration"`
-	}
-	path := filepath.Join(StagingDir(out), ledgerDir, specName)
-	b, err := os.ReadFile(path)
+	spec, decl, err := readSpecRecord(StagingDir(out))
 	if errors.Is(err, fs.ErrNotExist) {
-		return rec.Spec, rec.Declaration, fmt.Errorf("output %s has no staged units (no %s): nothing to finalize", out, path)
+		return spec, decl, fmt.Errorf("output %s has no staged units (no %s): nothing to finalize", out, filepath.Join(StagingDir(out), ledgerDir, specName))
 	}
-	if err != nil {
-		return rec.Spec, rec.Declaration, fmt.Errorf("read the staged spec: %w", err)
-	}
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return rec.Spec, rec.Declaration, fmt.Errorf("staged spec %s: %w", path, err)
-	}
-	return rec.Spec, rec.Declaration, nil
+	return spec, decl, err
 }
 
 // ResumeSpec reads the spec --resume of out goes on with, as StagedSpec
@@ -146,24 +135,37 @@ func StagedSpec(out string) (Spec, world.Declaration, error) {
 // recorded.
 func ResumeSpec(out string) (spec Spec, decl world.Declaration, dir string, err error) {
 	for _, d := range []string{StagingDir(out), out} {
-		path := filepath.Join(d, ledgerDir, specName)
-		b, err := os.ReadFile(path)
+		spec, decl, err = readSpecRecord(d)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return spec, decl, "", fmt.Errorf("read the spec of the sweep to resume: %w", err)
+			return spec, decl, "", fmt.Errorf("the spec of the sweep to resume: %w", err)
 		}
-		var rec struct {
-			Spec        Spec              `json:"spec"`
-			Declaration world.Declaration `json:"declaration"`
-		}
-		if err := json.Unmarshal(b, &rec); err != nil {
-			return spec, decl, "", fmt.Errorf("the spec of the sweep to resume, %s: %w", path, err)
-		}
-		return rec.Spec, rec.Declaration, d, nil
+		return spec, decl, d, nil
 	}
-	return spec, decl, "", nil
+	return Spec{}, world.Declaration{}, "", nil
+}
+
+// readSpecRecord reads the spec and declaration recorded in dir's ledger;
+// an error wrapping fs.ErrNotExist when dir records none.
+func readSpecRecord(dir string) (Spec, world.Declaration, error) {
+	var rec struct {
+		Spec        Spec              `json:"spec"`
+		Declaration world.Declaration `json:"declaration"`
+	}
+	path := filepath.Join(dir, ledgerDir, specName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return rec.Spec, rec.Declaration, err
+		}
+		return rec.Spec, rec.Declaration, fmt.Errorf("read the staged spec: %w", err)
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec.Spec, rec.Declaration, fmt.Errorf("staged spec %s: %w", path, err)
+	}
+	return rec.Spec, rec.Declaration, nil
 }
 
 // UnitError is a unit the finishing step (Run with FinalizeOnly) found
