@@ -258,3 +258,14 @@ func dialTimeoutFlag(fs *pflag.FlagSet, p *time.Duration, usagePrefix string) {
 	durationFlag(fs, p, "dial-timeout", kafkadial.DefaultTimeout, kafkadial.MinTimeout, kafkadial.MaxTimeout,
 		usagePrefix+"how long to keep trying to reach Kafka (connect, find or create the topics) before giving up")
 }
+
+// retryForFlag defines --retry-for for the commands that run until their
+// work is done (worker, sweep --distributed, log sink --follow): how long
+// a Kafka cluster may stay out of reach once they are running (a broker
+// restarting, a network cut) before they stop with exit 1 and a message
+// saying so; rebalances and timeouts meanwhile are retried with backoff
+// (internal/kafkadial.Watch).
+func retryForFlag(fs *pflag.FlagSet, p *time.Duration, usagePrefix string) {
+	durationFlag(fs, p, "retry-for", kafkadial.DefaultRetryFor, kafkadial.MinRetryFor, kafkadial.MaxRetryFor,
+		usagePrefix+"how long Kafka may stay out of reach once running (a broker restarting, a network cut) before giving up; retried with backoff meanwhile")
+}

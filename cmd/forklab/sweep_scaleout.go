@@ -34,6 +34,7 @@ type scaleFlags struct {
 	maxAttempts int
 	lease       time.Duration
 	dialTimeout time.Duration
+	retryFor    time.Duration
 }
 
 func addScaleFlags(f *pflag.FlagSet) *scaleFlags {
@@ -45,6 +46,7 @@ func addScaleFlags(f *pflag.FlagSet) *scaleFlags {
 	intFlag(f, &sf.partitions, "partitions", scaleout.DefaultPartitions, 1, 100000, "--distributed: partitions of the units topic (the most workers busy at once); grows an existing topic")
 	intFlag(f, &sf.maxAttempts, "max-attempts", 3, 1, 100, "--distributed: attempts at a unit before it is written as error rows")
 	dialTimeoutFlag(f, &sf.dialTimeout, "--distributed: ")
+	retryForFlag(f, &sf.retryFor, "--distributed: ")
 	durationFlag(f, &sf.lease, "lease", 10*time.Second, time.Second, 24*time.Hour, "--distributed: how long a unit whose worker went silent counts as still running")
 	return sf
 }
@@ -66,7 +68,7 @@ func (sf *scaleFlags) check(cmd *cobra.Command, resume, fromLog bool) error {
 	}
 	fl := cmd.Flags()
 	if !sf.distributed {
-		for _, name := range []string{"brokers", "queue", "partitions", "max-attempts", "lease", "dial-timeout"} {
+		for _, name := range []string{"brokers", "queue", "partitions", "max-attempts", "lease", "dial-timeout", "retry-for"} {
 			if fl.Changed(name) {
 				return usageErr("--%s applies only with --distributed", name)
 			}
@@ -171,7 +173,7 @@ func (sf *scaleFlags) run(cmd *cobra.Command, r sweep.Resolved, ext *agentproc.D
 
 // coordinate runs the coordinator of a distributed sweep.
 func (sf *scaleFlags) coordinate(ctx context.Context, r sweep.Resolved, out string, overwrite, quiet bool) error {
-	q := scaleout.Queue{Brokers: splitList(sf.brokers), Name: sf.queue, Partitions: sf.partitions, DialTimeout: sf.dialTimeout}
+	q := scaleout.Queue{Brokers: splitList(sf.brokers), Name: sf.queue, Partitions: sf.partitions, DialTimeout: sf.dialTimeout, RetryFor: sf.retryFor}
 	logf := func(f string, a ...any) {
 		if !quiet {
 			fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...)
@@ -180,12 +182,7 @@ func (sf *scaleFlags) coordinate(ctx context.Context, r sweep.Resolved, out stri
 	total := int64(r.Spec.Seeds.Len()) * int64(len(r.Configs))
 	bar := seedBar("sweep", total, quiet)
 	var lastLine time.Time
-	var heard time.Time
-	hinted := false
 	progress := func(s scaleout.Status) {
-		if s.Workers > 0 || s.Done > 0 {
-			heard = time.Now()
-		}
 		what := fmt.Sprintf("units %d/%d · %d workers · %d running", s.Done, s.Units, s.Workers, s.Running)
 		if s.Failed > 0 {
 			what += fmt.Sprintf(" · %d attempts failed", s.Failed)
@@ -200,10 +197,6 @@ func (sf *scaleFlags) coordinate(ctx context.Context, r sweep.Resolved, out stri
 		case !quiet && time.Since(lastLine) >= 10*time.Second:
 			lastLine = time.Now()
 			fmt.Fprintf(os.Stderr, "forklab sweep: %s · seeds %d/%d\n", what, s.SeedsDone, s.Seeds)
-		}
-		if !quiet && !hinted && heard.IsZero() && time.Since(s.Since) > 15*time.Second {
-			hinted = true
-			logf("no worker has reported yet: start some with forklab worker --brokers %s --queue %s", sf.brokers, q.Name)
 		}
 	}
 	start := time.Now()

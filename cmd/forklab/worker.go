@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +24,7 @@ func init() {
 		partitions         int
 		sessionTimeout     time.Duration
 		dialTimeout        time.Duration
+		retryFor           time.Duration
 		verbose, quiet     bool
 		debug              bool
 		agentCmd           string
@@ -77,8 +81,8 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			w, err := scaleout.NewWorker(ctx, scaleout.WorkerConfig{
-				Queue: scaleout.Queue{Brokers: splitList(brokers), Name: queue, Partitions: partitions, DialTimeout: dialTimeout},
+			wcfg := scaleout.WorkerConfig{
+				Queue: scaleout.Queue{Brokers: splitList(brokers), Name: queue, Partitions: partitions, DialTimeout: dialTimeout, RetryFor: retryFor},
 				ID:    id, Parallel: parallel, SessionTimeout: sessionTimeout, MaxUnits: maxUnits,
 				Version: version, Logf: logf, Debug: debug,
 				OpenAgent: func(ctx context.Context, a sweep.AgentSpec) (scaleout.Agent, error) {
@@ -87,34 +91,11 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 					}
 					a.Environment = env
 					return openAgent(ctx, &a)
-				}})
-			if err != nil {
-				return err
+				}}
+			if member := os.Getenv(scaleout.ChildEnv); member != "" {
+				return runMember(ctx, cancel, wcfg, member)
 			}
-			sigs := make(chan os.Signal, 2)
-			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-			defer signal.Stop(sigs)
-			go func() {
-				<-sigs
-				if !quiet {
-					fmt.Fprintf(os.Stderr, "forklab worker %s: finishing the running units (again to stop at once)\n", w.ID())
-				}
-				w.Drain()
-				<-sigs
-				cancel()
-			}()
-			if !quiet {
-				q := scaleout.Queue{Name: queue}
-				fmt.Fprintf(os.Stderr, "forklab worker %s: taking units from %s as group %s\n", w.ID(), q.UnitsTopic(), q.Group())
-			}
-			start := time.Now()
-			err = w.Run(ctx)
-			if !quiet {
-				s := w.Stats()
-				fmt.Fprintf(os.Stderr, "forklab worker %s: %d units run, %d found done already, %d written as error rows, %d attempts failed, in %s\n",
-					w.ID(), s.Units, s.Again, s.Poison, s.Failed, time.Since(start).Round(time.Second))
-			}
-			return err
+			return superviseMembers(ctx, cancel, wcfg, quiet)
 		},
 	}
 	f := cmd.Flags()
@@ -122,6 +103,7 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 	f.StringVar(&queue, "queue", scaleout.DefaultQueue, "queue name: topics QUEUE.units and QUEUE.results, group QUEUE.workers")
 	intFlag(f, &partitions, "partitions", scaleout.DefaultPartitions, 1, 100000, "partitions of the units topic if this worker creates it")
 	dialTimeoutFlag(f, &dialTimeout, "")
+	retryForFlag(f, &retryFor, "")
 	f.StringVar(&id, "id", "", "worker name in reports and attempt records (default HOST-PID)")
 	intFlag(f, &parallel, "parallel", 0, 0, maxWorkers, "units run at once, each a member of the group (0: one per CPU)")
 	intFlag(f, &maxUnits, "max-units", 0, 0, sweep.MaxUnits, "leave after finishing this many units (0: never)")
@@ -144,4 +126,95 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// superviseMembers runs the worker: each member of the group in a process
+// of its own (forklab worker again, with scaleout.ChildEnv), supervised
+// by this one, so that a unit that crashes its process is told from a
+// worker that vanished (scaleout.Supervise).
+func superviseMembers(ctx context.Context, cancel context.CancelFunc, cfg scaleout.WorkerConfig, quiet bool) error {
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		cfg.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	cfg.ID = scaleout.CleanID(cfg.ID)
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = runtime.GOMAXPROCS(0)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	drain := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		<-sigs
+		if !quiet {
+			fmt.Fprintf(os.Stderr, "forklab worker %s: finishing the running units (again to stop at once)\n", cfg.ID)
+		}
+		close(drain)
+		<-sigs
+		cancel()
+	}()
+	if !quiet {
+		fmt.Fprintf(os.Stderr, "forklab worker %s: taking units from %s as group %s\n", cfg.ID, cfg.Queue.UnitsTopic(), cfg.Queue.Group())
+	}
+	start := time.Now()
+	st, err := scaleout.Supervise(ctx, scaleout.SuperviseConfig{ID: cfg.ID, Members: cfg.Parallel, MaxUnits: cfg.MaxUnits,
+		Logf: func(f string, a ...any) {
+			fmt.Fprintf(os.Stderr, "forklab worker %s: "+f+"\n", append([]any{cfg.ID}, a...)...)
+		},
+		Command: func(k int) *exec.Cmd {
+			c := exec.Command(self, os.Args[1:]...)
+			c.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d", scaleout.ChildEnv, cfg.ID, k))
+			ownProcessGroup(c) // ^C reaches this process, which passes it on
+			return c
+		}}, drain)
+	if !quiet {
+		crashed := ""
+		if st.Crashes > 0 {
+			crashed = fmt.Sprintf(", %d member %s crashed mid-unit", st.Crashes, plural(st.Crashes, "process", "processes"))
+		}
+		fmt.Fprintf(os.Stderr, "forklab worker %s: %d units run, %d found done already, %d written as error rows, %d attempts failed%s, in %s\n",
+			cfg.ID, st.Units, st.Again, st.Poison, st.Failed, crashed, time.Since(start).Round(time.Second))
+	}
+	return err
+}
+
+// runMember runs one member of a supervised worker: member is "ID K".
+// It says where its attempts are on file descriptor 3 and exits at once
+// when its supervisor dies (its standard input ends).
+func runMember(ctx context.Context, cancel context.CancelFunc, cfg scaleout.WorkerConfig, member string) error {
+	id, k, ok := strings.Cut(member, " ")
+	n, err := strconv.Atoi(k)
+	if !ok || err != nil {
+		return fmt.Errorf("%s=%q: want \"ID K\"", scaleout.ChildEnv, member)
+	}
+	scaleout.ExitWithParent(os.Stdin)
+	link := scaleout.NewChildLink(os.NewFile(3, "supervisor"))
+	cfg.ID, cfg.FirstMember, cfg.Parallel, cfg.MaxUnits = id, n, 1, 0
+	link.Configure(&cfg)
+	w, err := scaleout.NewWorker(ctx, cfg)
+	if err != nil {
+		link.End(scaleout.WorkerStats{}, err)
+		os.Exit(1)
+	}
+	link.Ready()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		<-sigs
+		w.Drain()
+		<-sigs
+		cancel()
+	}()
+	err = w.Run(ctx)
+	link.End(w.Stats(), err)
+	if err != nil {
+		os.Exit(1) // the supervisor says it
+	}
+	return nil
 }
