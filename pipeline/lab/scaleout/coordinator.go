@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,14 +67,15 @@ type Status struct {
 	LastFailure string
 	// Workers counts the worker processes in the workers' consumer
 	// group, as the group last described itself (asked every
-	// groupEvery); before its first answer, those running a unit or heard
-	// from (any report: a unit started, progress, done, an attempt
-	// failed) in the last 30s.
+	// groupEvery), or running a unit; before the group's first answer,
+	// those running a unit or heard from (any report: a unit started,
+	// progress, done, an attempt failed) in the last 30s.
 	Workers int
 	// Members counts the group's members as it last described itself
 	// (one per unit a worker runs at once; -1 before the first answer);
-	// NoWorkersSince is since when the group has had no member (zero
-	// while it has some, or has not answered yet).
+	// NoWorkersSince is since when the group has had no member and no
+	// unit was running (zero while it has some, or has not answered
+	// yet).
 	Members        int
 	NoWorkersSince time.Time
 	// PickedUp: this coordinator continues one that stopped.
@@ -568,11 +570,17 @@ func (co *coordinator) update() {
 		}
 	}
 	if s.Members >= 0 {
-		workers = co.group
+		// The group's view, and the workers running a unit (a member
+		// is out of the group while it rejoins: a rebalance, a broker
+		// restarting).
+		workers = maps.Clone(co.group)
+		for _, ru := range co.running {
+			workers[ru.worker] = true
+		}
 	}
 	s.Workers = len(workers)
 	switch {
-	case s.Members != 0:
+	case s.Members != 0 || s.Running > 0:
 		if !co.told.IsZero() {
 			co.cfg.Logf("%d %s in group %s again", s.Workers, plural(s.Workers, "worker", "workers"), co.cfg.Queue.Group())
 		}

@@ -291,3 +291,66 @@ func TestGiveUpAfterRetryFor(t *testing.T) {
 		}
 	}
 }
+
+// A coordinator whose group has no member says so once NoWorkers has
+// passed, naming the group, what is left and the command to start, and
+// says again when a worker is back; the group's own view counts the
+// workers. Before, it printed "units 0/12 · 0 workers · 0 running" for
+// ever (or said "no worker has reported yet" once, and never again after
+// the last worker died).
+func TestCoordinatorSaysNoWorkers(t *testing.T) {
+	b := startFaultyBroker(t)
+	q := scaleout.Queue{Brokers: b.brokers(), Name: "nw", Partitions: 4}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hint := make(chan string, 1)
+	var mu sync.Mutex
+	var lines []string
+	var workersSeen int
+	r, err := smallUnits().Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	go func() {
+		select {
+		case h := <-hint:
+			t.Logf("hint: %s", h)
+			w, errc := runWorker(t, ctx, q, "late", nil)
+			go func() { <-ctx.Done(); w.Drain(); <-errc }()
+		case <-ctx.Done():
+		}
+	}()
+	_, err = scaleout.Coordinate(ctx, r, scaleout.CoordinatorConfig{Queue: q, Out: out, Version: "test", NoWorkers: time.Second,
+		Progress: func(s scaleout.Status) {
+			mu.Lock()
+			workersSeen = max(workersSeen, s.Workers)
+			mu.Unlock()
+		},
+		Logf: func(f string, a ...any) {
+			line := fmt.Sprintf(f, a...)
+			mu.Lock()
+			lines = append(lines, line)
+			mu.Unlock()
+			if strings.HasPrefix(line, "no worker") {
+				select {
+				case hint <- line:
+				default:
+				}
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	all := strings.Join(lines, "\n")
+	want := "no worker has been in group nw.workers for "
+	tail := ", and 12 of 12 units are left: start some, on machines that mount " + out + ": forklab worker --brokers " + b.proxy.Addr() + " --queue nw"
+	if !strings.Contains(all, want) || !strings.Contains(all, tail) || !strings.Contains(all, "1 worker in group nw.workers again") {
+		t.Fatalf("coordinator lines:\n%s\nwant %q…%q, then the worker back", all, want, tail)
+	}
+	if workersSeen != 1 {
+		t.Errorf("at most %d workers in the status, want 1", workersSeen)
+	}
+}
