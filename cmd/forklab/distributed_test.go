@@ -330,7 +330,8 @@ func burn(n int) (stop func()) {
 			}
 		})
 	}
-	return func() { close(done); wg.Wait() }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
 // runChaos runs plan and checks the result against the single-process sweep.
@@ -403,6 +404,7 @@ func runChaos(t *testing.T, plan chaosPlan) {
 			if what == "broker restarted" {
 				go func() { time.Sleep(2 * time.Second); kafka.cut(plan.cutFor); faultDone <- "network restored" }()
 			}
+			cut = cut || what == "network restored"
 		default:
 		}
 		if plan.churn > churned && !nextChurn.IsZero() && time.Now().After(nextChurn) {
@@ -481,7 +483,7 @@ func runChaos(t *testing.T, plan chaosPlan) {
 		}
 		next = time.Now().Add(time.Duration(300+rng.IntN(700)) * time.Millisecond)
 	}
-	if plan.faults {
+	if brokerKilled {
 		for !cut {
 			select {
 			case what := <-faultDone:

@@ -132,7 +132,7 @@ func TestExitStatusPolicy(t *testing.T) {
 		{"sweep", kindUsage, []string{"sweep", "--seeds", "0-300", "--out", t.TempDir()}, 2, "--seeds: seed range \"0-300\" is malformed"},
 		{"sweep", kindMissing, []string{"sweep", "--spec", missing + ".yaml", "--out", t.TempDir()}, 2, "no such file or directory"},
 		{"sweep", kindDamaged, []string{"sweep", "--spec", garbageSpec, "--out", t.TempDir()}, 2, "spec"},
-		{"sweep", kindRuntime, []string{"sweep", "--from-log", down, "--out", filepath.Join(t.TempDir(), "o")}, 1, "connection refused"},
+		{"sweep", kindRuntime, []string{"sweep", "--from-log", down, "--retry-for", "1s", "--out", filepath.Join(t.TempDir(), "o")}, 1, "the session log did not answer for 1s"},
 		{"sweep", kindRuntime, []string{"sweep", "--distributed", "--brokers", noKafka, "--dial-timeout", "1s", "--out", filepath.Join(t.TempDir(), "o")}, 1, "connection refused"},
 		{"sweep finalize", kindMissing, []string{"sweep", "finalize", missing}, 2, "nothing to finalize"},
 		{"sweep finalize", kindDamaged, []string{"sweep", "finalize", damaged}, 2, "nothing to finalize"},

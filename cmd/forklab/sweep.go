@@ -264,7 +264,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				if !quiet {
 					fmt.Fprintf(os.Stderr, "playing the sweep's sessions on %s under %s/\n", fromLog, logPrefix)
 				}
-				opt.Runners = agent.Runners(c, resolved, agent.PlayOptions{Prefix: logPrefix, Parallel: logParallel,
+				opt.Runners = agent.Runners(c, resolved, agent.PlayOptions{Prefix: logPrefix, Parallel: logParallel, RetryFor: sf.retryFor,
 					Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...) }})
 			}
 			res, err := sweep.Run(ctx, resolved, st, opt)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/forklab/forklab/internal/kafkadial"
 	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/scaleout"
@@ -46,7 +47,8 @@ func addScaleFlags(f *pflag.FlagSet) *scaleFlags {
 	intFlag(f, &sf.partitions, "partitions", scaleout.DefaultPartitions, 1, 100000, "--distributed: partitions of the units topic (the most workers busy at once); grows an existing topic")
 	intFlag(f, &sf.maxAttempts, "max-attempts", 3, 1, 100, "--distributed: attempts at a unit before it is written as error rows")
 	dialTimeoutFlag(f, &sf.dialTimeout, "--distributed: ")
-	retryForFlag(f, &sf.retryFor, "--distributed: ")
+	durationFlag(f, &sf.retryFor, "retry-for", kafkadial.DefaultRetryFor, kafkadial.MinRetryFor, kafkadial.MaxRetryFor,
+		"--distributed: how long Kafka may stay out of reach once running (a broker restarting, a network cut) before giving up; --from-log: how long the session log may; retried with backoff meanwhile")
 	durationFlag(f, &sf.lease, "lease", 10*time.Second, time.Second, 24*time.Hour, "--distributed: how long a unit whose worker went silent counts as still running")
 	return sf
 }
@@ -68,10 +70,13 @@ func (sf *scaleFlags) check(cmd *cobra.Command, resume, fromLog bool) error {
 	}
 	fl := cmd.Flags()
 	if !sf.distributed {
-		for _, name := range []string{"brokers", "queue", "partitions", "max-attempts", "lease", "dial-timeout", "retry-for"} {
+		for _, name := range []string{"brokers", "queue", "partitions", "max-attempts", "lease", "dial-timeout"} {
 			if fl.Changed(name) {
 				return usageErr("--%s applies only with --distributed", name)
 			}
+		}
+		if fl.Changed("retry-for") && !fromLog {
+			return usageErr("--retry-for applies only with --distributed or --from-log")
 		}
 		return nil
 	}

@@ -78,6 +78,10 @@ type Status struct {
 	// yet).
 	Members        int
 	NoWorkersSince time.Time
+	// Retries counts the coordinator's Kafka requests that failed and
+	// were retried (reads of the results topic, writes, offset look-ups:
+	// a broker restarting, a network cut).
+	Retries int64
 	// PickedUp: this coordinator continues one that stopped.
 	PickedUp bool
 	// Since is when this coordinator started waiting.
@@ -579,6 +583,7 @@ func (co *coordinator) update() {
 		}
 	}
 	s.Workers = len(workers)
+	s.Retries = co.readErrors.Load() + co.c.retries.Load()
 	switch {
 	case s.Members != 0 || s.Running > 0:
 		if !co.told.IsZero() {

@@ -351,10 +351,24 @@ func (c *conn) offsetsOnce(ctx context.Context, topic string, first bool) (map[i
 func (c *conn) produce(ctx context.Context, msgs ...kafka.Message) error {
 	var failing time.Time
 	delay := 100 * time.Millisecond
+	// A write in flight when the watch gives up is abandoned: the
+	// writer's own retries against a silent network would outlast it.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.watch.Gone():
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
 	for {
-		err := c.w.WriteMessages(ctx, msgs...)
+		err := c.w.WriteMessages(wctx, msgs...)
 		if err == nil {
 			return nil
+		}
+		if gone := c.watch.Err(); gone != nil {
+			return gone
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -241,10 +241,13 @@ func TestSweepSurvivesNetworkCutAndBrokerRestart(t *testing.T) {
 					t.Errorf("worker %d: %d failed attempts, want none: nothing failed but the network", i, s.Failed)
 				}
 			}
-			if last.Done != 12 || last.Failed != 0 || last.Poison != 0 {
-				t.Errorf("last status %+v: want 12 units done, no failure", last)
+			if last.Done != 12 || last.Failed != 0 || last.Poison != 0 || last.Retries == 0 {
+				t.Errorf("last status %+v: want 12 units done, no failure, the coordinator's retries counted", last)
 			}
-			t.Logf("%s: %d fetch errors retried", fault, fetchErrs)
+			if fetchErrs == 0 {
+				t.Errorf("no fetch error retried: the %s did not reach the workers", fault)
+			}
+			t.Logf("%s: %d fetch errors retried by the workers, %d requests by the coordinator", fault, fetchErrs, last.Retries)
 		})
 	}
 }
