@@ -270,17 +270,27 @@ func startFaultyKafka(t *testing.T, brokers int) *faultyKafka {
 func (k *faultyKafka) start() {
 	k.t.Helper()
 	os.Remove(k.addrFile) // a SIGKILLed cluster leaves it
-	k.proc = startProc(k.t, "kafka", k.args...)
+	k.proc = startProc(k.t, "kafka serve", k.args...)
+	k.proc.waitUp(k.t, func() bool {
+		b, err := os.ReadFile(k.addrFile)
+		return err == nil && len(b) > 0
+	})
+}
+
+// waitUp waits up to a minute until ready, failing the test if p exits
+// first.
+func (p *proc) waitUp(t *testing.T, ready func() bool) {
+	t.Helper()
 	for range 1200 {
-		if b, err := os.ReadFile(k.addrFile); err == nil && len(b) > 0 {
+		if ready() {
 			return
 		}
-		if k.proc.exited() {
-			k.t.Fatalf("forklab kafka serve: %v: %s", k.proc.err, k.proc.errb)
+		if p.exited() {
+			t.Fatalf("forklab %s: %v: %s", p.name, p.err, p.errb)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	k.t.Fatalf("forklab kafka serve did not come up: %s", k.proc.errb)
+	t.Fatalf("forklab %s did not come up: %s", p.name, p.errb)
 }
 
 // kill SIGKILLs the cluster's process, waits a moment, and starts it again

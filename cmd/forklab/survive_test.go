@@ -33,18 +33,14 @@ func startKillableLog(t *testing.T) *killableLog {
 
 func (l *killableLog) start() {
 	l.t.Helper()
-	l.proc = startProc(l.t, "log", l.args...)
-	for range 1200 {
-		if res, err := http.Get(l.url + "/v1/stream/"); err == nil {
+	l.proc = startProc(l.t, "log serve", l.args...)
+	l.proc.waitUp(l.t, func() bool {
+		res, err := http.Get(l.url + "/v1/stream/")
+		if err == nil {
 			res.Body.Close()
-			return
 		}
-		if l.proc.exited() {
-			l.t.Fatalf("forklab log serve: %v: %s", l.proc.err, l.proc.errb)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	l.t.Fatalf("forklab log serve did not come up: %s", l.proc.errb)
+		return err == nil
+	})
 }
 
 // restart SIGKILLs the log mid-work and starts it again after down.

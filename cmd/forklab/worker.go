@@ -52,17 +52,27 @@ own environment, and --agent-env KEY=VALUE. Every seed an agent finished is
 journaled in the output directory, so a unit redone after a worker was
 killed pays for none of them twice.
 
-A unit whose attempts fail --max-attempts times (set by the coordinator) is
-written as error rows naming each failure. A worker that cannot start a
-sweep's agent records that as a failed attempt at the unit it took (the
-coordinator shows it), puts the unit back and stops (exit 1). A worker that
-cannot write the output directory stops with the error and leaves the unit
-to the others.
+Each member of the group (--parallel of them) runs in a process of its own
+that this one supervises: a member process that dies in the middle of a unit
+(a world that exits, a segfault, the OOM killer) is a failed attempt at the
+unit, recorded with how it ended, and the member is started again; a worker
+killed as a whole (its machine lost, preempted) is not: its units are run
+again elsewhere, with no attempt counted. A unit whose attempts fail
+--max-attempts times (set by the coordinator) is written as error rows naming
+each failure. A worker that cannot start a sweep's agent records that as a
+failed attempt at the unit it took (the coordinator shows it), puts the unit
+back and stops (exit 1). A worker that cannot write the output directory
+stops with the error and leaves the unit to the others.
+
+Rebalances, fetch timeouts, a broker restarting, a network cut are retried
+with backoff; only Kafka out of reach for longer than --retry-for (5m) stops
+the worker (exit 1, saying so).
 
 The first SIGINT or SIGTERM lets the running units finish and leaves the
 group; a second one stops at once (the units go to other workers).
 
-Exit status 0: drained; 1: stopped by an error (named).`,
+Exit status 0: drained; 1: stopped by an error (named), or Kafka out of
+reach for longer than --retry-for.`,
 		Example: `  forklab worker --brokers kafka-0:9092,kafka-1:9092,kafka-2:9092
   forklab worker --brokers 127.0.0.1:9092 --parallel 2 -v
   forklab worker --brokers 127.0.0.1:9092 --agent 'python3 /opt/agents/seed_core.py' --agent-env OPENAI_API_KEY=$KEY`,

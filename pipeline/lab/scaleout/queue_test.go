@@ -3,15 +3,12 @@ package scaleout
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/forklab/forklab/internal/kafkadial"
-	"github.com/forklab/forklab/internal/netcut"
-	"github.com/forklab/forklab/stream/broker"
+	"github.com/forklab/forklab/stream/broker/brokertest"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -20,22 +17,8 @@ import (
 // once the network is back; with the cluster out of reach for longer than
 // RetryFor it gives up with the watch's error, soon after the limit.
 func TestProduceRetriesUntilRetryFor(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	p, err := netcut.Start("0", "127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := broker.StartCluster(broker.ClusterConfig{Brokers: 1, Ports: []int{port}, Advertise: []string{p.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	b := brokertest.StartCut(t, "")
+	p := b.Proxy
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	q := Queue{Brokers: []string{p.Addr()}, Name: "produce", Partitions: 1, RetryFor: 3 * time.Second}

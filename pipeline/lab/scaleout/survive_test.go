@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,60 +15,10 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/internal/kafkadial"
-	"github.com/forklab/forklab/internal/netcut"
 	"github.com/forklab/forklab/pipeline/lab/scaleout"
-	"github.com/forklab/forklab/stream/broker"
+	"github.com/forklab/forklab/stream/broker/brokertest"
 	"github.com/segmentio/kafka-go"
 )
-
-// A broker behind a proxy the test cuts (netcut), advertising the proxy's
-// address so that every client connection goes through it, persisted to
-// dir so that it can be stopped and started again.
-type faultyBroker struct {
-	t     testing.TB
-	cfg   broker.ClusterConfig
-	c     *broker.Cluster
-	proxy *netcut.Proxy
-}
-
-func startFaultyBroker(t testing.TB) *faultyBroker {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	p, err := netcut.Start("0", "127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &faultyBroker{t: t, proxy: p, cfg: broker.ClusterConfig{Brokers: 1, Ports: []int{port}, Advertise: []string{p.Addr()}, DataDir: t.TempDir()}}
-	b.start()
-	t.Cleanup(func() {
-		if b.c != nil {
-			b.c.Close()
-		}
-		p.Close()
-	})
-	return b
-}
-
-func (b *faultyBroker) start() {
-	b.t.Helper()
-	var err error
-	for range 50 { // the port may linger a moment after a stop
-		if b.c, err = broker.StartCluster(b.cfg); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	b.t.Fatal(err)
-}
-
-func (b *faultyBroker) stop() { b.c.Close(); b.c = nil }
-
-func (b *faultyBroker) brokers() []string { return []string{b.proxy.Addr()} }
 
 // runWorker starts a worker of one member on q and returns it with a
 // channel that gets Run's error.
@@ -144,8 +93,8 @@ func (f *faults) FetchMessage(ctx context.Context) (kafka.Message, error) {
 // the fetches that failed. Before, the member exited with "fetch: [27]
 // Rebalance In Progress: …" and its worker with it.
 func TestWorkerRetriesFetchErrors(t *testing.T) {
-	b := startFaultyBroker(t)
-	q := scaleout.Queue{Brokers: b.brokers(), Name: "flaky", Partitions: 4}
+	b := brokertest.StartCut(t, t.TempDir())
+	q := scaleout.Queue{Brokers: b.Brokers(), Name: "flaky", Partitions: 4}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
@@ -188,8 +137,8 @@ func TestWorkerRetriesFetchErrors(t *testing.T) {
 // the coordinator stopped at its first failed read ("the results topic
 // readers stopped") and workers exited on "fetch: … i/o timeout".
 func TestSweepSurvivesNetworkCutAndBrokerRestart(t *testing.T) {
-	b := startFaultyBroker(t)
-	q := scaleout.Queue{Brokers: b.brokers(), Name: "cut", Partitions: 4}
+	b := brokertest.StartCut(t, t.TempDir())
+	q := scaleout.Queue{Brokers: b.Brokers(), Name: "cut", Partitions: 4}
 	single := tableFiles(t, singleProcess(t, smallUnits()))
 	for _, fault := range []string{"cut", "restart"} {
 		t.Run(fault, func(t *testing.T) {
@@ -214,13 +163,13 @@ func TestSweepSurvivesNetworkCutAndBrokerRestart(t *testing.T) {
 			go func() {
 				time.Sleep(1500 * time.Millisecond)
 				if fault == "cut" {
-					b.proxy.Cut()
+					b.Proxy.Cut()
 					time.Sleep(8 * time.Second)
-					b.proxy.Restore()
+					b.Proxy.Restore()
 				} else {
-					b.stop()
+					b.Stop()
 					time.Sleep(3 * time.Second)
-					b.start()
+					b.Start()
 				}
 			}()
 			var last scaleout.Status
@@ -256,8 +205,8 @@ func TestSweepSurvivesNetworkCutAndBrokerRestart(t *testing.T) {
 // coordinator with an error that says so, soon after the limit, not
 // before; an outage shorter than the limit does not.
 func TestGiveUpAfterRetryFor(t *testing.T) {
-	b := startFaultyBroker(t)
-	q := scaleout.Queue{Brokers: b.brokers(), Name: "gone", Partitions: 4, RetryFor: 3 * time.Second}
+	b := brokertest.StartCut(t, t.TempDir())
+	q := scaleout.Queue{Brokers: b.Brokers(), Name: "gone", Partitions: 4, RetryFor: 3 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	started := make(chan struct{})
@@ -276,13 +225,13 @@ func TestGiveUpAfterRetryFor(t *testing.T) {
 		cerr <- err
 	}()
 	<-started
-	b.proxy.Cut()
+	b.Proxy.Cut()
 	cut := time.Now()
 	for what, c := range map[string]<-chan error{"worker": errc, "coordinator": cerr} {
 		select {
 		case err := <-c:
 			took := time.Since(cut)
-			if !errors.Is(err, kafkadial.ErrGone) || !strings.Contains(err.Error(), "Kafka at "+b.proxy.Addr()+" unreachable for ") ||
+			if !errors.Is(err, kafkadial.ErrGone) || !strings.Contains(err.Error(), "Kafka at "+b.Proxy.Addr()+" unreachable for ") ||
 				!strings.Contains(err.Error(), "(--retry-for sets how long to wait)") {
 				t.Errorf("%s: %v", what, err)
 			}
@@ -302,8 +251,8 @@ func TestGiveUpAfterRetryFor(t *testing.T) {
 // ever (or said "no worker has reported yet" once, and never again after
 // the last worker died).
 func TestCoordinatorSaysNoWorkers(t *testing.T) {
-	b := startFaultyBroker(t)
-	q := scaleout.Queue{Brokers: b.brokers(), Name: "nw", Partitions: 4}
+	b := brokertest.StartCut(t, t.TempDir())
+	q := scaleout.Queue{Brokers: b.Brokers(), Name: "nw", Partitions: 4}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	hint := make(chan string, 1)
@@ -349,7 +298,7 @@ func TestCoordinatorSaysNoWorkers(t *testing.T) {
 	defer mu.Unlock()
 	all := strings.Join(lines, "\n")
 	want := "no worker has been in group nw.workers for "
-	tail := ", and 12 of 12 units are left: start some, on machines that mount " + out + ": forklab worker --brokers " + b.proxy.Addr() + " --queue nw"
+	tail := ", and 12 of 12 units are left: start some, on machines that mount " + out + ": forklab worker --brokers " + b.Proxy.Addr() + " --queue nw"
 	if !strings.Contains(all, want) || !strings.Contains(all, tail) || !strings.Contains(all, "1 worker in group nw.workers again") {
 		t.Fatalf("coordinator lines:\n%s\nwant %q…%q, then the worker back", all, want, tail)
 	}

@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/forklab/forklab/internal/kafkadial"
 	"github.com/forklab/forklab/internal/netcut"
-	"github.com/forklab/forklab/stream/broker"
+	"github.com/forklab/forklab/stream/broker/brokertest"
 	"github.com/forklab/forklab/stream/kafkalog"
 	"github.com/segmentio/kafka-go"
 )
@@ -21,22 +19,7 @@ import (
 // of it, with the log's data topic, and returns the proxy.
 func brokerBehindCut(t *testing.T) *netcut.Proxy {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	p, err := netcut.Start("0", "127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	c, err := broker.StartCluster(broker.ClusterConfig{Brokers: 1, Ports: []int{port}, Advertise: []string{p.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	p := brokertest.StartCut(t, "").Proxy
 	kc := &kafka.Client{Addr: kafka.TCP(p.Addr())}
 	if _, err := kc.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: "forklab.streams", NumPartitions: 1, ReplicationFactor: 1}}}); err != nil {
 		t.Fatal(err)
