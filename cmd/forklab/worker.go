@@ -203,7 +203,10 @@ func runMember(ctx context.Context, cancel context.CancelFunc, cfg scaleout.Work
 		return fmt.Errorf("%s=%q: want \"ID K\"", scaleout.ChildEnv, member)
 	}
 	scaleout.ExitWithParent(os.Stdin)
-	link := scaleout.NewChildLink(os.NewFile(3, "supervisor"))
+	status := os.NewFile(3, "supervisor")
+	closeOnExec(status)
+	closeOnExec(os.Stdin)
+	link := scaleout.NewChildLink(status)
 	cfg.ID, cfg.FirstMember, cfg.Parallel, cfg.MaxUnits = id, n, 1, 0
 	link.Configure(&cfg)
 	w, err := scaleout.NewWorker(ctx, cfg)

@@ -138,7 +138,7 @@ func Supervise(ctx context.Context, cfg SuperviseConfig, drain <-chan struct{}) 
 	if cfg.Stderr == nil {
 		cfg.Stderr = os.Stderr
 	}
-	s := &supervisor{cfg: cfg, exits: make(chan childExit, cfg.Members), children: map[int]*child{}}
+	s := &supervisor{cfg: cfg, exits: make(chan childExit, cfg.Members), children: map[int]*child{}, unitDone: make(chan struct{}, 1)}
 	for k := range cfg.Members {
 		if err := s.start(k); err != nil {
 			s.signalAll()
@@ -156,6 +156,7 @@ func Supervise(ctx context.Context, cfg SuperviseConfig, drain <-chan struct{}) 
 		case <-doneOr(ctx, stopping):
 			stopping = true
 			s.signalAll()
+		case <-s.unitDone:
 		case e := <-s.exits:
 			delete(s.children, e.k)
 			c := e.c
@@ -248,6 +249,7 @@ type supervisor struct {
 	children map[int]*child
 	stats    SupervisedStats
 	units    int
+	unitDone chan struct{} // a unit was finished: look at MaxUnits
 }
 
 // child is a member process and what it said.
@@ -337,6 +339,10 @@ func (s *supervisor) start(k int) error {
 				s.mu.Lock()
 				s.units++
 				s.mu.Unlock()
+				select {
+				case s.unitDone <- struct{}{}:
+				default:
+				}
 			}
 		}
 		statusR.Close()
