@@ -289,7 +289,7 @@ func ownSweepView(manifest []byte, dir string) string {
 		started = "at an unknown time"
 	}
 	own := "results.duckdb holds the views of the sweep in " + dir + " (started " + started + ")"
-	where := "open results.duckdb from that directory (or the one it moved to), or SET file_search_path to it alone"
+	where := "run forklab db in that directory (or the one it moved to), or SET file_search_path to it alone"
 	found := "CASE WHEN filename LIKE '/%' THEN filename ELSE filename || ' in DuckDB''s working directory' END"
 	return "CREATE OR REPLACE VIEW " + ownSweepName + " AS\n" +
 		"SELECT CASE\n" +

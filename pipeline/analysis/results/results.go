@@ -48,6 +48,9 @@ type DB struct {
 	// views are the views of queries.ViewDefs, created when a query first
 	// names them (ensure).
 	views []lazyView
+	// macros: the macros of queries/stats.sql exist, created with the
+	// first view or for the first query that calls one (ensureMacros).
+	macros bool
 	// Trace, when set, is told the wall time of every step Open, Materialize
 	// and Run take (forklab report --timing): what is the step's name
 	// ("open: views", "materialize: pair_groups", "queries/slices.sql").
@@ -73,7 +76,8 @@ func (r *DB) trace(what string, start time.Time) {
 // the error wraps sweep.ErrNotResults if not) and opens it, with the views
 // generated from its world's declaration (queries.ViewDefs; each is
 // created when a query first names it, see ensure), the macros of
-// queries/stats.sql and, when session events were exported or sunk into
+// queries/stats.sql (created with the first view or the first query that
+// calls one) and, when session events were exported or sunk into
 // it, the view events (EventsView). The database is in memory and
 // sandboxed (duck.Lock): SQL run on it reads only dir's table and event
 // files, writes no file, and cannot change a setting.
@@ -145,12 +149,6 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 		return nil, fmt.Errorf("set parquet_metadata_cache: %w", err)
 	}
 	r.trace("open: duckdb", start)
-	start = time.Now()
-	if _, err := db.ExecContext(ctx, queries.MustGet("stats")); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("%s: queries/stats.sql: %w", dir, QueryError(err))
-	}
-	r.trace("open: queries/stats.sql", start)
 	view, events, err := EventsView(abs)
 	if err != nil {
 		db.Close()
@@ -494,6 +492,11 @@ func (r *DB) ensure(ctx context.Context, text string) error {
 	need := make([]bool, len(r.views))
 	any := false
 	text = stripComments(text)
+	if macroCall.MatchString(text) {
+		if err := r.ensureMacros(ctx); err != nil {
+			return err
+		}
+	}
 	for i := len(r.views) - 1; i >= 0; i-- {
 		v := &r.views[i]
 		if v.created || (r.materialized(v.Name) && !v.main.MatchString(text)) {
@@ -524,8 +527,37 @@ func (r *DB) ensureAll(ctx context.Context) error {
 	return r.create(ctx, need)
 }
 
-// create creates the views marked in need, in order.
+// macroCall matches a call of a macro of queries/stats.sql.
+var macroCall = func() *regexp.Regexp {
+	var names []string
+	for _, m := range queries.Macros() {
+		names = append(names, m.Name)
+	}
+	return regexp.MustCompile(`(?i)\b(?:` + strings.Join(names, "|") + `)\s*\(`)
+}()
+
+// ensureMacros creates the macros of queries/stats.sql unless they exist:
+// the views call them, and so may any query. Open leaves them out, so that
+// a query that calls none (forklab sql "SELECT 1") does not pay for them.
+func (r *DB) ensureMacros(ctx context.Context) error {
+	if r.macros {
+		return nil
+	}
+	start := time.Now()
+	if _, err := r.db.ExecContext(ctx, queries.MustGet("stats")); err != nil {
+		return fmt.Errorf("%s: queries/stats.sql: %w", r.Dir, QueryError(err))
+	}
+	r.trace("queries/stats.sql", start)
+	r.macros = true
+	return nil
+}
+
+// create creates the views marked in need, in order, and the macros
+// first.
 func (r *DB) create(ctx context.Context, need []bool) error {
+	if err := r.ensureMacros(ctx); err != nil {
+		return err
+	}
 	for i := range r.views {
 		v := &r.views[i]
 		if !need[i] || v.created {
