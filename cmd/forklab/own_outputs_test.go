@@ -33,9 +33,8 @@ func listing(t *testing.T, dir string) string {
 // issue 25 C: sql --out lab/manifest.json --overwrite replaced the
 // manifest with the query's rows. The directory is left as it was.
 func TestOutputsNeverIntoResults(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "lab")
-	mustRun(t, "sweep", "-q", "--seeds", "0:4", "--fork-at", "2", "--out", dir)
-	before := listing(t, dir)
+	dir := smallLab(t)
+	defer unchanged(t, dir)()
 	for _, c := range cliCases(t, "own-outputs.txt", 3) {
 		args := strings.Split(strings.ReplaceAll(c[2], "DIR", dir), "|")
 		_, stderr, code := run(t, args...)
@@ -52,10 +51,25 @@ func TestOutputsNeverIntoResults(t *testing.T) {
 			os.Remove(filepath.Join(dir, ".forklab-derived"))
 		}
 	}
-	if after := listing(t, dir); after != before {
-		t.Errorf("the results directory changed:\nbefore\n%s\nafter\n%s", before, after)
+}
+
+// smallLab is a finished results directory of four seeds.
+func smallLab(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "lab")
+	mustRun(t, "sweep", "-q", "--seeds", "0:4", "--fork-at", "2", "--out", dir)
+	return dir
+}
+
+// unchanged lists dir now; the function it returns fails the test unless
+// dir lists the same then and still matches its manifest.
+func unchanged(t *testing.T, dir string) func() {
+	before := listing(t, dir)
+	return func() {
+		if after := listing(t, dir); after != before {
+			t.Errorf("the results directory changed:\nbefore\n%s\nafter\n%s", before, after)
+		}
+		mustRun(t, "verify", dir)
 	}
-	mustRun(t, "verify", dir)
 }
 
 // A default forklab sql changes nothing in the results directory, whatever
@@ -64,9 +78,8 @@ func TestOutputsNeverIntoResults(t *testing.T) {
 // OVERWRITE the check never saw deleted the pairs file) is refused, with
 // the statement named.
 func TestSQLSandboxLeavesResults(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "lab")
-	mustRun(t, "sweep", "-q", "--seeds", "0:4", "--fork-at", "2", "--out", dir)
-	before := listing(t, dir)
+	dir := smallLab(t)
+	defer unchanged(t, dir)()
 	for _, c := range cliCases(t, "sql-sandbox.txt", 3) {
 		q := strings.ReplaceAll(c[2], "DIR", dir)
 		stdout, stderr, code := run(t, "sql", dir, q)
@@ -77,18 +90,13 @@ func TestSQLSandboxLeavesResults(t *testing.T) {
 			t.Errorf("forklab sql %q crashed: %s", q, stderr)
 		}
 	}
-	if after := listing(t, dir); after != before {
-		t.Errorf("the results directory changed:\nbefore\n%s\nafter\n%s", before, after)
-	}
-	mustRun(t, "verify", dir)
 }
 
 // A crash inside DuckDB is a failure, exit 1, in one line (issue 25 F: a
 // log in a file the sandbox refuses aborted with a C++ exception and a Go
 // stack dump, exit 2).
 func TestSQLLibraryCrashIsOneLine(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "lab")
-	mustRun(t, "sweep", "-q", "--seeds", "0:4", "--fork-at", "2", "--out", dir)
+	dir := smallLab(t)
 	elsewhere := filepath.Join(t.TempDir(), "x")
 	_, stderr, code := run(t, "sql", dir, "--allow-writes", "CALL enable_logging(level='trace', storage='file', storage_path='"+elsewhere+"'); SELECT 1")
 	if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 ||
