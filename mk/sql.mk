@@ -3,7 +3,7 @@
 # directory. `make bench` runs it too.
 #
 #   bench-sql   forklab sql DIR "SELECT 1" (and a GROUP BY over pairs) in
-#               turn with internal/duck/duckq, a plain DuckDB process that
+#               turn with cmd/forklab/testdata/duckq, a plain DuckDB process that
 #               attaches DIR/results.duckdb, over BENCH_SQL_SEEDS seeds
 #               (default 100,000): median wall ms of each, x-wall and x-cpu
 #               (target: within 2×); then the CRC-32C check of a sweep of

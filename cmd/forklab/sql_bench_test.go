@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkSQLVsPlainDuckDB times forklab sql DIR QUERY, a whole process,
-// beside a plain DuckDB process (internal/duck/duckq: duckdb-go and
+// beside a plain DuckDB process (cmd/forklab/testdata/duckq: duckdb-go and
 // nothing of forklab) that attaches DIR/results.duckdb read-only and runs
 // the same query, in turn, over a sweep of FORKLAB_BENCH_SQL_SEEDS seeds
 // (default 100,000). It reports each one's median wall and CPU
@@ -25,7 +25,7 @@ func BenchmarkSQLVsPlainDuckDB(b *testing.B) {
 	}
 	tmp := b.TempDir()
 	duckq := filepath.Join(tmp, "duckq")
-	if out, err := exec.Command("go", "build", "-o", duckq, "../../internal/duck/duckq").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", duckq, "./testdata/duckq").CombinedOutput(); err != nil {
 		b.Fatalf("build duckq: %v\n%s", err, out)
 	}
 	dir := filepath.Join(tmp, "out")

@@ -171,6 +171,12 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
+	// The report's questions as views too (created when named), so that
+	// a query file may read another's: summary_by_config reads summary.
+	if err := r.AddReportViews(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return r, nil
 }
 

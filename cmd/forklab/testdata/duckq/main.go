@@ -1,5 +1,5 @@
 // Command duckq is a plain DuckDB process, the baseline forklab sql is
-// measured against (make bench-sql): it attaches a DuckDB database file
+// measured against (make bench-sql; in testdata, so that no forklab build holds it): it attaches a DuckDB database file
 // read-only, as a BI tool or the duckdb CLI opens results.duckdb, runs one
 // query and prints its rows, tab-separated. It links DuckDB through
 // duckdb-go and nothing of forklab.
