@@ -76,6 +76,7 @@ test-go:
 # change the sizes.
 bench:
 	$(GO) test -run '^$$' -bench 'SweepEndToEnd|SweepToolloop|SweepPeakMemory|ReportAtScale' -benchtime 3x -timeout 60m ./pipeline/analysis/report
+	$(MAKE) --no-print-directory bench-sql
 
 clean:
 	rm -rf bin $(OUT)

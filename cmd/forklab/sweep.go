@@ -103,6 +103,10 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			if err := sf.check(cmd, resume, fromLog != ""); err != nil {
 				return err
 			}
+			// Not into another sweep's own files (its pairs/, …).
+			if err := sweep.CheckOutput(out); err != nil {
+				return asInput(err)
+			}
 			if fromLog == "" {
 				for _, name := range []string{"log-prefix", "log-parallel", "token"} {
 					if cmd.Flags().Changed(name) {

@@ -281,6 +281,9 @@ func checkOut(out string) error {
 	if err := duck.CheckDir("output", out); err != nil {
 		return err
 	}
+	if err := CheckOutput(out); err != nil {
+		return err
+	}
 	fi, err := os.Lstat(out)
 	switch {
 	case err != nil:
