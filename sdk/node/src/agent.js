@@ -121,7 +121,7 @@ export function createAgent(def) {
           throw new AgentError(codes.UNSUPPORTED_VERSION, `this agent speaks ${PROTOCOL} only`, { supported: [PROTOCOL] });
         return initResult;
       },
-      checked: true,
+      resultChecked: true, // once, when the definition was checked
     },
     start: {
       params(p) {
@@ -212,7 +212,7 @@ export function createAgent(def) {
       }
       if (m.params) params = m.params(params);
       const result = await m.run(params);
-      if (!m.checked) {
+      if (!m.resultChecked) {
         const e = (hasSchema(`${req.method}.result`) ? validate(`${req.method}.result`, result, "result") : null) ?? (m.result ? m.result(result, params) : null);
         if (e) {
           const msg = `the agent's ${req.method} reply breaks forklab-agent/1: ${e}`;

@@ -180,15 +180,12 @@ export function langgraph(o) {
     return { task, forks: fork_steps.map((k) => at.get(k)) };
   }
 
-  function restoreCheckpoint(cp) {
+  async function branch({ seed, fork_step, checkpoint, branches }) {
+    const cp = checkpoint;
     if (!isObject(cp) || !isObject(cp.langgraph) || !isObject(cp.langgraph.channel_values) || !Number.isInteger(cp.step))
       throw new BadCheckpoint("params.checkpoint is not a LangGraph checkpoint of @forklab/agent/langgraph (want {langgraph: {channel_values, …}, step})");
-    return saver.serde.loadsTyped("json", JSON.stringify(cp.langgraph));
-  }
-
-  async function branch({ seed, fork_step, checkpoint, branches }) {
-    const lgCheckpoint = await restoreCheckpoint(checkpoint);
-    const text = JSON.stringify(checkpoint.langgraph);
+    // Each branch gets its own copy, revived by the checkpointer's serde.
+    const text = JSON.stringify(cp.langgraph);
     const out = [];
     for (const [i, b] of branches.entries()) {
       const node = b.intervention === null ? null : route[b.intervention];
@@ -197,8 +194,7 @@ export function langgraph(o) {
       const forklab = { seed, fork_step, arm: b.arm, replica: b.replica, noise_key: b.noise_key, noise: b.noise_key, branch_id: b.branch_id ?? null };
       const config = { ...limit, configurable: { thread_id: thread, checkpoint_ns: "", forklab } };
       await dropThread(thread);
-      const restored = i === 0 ? lgCheckpoint : await saver.serde.loadsTyped("json", text);
-      await saver.put(config, restored, { source: "fork", step: checkpoint.step, parents: {} }, {});
+      await saver.put(config, await saver.serde.loadsTyped("json", text), { source: "fork", step: cp.step, parents: {} }, {});
       const atFork = await graph.getState(config);
       const over = atFork.next.length === 0;
       let end = atFork;
