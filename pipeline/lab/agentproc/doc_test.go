@@ -182,8 +182,8 @@ func TestDocumentedMessages(t *testing.T) {
 
 // The document's recipe for exact integers in JavaScript works — integers
 // beyond 2^53 read as BigInts and written back as the same JSON numbers,
-// numbers inside strings and every other value untouched — and
-// examples/agents/toolbot.mjs uses it line for line.
+// numbers inside strings and every other value untouched — and the Node
+// SDK (sdk/node/src/json.js) uses it line for line.
 func TestExactIntegerRecipe(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -199,13 +199,13 @@ func TestExactIntegerRecipe(t *testing.T) {
 	if !ok || !ok2 || !ok3 {
 		t.Fatal("no js block under \"Exact integers in JavaScript\" in docs/agent-protocol.md")
 	}
-	bot, err := os.ReadFile("../../../examples/agents/toolbot.mjs")
+	sdk, err := os.ReadFile("../../../sdk/node/src/json.js")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
-		if !strings.Contains(string(bot), l) {
-			t.Errorf("examples/agents/toolbot.mjs lacks the recipe's line %s", l)
+		if !strings.Contains(string(sdk), l) {
+			t.Errorf("sdk/node/src/json.js lacks the recipe's line %s", l)
 		}
 	}
 	// The last four keys are strings (and keys) that look like the recipe's
