@@ -210,7 +210,7 @@ func (g gen) branchColumns() []column {
 	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"arm", "VARCHAR"}, {"replica", "INTEGER"},
 		{"status", "VARCHAR"}, {"error", "VARCHAR"}, {"intervened", "BOOLEAN"}, {"success", "BOOLEAN"}}
 	cols = append(cols, costColumns("cost_", costType)...)
-	return append(cols, column{"details", "VARCHAR"})
+	return append(cols, column{"details", "VARCHAR"}, column{"transcript", "VARCHAR"})
 }
 
 func (g gen) pairColumns() []column {

@@ -531,6 +531,36 @@ func DeriveOutput(f *atomicfile.File, source, sweepID string) {
 	})
 }
 
+// ErrOwnFile reports an output path inside a results directory's own
+// files: its manifest, a table folder, results.duckdb, its ledger.
+var ErrOwnFile = errors.New("is one of the results directory's own files")
+
+// CheckOutput refuses an output path that would land among the own files
+// of the results directory holding it (a page written to out/branches/ or
+// over out/manifest.json would change the sweep under its manifest), with
+// an error wrapping ErrOwnFile that names the directory; a path beside
+// them (out/report.html, out/notes/pair.html) or outside every results
+// directory is fine.
+func CheckOutput(path string) error {
+	dir, ok, err := resultsDirOf(path)
+	if err != nil || !ok {
+		return err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(dir, abs)
+	if err != nil {
+		return err
+	}
+	top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+	if isForklabEntry(top) {
+		return fmt.Errorf("output %s %w (%s in %s): write it beside them, in %s under a name of your own, or outside it", path, ErrOwnFile, top, dir, dir)
+	}
+	return nil
+}
+
 // isResultsDir says whether dir holds a forklab manifest (a manifest.json
 // of another tool does not count).
 func isResultsDir(dir string) bool {
