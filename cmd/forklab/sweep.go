@@ -26,7 +26,7 @@ func init() {
 	var (
 		seeds, forkAt, arms, specFile, policyFile, out string
 		replicas, workers                              int
-		overwrite, quiet, resume                       bool
+		overwrite, quiet, resume, transcripts          bool
 		wf                                             *worldFlags
 		af                                             *agentFlags
 		fromLog, logPrefix, token                      string
@@ -103,6 +103,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			if err := sf.check(cmd, resume, fromLog != ""); err != nil {
 				return err
 			}
+			if fromLog != "" && transcripts {
+				return usageErr("--transcripts and --from-log exclude each other: a sweep played on the session log keeps every step there already (forklab log read, forklab log export)")
+			}
 			if fromLog == "" {
 				for _, name := range []string{"log-prefix", "log-parallel", "token"} {
 					if cmd.Flags().Changed(name) {
@@ -151,6 +154,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			}
 			if fl.Changed("replicas") {
 				spec.Replicas = replicas
+			}
+			if fl.Changed("transcripts") {
+				spec.Transcripts = transcripts
 			}
 			if err := af.apply(&spec); err != nil {
 				return asInput(err)
@@ -353,6 +359,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 	intFlag(f, &workers, "workers", 0, 0, maxWorkers, "parallel workers (0: one per CPU); never changes the output")
 	f.StringVar(&specFile, "spec", "", "sweep spec file (.json, .yaml); flags override it")
 	f.StringVar(&policyFile, "policy", "", "guard rule for the policy arm (forklab policy writes one)")
+	f.BoolVar(&transcripts, "transcripts", false, "keep every branch's steps (action, observation, cost) in the branches table; off, forklab show replays a built-in world's branch from its checkpoint (an agent's transcripts are kept whenever it sends them)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary line")
 	f.StringVar(&fromLog, "from-log", "", "play every run and branch as a session on this session log (URL) and fork them from their offsets")
 	markURLFlag(f, "from-log")

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -176,6 +177,70 @@ func cpuSeconds() float64 {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// BenchmarkTranscripts prices transcripts (issue 24: recording them may
+// cost the built-in sweep at most 10% of its pairs per second, or they
+// are optional): the default counter sweep over BENCH_TRANSCRIPT_SEEDS
+// seeds (default 1,000,000) and the toolloop sweep of
+// BenchmarkSweepToolloop over a tenth of them, each run without and with
+// --transcripts in turn, so that a drifting machine skews both alike. It
+// reports each world's pairs per second without (pairs/s) and with
+// (transcripts_pairs/s) from wall time, the ratio with/without
+// (x_with_transcripts), the same ratio from CPU seconds (x_cpu: the figure
+// to trust on a busy machine), and the bytes of the branches table each way.
+// Measured: about 0.7x for the counter (well past the 10%), so transcripts
+// are off by default and forklab show replays a branch instead.
+func BenchmarkTranscripts(b *testing.B) {
+	n := benchSeeds(b, "BENCH_TRANSCRIPT_SEEDS", 1_000_000)
+	counter := sweep.DefaultSpec()
+	counter.Seeds = sweep.Range{Start: 0, End: n}
+	tl := sweep.DefaultSpec()
+	tl.World, tl.ForkAt = toolloop.Name, []int{2}
+	tl.Seeds = sweep.Range{Start: 0, End: max(1, n/10)}
+	for _, spec := range []sweep.Spec{counter, tl} {
+		b.Run(spec.World, func(b *testing.B) {
+			var wall, cpu, bytes [2]float64
+			var pairs uint64
+			for b.Loop() {
+				for i, on := range []bool{false, true} {
+					s := spec
+					s.Transcripts = on
+					r, err := s.Resolve()
+					if err != nil {
+						b.Fatal(err)
+					}
+					pairs = s.Seeds.Len() * uint64(len(r.Configs)*len(s.ForkAt)*(len(r.Plan().Arms)-1))
+					out := filepath.Join(b.TempDir(), "out")
+					st, err := sweep.Stage(out, false, false)
+					if err != nil {
+						b.Fatal(err)
+					}
+					c0, t0 := cpuSeconds(), time.Now()
+					res, err := sweep.Run(context.Background(), r, st, sweep.Options{})
+					if err != nil {
+						st.Release()
+						b.Fatal(err)
+					}
+					wall[i] += time.Since(t0).Seconds()
+					cpu[i] += cpuSeconds() - c0
+					for _, f := range res.Manifest.Files {
+						if strings.HasPrefix(f.Path, "branches/") {
+							bytes[i] += float64(f.Bytes)
+						}
+					}
+				}
+			}
+			runs := float64(b.N)
+			b.ReportMetric(float64(pairs)*runs/wall[0], "pairs/s")
+			b.ReportMetric(float64(pairs)*runs/wall[1], "transcripts_pairs/s")
+			b.ReportMetric(wall[0]/wall[1], "x_with_transcripts")
+			b.ReportMetric(cpu[0]/cpu[1], "x_cpu")
+			b.ReportMetric(bytes[0]/runs/(1<<20), "branches_MiB")
+			b.ReportMetric(bytes[1]/runs/(1<<20), "transcripts_branches_MiB")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }
 
 // BenchmarkSweepPeakMemory runs `forklab sweep` over BENCH_MEM_SEEDS seeds
