@@ -1,0 +1,94 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// listTree lists every path under dir with its size, to tell whether a
+// command wrote anything there.
+func listTree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil {
+			out = append(out, p+" "+strconv.FormatInt(fi.Size(), 10))
+		}
+		return nil
+	})
+	return out
+}
+
+// forklab show refuses a pair the sweep does not hold, and an output it
+// must not write, with one line naming what is wrong and exit 2, writing
+// nothing (testdata/cli/show-bad-input.txt).
+func TestShowBadInput(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	mustRun(t, "sweep", "--seeds", "0:30", "--fork-at", "2,3", "--arms", "off,on,placebo", "--out", dir, "-q")
+	outDir := t.TempDir()
+	existing := filepath.Join(outDir, "existing.html")
+	os.WriteFile(existing, []byte("mine"), 0o644)
+	before, beforeOut := listTree(t, dir), listTree(t, outDir)
+	for _, c := range cliCases(t, "show-bad-input.txt", 3) {
+		r := strings.NewReplacer("DIR", dir, "OUT", outDir, "EXISTING", existing)
+		args := append([]string{"show", dir}, strings.Fields(r.Replace(c[0]))...)
+		want := r.Replace(c[2])
+		_, stderr, code := run(t, args...)
+		if strconv.Itoa(code) != c[1] || !strings.Contains(stderr, want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("forklab %s: exit %d, %q; want %s and one line with %q", strings.Join(args, " "), code, stderr, c[1], want)
+		}
+		if after := listTree(t, dir); !slices.Equal(before, after) {
+			t.Fatalf("forklab %s changed %s:\n%v\nnow\n%v", strings.Join(args, " "), dir, before, after)
+		}
+		if after := listTree(t, outDir); !slices.Equal(beforeOut, after) {
+			t.Fatalf("forklab %s wrote into %s: %v", strings.Join(args, " "), outDir, after)
+		}
+	}
+}
+
+// forklab show prints the golden view of seed 5 (rescued) of the seed's
+// experiment, by --seed or --run-id, the sweep's only fork step and arm
+// filled in; --html writes the same pair as a page, registered as derived
+// from the sweep when it lies in its directory.
+func TestShowPrintsThePair(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	mustRun(t, "sweep", "--seeds", "0:300", "--out", dir, "-q")
+	want, err := os.ReadFile("../../testdata/show/counter-seed5.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--seed", "5"}, {"--run-id", "5", "--fork-step", "3", "--arm", "on"}} {
+		if got := mustRun(t, append([]string{"show", dir}, args...)...); got != string(want) {
+			t.Errorf("forklab show %s %v:\n%s\nwant:\n%s", dir, args, got, want)
+		}
+	}
+	page := filepath.Join(dir, "seed5.html")
+	out, stderr, code := run(t, "show", dir, "--seed", "5", "--html", page)
+	if code != 0 || out != string(want) || !strings.Contains(stderr, "wrote "+page) {
+		t.Fatalf("show --html: exit %d, stderr %q", code, stderr)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(b)
+	for _, s := range []string{"<title>forklab show · seed 5 · fork step 3 · on vs off · replica 0</title>", "rescued (persuadable): off failed, on succeeded",
+		`<tr class="pv-part" title="the branches part here"><td>4</td>`, `<span class="pv-action">refresh</span> <span class="pv-iv">intervention</span>`,
+		"<td>failed · cost steps 5</td><td>succeeded · cost steps 5</td>"} {
+		if !strings.Contains(html, s) {
+			t.Errorf("the page lacks %q", s)
+		}
+	}
+	if strings.Contains(html, "http") || strings.Contains(html, "<script") {
+		t.Errorf("the page is not self-contained")
+	}
+	if d, _ := os.ReadFile(filepath.Join(dir, ".forklab-derived")); !strings.Contains(string(d), "seed5.html") {
+		t.Errorf(".forklab-derived does not list seed5.html: %q", d)
+	}
+	// Again without --overwrite: refused, the page kept.
+	mustRefuse(t, "already exists; pass --overwrite", "show", dir, "--seed", "5", "--html", page)
+}
