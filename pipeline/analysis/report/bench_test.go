@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -241,6 +242,59 @@ func BenchmarkTranscripts(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// BenchmarkShowAtScale times forklab show (issue 24: under a second on a
+// 10-million-seed sweep) in a child process, the whole command from start
+// to exit: a sweep of BENCH_SHOW_SEEDS seeds (default 10,000,000; or the
+// finished sweep FORKLAB_BENCH_REPORT_DIR, as BenchmarkReportAtScale reads)
+// is made once, then each iteration shows five pairs spread over the seed
+// range (the first seed, the last, and three between, in other units),
+// their steps replayed from the checkpoints. It reports the slowest and the
+// median wall seconds of one show, its CPU seconds (user and system: the
+// figure a busy machine moves least), and the one-second target over the
+// slowest (x_target_1s: above 1, within it).
+func BenchmarkShowAtScale(b *testing.B) {
+	bin := filepath.Join(b.TempDir(), "forklab")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/forklab").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v: %s", err, out)
+	}
+	dir := os.Getenv("FORKLAB_BENCH_REPORT_DIR")
+	if dir == "" {
+		n := benchSeeds(b, "BENCH_SHOW_SEEDS", 10_000_000)
+		dir = filepath.Join(b.TempDir(), "sweep")
+		if msg, err := exec.Command(bin, "sweep", "--seeds", fmt.Sprintf("0:%d", n), "--out", dir, "-q").CombinedOutput(); err != nil {
+			b.Fatalf("sweep: %v: %s", err, msg)
+		}
+	}
+	m, err := sweep.ReadManifest(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := m.Spec.Seeds
+	seeds := []uint64{r.Start, r.End - 1, r.Start + r.Len()/3, r.Start + r.Len()/2 + 17, r.Start + 4*r.Len()/5 + 3}
+	var walls []float64
+	var cpu float64
+	b.ResetTimer()
+	for b.Loop() {
+		for _, seed := range seeds {
+			cmd := exec.Command(bin, "show", dir, "--seed", strconv.FormatUint(seed, 10), "--fork-step", strconv.Itoa(m.Spec.ForkAt[0]))
+			start := time.Now()
+			if msg, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("show --seed %d: %v: %s", seed, err, msg)
+			}
+			walls = append(walls, time.Since(start).Seconds())
+			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+				cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+			}
+		}
+	}
+	slices.Sort(walls)
+	b.ReportMetric(walls[len(walls)-1], "slowest_show_s")
+	b.ReportMetric(walls[len(walls)/2], "median_show_s")
+	b.ReportMetric(cpu/float64(len(walls)), "cpu_s/show")
+	b.ReportMetric(1.0/walls[len(walls)-1], "x_target_1s")
+	b.ReportMetric(0, "ns/op")
 }
 
 // BenchmarkSweepPeakMemory runs `forklab sweep` over BENCH_MEM_SEEDS seeds
