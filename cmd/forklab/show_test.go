@@ -92,3 +92,32 @@ func TestShowPrintsThePair(t *testing.T) {
 	// Again without --overwrite: refused, the page kept.
 	mustRefuse(t, "already exists; pass --overwrite", "show", dir, "--seed", "5", "--html", page)
 }
+
+// An agent's transcripts are what forklab show prints (the counter served
+// over forklab-agent/1 with agent serve --transcripts: the golden view,
+// read from the table, not replayed); an agent that sends none gets its
+// outcomes and a note saying why there are no steps.
+func TestShowAgentTranscripts(t *testing.T) {
+	want, err := os.ReadFile("../../testdata/show/counter-seed5.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := "Steps replayed from the checkpoint: the sweep kept no transcripts (forklab sweep --transcripts keeps them), and a built-in world replays its branches exactly.\n"
+	if !strings.Contains(string(want), replayed) {
+		t.Fatalf("the golden view does not say it was replayed")
+	}
+	kept := filepath.Join(t.TempDir(), "kept")
+	mustRun(t, "sweep", "--agent", forklabBin+" agent serve --world counter --transcripts", "--seeds", "0:20", "--out", kept, "-q")
+	if got := mustRun(t, "show", kept, "--seed", "5"); got != strings.Replace(string(want), replayed, "", 1) {
+		t.Errorf("forklab show of an agent's transcripts:\n%s\nwant the golden view, read:\n%s", got, want)
+	}
+	none := filepath.Join(t.TempDir(), "none")
+	mustRun(t, "sweep", "--agent", forklabBin+" agent serve --world counter", "--seeds", "0:20", "--out", none, "-q")
+	got := mustRun(t, "show", none, "--seed", "5")
+	for _, s := range []string{"pair: rescued (persuadable): off failed, on succeeded", "  end   failed · cost steps 5  succeeded · cost steps 5",
+		"the agent sent no transcript of the off and on branches; forklab cannot play an external agent's branch again by itself"} {
+		if !strings.Contains(got, s) {
+			t.Errorf("forklab show of an agent without transcripts lacks %q:\n%s", s, got)
+		}
+	}
+}
