@@ -121,3 +121,26 @@ func TestShowAgentTranscripts(t *testing.T) {
 		}
 	}
 }
+
+// sweep --transcripts keeps a built-in world's steps, which forklab show
+// then reads rather than replays (the same view), and it is refused where
+// it means nothing: with --from-log, whose sessions hold every
+// step, and with an agent, whose transcripts are kept whenever it sends them.
+func TestSweepTranscripts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	mustRun(t, "sweep", "--seeds", "0:300", "--transcripts", "--out", dir, "-q")
+	want, err := os.ReadFile("../../testdata/show/counter-seed5.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := "Steps replayed from the checkpoint: the sweep kept no transcripts (forklab sweep --transcripts keeps them), and a built-in world replays its branches exactly.\n"
+	if got := mustRun(t, "show", dir, "--seed", "5"); got != strings.Replace(string(want), replayed, "", 1) {
+		t.Errorf("show of a sweep with transcripts:\n%s", got)
+	}
+	if got := mustRun(t, "sql", dir, "SELECT count(*) AS n FROM branches WHERE transcript IS NOT NULL", "--format", "csv"); got != "n\n600\n" {
+		t.Errorf("branches with a transcript: %q", got)
+	}
+	mustRefuse(t, "--transcripts and --from-log exclude each other", "sweep", "--transcripts", "--from-log", "http://127.0.0.1:1", "--out", filepath.Join(t.TempDir(), "o"))
+	mustRefuse(t, "transcripts: records a built-in world's steps; an external agent's transcripts are kept whenever it sends them",
+		"sweep", "--transcripts", "--agent", forklabBin+" agent serve --world counter", "--out", filepath.Join(t.TempDir(), "o"))
+}

@@ -55,6 +55,12 @@ the fold of its events up to the fork step's offset, and each branch is a
 child stream PREFIX/cCONFIG/sSEED/fSTEP/ARM/rREPLICA forked from that offset.
 The tables are the in-memory sweep's, byte for byte, for any world.
 
+--transcripts keeps every branch's steps after the fork (action,
+observation, cost) in the branches table's transcript column. Without it a
+built-in world's sweep keeps none (recording them costs about 30% of its
+speed) and forklab show plays a branch again from its checkpoint, which is
+exact; an agent's transcripts are kept whenever it sends them.
+
 With --agent CMD the world is an external agent speaking forklab-agent/1
 (docs/agent-protocol.md): --parallel processes of it, each request bounded by
 --timeout, a crashed or hung process killed and restarted, a failed request
