@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/internal/duck"
-	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/analysis/htmlreport"
 	"github.com/forklab/forklab/pipeline/analysis/report"
 	"github.com/forklab/forklab/pipeline/analysis/results"
@@ -47,15 +46,11 @@ not be one of DIR's own files (its tables, manifest.json).`,
   forklab report out/rerun --brief`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out *export.Output
-			if htmlOut != "" {
-				if err := sweep.CheckOutput(htmlOut); err != nil {
-					return asInput(fmt.Errorf("--html: %w", err))
-				}
-				var err error
-				if out, err = export.CreateOutput(htmlOut, overwrite); err != nil {
-					return asInput(fmt.Errorf("--html: %w", err))
-				}
+			out, err := createHTML(htmlOut, overwrite)
+			if err != nil {
+				return err
+			}
+			if out != nil {
 				defer out.Abort()
 			}
 			if timing {

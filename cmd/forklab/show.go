@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/analysis/pairview"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -69,15 +68,11 @@ holds is named); 4: DIR's files do not match its manifest.`,
 			if arm != "" && !validArm(a) {
 				return usageErr("--arm %q is unknown (known: on, placebo, aa, policy; off is the control, shown beside them)", arm)
 			}
-			var out *export.Output
-			if html != "" {
-				if err := sweep.CheckOutput(html); err != nil {
-					return asInput(fmt.Errorf("--html: %w", err))
-				}
-				var err error
-				if out, err = export.CreateOutput(html, overwrite); err != nil {
-					return asInput(fmt.Errorf("--html: %w", err))
-				}
+			out, err := createHTML(html, overwrite)
+			if err != nil {
+				return err
+			}
+			if out != nil {
 				defer out.Abort()
 			}
 			s, err := pairview.Open(args[0])

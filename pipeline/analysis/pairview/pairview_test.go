@@ -2,7 +2,6 @@ package pairview_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/forklab/forklab/pipeline/analysis/pairview"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
+	"github.com/forklab/forklab/pipeline/analysis/results/resultstest"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/world"
@@ -22,25 +22,6 @@ import (
 )
 
 var update = flag.Bool("update", false, "rewrite the golden views in testdata/show")
-
-// runSweep sweeps spec into a new directory and returns it.
-func runSweep(t testing.TB, spec sweep.Spec) string {
-	t.Helper()
-	r, err := spec.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "out")
-	st, err := sweep.Stage(out, false, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sweep.Run(context.Background(), r, st, sweep.Options{}); err != nil {
-		st.Release()
-		t.Fatal(err)
-	}
-	return out
-}
 
 func open(t testing.TB, dir string) *pairview.Sweep {
 	t.Helper()
@@ -74,7 +55,7 @@ func TestReplayIsTheKeptTranscript(t *testing.T) {
 		t.Run(spec.World, func(t *testing.T) {
 			kept := spec
 			kept.Transcripts = true
-			with, without := open(t, runSweep(t, kept)), open(t, runSweep(t, spec))
+			with, without := open(t, resultstest.Dir(t, kept)), open(t, resultstest.Dir(t, spec))
 			views, parted := 0, 0
 			for seed := spec.Seeds.Start; seed < spec.Seeds.End; seed += 7 {
 				for _, step := range spec.ForkAt {
@@ -142,7 +123,7 @@ func checkCosts(t *testing.T, q pairview.Query, v *pairview.View) {
 // step is the one the declaration needed), and seed 7, a sure thing.
 func TestGoldenViews(t *testing.T) {
 	spec := sweep.DefaultSpec()
-	s := open(t, runSweep(t, spec))
+	s := open(t, resultstest.Dir(t, spec))
 	for _, seed := range []uint64{5, 1, 7} {
 		v, err := s.Pair(pairview.Query{Config: -1, Seed: seed})
 		if err != nil {
@@ -174,7 +155,7 @@ func TestGoldenViews(t *testing.T) {
 func TestQueriesOutsideTheSweep(t *testing.T) {
 	spec := sweep.DefaultSpec()
 	spec.Seeds, spec.ForkAt, spec.Arms, spec.Replicas = sweep.Range{Start: 10, End: 30}, []int{2, 3}, []fork.Arm{fork.Off, fork.On, fork.Placebo}, 3
-	s := open(t, runSweep(t, spec))
+	s := open(t, resultstest.Dir(t, spec))
 	good := pairview.Query{Config: -1, Seed: 10, ForkStep: 2, Arm: fork.On, Replica: 2}
 	if _, err := s.Pair(good); err != nil {
 		t.Fatal(err)

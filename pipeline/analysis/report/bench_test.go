@@ -255,18 +255,7 @@ func BenchmarkTranscripts(b *testing.B) {
 // figure a busy machine moves least), and the one-second target over the
 // slowest (x_target_1s: above 1, within it).
 func BenchmarkShowAtScale(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "forklab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/forklab").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v: %s", err, out)
-	}
-	dir := os.Getenv("FORKLAB_BENCH_REPORT_DIR")
-	if dir == "" {
-		n := benchSeeds(b, "BENCH_SHOW_SEEDS", 10_000_000)
-		dir = filepath.Join(b.TempDir(), "sweep")
-		if msg, err := exec.Command(bin, "sweep", "--seeds", fmt.Sprintf("0:%d", n), "--out", dir, "-q").CombinedOutput(); err != nil {
-			b.Fatalf("sweep: %v: %s", err, msg)
-		}
-	}
+	bin, dir := sweepAtScale(b, "BENCH_SHOW_SEEDS")
 	m, err := sweep.ReadManifest(dir)
 	if err != nil {
 		b.Fatal(err)
@@ -334,6 +323,26 @@ const (
 	baselineReportMiB     = 1.2 * 1000 * 1000 * 1000 / (1 << 20)
 )
 
+// sweepAtScale builds forklab and returns it with the finished sweep
+// FORKLAB_BENCH_REPORT_DIR or, without it, a new sweep of the seed's
+// experiment (fork step 3, arms off and on) over the seeds the variable env
+// gives (default 10,000,000).
+func sweepAtScale(b *testing.B, env string) (bin, dir string) {
+	bin = filepath.Join(b.TempDir(), "forklab")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/forklab").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v: %s", err, out)
+	}
+	dir = os.Getenv("FORKLAB_BENCH_REPORT_DIR")
+	if dir == "" {
+		n := benchSeeds(b, env, 10_000_000)
+		dir = filepath.Join(b.TempDir(), "sweep")
+		if msg, err := exec.Command(bin, "sweep", "--seeds", fmt.Sprintf("0:%d", n), "--fork-at", "3", "--out", dir, "-q").CombinedOutput(); err != nil {
+			b.Fatalf("sweep: %v: %s", err, msg)
+		}
+	}
+	return bin, dir
+}
+
 // BenchmarkReportAtScale sweeps BENCH_REPORT_SEEDS seeds (default
 // 10,000,000; FORKLAB_BENCH_REPORT_DIR names a finished sweep to read
 // instead) and runs `forklab report` over it in a child process each
@@ -342,18 +351,7 @@ const (
 // peak resident memory, and the ratios to the per-feature SQL's 12.8 s and
 // 1.2 GB.
 func BenchmarkReportAtScale(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "forklab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/forklab").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v: %s", err, out)
-	}
-	dir := os.Getenv("FORKLAB_BENCH_REPORT_DIR")
-	if dir == "" {
-		n := benchSeeds(b, "BENCH_REPORT_SEEDS", 10_000_000)
-		dir = filepath.Join(b.TempDir(), "sweep")
-		if msg, err := exec.Command(bin, "sweep", "--seeds", fmt.Sprintf("0:%d", n), "--fork-at", "3", "--out", dir, "-q").CombinedOutput(); err != nil {
-			b.Fatalf("sweep: %v: %s", err, msg)
-		}
-	}
+	bin, dir := sweepAtScale(b, "BENCH_REPORT_SEEDS")
 	best, cpu, peak := math.Inf(1), 0.0, int64(0)
 	b.ResetTimer()
 	for b.Loop() {
