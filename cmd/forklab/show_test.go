@@ -9,20 +9,6 @@ import (
 	"testing"
 )
 
-// listTree lists every path under dir with its size, to tell whether a
-// command wrote anything there.
-func listTree(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err == nil {
-			out = append(out, p+" "+strconv.FormatInt(fi.Size(), 10))
-		}
-		return nil
-	})
-	return out
-}
-
 // forklab show refuses a pair the sweep does not hold, and an output it
 // must not write, with one line naming what is wrong and exit 2, writing
 // nothing (testdata/cli/show-bad-input.txt).
@@ -32,7 +18,7 @@ func TestShowBadInput(t *testing.T) {
 	outDir := t.TempDir()
 	existing := filepath.Join(outDir, "existing.html")
 	os.WriteFile(existing, []byte("mine"), 0o644)
-	before, beforeOut := listTree(t, dir), listTree(t, outDir)
+	before, beforeOut := tree(t, dir), tree(t, outDir)
 	for _, c := range cliCases(t, "show-bad-input.txt", 3) {
 		r := strings.NewReplacer("DIR", dir, "OUT", outDir, "EXISTING", existing)
 		args := append([]string{"show", dir}, strings.Fields(r.Replace(c[0]))...)
@@ -41,10 +27,10 @@ func TestShowBadInput(t *testing.T) {
 		if strconv.Itoa(code) != c[1] || !strings.Contains(stderr, want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 			t.Errorf("forklab %s: exit %d, %q; want %s and one line with %q", strings.Join(args, " "), code, stderr, c[1], want)
 		}
-		if after := listTree(t, dir); !slices.Equal(before, after) {
+		if after := tree(t, dir); !slices.Equal(before, after) {
 			t.Fatalf("forklab %s changed %s:\n%v\nnow\n%v", strings.Join(args, " "), dir, before, after)
 		}
-		if after := listTree(t, outDir); !slices.Equal(beforeOut, after) {
+		if after := tree(t, outDir); !slices.Equal(beforeOut, after) {
 			t.Fatalf("forklab %s wrote into %s: %v", strings.Join(args, " "), outDir, after)
 		}
 	}
