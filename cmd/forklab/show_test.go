@@ -126,7 +126,10 @@ func TestSweepTranscripts(t *testing.T) {
 	if got := mustRun(t, "sql", dir, "SELECT count(*) AS n FROM branches WHERE transcript IS NOT NULL", "--format", "csv"); got != "n\n600\n" {
 		t.Errorf("branches with a transcript: %q", got)
 	}
-	mustRefuse(t, "--transcripts and --from-log exclude each other", "sweep", "--transcripts", "--from-log", "http://127.0.0.1:1", "--out", filepath.Join(t.TempDir(), "o"))
+	mustRefuse(t, "--transcripts (spec key transcripts) and --from-log exclude each other", "sweep", "--transcripts", "--from-log", "http://127.0.0.1:1", "--out", filepath.Join(t.TempDir(), "o"))
+	spec := filepath.Join(t.TempDir(), "spec.yaml")
+	os.WriteFile(spec, []byte("seeds: 0:10\ntranscripts: true\n"), 0o644)
+	mustRefuse(t, "--transcripts (spec key transcripts) and --from-log exclude each other", "sweep", "--spec", spec, "--from-log", "http://127.0.0.1:1", "--out", filepath.Join(t.TempDir(), "o"))
 	mustRefuse(t, "transcripts: records a built-in world's steps; an external agent's transcripts are kept whenever it sends them",
 		"sweep", "--transcripts", "--agent", forklabBin+" agent serve --world counter", "--out", filepath.Join(t.TempDir(), "o"))
 }

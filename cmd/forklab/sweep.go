@@ -109,9 +109,6 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			if err := sf.check(cmd, resume, fromLog != ""); err != nil {
 				return err
 			}
-			if fromLog != "" && transcripts {
-				return usageErr("--transcripts and --from-log exclude each other: a sweep played on the session log keeps every step there already (forklab log read, forklab log export)")
-			}
 			if fromLog == "" {
 				for _, name := range []string{"log-prefix", "log-parallel", "token"} {
 					if cmd.Flags().Changed(name) {
@@ -163,6 +160,11 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			}
 			if fl.Changed("transcripts") {
 				spec.Transcripts = transcripts
+			}
+			if fromLog != "" && spec.Transcripts {
+				// Its runners play sessions on the log, which record every
+				// step; none would reach the table.
+				return usageErr("--transcripts (spec key transcripts) and --from-log exclude each other: a sweep played on the session log keeps every step there already (forklab log read, forklab log export)")
 			}
 			if err := af.apply(&spec); err != nil {
 				return asInput(err)
