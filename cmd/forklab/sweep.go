@@ -57,8 +57,8 @@ The tables are the in-memory sweep's, byte for byte, for any world.
 
 --transcripts keeps every branch's steps after the fork (action,
 observation, cost) in the branches table's transcript column. Without it a
-built-in world's sweep keeps none (recording them costs about 30% of its
-speed) and forklab show plays a branch again from its checkpoint, which is
+built-in world's sweep keeps none (recording them costs about a third of
+its speed) and forklab show plays a branch again from its checkpoint, which is
 exact; an agent's transcripts are kept whenever it sends them.
 
 With --agent CMD the world is an external agent speaking forklab-agent/1

@@ -52,7 +52,7 @@ type htmlCell struct {
 
 func (v *View) html(id, dir string, configs int) *htmlView {
 	d := &v.Decl
-	h := &htmlView{ID: id, Title: v.Title(configs), World: d.Name + " " + d.Version, Dir: dir, Verdict: v.Verdict(), Label: v.Pair.Label,
+	h := &htmlView{ID: id, Title: v.Title(configs), World: d.Name + ", version " + d.Version, Dir: dir, Verdict: v.Verdict(), Label: v.Pair.Label,
 		ForkStep: v.ForkStep, Over: v.Checkpoint.Over,
 		ControlTitle: v.Control.SideTitle(), TreatedTitle: v.Treated.SideTitle(),
 		ControlOutcome: v.Control.Outcome(d), TreatedOutcome: v.Treated.Outcome(d)}

@@ -120,7 +120,8 @@ func checkCosts(t *testing.T, q pairview.Query, v *pairview.View) {
 // The views of the seed's reference core (counter, seeds 0:300, fork step
 // 3, arms off and on), as forklab show prints them: seed 5, rescued (its
 // sensor stuck at 0; refresh re-reads 3), seed 1, harmed (the refresh's
-// step is the one the declaration needed), and seed 7, a sure thing.
+// step is the one the declaration needed), and seed 7, a sure thing;
+// docs/show.md shows seed 5's.
 func TestGoldenViews(t *testing.T) {
 	spec := sweep.DefaultSpec()
 	s := open(t, resultstest.Dir(t, spec))
@@ -147,6 +148,15 @@ func TestGoldenViews(t *testing.T) {
 			t.Errorf("seed %d:\n%s\nwant (%s):\n%s", seed, got.String(), golden, want)
 		}
 	}
+	// docs/show.md shows seed 5's view as it is.
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "show.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "show", "counter-seed5.txt"))
+	if !strings.Contains(string(doc), "```\n"+string(want)+"```\n") {
+		t.Errorf("docs/show.md does not show seed 5's view as forklab show prints it:\n%s", want)
+	}
 }
 
 // A query outside the sweep is refused naming what the sweep holds; the
@@ -168,7 +178,7 @@ func TestQueriesOutsideTheSweep(t *testing.T) {
 		{func(q *pairview.Query) { q.Seed = 9 }, "seed 9 is not in the sweep: its seeds are 10:30"},
 		{func(q *pairview.Query) { q.RunID = "011" }, `run id "011" is not in the sweep: its runs are the seeds 10:30, whose run ids are the seeds in decimal (5, not 05)`},
 		{func(q *pairview.Query) { q.RunID = "run-7" }, `run id "run-7" is not in the sweep`},
-		{func(q *pairview.Query) { q.ForkStep = 4 }, "fork step 4 is not in the sweep: it forks at step 2, 3"},
+		{func(q *pairview.Query) { q.ForkStep = 4 }, "fork step 4 is not in the sweep: it forks at steps 2, 3"},
 		{func(q *pairview.Query) { q.ForkStep = 0 }, "the sweep forks at steps 2, 3: give one (--fork-step)"},
 		{func(q *pairview.Query) { q.Arm = fork.AA }, "arm aa is not in the sweep: its treatment arms are on, placebo"},
 		{func(q *pairview.Query) { q.Arm = fork.Off }, "arm off is the control, shown beside every treatment arm: give a treatment arm of the sweep (on, placebo)"},

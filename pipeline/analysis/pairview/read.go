@@ -160,7 +160,7 @@ func (s *Sweep) Resolve(q Query) (Query, error) {
 	case q.ForkStep == 0:
 		return q, notIn("the sweep forks at steps %s: give one (--fork-step)", list(steps))
 	case !slices.Contains(steps, q.ForkStep):
-		return q, notIn("fork step %d is not in the sweep: it forks at step %s", q.ForkStep, list(steps))
+		return q, notIn("fork step %d is not in the sweep: it forks at %s", q.ForkStep, stepsText(steps))
 	}
 	treated := s.Treatments()
 	switch {
@@ -177,6 +177,14 @@ func (s *Sweep) Resolve(q Query) (Query, error) {
 		return q, notIn("replica %d is not in the sweep: it has %d replica(s) per arm, 0 to %d", q.Replica, k, k-1)
 	}
 	return q, nil
+}
+
+// stepsText names fork steps: "step 3", "steps 2, 3".
+func stepsText(steps []int) string {
+	if len(steps) == 1 {
+		return fmt.Sprintf("step %d", steps[0])
+	}
+	return "steps " + list(steps)
 }
 
 func list[T any](xs []T) string {

@@ -235,7 +235,7 @@ const cellWidth = 46
 func Write(w io.Writer, v *View, configs int) error {
 	var b strings.Builder
 	d := &v.Decl
-	fmt.Fprintf(&b, "%s\nworld %s %s\npair: %s\n\n", v.Title(configs), d.Name, d.Version, v.Verdict())
+	fmt.Fprintf(&b, "%s\nworld %s, version %s\npair: %s\n\n", v.Title(configs), d.Name, d.Version, v.Verdict())
 	c := &v.Checkpoint
 	fmt.Fprintf(&b, "checkpoint at fork step %d", v.ForkStep)
 	if c.Over {
