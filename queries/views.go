@@ -131,6 +131,8 @@ func ViewDefs(d world.Declaration) ([]View, error) {
 			Select: g.cells()},
 		{Name: "feature_buckets", Comment: "one row per configuration, fork step, feature and bucket present: its key, label and edges",
 			Select: featureBuckets},
+		{Name: "example_cells", Comment: "rescued and harmed pairs grouped as pair_cells groups them (profile: the bucket keys in feature order), with each group's two smallest seeds: what slice_examples reads",
+			Select: g.examples()},
 	}, nil
 }
 
@@ -210,7 +212,7 @@ func (g gen) branchColumns() []column {
 	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"arm", "VARCHAR"}, {"replica", "INTEGER"},
 		{"status", "VARCHAR"}, {"error", "VARCHAR"}, {"intervened", "BOOLEAN"}, {"success", "BOOLEAN"}}
 	cols = append(cols, costColumns("cost_", costType)...)
-	return append(cols, column{"details", "VARCHAR"})
+	return append(cols, column{"details", "VARCHAR"}, column{"transcript", "VARCHAR"})
 }
 
 func (g gen) pairColumns() []column {
@@ -357,7 +359,21 @@ const heldOut = "((CAST(p.seed & 4294967295 AS UBIGINT) * 2654435761) & 42949672
 // feature_ranges row by row (the view); PairGroups passes what
 // feature_ranges said, so the pass groups raw integers.
 func (g gen) groups(narrow map[string]bool) string {
-	var cols, small []string
+	cols, from := g.groupedFeatures(narrow)
+	return "SELECT p.config_id, p.fork_step, p.arm, p.status,\n       " + heldOut + " AS held_out,\n" +
+		"       p.quadrant, p.fault,\n       " + strings.Join(cols, ",\n       ") + ",\n" +
+		"       count(*) AS n,\n" +
+		"       " + exactSum("extra_steps") + ", " + exactSum("extra_tokens") + ",\n" +
+		"       " + exactSum("extra_usd") + ", " + exactSum("extra_seconds") + "\n" +
+		"FROM " + from + "\nGROUP BY ALL"
+}
+
+// groupedFeatures are the feature columns pair_groups groups pairs by
+// (pair_rows AS p; a wide int or a float truncated to Digits significant
+// digits, a narrow int as it is: narrow nil decides per row from
+// feature_ranges), and the FROM clause they need.
+func (g gen) groupedFeatures(narrow map[string]bool) (cols []string, from string) {
+	var small []string
 	for i, f := range g.d.Features {
 		col := "p." + ident(f.Name)
 		switch {
@@ -371,16 +387,11 @@ func (g gen) groups(narrow map[string]bool) string {
 		}
 		cols = append(cols, col)
 	}
-	from := "pair_rows AS p"
+	from = "pair_rows AS p"
 	if len(small) > 0 {
 		from += ", (SELECT " + strings.Join(small, ", ") + " FROM feature_ranges) AS r"
 	}
-	return "SELECT p.config_id, p.fork_step, p.arm, p.status,\n       " + heldOut + " AS held_out,\n" +
-		"       p.quadrant, p.fault,\n       " + strings.Join(cols, ",\n       ") + ",\n" +
-		"       count(*) AS n,\n" +
-		"       " + exactSum("extra_steps") + ", " + exactSum("extra_tokens") + ",\n" +
-		"       " + exactSum("extra_usd") + ", " + exactSum("extra_seconds") + "\n" +
-		"FROM " + from + "\nGROUP BY ALL"
+	return cols, from
 }
 
 // PairCounts is the query of pair_counts over from, counting pairs with
@@ -584,6 +595,38 @@ FROM (
     FROM pair_groups AS g, ` + bins + `
     GROUP BY ALL
 )`
+}
+
+// examples is example_cells: the rescued and harmed pairs grouped as
+// pair_groups groups pairs (groupedFeatures), each group with its two
+// smallest seeds, then each feature replaced by its bucket key as cells
+// does. The two smallest seeds of a slice are the two smallest of its
+// cells', so slice_examples.sql reads these few rows, not every pair.
+func (g gen) examples() string {
+	cols, from := g.groupedFeatures(nil)
+	var edges, keys []string
+	for i, f := range g.d.Features {
+		if numeric(f) {
+			edges = append(edges, fmt.Sprintf("max(edges) FILTER (WHERE feature_order = %d) AS e%d", i+1, i+1))
+		}
+		keys = append(keys, key(i, f))
+	}
+	bins := "(SELECT 1) AS b"
+	if len(edges) > 0 {
+		bins = "(SELECT " + strings.Join(edges, ", ") + " FROM feature_bins) AS b"
+	}
+	return `SELECT g.config_id, g.fork_step, g.arm, g.label,
+       [` + strings.Join(keys, ",\n        ") + `] AS profile,
+       g.seeds
+FROM (
+    SELECT p.config_id, p.fork_step, p.arm, p.label,
+           ` + strings.Join(cols, ",\n           ") + `,
+           min(p.seed, 2) AS seeds
+    FROM ` + from + `
+    WHERE p.status = 'ok' AND p.label IN ('rescued', 'harmed')
+    GROUP BY ALL
+) AS g, ` + bins
+
 }
 
 // featureBuckets is generic: it reads pair_cells, feature_bins and

@@ -12,7 +12,8 @@
 //	params/       one row per configuration and world parameter
 //	tasks/        one row per (config, seed): the task drawn for the seed
 //	checkpoints/  one row per (config, seed, fork step): the run at the fork
-//	branches/     one row per (config, seed, fork step, arm, replica)
+//	branches/     one row per (config, seed, fork step, arm, replica), with
+//	              the branch's transcript when one was kept
 //	pairs/        one row per (config, seed, fork step, treatment arm): the
 //	              majority outcome of the arm against the control arm off
 //
@@ -194,8 +195,16 @@ func Branches(d world.Declaration) []Column {
 		Column{Name: "intervened", Type: Boolean, Nullable: true, Description: "the arm's intervention was applied at the fork"},
 		Column{Name: "success", Type: Boolean, Nullable: true, Description: "the branch met the task's goal"})
 	cols = append(cols, costColumns("cost_", costType, "what the branch cost from the fork to its end, the intervention included,")...)
-	return append(cols, Column{Name: "details", Type: Varchar, Nullable: true, Omittable: true, Description: "outcome details an agent reports, JSON (NULL for built-in worlds)"})
+	return append(cols,
+		Column{Name: "details", Type: Varchar, Nullable: true, Omittable: true, Description: "outcome details an agent reports, JSON (NULL for built-in worlds)"},
+		Column{Name: TranscriptColumn, Type: Varchar, Nullable: true, Omittable: true, Description: "what the branch did after the fork, step by step: a JSON array of step objects (docs/agent-protocol.md, Transcripts); an agent's when it sends one, a built-in world's when the sweep ran with --transcripts, else NULL (forklab show replays the branch)"})
 }
+
+// TranscriptColumn is the branches table's column of transcripts. It is
+// omittable: the files of a sweep that kept no transcript leave it out, so
+// transcripts cost nothing when they are off, and a reader that does not
+// name it (every query but forklab show's) never reads their bytes.
+const TranscriptColumn = "transcript"
 
 // Pairs is the pairs table of world d: one row per (config, seed, fork
 // step, treatment arm), the arm against the control off on the same

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
 )
@@ -32,6 +33,24 @@ func checkOutput(path string, overwrite bool, own ...string) error {
 		return asInput(fmt.Errorf("output %s: %w", path, err))
 	}
 	return nil
+}
+
+// createHTML starts writing the page an --html flag names, nil for "":
+// refused as bad input, nothing created, when the path lies among a
+// results directory's own files (sweep.CheckOutput), is not a regular
+// file, or exists without overwrite. The caller commits or aborts it.
+func createHTML(path string, overwrite bool) (*export.Output, error) {
+	if path == "" {
+		return nil, nil
+	}
+	if err := sweep.CheckOutput(path); err != nil {
+		return nil, asInput(fmt.Errorf("--html: %w", err))
+	}
+	out, err := export.CreateOutput(path, overwrite)
+	if err != nil {
+		return nil, asInput(fmt.Errorf("--html: %w", err))
+	}
+	return out, nil
 }
 
 // isDir says whether path is a directory (following a symbolic link).

@@ -26,7 +26,7 @@ func init() {
 	var (
 		seeds, forkAt, arms, specFile, policyFile, out string
 		replicas, workers                              int
-		overwrite, quiet, resume                       bool
+		overwrite, quiet, resume, transcripts          bool
 		wf                                             *worldFlags
 		af                                             *agentFlags
 		fromLog, logPrefix, token                      string
@@ -54,6 +54,12 @@ stream PREFIX/cCONFIG/sSEED, played to the last fork step; each checkpoint is
 the fold of its events up to the fork step's offset, and each branch is a
 child stream PREFIX/cCONFIG/sSEED/fSTEP/ARM/rREPLICA forked from that offset.
 The tables are the in-memory sweep's, byte for byte, for any world.
+
+--transcripts keeps every branch's steps after the fork (action,
+observation, cost) in the branches table's transcript column. Without it a
+built-in world's sweep keeps none (recording them costs about a third of
+its speed) and forklab show plays a branch again from its checkpoint, which is
+exact; an agent's transcripts are kept whenever it sends them.
 
 With --agent CMD the world is an external agent speaking forklab-agent/1
 (docs/agent-protocol.md): --parallel processes of it, each request bounded by
@@ -155,6 +161,14 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			}
 			if fl.Changed("replicas") {
 				spec.Replicas = replicas
+			}
+			if fl.Changed("transcripts") {
+				spec.Transcripts = transcripts
+			}
+			if fromLog != "" && spec.Transcripts {
+				// Its runners play sessions on the log, which record every
+				// step; none would reach the table.
+				return usageErr("--transcripts (spec key transcripts) and --from-log exclude each other: a sweep played on the session log keeps every step there already (forklab log read, forklab log export)")
 			}
 			if err := af.apply(&spec); err != nil {
 				return asInput(err)
@@ -357,6 +371,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 	intFlag(f, &workers, "workers", 0, 0, maxWorkers, "parallel workers (0: one per CPU); never changes the output")
 	f.StringVar(&specFile, "spec", "", "sweep spec file (.json, .yaml); flags override it")
 	f.StringVar(&policyFile, "policy", "", "guard rule for the policy arm (forklab policy writes one)")
+	f.BoolVar(&transcripts, "transcripts", false, "keep every branch's steps (action, observation, cost) in the branches table; off, forklab show replays a built-in world's branch from its checkpoint (an agent's transcripts are kept whenever it sends them)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary line")
 	f.StringVar(&fromLog, "from-log", "", "play every run and branch as a session on this session log (URL) and fork them from their offsets")
 	markURLFlag(f, "from-log")

@@ -39,6 +39,10 @@ type Plan struct {
 	// Fires is the policy arm's guard rule over a checkpoint's features
 	// (declaration order); nil when the plan has no policy arm.
 	Fires func(features []world.Value) bool
+	// Transcripts asks a built-in world's runner for every branch's
+	// transcript (BranchResult.Transcript; transcript.go). An external
+	// agent's runner keeps the transcripts the agent sends, asked or not.
+	Transcripts bool
 }
 
 // Branches is the number of branches per fork: arms × replicas.
@@ -92,6 +96,10 @@ type BranchResult struct {
 	// Details is optional outcome JSON an agent reports (nil for built-in
 	// worlds).
 	Details json.RawMessage `json:"details,omitempty"`
+	// Transcript is what the branch did after the fork, step by step: a
+	// JSON array of step objects (transcript.go), compact; nil when the
+	// plan did not ask a built-in world for it, or an agent sent none.
+	Transcript json.RawMessage `json:"transcript,omitempty"`
 }
 
 // Outcome is one branch finished from a checkpoint (forklab fork).
@@ -143,6 +151,15 @@ type Instance interface {
 	MaxSteps() int
 	// Close releases what the instance holds (agent processes).
 	Close() error
+}
+
+// Replayer is an Instance that plays one branch of a checkpoint again and
+// records its transcript: every built-in world (its branches are
+// deterministic). forklab show replays the branches a sweep kept no
+// transcript of.
+type Replayer interface {
+	// Replay is Branch with the outcome's Transcript filled.
+	Replay(checkpoint []byte, arm fork.Arm, replica int, rule func([]world.Value) bool) (Outcome, error)
 }
 
 // Play is one run of a world played turn by turn: what a session on the
@@ -294,7 +311,7 @@ func (r *SeedResult) Resize(d *world.Declaration, plan Plan) {
 		f.Branches = f.Branches[:n]
 		for j := range f.Branches {
 			b := &f.Branches[j]
-			*b = BranchResult{Details: b.Details[:0]}
+			*b = BranchResult{Details: b.Details[:0], Transcript: b.Transcript[:0]}
 		}
 	}
 }

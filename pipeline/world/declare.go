@@ -136,7 +136,7 @@ var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 // must not take.
 var ReservedColumns = []string{
 	"config_id", "fork_step", "seed", "status", "error", "over", "checkpoint",
-	"arm", "replica", "replicas", "intervened", "success", "details",
+	"arm", "replica", "replicas", "intervened", "success", "details", "transcript",
 	"control_wins", "treatment_wins", "control_success", "treatment_success",
 	"label", "quadrant", "fault", "world", "world_version", "params",
 	"temperature", "no_tool", "feature", "param", "type", "value_num", "value_text",

@@ -37,6 +37,9 @@ type Sections struct {
 	Result      []string       // paragraphs
 	// World is the sweep's world.
 	World world.Declaration
+	// Examples are a few rescued and harmed pairs of every slice and
+	// their views: nil unless CollectExamples ran (the HTML report).
+	Examples *Examples
 }
 
 // Noisy reports whether a sweep's replicas can differ: a model with

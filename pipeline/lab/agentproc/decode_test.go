@@ -83,6 +83,10 @@ func TestBranchReplyErrors(t *testing.T) {
 		{`{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1}}]}`, "result.branches has 1 entries for 2 branches asked"},
 		{`{"branches":[{"success":"yes","cost":{"steps":2,"usd":0.1}},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0]"},
 		{`{"branches":[{"success":true,"cost":{"steps":2}},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0].cost.usd is missing: the cost model lists it"},
+		{`{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"transcript":{"action":"x"}},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0].transcript: got object, want array"},
+		{`{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"transcript":[{"observation":1}]},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0].transcript[0]: missing property 'action'"},
+		{`{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"transcript":[{"action":"refresh","cost":{"steps":1}}]},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0].transcript[0].cost.usd is missing: the cost model lists it"},
+		{`{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"transcript":[{"action":"refresh","cost":{"steps":1,"usd":0,"tokens":5}}]},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0].transcript[0].cost.tokens is reported but the cost model does not list it (it lists steps, usd)"},
 	} {
 		out := make([]lab.BranchResult, 2)
 		c := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0)
@@ -98,6 +102,15 @@ func TestBranchReplyErrors(t *testing.T) {
 				t.Errorf("decoded %+v", out)
 			}
 		}
+	}
+	// A transcript is kept compacted, as sent.
+	out := make([]lab.BranchResult, 2)
+	reply := `{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"transcript":[ {"step": 4, "action":"refresh", "intervention":true, "observation":{"obs": 3}, "cost":{"steps":1,"usd":0.05}} ]},{"success":false,"cost":{"steps":1,"usd":0}}]}`
+	if err := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0).decode(json.RawMessage(reply)); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(out[0].Transcript); got != `[{"step":4,"action":"refresh","intervention":true,"observation":{"obs":3},"cost":{"steps":1,"usd":0.05}}]` || len(out[1].Transcript) != 0 {
+		t.Errorf("transcripts %s and %q", got, out[1].Transcript)
 	}
 	// The branches asked: the on arm's intervention by name, off's null,
 	// and a noise key per arm and replica.
@@ -189,7 +202,7 @@ func TestStrictDecodingIsTheSchema(t *testing.T) {
 				res.Resize(&testDecl, plan)
 				return testInstance().startCall(7, []int{3}, &res).decode(b)
 			}},
-		{"branch.result", `{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"details":{"why":"ok"}},{"error":{"code":-32000,"message":"m","data":{"retryable":false}}}]}`,
+		{"branch.result", `{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"details":{"why":"ok"},"transcript":[{"step":4,"action":"refresh","intervention":true,"tool_call":{"name":"refresh","arguments":{"hard":true}},"tool_result":"ok","observation":{"obs":3},"cost":{"steps":1,"usd":0.05}},{"action":"no_tool","observation":null}]},{"error":{"code":-32000,"message":"m","data":{"retryable":false}}}]}`,
 			func(b json.RawMessage) error {
 				return testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, make([]lab.BranchResult, 2), 0).decode(b)
 			}},

@@ -313,7 +313,7 @@ func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint [
 			}
 			for k, wb := range r.Branches {
 				b := &out[k]
-				*b = lab.BranchResult{Details: b.Details[:0]}
+				*b = lab.BranchResult{Details: b.Details[:0], Transcript: b.Transcript[:0]}
 				if wb.Error != nil {
 					b.Err = fmt.Sprintf("the agent reported the branch failed: %s", wb.Error.Error())
 					continue
@@ -326,6 +326,15 @@ func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint [
 				if len(wb.Details) > 0 && string(wb.Details) != "null" {
 					if b.Details, err = compactJSON(b.Details, wb.Details); err != nil {
 						return fmt.Errorf("result.branches[%d].details: %v", k, err)
+					}
+				}
+				if len(wb.Transcript) > 0 {
+					where := fmt.Sprintf("result.branches[%d].transcript", k)
+					if err := transcriptCosts(where, d.Cost, wb.Transcript); err != nil {
+						return err
+					}
+					if b.Transcript, err = compactJSON(b.Transcript, wb.Transcript); err != nil {
+						return fmt.Errorf("%s: %v", where, err)
 					}
 				}
 			}

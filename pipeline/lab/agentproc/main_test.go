@@ -24,7 +24,8 @@ import (
 
 // The test binary is also the agent the tests run: with AGENTPROC_TEST_AGENT
 // set it serves a built-in world over forklab-agent/1 on its stdin and
-// stdout (agentproc.Serve), with the faults AGENTPROC_TEST_FAULTS names.
+// stdout (agentproc.Serve), with the faults AGENTPROC_TEST_FAULTS names,
+// and with transcripts when AGENTPROC_TEST_TRANSCRIPTS is set.
 func TestMain(m *testing.M) {
 	if os.Getenv("AGENTPROC_TEST_AGENT") == "" {
 		os.Exit(m.Run())
@@ -39,7 +40,8 @@ func TestMain(m *testing.M) {
 	if f := os.Getenv("AGENTPROC_TEST_FAULTS"); f != "" {
 		in, out = faulty(f, os.Stdin, os.Stdout)
 	}
-	if err := agentproc.Serve(context.Background(), def, in, out); err != nil {
+	opt := agentproc.ServeOptions{Transcripts: os.Getenv("AGENTPROC_TEST_TRANSCRIPTS") != ""}
+	if err := agentproc.ServeWith(context.Background(), def, in, out, opt); err != nil {
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		os.Exit(1)
 	}

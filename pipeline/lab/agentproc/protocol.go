@@ -201,6 +201,9 @@ type WireBranch struct {
 	Success *bool           `json:"success,omitempty"`
 	Cost    *Cost           `json:"cost,omitempty"`
 	Details json.RawMessage `json:"details,omitempty"`
+	// Transcript is what the branch did after the fork, step by step
+	// (transcript.go); optional.
+	Transcript json.RawMessage `json:"transcript,omitempty"`
 	// Error, instead of the others, says the branch failed for good: its
 	// rows become error rows and forklab does not ask again (an error
 	// reply to the whole request is retried instead).
@@ -220,7 +223,7 @@ func (r *BranchResult) check(where string) error {
 		w := fmt.Sprintf("%s.branches[%d]", where, i)
 		switch {
 		case b.Error != nil:
-			if b.Success != nil || b.Cost != nil || b.Details != nil {
+			if b.Success != nil || b.Cost != nil || b.Details != nil || b.Transcript != nil {
 				return fmt.Errorf("%s: an entry holds an error or an outcome, not both", w)
 			}
 		case b.Success == nil:
@@ -230,6 +233,11 @@ func (r *BranchResult) check(where string) error {
 		default:
 			if err := b.Cost.check(w + ".cost"); err != nil {
 				return err
+			}
+			if b.Transcript != nil {
+				if err := checkTranscript(w+".transcript", b.Transcript); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -472,16 +472,10 @@ func resultsDirOf(path string) (string, bool, error) {
 // registerLocked is RegisterDerived for path in results directory dir,
 // whose lock the caller holds.
 func registerLocked(dir, path string) error {
-	abs, err := filepath.Abs(path)
+	rel, top, nested, err := relTo(dir, path)
 	if err != nil {
 		return err
 	}
-	rel, err := filepath.Rel(dir, abs)
-	if err != nil {
-		return err
-	}
-	rel = filepath.ToSlash(rel)
-	top, _, nested := strings.Cut(rel, "/")
 	names := derivedNames(dir)
 	if slices.Contains(names, rel) || slices.Contains(names, top) || isForklabEntry(top) {
 		return nil
@@ -532,6 +526,21 @@ func DeriveOutput(f *atomicfile.File, source, sweepID string) {
 		}
 		return registerLocked(dir, f.Path())
 	})
+}
+
+// relTo is path relative to the results directory dir, slash-separated,
+// its top-level entry, and whether path lies below that entry.
+func relTo(dir, path string) (rel, top string, nested bool, err error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", "", false, err
+	}
+	if rel, err = filepath.Rel(dir, abs); err != nil {
+		return "", "", false, err
+	}
+	rel = filepath.ToSlash(rel)
+	top, _, nested = strings.Cut(rel, "/")
+	return rel, top, nested, nil
 }
 
 // isResultsDir says whether dir holds a forklab manifest (a manifest.json

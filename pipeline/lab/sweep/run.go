@@ -189,7 +189,7 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, SweepID: opt.SweepID,
 		Spec: spec.redacted(), Declaration: r.Decl, Configs: r.Configs, Rows: map[string]int64{}, StartedAt: time.Now().UTC()}
 	var res Result
-	layouts, err := newLayouts(r.Decl)
+	layouts, err := newLayouts(r.Decl, r.Spec.Transcripts)
 	if err != nil {
 		return res, err
 	}
@@ -636,7 +636,10 @@ type layouts struct {
 	tasks, checkpoints, branches, pairs *layout
 }
 
-func layoutOf(table string, cols []schemas.Column, reported func(string) bool) (*layout, error) {
+// layoutOf is the layout of a table of columns cols: an omittable column
+// is expected (present in files without errors) when it is a cost field
+// reported says the world reports, or when expected names it.
+func layoutOf(table string, cols []schemas.Column, reported func(string) bool, expected ...string) (*layout, error) {
 	specs := make([]colSpec, len(cols))
 	for i, c := range cols {
 		var t colType
@@ -662,17 +665,26 @@ func layoutOf(table string, cols []schemas.Column, reported func(string) bool) (
 		if cost, ok := strings.CutPrefix(c.Name, "extra_"); ok && reported != nil && reported(cost) {
 			specs[i].expected = true
 		}
+		if slices.Contains(expected, c.Name) {
+			specs[i].expected = true
+		}
 	}
 	return newLayout(table, specs)
 }
 
-func newLayouts(d world.Declaration) (*layouts, error) {
+// newLayouts returns the layouts of world d's tables; with transcripts
+// a branches file without errors holds the transcript column.
+func newLayouts(d world.Declaration, transcripts bool) (*layouts, error) {
 	var ls layouts
+	var expected []string
+	if transcripts {
+		expected = []string{schemas.TranscriptColumn}
+	}
 	for _, t := range []struct {
 		name string
 		dst  **layout
 	}{{"tasks", &ls.tasks}, {"checkpoints", &ls.checkpoints}, {"branches", &ls.branches}, {"pairs", &ls.pairs}} {
-		l, err := layoutOf(t.name, schemas.TableColumns(t.name, d), d.Cost.Reports)
+		l, err := layoutOf(t.name, schemas.TableColumns(t.name, d), d.Cost.Reports, expected...)
 		if err != nil {
 			return nil, err
 		}
@@ -772,6 +784,9 @@ type forkTables struct {
 	arena []byte
 	// errs holds error texts of rows not yet flushed, likewise.
 	errs []string
+	// transcripts holds the transcripts of the branch rows not yet
+	// flushed, likewise: emptied whenever the branches table flushes.
+	transcripts []byte
 }
 
 // checkpointBatch is how many checkpoint rows go to the Parquet writer at
@@ -796,6 +811,8 @@ type unitWriter struct {
 	// cols of the declared values in each table: the first feature column
 	// of checkpoints and pairs, the first task column of tasks.
 	cpFeat, pairFeat, taskCol int
+	// transcriptCol is the branches table's transcript column.
+	transcriptCol             int
 	kinds                     []colType // features, then hidden
 	taskKinds                 []colType
 	faultIdx                  int
@@ -818,7 +835,8 @@ func newUnitWriter(r Resolved, ls *layouts, dir string, opt Options, s *syncer, 
 	w := &unitWriter{r: r, ls: ls, dir: dir, opt: opt, sync: s, done: done, plan: r.Plan(), runners: map[int]lab.Runner{},
 		tasks: newTableFile(ls.tasks, 0), forks: make([]forkTables, len(r.Spec.ForkAt)),
 		cpFeat: ls.checkpoints.index("over") + 1, pairFeat: ls.pairs.index("fault") + 1, taskCol: ls.tasks.index("error") + 1,
-		faultIdx: r.Decl.FaultIndex()}
+		transcriptCol: ls.branches.index(schemas.TranscriptColumn),
+		faultIdx:      r.Decl.FaultIndex()}
 	for i := range w.forks {
 		w.forks[i] = forkTables{checkpoints: newTableFile(ls.checkpoints, checkpointBatch),
 			branches: newTableFile(ls.branches, 0), pairs: newTableFile(ls.pairs, 0)}
@@ -999,7 +1017,7 @@ func (w *unitWriter) open(u Unit, buffered bool) error {
 	for i, f := range w.r.Spec.ForkAt {
 		fdir := fmt.Sprintf("fork_step=%d", f)
 		ft := &w.forks[i]
-		ft.arena, ft.errs = ft.arena[:0], ft.errs[:0]
+		ft.arena, ft.errs, ft.transcripts = ft.arena[:0], ft.errs[:0], ft.transcripts[:0]
 		for _, o := range []struct {
 			table string
 			t     *tableFile
@@ -1164,6 +1182,7 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 					br.putNull(6)
 					w.putCost(br, 7, world.Cost{}, true)
 					br.putNull(11)
+					br.putNull(w.transcriptCol)
 				} else {
 					br.putBool(5, b.Intervened)
 					br.putBool(6, b.Success)
@@ -1174,12 +1193,22 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 					} else {
 						br.putNull(11)
 					}
+					if len(b.Transcript) > 0 {
+						start := len(ft.transcripts)
+						ft.transcripts = append(ft.transcripts, b.Transcript...)
+						br.putString(w.transcriptCol, unsafe.String(unsafe.SliceData(ft.transcripts[start:]), len(b.Transcript)))
+					} else {
+						br.putNull(w.transcriptCol)
+					}
 					w.cost = w.cost.Add(b.Cost)
 				}
 				if flushed, err := br.end(); err != nil {
 					return err
-				} else if flushed && cp.rows == 0 {
-					ft.errs = ft.errs[:0]
+				} else if flushed {
+					ft.transcripts = ft.transcripts[:0]
+					if cp.rows == 0 {
+						ft.errs = ft.errs[:0]
+					}
 				}
 			}
 		}

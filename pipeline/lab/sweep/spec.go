@@ -149,6 +149,16 @@ type Spec struct {
 	// UnitSeeds is the number of seeds per unit of work (one Parquet file
 	// per table and unit); 0 picks it from the spec (ShardSeeds).
 	UnitSeeds int `json:"unit_seeds,omitempty"`
+	// Transcripts keeps every branch's transcript — its steps after the
+	// fork: action, observation, cost — in the branches table's transcript
+	// column. A built-in world's sweep leaves them out unless asked
+	// (forklab show replays such a branch from its checkpoint): recording
+	// them cuts its pairs per second by more than the 10% a default may
+	// cost (BenchmarkTranscripts, make bench). An external agent's
+	// transcripts are kept whenever it sends them, so the key is refused
+	// for an agent, as it is with --from-log (sessions on the log already
+	// hold every step).
+	Transcripts bool `json:"transcripts,omitempty"`
 
 	// The keys below say how the sweep runs, not what it computes: a
 	// resumed sweep may change them (a fixed agent, more processes, a
@@ -326,7 +336,7 @@ func (r Resolved) Plan() lab.Plan {
 			arms = append(arms, a)
 		}
 	}
-	return lab.Plan{ForkSteps: r.Spec.ForkAt, Arms: arms, Replicas: r.Spec.Replicas, Fires: r.Fires}
+	return lab.Plan{ForkSteps: r.Spec.ForkAt, Arms: arms, Replicas: r.Spec.Replicas, Fires: r.Fires, Transcripts: r.Spec.Transcripts}
 }
 
 // Resolve checks the spec against its world and expands the grid, naming
@@ -423,6 +433,9 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 	if a := s.Agent; a != nil {
 		if err := a.Validate(); err != nil {
 			return Resolved{}, err
+		}
+		if s.Transcripts {
+			return Resolved{}, keyErr("transcripts", "records a built-in world's steps; an external agent's transcripts are kept whenever it sends them (docs/agent-protocol.md, Transcripts): leave transcripts (--transcripts) out")
 		}
 	}
 	if s.Replicas < 1 || s.Replicas > MaxReplicas {

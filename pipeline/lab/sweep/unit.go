@@ -223,7 +223,7 @@ type unitResult struct {
 // in st's ledger (or, when one is recorded, refusing a ledger of another
 // spec). Of opt, Runners and Progress are used.
 func NewUnitWriter(r Resolved, st *Staging, opt Options) (*UnitWriter, error) {
-	ls, err := newLayouts(r.Decl)
+	ls, err := newLayouts(r.Decl, r.Spec.Transcripts)
 	if err != nil {
 		return nil, err
 	}

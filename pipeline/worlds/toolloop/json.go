@@ -35,6 +35,21 @@ func (s *State) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// AppendObservation appends the JSON of s's observation to b: the bytes
+// json.Marshal writes of World.Observe(s), without reflection (a branch's
+// transcript holds one per step; TestAppendJSONMatchesMarshal holds the two
+// equal).
+func AppendObservation(s *State, b []byte) []byte {
+	b = appendInt(append(b, `{"step":`...), int64(s.Steps))
+	b = appendName(append(b, `,"outcome":`...), outcomeNames[:], int(s.Last))
+	b = appendInt(append(b, `,"facts":`...), int64(s.Facts))
+	b = appendInt(append(b, `,"k":`...), int64(s.K))
+	b = appendInt(append(b, `,"tokens_used":`...), s.Tokens)
+	b = appendInt(append(b, `,"tokens_left":`...), max(0, s.Budget-s.Tokens))
+	b = appendBool(append(b, `,"answered":`...), s.Answered)
+	return append(b, '}')
+}
+
 // appendInt appends v in decimal, with a shortcut for small values.
 func appendInt(b []byte, v int64) []byte {
 	if uint64(v) < 10 {
