@@ -140,8 +140,13 @@ func (i *BuiltinInstance[S]) Branch(checkpoint []byte, arm fork.Arm, replica int
 	if err != nil {
 		return Outcome{}, err
 	}
-	return Outcome{Seed: seed, ForkStep: c.ForkStep, Final: obs,
-		BranchResult: BranchResult{Success: ok, Intervened: iv, Cost: w.Cost(&final).Sub(w.Cost(&c.State))}}, nil
+	o := Outcome{Seed: seed, ForkStep: c.ForkStep, Final: obs,
+		BranchResult: BranchResult{Success: ok, Intervened: iv, Cost: w.Cost(&final).Sub(w.Cost(&c.State))}}
+	if sc, scored := w.(world.Scorer[S]); scored {
+		x := sc.Score(&final)
+		o.Score = &x
+	}
+	return o, nil
 }
 
 func sameParams(a, b world.Params) bool {
@@ -174,6 +179,7 @@ func (r *builtinRunner[S]) Run(ctx context.Context, lo, hi uint64, emit func(*Se
 	w := l.World
 	decl := &l.Decl
 	K := r.plan.Replicas
+	scorer, scored := w.(world.Scorer[S])
 	for seed := lo; seed < hi; seed++ {
 		if seed&1023 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -203,6 +209,9 @@ func (r *builtinRunner[S]) Run(ctx context.Context, lo, hi uint64, emit func(*Se
 					b := &f.Branches[ai*K+rep]
 					b.Success, b.Intervened = l.Branch(final, s, seed, f.ForkStep, arm, rep, f.Fires)
 					b.Cost = w.Cost(final).Sub(at)
+					if scored {
+						f.SetScore(ai*K+rep, scorer.Score(final))
+					}
 				}
 			}
 		}
@@ -242,7 +251,13 @@ func (p *builtinPlay[S]) Choose(key uint64) world.Action {
 }
 func (p *builtinPlay[S]) Step(a world.Action) { p.inst.Lab.World.Step(&p.s, a) }
 func (p *builtinPlay[S]) Success() bool       { return p.inst.Lab.World.Success(&p.s) }
-func (p *builtinPlay[S]) Observe() any        { return p.inst.Lab.World.Observe(&p.s) }
+func (p *builtinPlay[S]) Score() (float64, bool) {
+	if sc, ok := p.inst.Lab.World.(world.Scorer[S]); ok {
+		return sc.Score(&p.s), true
+	}
+	return 0, false
+}
+func (p *builtinPlay[S]) Observe() any { return p.inst.Lab.World.Observe(&p.s) }
 func (p *builtinPlay[S]) Task(dst []world.Value) []world.Value {
 	return p.inst.Lab.World.Task(&p.s, dst)
 }
