@@ -79,11 +79,17 @@ type View struct {
 //     (the list profile, in declaration order), split and label spelt
 //     out: the small table slices, the policy search, the Qini curve and
 //     the costs read;
+//   - score_counts, score_cells: for a world that declares a score, the ok
+//     pairs counted per score difference (score_diff), by configuration,
+//     fork step and arm, and by bucket profile too: the frequency tables
+//     the summary's and the slices' mean difference, paired t interval
+//     and Wilcoxon test read (pair_groups then counts by score_diff too);
+//     empty for a pass/fail world;
 //   - feature_buckets: each bucket present, its label and edges.
 //
 // Only the generated views (the file views, config_params, features,
 // hidden, feature_catalog, feature_ranges, pair_groups, feature_values,
-// pair_cells) depend on the declaration; the queries of this package read them and nothing
+// pair_cells, score_counts, score_cells) depend on the declaration; the queries of this package read them and nothing
 // world-specific. pair_groups reads every pair; a caller running several
 // queries materialises it once (CREATE TEMP TABLE pair_groups AS FROM
 // main.pair_groups shadows the view; see results.DB.Prepare).
@@ -129,6 +135,10 @@ func ViewDefs(d world.Declaration) ([]View, error) {
 			Select: featureBins},
 		{Name: "pair_cells", Comment: "pair_groups with each feature replaced by its bucket (profile: the bucket keys in feature order)",
 			Select: g.cells()},
+		{Name: "score_counts", Comment: "ok pairs with a score counted per configuration, fork step, arm and score difference: what the summary's score statistics read (empty for a pass/fail world)",
+			Select: ScoreCounts(d, "pair_rows", "count(*)")},
+		{Name: "score_cells", Comment: "ok pairs with a score counted per configuration, fork step, arm, bucket profile and score difference: what the slices' score statistics read (empty for a pass/fail world)",
+			Select: g.scoreCells()},
 		{Name: "feature_buckets", Comment: "one row per configuration, fork step, feature and bucket present: its key, label and edges",
 			Select: featureBuckets},
 	}, nil
@@ -208,7 +218,7 @@ func (g gen) checkpointColumns() []column {
 
 func (g gen) branchColumns() []column {
 	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"arm", "VARCHAR"}, {"replica", "INTEGER"},
-		{"status", "VARCHAR"}, {"error", "VARCHAR"}, {"intervened", "BOOLEAN"}, {"success", "BOOLEAN"}}
+		{"status", "VARCHAR"}, {"error", "VARCHAR"}, {"intervened", "BOOLEAN"}, {"success", "BOOLEAN"}, {"score", "DOUBLE"}}
 	cols = append(cols, costColumns("cost_", costType)...)
 	return append(cols, column{"details", "VARCHAR"})
 }
@@ -216,7 +226,8 @@ func (g gen) branchColumns() []column {
 func (g gen) pairColumns() []column {
 	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"arm", "VARCHAR"}, {"replicas", "INTEGER"},
 		{"status", "VARCHAR"}, {"error", "VARCHAR"}, {"control_wins", "INTEGER"}, {"treatment_wins", "INTEGER"},
-		{"control_success", "BOOLEAN"}, {"treatment_success", "BOOLEAN"}, {"label", "VARCHAR"}, {"quadrant", "VARCHAR"}, {"fault", "BOOLEAN"}}
+		{"control_success", "BOOLEAN"}, {"treatment_success", "BOOLEAN"}, {"label", "VARCHAR"}, {"quadrant", "VARCHAR"}, {"fault", "BOOLEAN"},
+		{"score_control", "DOUBLE"}, {"score_treated", "DOUBLE"}, {"score_diff", "DOUBLE"}}
 	cols = append(cols, fields("", g.d.Features)...)
 	cols = append(cols, fields("hidden_", g.d.Hidden)...)
 	return append(cols, costColumns("extra_", func(string) string { return "DOUBLE" })...)
@@ -375,6 +386,11 @@ func (g gen) groups(narrow map[string]bool) string {
 	if len(small) > 0 {
 		from += ", (SELECT " + strings.Join(small, ", ") + " FROM feature_ranges) AS r"
 	}
+	if g.d.Score != nil {
+		// A scored world's pairs are counted by their score difference
+		// too (score_counts, score_cells); pair_cells sums it away.
+		cols = append(cols, "p.score_diff")
+	}
 	return "SELECT p.config_id, p.fork_step, p.arm, p.status,\n       " + heldOut + " AS held_out,\n" +
 		"       p.quadrant, p.fault,\n       " + strings.Join(cols, ",\n       ") + ",\n" +
 		"       count(*) AS n,\n" +
@@ -389,6 +405,21 @@ func (g gen) groups(narrow map[string]bool) string {
 func PairCounts(from, n string) string {
 	return "SELECT config_id, fork_step, arm, status, quadrant, CAST(" + n + " AS BIGINT) AS n\n" +
 		"FROM " + from + "\nGROUP BY ALL"
+}
+
+// ScoreCounts is the query of score_counts over from for world d: the ok
+// pairs with a score counted per configuration, fork step, arm and score
+// difference (score_diff), with n (count(*) over pair_rows; sum(n) over
+// pair_groups, as results.DB.Materialize reads it): the frequency table
+// the summary's mean difference, paired t interval and Wilcoxon test read.
+// For a pass/fail world it is an empty relation of the same columns.
+func ScoreCounts(d world.Declaration, from, n string) string {
+	if d.Score == nil {
+		return "SELECT CAST(NULL AS INTEGER) AS config_id, CAST(NULL AS INTEGER) AS fork_step, CAST(NULL AS VARCHAR) AS arm,\n" +
+			"       CAST(NULL AS DOUBLE) AS score_diff, CAST(NULL AS BIGINT) AS n\nWHERE false"
+	}
+	return "SELECT config_id, fork_step, arm, score_diff, CAST(" + n + " AS BIGINT) AS n\n" +
+		"FROM " + from + "\nWHERE status = 'ok' AND score_diff IS NOT NULL\nGROUP BY ALL"
 }
 
 // PairGroups returns the query of the view pair_groups for world d with
@@ -582,6 +613,37 @@ FROM (
            sum(g.extra_steps) AS extra_steps, sum(g.extra_tokens) AS extra_tokens,
            sum(g.extra_usd) AS extra_usd, sum(g.extra_seconds) AS extra_seconds
     FROM pair_groups AS g, ` + bins + `
+    GROUP BY ALL
+)`
+}
+
+// scoreCells is score_cells: pair_groups' ok pairs with a score, each
+// feature replaced by its bucket key as in pair_cells, counted per score
+// difference; empty for a pass/fail world.
+func (g gen) scoreCells() string {
+	if g.d.Score == nil {
+		return "SELECT CAST(NULL AS INTEGER) AS config_id, CAST(NULL AS INTEGER) AS fork_step, CAST(NULL AS VARCHAR) AS arm,\n" +
+			"       CAST(NULL AS DOUBLE[]) AS profile, CAST(NULL AS DOUBLE) AS score_diff, CAST(NULL AS HUGEINT) AS n\nWHERE false"
+	}
+	var edges, keys, profile []string
+	for i, f := range g.d.Features {
+		if numeric(f) {
+			edges = append(edges, fmt.Sprintf("max(edges) FILTER (WHERE feature_order = %d) AS e%d", i+1, i+1))
+		}
+		keys = append(keys, fmt.Sprintf("%s AS k%d", key(i, f), i+1))
+		profile = append(profile, fmt.Sprintf("k%d", i+1))
+	}
+	bins := "(SELECT 1) AS b"
+	if len(edges) > 0 {
+		bins = "(SELECT " + strings.Join(edges, ", ") + " FROM feature_bins) AS b"
+	}
+	return `SELECT config_id, fork_step, arm, [` + strings.Join(profile, ", ") + `] AS profile, score_diff, n
+FROM (
+    SELECT g.config_id, g.fork_step, g.arm,
+           ` + strings.Join(keys, ",\n           ") + `,
+           g.score_diff, sum(g.n) AS n
+    FROM pair_groups AS g, ` + bins + `
+    WHERE g.status = 'ok' AND g.score_diff IS NOT NULL
     GROUP BY ALL
 )`
 }

@@ -50,8 +50,8 @@ func TestViewsAreCreatedWhenNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := results.Int(all.Rows[0][0]); got != 18 {
-		t.Errorf("after SQL: %d views (%s), want the 18 of queries.ViewDefs", got, views(t, db))
+	if got := results.Int(all.Rows[0][0]); got != 20 {
+		t.Errorf("after SQL: %d views (%s), want the 20 of queries.ViewDefs", got, views(t, db))
 	}
 	again, err := db.Run(ctx, "summary")
 	if err != nil {

@@ -799,6 +799,7 @@ type unitWriter struct {
 	kinds                     []colType // features, then hidden
 	taskKinds                 []colType
 	faultIdx                  int
+	score                     *world.ScoreSpec // nil for a pass/fail world
 	costReported              [4]bool
 	unreported, unreportedErr int
 	progressBatch             int
@@ -817,8 +818,8 @@ type unitWriter struct {
 func newUnitWriter(r Resolved, ls *layouts, dir string, opt Options, s *syncer, done func(ledgerEntry, error)) *unitWriter {
 	w := &unitWriter{r: r, ls: ls, dir: dir, opt: opt, sync: s, done: done, plan: r.Plan(), runners: map[int]lab.Runner{},
 		tasks: newTableFile(ls.tasks, 0), forks: make([]forkTables, len(r.Spec.ForkAt)),
-		cpFeat: ls.checkpoints.index("over") + 1, pairFeat: ls.pairs.index("fault") + 1, taskCol: ls.tasks.index("error") + 1,
-		faultIdx: r.Decl.FaultIndex()}
+		cpFeat: ls.checkpoints.index("over") + 1, pairFeat: ls.pairs.index("score_diff") + 1, taskCol: ls.tasks.index("error") + 1,
+		faultIdx: r.Decl.FaultIndex(), score: r.Decl.Score}
 	for i := range w.forks {
 		w.forks[i] = forkTables{checkpoints: newTableFile(ls.checkpoints, checkpointBatch),
 			branches: newTableFile(ls.branches, 0), pairs: newTableFile(ls.pairs, 0)}
@@ -1121,6 +1122,9 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 			f = &res.Forks[i]
 			forkErr = f.Err
 		}
+		if forkErr == "" && w.score != nil {
+			w.checkScores(f)
+		}
 		// checkpoints
 		cp := ft.checkpoints
 		cp.putInt64(0, int64(res.Seed))
@@ -1162,17 +1166,23 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 				if bErr != "" {
 					br.putNull(5)
 					br.putNull(6)
-					w.putCost(br, 7, world.Cost{}, true)
-					br.putNull(11)
+					br.putNull(7)
+					w.putCost(br, 8, world.Cost{}, true)
+					br.putNull(12)
 				} else {
 					br.putBool(5, b.Intervened)
 					br.putBool(6, b.Success)
-					w.putCost(br, 7, b.Cost, false)
+					if b.Score != nil && w.score != nil {
+						br.putDouble(7, *b.Score)
+					} else {
+						br.putNull(7)
+					}
+					w.putCost(br, 8, b.Cost, false)
 					if len(b.Details) > 0 {
 						ft.errs = append(ft.errs, string(b.Details))
-						br.putString(11, ft.errs[len(ft.errs)-1])
+						br.putString(12, ft.errs[len(ft.errs)-1])
 					} else {
-						br.putNull(11)
+						br.putNull(12)
 					}
 					w.cost = w.cost.Add(b.Cost)
 				}
@@ -1187,10 +1197,12 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		pr := ft.pairs
 		var offWins int
 		var offCost [4]float64
+		var offScore float64
 		offErr := forkErr
 		for ai, arm := range w.plan.Arms {
 			wins, armErr := 0, forkErr
 			var sum [4]float64
+			var score float64
 			if forkErr == "" {
 				for rep := range K {
 					b := &f.Branches[ai*K+rep]
@@ -1200,14 +1212,18 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 					if b.Success {
 						wins++
 					}
+					if b.Score != nil {
+						score += *b.Score
+					}
 					sum[0] += float64(b.Cost.Steps)
 					sum[1] += float64(b.Cost.Tokens)
 					sum[2] += b.Cost.USD
 					sum[3] += b.Cost.Seconds
 				}
 			}
+			score /= float64(K)
 			if arm == fork.Off {
-				offWins, offCost, offErr = wins, sum, armErr
+				offWins, offCost, offScore, offErr = wins, sum, score, armErr
 				continue
 			}
 			pErr := offErr
@@ -1257,6 +1273,15 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 				} else {
 					pr.putNull(11)
 				}
+				if w.score != nil {
+					pr.putDouble(12, offScore)
+					pr.putDouble(13, score)
+					pr.putDouble(14, w.score.RoundDiff(score-offScore))
+				} else {
+					pr.putNull(12)
+					pr.putNull(13)
+					pr.putNull(14)
+				}
 				putValuesAt(pr, w.pairFeat, w.kinds, f.Features, f.Hidden, nf)
 				for k := range 4 {
 					if w.costReported[k] {
@@ -1278,6 +1303,26 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		w.progress(1, seedErrs, false)
 	}
 	return nil
+}
+
+// checkScores makes an error of each branch of f whose score a scored
+// world may not report: none, or one outside the declared range (an agent's
+// reply is refused before this, naming the field; a built-in world that
+// breaks its own declaration is caught here). The branch, and so its
+// pairs, become error rows.
+func (w *unitWriter) checkScores(f *lab.ForkResult) {
+	for j := range f.Branches {
+		b := &f.Branches[j]
+		switch {
+		case b.Err != "":
+		case b.Score == nil:
+			b.Err = fmt.Sprintf("world %s declares a score, but the branch reported none", w.r.Decl.Name)
+		default:
+			if err := w.score.Check(*b.Score); err != nil {
+				b.Err = fmt.Sprintf("world %s: %v", w.r.Decl.Name, err)
+			}
+		}
+	}
 }
 
 // putValuesAt writes features then hidden values from column i on.
