@@ -321,13 +321,10 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 					if l.Errors > 0 {
 						errs = fmt.Sprintf("   errors %d (no label)", l.Errors)
 					}
-					tag := ""
-					if l.Arm == fork.Policy {
-						if t := sweep.PolicySample(resolved.Spec); t != "" {
-							tag = "   [" + t + "]"
-						}
+					fmt.Printf("%s vs off · %s: rescued %d   harmed %d   unchanged %d   net %+d%s\n", l.Arm, where, l.Rescued, l.Harmed, l.Unchanged, l.Net(), errs)
+					if t := sweep.PolicySample(resolved.Spec); t != "" && l.Arm == fork.Policy {
+						fmt.Printf("  %s\n", t)
 					}
-					fmt.Printf("%s vs off · %s: rescued %d   harmed %d   unchanged %d   net %+d%s%s\n", l.Arm, where, l.Rescued, l.Harmed, l.Unchanged, l.Net(), errs, tag)
 				}
 			}
 			// The DuckDB database for BI tools: views over the tables just

@@ -124,6 +124,7 @@ type headline struct {
 	FlipRate, FlipLo, FlipHi            string
 	Cost, Errors                        string
 	Score                               string // report.ScoreLine, for a scored world
+	Sample                              string // report.SampleTag: the policy arm in-sample or not
 	Bar                                 []segment
 	Arm                                 string
 	Primary                             bool
@@ -191,9 +192,7 @@ func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 	for _, r := range summary {
 		h := headlineOf(r, configs, r.Str("arm") == primary)
 		h.Cost = report.CostLine(report.CostsOf(costs, r))
-		if tag := report.SampleTag(m, r); tag != "" {
-			h.Title += " · " + tag
-		}
+		h.Sample = report.SampleTag(m, r)
 		if e := r.Int("errors"); e > 0 {
 			h.Errors = report.Count(e, "pair") + " errored (a checkpoint or branch failed): not labelled, not counted"
 		}

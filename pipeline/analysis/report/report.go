@@ -261,13 +261,13 @@ func writeHeadline(w io.Writer, r results.Row, config string, costs []results.Ro
 		suffix = " · " + config
 	}
 	fmt.Fprintf(w, "%s vs off · fork step %d%s · %d pairs", r.Str("arm"), r.Int("fork_step"), suffix, r.Int("pairs"))
-	if sample != "" {
-		fmt.Fprintf(w, " · %s", sample)
-	}
 	if e := r.Int("errors"); e > 0 {
 		fmt.Fprintf(w, " (and %s that errored, not labelled)", Count(e, "pair"))
 	}
 	fmt.Fprintln(w)
+	if sample != "" {
+		fmt.Fprintf(w, "  %s\n", sample)
+	}
 	if r.Int("pairs") == 0 {
 		fmt.Fprintf(w, "  no labelled pair: rates, intervals and McNemar's test are %s (every pair errored)\n", NA)
 		if line := CostLine(costs); line != "" {

@@ -12,7 +12,9 @@ import (
 	"testing"
 
 	"github.com/forklab/forklab/internal/duck"
+	"github.com/forklab/forklab/pipeline/analysis/analysistest"
 	"github.com/forklab/forklab/pipeline/analysis/stats"
+	"github.com/forklab/forklab/pipeline/world"
 	"github.com/forklab/forklab/queries"
 )
 
@@ -363,4 +365,72 @@ func relErr(got, want float64) float64 {
 		return 0
 	}
 	return math.Abs(got-want) / math.Abs(want)
+}
+
+// summary.sql's score statistics, computed from the frequency table of
+// the differences (score_counts: mean and spread summed in the order of
+// d, tie groups' mean ranks by a running sum), give SciPy's values for the
+// samples of testdata/stats/scores.json loaded as pairs whose control
+// scores 0 and whose treated side scores d; an all-zero sample has no
+// Wilcoxon p (NULL), and one pair no interval.
+func TestSummaryScoresAgainstSciPy(t *testing.T) {
+	b, err := os.ReadFile("../../../testdata/stats/scores.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Wilcoxon []struct {
+			Name string    `json:"name"`
+			D    []float64 `json:"d"`
+			N    int64     `json:"n"`
+			P    *float64  `json:"p"`
+		} `json:"wilcoxon"`
+		PairedT []struct {
+			Name string   `json:"name"`
+			Mean float64  `json:"mean"`
+			Lo   *float64 `json:"lo"`
+			Hi   *float64 `json:"hi"`
+		} `json:"paired_t"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	d := world.Declaration{Name: "graded", Version: "1", Features: []world.Field{{Name: "x", Kind: world.Bool}},
+		Cost:  world.CostModel{Fields: []string{world.CostSteps}},
+		Score: &world.ScoreSpec{Min: -10, Max: 10}}
+	var pairs []analysistest.Pair
+	for fs, w := range g.Wilcoxon {
+		for i, x := range w.D {
+			pairs = append(pairs, analysistest.Pair{ForkStep: fs + 1, Seed: int64(i), Arm: "on",
+				Features: []world.Value{world.BoolValue(i%2 == 0)}, Score: &[3]float64{0, x, x}})
+		}
+	}
+	db := analysistest.Open(t, d, pairs)
+	rows := analysistest.Query(t, db, queries.MustGet("summary"))
+	if len(rows) != len(g.Wilcoxon) {
+		t.Fatalf("%d summary rows for %d samples", len(rows), len(g.Wilcoxon))
+	}
+	null := func(v any) bool { return v == nil }
+	for i, r := range rows {
+		w, pt := g.Wilcoxon[i], g.PairedT[i]
+		if Int(r["wilcoxon_n"]) != w.N {
+			t.Errorf("%s: wilcoxon_n %v, want %d", w.Name, r["wilcoxon_n"], w.N)
+		}
+		switch {
+		case w.P == nil && !null(r["wilcoxon_p"]):
+			t.Errorf("%s: wilcoxon_p %v, want NULL", w.Name, r["wilcoxon_p"])
+		case w.P != nil && (null(r["wilcoxon_p"]) || relErr(Float(r["wilcoxon_p"]), *w.P) > 1e-11):
+			t.Errorf("%s: wilcoxon_p %v, want %.17g", w.Name, r["wilcoxon_p"], *w.P)
+		}
+		if math.Abs(Float(r["mean_score_diff"])-pt.Mean) > 1e-12 {
+			t.Errorf("%s: mean_score_diff %v, want %v", w.Name, r["mean_score_diff"], pt.Mean)
+		}
+		if pt.Lo == nil {
+			if !null(r["score_diff_lo"]) {
+				t.Errorf("%s: an interval from one pair: %v", w.Name, r["score_diff_lo"])
+			}
+		} else if math.Abs(Float(r["score_diff_lo"])-*pt.Lo) > 1e-9 || math.Abs(Float(r["score_diff_hi"])-*pt.Hi) > 1e-9 {
+			t.Errorf("%s: interval [%v, %v], want [%v, %v]", w.Name, r["score_diff_lo"], r["score_diff_hi"], *pt.Lo, *pt.Hi)
+		}
+	}
 }

@@ -676,6 +676,14 @@ func newLayouts(d world.Declaration) (*layouts, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A scored world's score columns are in its files without errors,
+		// as a reported cost's are: a streamed file starts with them
+		// (otherwise its first score would make it start again buffered).
+		for i, c := range l.cols {
+			if d.Score != nil && slices.Contains([]string{"score", "score_control", "score_treated", "score_diff"}, c.name) {
+				l.cols[i].expected = true
+			}
+		}
 		*t.dst = l
 	}
 	return &ls, nil

@@ -935,9 +935,20 @@ func joinKey(prefix, k string) string {
 func specError(err error) string {
 	var typ *json.UnmarshalTypeError
 	if errors.As(err, &typ) {
+		// The gate's thresholds are an embedded struct, which encoding/json
+		// names in the path; the spec key does not.
+		typ.Field = strings.Replace(typ.Field, ".Thresholds.", ".", 1)
 		key := typ.Field
 		if strings.HasPrefix(key, "max_cost.") {
 			key = "max_cost"
+		}
+		if g, ok := strings.CutPrefix(key, "gate.per_arm."); ok {
+			// An arm's thresholds range as the gate's (encoding/json may
+			// or may not name the arm in the path).
+			if _, k, found := strings.Cut(g, "."); found {
+				g = k
+			}
+			key = "gate." + g
 		}
 		r, ok := keyRanges[key]
 		ok = ok && typ.Type != nil && kindOf(typ.Type.Kind().String()) == "a number"
@@ -968,6 +979,14 @@ var keyRanges = map[string]string{
 	"max_cost":          "a finite number above 0",
 	"model.temperature": "a number in [0, 1]",
 	"model.no_tool":     "a number in [0, 1]",
+	// The gate's thresholds (pipeline/analysis/gate).
+	"gate.max_harm_rate":  "a number in [0, 1]",
+	"gate.max_harmed":     fmt.Sprintf("an integer in [0, %d]", int64(gate.MaxExact)),
+	"gate.min_net":        fmt.Sprintf("an integer in [%d, %d]", int64(-gate.MaxExact), int64(gate.MaxExact)),
+	"gate.min_net_rate":   "a number in [-1, 1]",
+	"gate.max_p":          "a number in (0, 1]",
+	"gate.max_error_rate": "a number in [0, 1]",
+	"gate.min_score_diff": "a finite number",
 }
 
 func kindOf(k string) string {
