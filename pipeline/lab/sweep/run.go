@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -939,6 +940,7 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 			// A row did not fit the layout of files without errors:
 			// write the unit again, buffered, to pick the layout from
 			// its content.
+			layoutRedos.Add(1)
 			w.each(func(t *tableFile) error { t.abort(); return nil })
 			buffered = true
 			w.seeds = 0
@@ -962,6 +964,11 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 	// entry through done.
 	return ledgerEntry{Unit: u}, nil
 }
+
+// layoutRedos counts the units written again buffered because a row did
+// not fit the streamed layout: a few for a sweep with errors, none for a
+// clean one (the tests read it).
+var layoutRedos atomic.Int64
 
 // unitFiles collects a unit's files as the syncer puts them in place, and
 // writes its ledger entry after the last.
