@@ -136,7 +136,7 @@ match its manifest.`,
 	addBounded(f, &bounded[float64]{p: &p, min: 0, max: 1, openMin: true, kind: "float"}, "max-p", "", 0.05,
 		"fail unless an arm's net is a gain with McNemar exact p at most this (a p-value has no interval: --bound leaves it)")
 	floatFlag(f, &errRate, "max-error-rate", 0, 0, 1, "fail when more than this share of an arm's pairs errored (no label)")
-	floatFlag(f, &d, "min-score-diff", 0, -1e300, 1e300, "scored worlds: fail when an arm's mean paired score difference is below this (within the score range's width)")
+	floatFlag(f, &d, "min-score-diff", 0, -1e6, 1e6, "scored worlds: fail when an arm's mean paired score difference is below this (within the score range's width)")
 	f.StringVar(&specFile, "spec", "", "read the gate from this spec file's gate key (.json, .yaml)")
 	f.StringVar(&junit, "junit", "", "also write the checks as JUnit XML to this file")
 	f.BoolVar(&overwrite, "overwrite", false, "let --junit replace an existing file")
