@@ -584,23 +584,31 @@ func key(i int, f world.Field) string {
 		e, x, x, strings.Join(whens, "\n                "), e)
 }
 
-// cells is pair_cells: pair_groups with every feature replaced by its
-// bucket key, the keys in declaration order as the list profile.
-func (g gen) cells() string {
-	var edges, keys, profile []string
+// buckets returns what pair_cells and score_cells bucket pair_groups by:
+// each feature's bucket key expression (AS kN), the profile list of them,
+// and the relation holding the numeric features' edges (b).
+func (g gen) buckets() (keys []string, profile, bins string) {
+	var edges, ks []string
 	for i, f := range g.d.Features {
 		if numeric(f) {
 			edges = append(edges, fmt.Sprintf("max(edges) FILTER (WHERE feature_order = %d) AS e%d", i+1, i+1))
 		}
 		keys = append(keys, fmt.Sprintf("%s AS k%d", key(i, f), i+1))
-		profile = append(profile, fmt.Sprintf("k%d", i+1))
+		ks = append(ks, fmt.Sprintf("k%d", i+1))
 	}
-	bins := "(SELECT 1) AS b"
+	bins = "(SELECT 1) AS b"
 	if len(edges) > 0 {
 		bins = "(SELECT " + strings.Join(edges, ", ") + " FROM feature_bins) AS b"
 	}
+	return keys, "[" + strings.Join(ks, ", ") + "]", bins
+}
+
+// cells is pair_cells: pair_groups with every feature replaced by its
+// bucket key, the keys in declaration order as the list profile.
+func (g gen) cells() string {
+	keys, profile, bins := g.buckets()
 	return `SELECT config_id, fork_step, arm, status, split, label, quadrant, fault,
-       [` + strings.Join(profile, ", ") + `] AS profile,
+       ` + profile + ` AS profile,
        n, extra_steps, extra_tokens, extra_usd, extra_seconds
 FROM (
     SELECT g.config_id, g.fork_step, g.arm, g.status,
@@ -625,19 +633,8 @@ func (g gen) scoreCells() string {
 		return "SELECT CAST(NULL AS INTEGER) AS config_id, CAST(NULL AS INTEGER) AS fork_step, CAST(NULL AS VARCHAR) AS arm,\n" +
 			"       CAST(NULL AS DOUBLE[]) AS profile, CAST(NULL AS DOUBLE) AS score_diff, CAST(NULL AS HUGEINT) AS n\nWHERE false"
 	}
-	var edges, keys, profile []string
-	for i, f := range g.d.Features {
-		if numeric(f) {
-			edges = append(edges, fmt.Sprintf("max(edges) FILTER (WHERE feature_order = %d) AS e%d", i+1, i+1))
-		}
-		keys = append(keys, fmt.Sprintf("%s AS k%d", key(i, f), i+1))
-		profile = append(profile, fmt.Sprintf("k%d", i+1))
-	}
-	bins := "(SELECT 1) AS b"
-	if len(edges) > 0 {
-		bins = "(SELECT " + strings.Join(edges, ", ") + " FROM feature_bins) AS b"
-	}
-	return `SELECT config_id, fork_step, arm, [` + strings.Join(profile, ", ") + `] AS profile, score_diff, n
+	keys, profile, bins := g.buckets()
+	return `SELECT config_id, fork_step, arm, ` + profile + ` AS profile, score_diff, n
 FROM (
     SELECT g.config_id, g.fork_step, g.arm,
            ` + strings.Join(keys, ",\n           ") + `,

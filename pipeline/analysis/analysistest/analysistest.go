@@ -17,8 +17,10 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -908,4 +910,52 @@ func ScoreDiffs(d world.Declaration, pairs []Pair) (Scores, map[SliceKey][]float
 		}
 	}
 	return groups, slices
+}
+
+// ScoresGolden is testdata/stats/scores.json, the reference values of the
+// graded-outcome statistics that testdata/stats/gen_scores.py computes
+// with SciPy, mpmath and statsmodels.
+type ScoresGolden struct {
+	// T975 holds [df, t(0.975; df)].
+	T975 [][]float64 `json:"t975"`
+	// Wilcoxon holds samples of differences, their nonzero count and
+	// scipy.stats.wilcoxon's p (nil: every difference is 0).
+	Wilcoxon []struct {
+		Name string    `json:"name"`
+		D    []float64 `json:"d"`
+		N    int64     `json:"n"`
+		P    *float64  `json:"p"`
+	} `json:"wilcoxon"`
+	// PairedT holds the same samples' mean and paired t interval (nil
+	// ends: fewer than two differences).
+	PairedT []struct {
+		Name string    `json:"name"`
+		D    []float64 `json:"d"`
+		Mean float64   `json:"mean"`
+		Lo   *float64  `json:"lo"`
+		Hi   *float64  `json:"hi"`
+	} `json:"paired_t"`
+	// Holm holds p-values and statsmodels' Holm adjustment of them.
+	Holm []struct {
+		P        []float64 `json:"p"`
+		Adjusted []float64 `json:"adjusted"`
+	} `json:"holm"`
+}
+
+// LoadScores reads testdata/stats/scores.json from a test three folders
+// below the repository's root (pipeline/analysis/X).
+func LoadScores(t testing.TB) ScoresGolden {
+	t.Helper()
+	b, err := os.ReadFile("../../../testdata/stats/scores.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g ScoresGolden
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.T975) < 100 || len(g.Wilcoxon) < 10 || len(g.PairedT) != len(g.Wilcoxon) || len(g.Holm) < 4 {
+		t.Fatal("testdata/stats/scores.json is incomplete")
+	}
+	return g
 }

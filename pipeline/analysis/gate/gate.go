@@ -112,28 +112,17 @@ func (t Thresholds) Empty() bool { return t == Thresholds{} }
 
 // With returns t with the conditions o sets replacing t's.
 func (t Thresholds) With(o Thresholds) Thresholds {
-	if o.MaxHarmRate != nil {
-		t.MaxHarmRate = o.MaxHarmRate
+	return Thresholds{MaxHarmRate: or(o.MaxHarmRate, t.MaxHarmRate), MaxHarmed: or(o.MaxHarmed, t.MaxHarmed),
+		MinNet: or(o.MinNet, t.MinNet), MinNetRate: or(o.MinNetRate, t.MinNetRate), MaxP: or(o.MaxP, t.MaxP),
+		MaxErrorRate: or(o.MaxErrorRate, t.MaxErrorRate), MinScoreDiff: or(o.MinScoreDiff, t.MinScoreDiff)}
+}
+
+// or is a when it is set, else b.
+func or[T any](a, b *T) *T {
+	if a != nil {
+		return a
 	}
-	if o.MaxHarmed != nil {
-		t.MaxHarmed = o.MaxHarmed
-	}
-	if o.MinNet != nil {
-		t.MinNet = o.MinNet
-	}
-	if o.MinNetRate != nil {
-		t.MinNetRate = o.MinNetRate
-	}
-	if o.MaxP != nil {
-		t.MaxP = o.MaxP
-	}
-	if o.MaxErrorRate != nil {
-		t.MaxErrorRate = o.MaxErrorRate
-	}
-	if o.MinScoreDiff != nil {
-		t.MinScoreDiff = o.MinScoreDiff
-	}
-	return t
+	return b
 }
 
 // MaxExact bounds MaxHarmed and MinNet: 2^53, the largest count JSON

@@ -295,21 +295,7 @@ func wilcoxonParts(d []float64) (tPlus float64, n int64, ties float64) {
 // table below df 101, Cornish–Fisher above), wilcoxon_p to 1e-12
 // relative, for p down to 1e-11 and z far in the tail.
 func TestScoreMacros(t *testing.T) {
-	b, err := os.ReadFile("../../../testdata/stats/scores.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g struct {
-		T975     [][]float64 `json:"t975"`
-		Wilcoxon []struct {
-			Name string    `json:"name"`
-			D    []float64 `json:"d"`
-			P    *float64  `json:"p"`
-		} `json:"wilcoxon"`
-	}
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatal(err)
-	}
+	g := analysistest.LoadScores(t)
 	db := statsDB(t)
 	for _, r := range g.T975 {
 		var got float64
@@ -374,27 +360,7 @@ func relErr(got, want float64) float64 {
 // scores 0 and whose treated side scores d; an all-zero sample has no
 // Wilcoxon p (NULL), and one pair no interval.
 func TestSummaryScoresAgainstSciPy(t *testing.T) {
-	b, err := os.ReadFile("../../../testdata/stats/scores.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g struct {
-		Wilcoxon []struct {
-			Name string    `json:"name"`
-			D    []float64 `json:"d"`
-			N    int64     `json:"n"`
-			P    *float64  `json:"p"`
-		} `json:"wilcoxon"`
-		PairedT []struct {
-			Name string   `json:"name"`
-			Mean float64  `json:"mean"`
-			Lo   *float64 `json:"lo"`
-			Hi   *float64 `json:"hi"`
-		} `json:"paired_t"`
-	}
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatal(err)
-	}
+	g := analysistest.LoadScores(t)
 	d := world.Declaration{Name: "graded", Version: "1", Features: []world.Field{{Name: "x", Kind: world.Bool}},
 		Cost:  world.CostModel{Fields: []string{world.CostSteps}},
 		Score: &world.ScoreSpec{Min: -10, Max: 10}}

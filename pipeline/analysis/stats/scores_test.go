@@ -1,57 +1,18 @@
 package stats
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"testing"
+
+	"github.com/forklab/forklab/pipeline/analysis/analysistest"
 )
-
-// ScoresGolden is testdata/stats/scores.json, from gen_scores.py (SciPy,
-// mpmath, statsmodels).
-type ScoresGolden struct {
-	T975     [][]float64 `json:"t975"`
-	Wilcoxon []struct {
-		Name string    `json:"name"`
-		D    []float64 `json:"d"`
-		N    int64     `json:"n"`
-		P    *float64  `json:"p"`
-	} `json:"wilcoxon"`
-	PairedT []struct {
-		Name string    `json:"name"`
-		D    []float64 `json:"d"`
-		Mean float64   `json:"mean"`
-		Lo   *float64  `json:"lo"`
-		Hi   *float64  `json:"hi"`
-	} `json:"paired_t"`
-	Holm []struct {
-		P        []float64 `json:"p"`
-		Adjusted []float64 `json:"adjusted"`
-	} `json:"holm"`
-}
-
-func loadScores(t *testing.T) ScoresGolden {
-	t.Helper()
-	b, err := os.ReadFile("../../../testdata/stats/scores.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g ScoresGolden
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatal(err)
-	}
-	if len(g.T975) < 100 || len(g.Wilcoxon) < 10 || len(g.PairedT) < 10 || len(g.Holm) < 4 {
-		t.Fatal("scores.json incomplete")
-	}
-	return g
-}
 
 // The graded-outcome statistics give SciPy's, mpmath's and statsmodels'
 // values: t quantiles to 1e-12 up to df 1000 (gonum), the Wilcoxon p to
 // 1e-12 relative, the paired t interval to 1e-9 (SciPy's own t quantile
 // is good to about 1e-9), Holm exactly.
 func TestScoresAgainstReferenceValues(t *testing.T) {
-	g := loadScores(t)
+	g := analysistest.LoadScores(t)
 	for _, r := range g.T975 {
 		tol := 1e-12
 		if r[0] > 1000 {
