@@ -38,8 +38,10 @@ import (
 // world-agnostic: every table's columns are the fixed ones below plus the
 // columns a world's declaration (pipeline/world.Declaration) names, and
 // rows carry a status ('ok' or 'error') so a failed run is a row, never a
-// label. schemas/README.md lists what changed.
-const SchemaVersion = 2
+// label. Version 3 adds the graded outcome (branches.score;
+// pairs.score_control, score_treated, score_diff) and the other columns
+// schemas/README.md lists under "v3". schemas/README.md lists what changed.
+const SchemaVersion = 3
 
 // Tables lists the per-shard table folders of a results directory, in
 // write order.
@@ -193,7 +195,8 @@ func Branches(d world.Declaration) []Column {
 	cols = append(cols, status...)
 	cols = append(cols,
 		Column{Name: "intervened", Type: Boolean, Nullable: true, Description: "the arm's intervention was applied at the fork"},
-		Column{Name: "success", Type: Boolean, Nullable: true, Description: "the branch met the task's goal"})
+		Column{Name: "success", Type: Boolean, Nullable: true, Description: "the branch met the task's goal"},
+		Column{Name: "score", Type: Double, Nullable: true, Omittable: true, Description: "the branch's graded outcome, within the declared score's range (NULL for a pass/fail world)"})
 	cols = append(cols, costColumns("cost_", costType, "what the branch cost from the fork to its end, the intervention included,")...)
 	return append(cols,
 		Column{Name: "details", Type: Varchar, Nullable: true, Omittable: true, Description: "outcome details an agent reports, JSON (NULL for built-in worlds)"},
@@ -224,7 +227,10 @@ func Pairs(d world.Declaration) []Column {
 		Column{Name: "treatment_success", Type: Boolean, Nullable: true, Description: "the arm succeeded by strict majority"},
 		Column{Name: "label", Type: Varchar, Nullable: true, Dict: true, Description: "rescued, harmed or unchanged; NULL on error"},
 		Column{Name: "quadrant", Type: Varchar, Nullable: true, Dict: true, Description: "persuadable, sleeping_dog, sure_thing or lost_cause; NULL on error"},
-		Column{Name: "fault", Type: Boolean, Nullable: true, Description: "the declared fault flag's value (NULL when the world declares none)"})
+		Column{Name: "fault", Type: Boolean, Nullable: true, Description: "the declared fault flag's value (NULL when the world declares none)"},
+		Column{Name: "score_control", Type: Double, Nullable: true, Omittable: true, Description: "off's mean score over its replicas (NULL for a pass/fail world, and on error)"},
+		Column{Name: "score_treated", Type: Double, Nullable: true, Omittable: true, Description: "the arm's mean score over its replicas"},
+		Column{Name: "score_diff", Type: Double, Nullable: true, Omittable: true, Description: "score_treated - score_control, rounded to 12 significant digits of the score's range (world.ScoreSpec.RoundDiff) so that equal differences are equal"})
 	cols = append(cols, declared(d.Features, "", true)...)
 	cols = append(cols, declared(d.Hidden, HiddenPrefix, true)...)
 	return append(cols, costColumns("extra_", func(string) Type { return Double }, "the arm's mean branch cost minus off's,")...)

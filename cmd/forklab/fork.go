@@ -243,6 +243,9 @@ features, none elsewhere.`,
 				if o.Intervened {
 					iv = "intervened; "
 				}
+				if o.Score != nil {
+					iv += fmt.Sprintf("score %g; ", *o.Score)
+				}
 				fmt.Fprintf(w, "seed %d · fork step %d · arm %s · replica %d: %s (%s%d steps after the fork; final observation %s)\n",
 					o.Seed, o.ForkStep, o.Arm, o.Replica, verdictOf(o.Success), iv, o.Cost.Steps, o.Final)
 			}

@@ -24,14 +24,14 @@ import (
 
 func init() {
 	var (
-		seeds, forkAt, arms, specFile, policyFile, out string
-		replicas, workers                              int
-		overwrite, quiet, resume, transcripts          bool
-		wf                                             *worldFlags
-		af                                             *agentFlags
-		fromLog, logPrefix, token                      string
-		logParallel                                    int
-		sf                                             *scaleFlags
+		seeds, forkAt, arms, specFile, policyFile, out        string
+		replicas, workers                                     int
+		overwrite, quiet, resume, transcripts, policyAnywhere bool
+		wf                                                    *worldFlags
+		af                                                    *agentFlags
+		fromLog, logPrefix, token                             string
+		logParallel                                           int
+		sf                                                    *scaleFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "sweep",
@@ -183,6 +183,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				}
 				spec.Policy = &r
 			}
+			if fl.Changed("policy-anywhere") {
+				spec.PolicyAnywhere = policyAnywhere
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			var (
@@ -220,6 +223,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				}
 			}
 			if w := sweep.ReplicasWarning(resolved.Decl, resolved.Spec.Replicas); w != "" && !quiet {
+				fmt.Fprintf(os.Stderr, "forklab: warning: %s\n", w)
+			}
+			if w := sweep.PolicyAnywhereLine(resolved.Spec, resolved.Decl, resolved.Configs); w != "" && !quiet {
 				fmt.Fprintf(os.Stderr, "forklab: warning: %s\n", w)
 			}
 			if sf.shard != "" || sf.distributed {
@@ -334,6 +340,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 						errs = fmt.Sprintf("   errors %d (no label)", l.Errors)
 					}
 					fmt.Printf("%s vs off · %s: rescued %d   harmed %d   unchanged %d   net %+d%s\n", l.Arm, where, l.Rescued, l.Harmed, l.Unchanged, l.Net(), errs)
+					if t := sweep.PolicySample(resolved.Spec); t != "" && l.Arm == fork.Policy {
+						fmt.Printf("  %s\n", t)
+					}
 				}
 			}
 			// The DuckDB database for BI tools: views over the tables just
@@ -370,8 +379,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 	f.BoolVar(&resume, "resume", false, "continue the interrupted sweep of --out, keeping the units it finished; with no --spec and no flag setting a spec key, with the spec stored with it (an external agent's sweep needs its --agent and flags again)")
 	intFlag(f, &workers, "workers", 0, 0, maxWorkers, "parallel workers (0: one per CPU); never changes the output")
 	f.StringVar(&specFile, "spec", "", "sweep spec file (.json, .yaml); flags override it")
-	f.StringVar(&policyFile, "policy", "", "guard rule for the policy arm (forklab policy writes one)")
+	f.StringVar(&policyFile, "policy", "", "guard rule for the policy arm (forklab policy writes one); applied only at the fork step, world version, parameters and model it was chosen for")
 	f.BoolVar(&transcripts, "transcripts", false, "keep every branch's steps (action, observation, cost) in the branches table; off, forklab show replays a built-in world's branch from its checkpoint (an agent's transcripts are kept whenever it sends them)")
+	f.BoolVar(&policyAnywhere, "policy-anywhere", false, "apply --policy's rule at another fork step, world version, parameters or model than it was chosen for (the manifest and the report say so)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary line")
 	f.StringVar(&fromLog, "from-log", "", "play every run and branch as a session on this session log (URL) and fork them from their offsets")
 	markURLFlag(f, "from-log")

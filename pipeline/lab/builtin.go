@@ -172,6 +172,10 @@ func (i *BuiltinInstance[S]) branch(checkpoint []byte, arm fork.Arm, replica int
 	}
 	out := Outcome{Seed: seed, ForkStep: c.ForkStep, Final: obs,
 		BranchResult: BranchResult{Success: ok, Intervened: iv, Cost: w.Cost(&final).Sub(w.Cost(&c.State))}}
+	if sc, scored := w.(world.Scorer[S]); scored {
+		x := sc.Score(&final)
+		out.Score = &x
+	}
 	if enc != nil {
 		if out.Transcript, err = enc.End(); err != nil {
 			return Outcome{}, fmt.Errorf("transcript: %w", err)
@@ -218,6 +222,7 @@ func (r *builtinRunner[S]) Run(ctx context.Context, lo, hi uint64, emit func(*Se
 	w := l.World
 	decl := &l.Decl
 	K := r.plan.Replicas
+	scorer, scored := w.(world.Scorer[S])
 	for seed := lo; seed < hi; seed++ {
 		if seed&1023 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -250,6 +255,9 @@ func (r *builtinRunner[S]) Run(ctx context.Context, lo, hi uint64, emit func(*Se
 					}
 					b.Success, b.Intervened = l.BranchTrace(final, s, seed, f.ForkStep, arm, rep, f.Fires, r.trace)
 					b.Cost = w.Cost(final).Sub(at)
+					if scored {
+						f.SetScore(ai*K+rep, scorer.Score(final))
+					}
 					if r.enc != nil {
 						var err error
 						if b.Transcript, err = r.enc.End(); err != nil {
@@ -295,7 +303,13 @@ func (p *builtinPlay[S]) Choose(key uint64) world.Action {
 }
 func (p *builtinPlay[S]) Step(a world.Action) { p.inst.Lab.World.Step(&p.s, a) }
 func (p *builtinPlay[S]) Success() bool       { return p.inst.Lab.World.Success(&p.s) }
-func (p *builtinPlay[S]) Observe() any        { return p.inst.Lab.World.Observe(&p.s) }
+func (p *builtinPlay[S]) Score() (float64, bool) {
+	if sc, ok := p.inst.Lab.World.(world.Scorer[S]); ok {
+		return sc.Score(&p.s), true
+	}
+	return 0, false
+}
+func (p *builtinPlay[S]) Observe() any { return p.inst.Lab.World.Observe(&p.s) }
 func (p *builtinPlay[S]) Task(dst []world.Value) []world.Value {
 	return p.inst.Lab.World.Task(&p.s, dst)
 }

@@ -81,6 +81,19 @@ type ForkResult struct {
 	// Branches has Plan.Branches entries, arm-major in Plan.Arms order:
 	// branch r of arm i is Branches[i*Replicas+r].
 	Branches []BranchResult
+	// scores backs the Score of Branches (SetScore), reused from seed to
+	// seed so that a scored world's runner allocates nothing per branch.
+	scores []float64
+}
+
+// SetScore sets branch j's score to x, in storage the ForkResult keeps
+// from seed to seed.
+func (f *ForkResult) SetScore(j int, x float64) {
+	if len(f.scores) < len(f.Branches) {
+		f.scores = make([]float64, len(f.Branches))
+	}
+	f.scores[j] = x
+	f.Branches[j].Score = &f.scores[j]
 }
 
 // BranchResult is one finished branch.
@@ -90,6 +103,10 @@ type BranchResult struct {
 	Err        string `json:"error,omitempty"`
 	Intervened bool   `json:"intervened"`
 	Success    bool   `json:"success"`
+	// Score is the branch's graded outcome when the world declares one
+	// (world.ScoreSpec), within its range; nil for a pass/fail world. A
+	// runner may point it into its own storage (ForkResult.SetScore).
+	Score *float64 `json:"score,omitempty"`
 	// Cost is what the branch cost from the fork to its end, the
 	// intervention included.
 	Cost world.Cost `json:"cost"`
@@ -175,6 +192,9 @@ type Play interface {
 	// Step applies one action.
 	Step(a world.Action)
 	Success() bool
+	// Score is the run's graded outcome, and whether the world reports
+	// one (world.Scorer).
+	Score() (float64, bool)
 	// Observe is what the agent sees now, as a JSON-ready value.
 	Observe() any
 	// Task, Features and Hidden append the run's task draws, features

@@ -123,6 +123,9 @@ type Declaration struct {
 	Interventions []Intervention `json:"interventions"`
 	// Cost is the cost model.
 	Cost CostModel `json:"cost"`
+	// Score, if set, declares a graded outcome every branch reports
+	// beside success (score.go); nil for a pass/fail world.
+	Score *ScoreSpec `json:"score,omitempty"`
 	// Nondeterministic is set by an agent whose outcomes vary between
 	// identical requests (a real model sampled above temperature 0): its
 	// sweeps need replicas. Built-in worlds are deterministic.
@@ -140,7 +143,7 @@ var ReservedColumns = []string{
 	"control_wins", "treatment_wins", "control_success", "treatment_success",
 	"label", "quadrant", "fault", "world", "world_version", "params",
 	"temperature", "no_tool", "feature", "param", "type", "value_num", "value_text",
-	"split", "cell", "n",
+	"split", "cell", "n", "score", "score_control", "score_treated", "score_diff",
 }
 
 // Feature returns the declared feature named name, its position, and
@@ -330,6 +333,11 @@ func (d Declaration) Validate() error {
 		}
 		if len(d.Actions) > 0 && !slices.Contains(d.Actions, iv.Action) {
 			return fmt.Errorf("world %s: the %s intervention's action %q is not among the actions (%s)", d.Name, iv.Arm, iv.Action, strings.Join(d.Actions, ", "))
+		}
+	}
+	if d.Score != nil {
+		if err := d.Score.validate(d.Name); err != nil {
+			return err
 		}
 	}
 	if !slices.Contains(d.Cost.Fields, CostSteps) {

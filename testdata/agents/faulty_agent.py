@@ -3,6 +3,7 @@
 
     faulty_agent.py [--crash 7,8] [--hang 13] [--garbage 21] [--drop-feature NAME] [--coin] [--count FILE]
                     [--wrong-id] [--notification] [--linger] [--flaky-decl FILE] [--over-flip] [--no-batch]
+                    [--score ok|nan|out|missing|against]
 
 --crash, --hang and --garbage name seeds modulo 50: a start request of such a
 seed makes the process exit at once (saying so, with its pid, on stderr), a
@@ -20,6 +21,12 @@ processes started in FILE and has every process after the first declare
 world version "1.1" instead of "1"; --over-flip reports the on arm's branch
 of a run that is already over as the opposite of the off arm's; --no-batch
 declares no batch capability.
+
+Scores: --score declares a graded outcome in [0, 1] with threshold 1 and
+reports each branch's score (1 on a success, 0 otherwise; ok), or a bare
+NaN (nan, as Python's json.dumps writes float("nan")), 1.5 (out), none
+(missing), or success false beside score 1 (against) on seeds 4 and 9
+modulo 50, and ok elsewhere.
 """
 import argparse, importlib.util, json, os, random, sys, time
 
@@ -42,6 +49,7 @@ ap.add_argument("--linger", action="store_true")
 ap.add_argument("--flaky-decl", default="")
 ap.add_argument("--over-flip", action="store_true")
 ap.add_argument("--no-batch", action="store_true")
+ap.add_argument("--score", choices=["ok", "nan", "out", "missing", "against"], default="")
 a = ap.parse_args()
 
 plain_start, plain_branch, plain_initialize, plain_handle = core.m_start, core.m_branch, core.m_initialize, core.handle
@@ -54,6 +62,8 @@ def initialize(p):
             f.write("initialize -\n")
     if a.no_batch:
         r["capabilities"] = {"fold": True}
+    if a.score:
+        r["world"] = dict(r["world"], score={"min": 0, "max": 1, "threshold": 1, "unit": "run", "description": "1 on a success"})
     if a.flaky_decl:
         try:
             with open(a.flaky_decl) as f:
@@ -114,6 +124,20 @@ def branch(p):
     if a.coin:
         for b in r["branches"]:
             b["success"] = random.random() < 0.5
+    if a.score:
+        bad = isinstance(seed, int) and seed % 50 in (4, 9)
+        for b in r["branches"]:
+            if "success" not in b:
+                continue
+            b["score"] = 1.0 if b["success"] else 0.0
+            if bad and a.score == "nan":
+                b["score"] = float("nan")
+            elif bad and a.score == "out":
+                b["score"] = 1.5
+            elif bad and a.score == "missing":
+                del b["score"]
+            elif bad and a.score == "against":
+                b["success"], b["score"] = False, 1.0
     return r
 
 

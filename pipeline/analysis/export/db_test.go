@@ -84,7 +84,7 @@ func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 	if !reflect.DeepEqual(info.Views, wantViews) || !info.Events || len(wantViews) < 13 {
 		t.Fatalf("views %v (events %v), want %v", info.Views, info.Events, wantViews)
 	}
-	if want := []string{"z95", "wilson_lo", "wilson_hi", "mcnemar_p", "newcombe_phi", "newcombe_lo", "newcombe_hi"}; !reflect.DeepEqual(info.Macros, want) {
+	if want := []string{"z95", "wilson_lo", "wilson_hi", "mcnemar_p", "newcombe_phi", "newcombe_lo", "newcombe_hi", "t975", "wilcoxon_p"}; !reflect.DeepEqual(info.Macros, want) {
 		t.Fatalf("macros %v, want %v", info.Macros, want)
 	}
 	if _, err := os.Stat(filepath.Join(dir, DBName+".wal")); err == nil {
@@ -166,7 +166,8 @@ func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 			}
 			// The macro evaluates the same in both catalogs.
 			args := map[string]string{"z95": "", "wilson_lo": "3, 10", "wilson_hi": "3, 10",
-				"mcnemar_p": "75, 83", "newcombe_phi": "70, 75, 83, 72", "newcombe_lo": "70, 75, 83, 72", "newcombe_hi": "70, 75, 83, 72"}[obj]
+				"mcnemar_p": "75, 83", "newcombe_phi": "70, 75, 83, 72", "newcombe_lo": "70, 75, 83, 72", "newcombe_hi": "70, 75, 83, 72",
+				"t975": "12", "wilcoxon_p": "24, 7, 0"}[obj]
 			a := scalar(t, att, "SELECT results."+obj+"("+args+")")
 			b := scalar(t, att, "SELECT memory."+obj+"("+args+")")
 			if fmt.Sprint(a) != fmt.Sprint(b) {
@@ -404,7 +405,8 @@ func TestResultsDBAttachedUnderAnyName(t *testing.T) {
 	}
 	abs, _ := filepath.Abs(dir)
 	args := map[string]string{"z95": "", "wilson_lo": "3, 10", "wilson_hi": "3, 10", "mcnemar_p": "75, 83",
-		"newcombe_phi": "70, 75, 83, 72", "newcombe_lo": "70, 75, 83, 72", "newcombe_hi": "70, 75, 83, 72"}
+		"newcombe_phi": "70, 75, 83, 72", "newcombe_lo": "70, 75, 83, 72", "newcombe_hi": "70, 75, 83, 72",
+		"t975": "12", "wilcoxon_p": "24, 7, 0"}
 	direct := openDB(t, "")
 	if _, err := direct.Exec(queries.MustGet("stats")); err != nil {
 		t.Fatal(err)

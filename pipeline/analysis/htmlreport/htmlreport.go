@@ -83,8 +83,10 @@ type page struct {
 	Noise       string
 	Incomplete  string // report.IncompleteLine: the sweep has too many error pairs
 	Replicas    string // report.ReplicasLine: a nondeterministic world's replicas
+	Anywhere    string // sweep.PolicyAnywhereLine: a rule applied outside where it was chosen
 	Headlines   []headline
 	SliceGroups []sliceGroup
+	Scored      bool // the world declares a score
 	Policies    []policyView
 	SearchNote  string
 	Convergence []convGroup
@@ -144,6 +146,8 @@ type headline struct {
 	HarmRate, HarmLo, HarmHi            string
 	FlipRate, FlipLo, FlipHi            string
 	Cost, Errors                        string
+	Score                               string // report.ScoreLine, for a scored world
+	Sample                              string // report.SampleTag: the policy arm in-sample or not
 	Bar                                 []segment
 	Arm                                 string
 	Primary                             bool
@@ -197,7 +201,8 @@ type convGroup struct {
 
 func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 	p := &page{CSS: template.CSS(styleCSS), Title: "forklab report · " + filepath.Base(filepath.Clean(dir)), Dir: dir, Result: s.Result, SearchNote: s.SearchNote,
-		Incomplete: report.IncompleteLine(m), Replicas: report.ReplicasLine(m), Noise: report.ParamsLine(m)}
+		Incomplete: report.IncompleteLine(m), Replicas: report.ReplicasLine(m), Noise: report.ParamsLine(m),
+		Anywhere: sweep.PolicyAnywhereLine(m.Spec, m.Declaration, m.Configs)}
 	configs := len(m.Configs) > 1
 	p.Facts = []string{"world " + m.Spec.World, "seeds " + m.Spec.Seeds.String(), "fork at " + report.List(m.Spec.ForkAt),
 		"arms " + report.List(m.Spec.Arms), fmt.Sprintf("replicas %d", m.Spec.Replicas)}
@@ -210,12 +215,14 @@ func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 	for _, r := range summary {
 		h := headlineOf(r, configs, r.Str("arm") == primary)
 		h.Cost = report.CostLine(report.CostsOf(costs, r))
+		h.Sample = report.SampleTag(m, r)
 		if e := r.Int("errors"); e > 0 {
 			h.Errors = report.Count(e, "pair") + " errored (a checkpoint or branch failed): not labelled, not counted"
 		}
 		p.Headlines = append(p.Headlines, h)
 	}
 	var err error
+	p.Scored = s.World.Score != nil
 	var links map[string][]link
 	if s.Examples != nil {
 		if p.Pairs, links, err = pairs(s.Examples, dir, len(m.Configs)); err != nil {
@@ -223,7 +230,7 @@ func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 		}
 		p.PairCSS = template.CSS(pairview.CSS)
 	}
-	if p.SliceGroups, err = sliceGroups(s.Slices.Records(), configs, primary, links); err != nil {
+	if p.SliceGroups, err = sliceGroups(s.Slices.Records(), configs, primary, links, p.Scored); err != nil {
 		return nil, err
 	}
 	if s.Search != nil {
@@ -282,7 +289,7 @@ func headlineOf(r results.Row, configs, primary bool) headline {
 		RescueRate: pct(r.Float("rescue_rate")), RescueLo: pct(r.Float("rescue_lo")), RescueHi: pct(r.Float("rescue_hi")),
 		HarmRate: pct(r.Float("harm_rate")), HarmLo: pct(r.Float("harm_lo")), HarmHi: pct(r.Float("harm_hi")),
 		FlipRate: pct(r.Float("flip_rate")), FlipLo: pct(r.Float("flip_lo")), FlipHi: pct(r.Float("flip_hi")),
-		Arm: r.Str("arm"), Primary: primary,
+		Arm: r.Str("arm"), Primary: primary, Score: report.ScoreLine(r),
 	}
 	for _, seg := range []struct {
 		class, name string
@@ -343,11 +350,14 @@ func pairs(ex *report.Examples, dir string, configs int) ([]pairEntry, map[strin
 	return out, links, nil
 }
 
-func sliceGroups(rs []results.Row, configs bool, primary string, links map[string][]link) ([]sliceGroup, error) {
+func sliceGroups(rs []results.Row, configs bool, primary string, links map[string][]link, scored bool) ([]sliceGroup, error) {
 	var groups []sliceGroup
 	for _, cur := range runs(rs, armKey) {
 		g := sliceGroup{Title: groupTitle(cur[0], configs), Open: cur[0].Str("arm") == primary,
-			Table: table{Columns: []string{"feature", "value", "pairs", "rescued", "harmed", "unchanged", "net", "net rate [95% CI]", "McNemar p"}}}
+			Table: table{Columns: []string{"feature", "value", "pairs", "rescued", "harmed", "unchanged", "net", "net rate [95% CI]", "McNemar p", "Holm-adjusted"}}}
+		if scored {
+			g.Table.Columns = append(g.Table.Columns, "score diff [95% CI]", "Wilcoxon p", "Holm-adjusted")
+		}
 		if links != nil {
 			g.Table.Columns = append(g.Table.Columns, "pairs to look at (rescued, harmed)")
 		}
@@ -362,7 +372,12 @@ func sliceGroups(rs []results.Row, configs bool, primary string, links map[strin
 			g.Table.Rows = append(g.Table.Rows, []cell{{Text: r.Str("feature")}, {Text: r.Str("value")}, num(r.Int("pairs")),
 				num(r.Int("rescued")), num(r.Int("harmed")), num(r.Int("unchanged")), {Text: signed(r.Int("net")), Num: true, Class: netClass(r.Int("net"))},
 				{Text: fmt.Sprintf("%s [%s, %s]", pct(r.Float("net_rate")), pct(r.Float("net_lo")), pct(r.Float("net_hi"))), Num: true},
-				{Text: pval(r.Float("mcnemar_p")), Num: true}})
+				{Text: pval(r.Float("mcnemar_p")), Num: true}, {Text: pval(r.Float("mcnemar_p_adj")), Num: true}})
+			if scored {
+				row := &g.Table.Rows[len(g.Table.Rows)-1]
+				*row = append(*row, cell{Text: report.ScoreInterval(r), Num: true}, cell{Text: pvalOrNA(r, "wilcoxon_p"), Num: true},
+					cell{Text: pvalOrNA(r, "wilcoxon_p_adj"), Num: true})
+			}
 			if links != nil {
 				row := &g.Table.Rows[len(g.Table.Rows)-1]
 				*row = append(*row, cell{Links: links[sliceKey(r)]})
@@ -376,6 +391,15 @@ func sliceGroups(rs []results.Row, configs bool, primary string, links map[strin
 		}
 	}
 	return groups, nil
+}
+
+// pvalOrNA is column c's p-value, "n/a" when it is NULL (a slice whose
+// score differences are all 0).
+func pvalOrNA(r results.Row, c string) string {
+	if r[c] == nil {
+		return report.NA
+	}
+	return pval(r.Float(c))
 }
 
 // oneDecimal formats x with one decimal, never "-0.0".

@@ -182,8 +182,8 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 
 // Materialized lists the views Materialize computes once, in order: the
 // one pass over the pairs (pair_groups) and what every report query reads
-// from it.
-var Materialized = []string{"pair_groups", "pair_counts", "feature_values", "feature_bins", "pair_cells"}
+// from it (score_counts and score_cells are empty for a pass/fail world).
+var Materialized = []string{"pair_groups", "pair_counts", "feature_values", "feature_bins", "pair_cells", "score_counts", "score_cells"}
 
 // Materialize reads the pairs once, with holdout as the held-out share of
 // the split (in (0, 1)), and keeps pair_groups, pair_counts (from
@@ -225,6 +225,9 @@ func (r *DB) Materialize(ctx context.Context, holdout float64) error {
 			continue
 		case "pair_counts":
 			stmts = append(stmts, "CREATE TEMP TABLE pair_counts AS\n"+queries.PairCounts("pair_groups", "sum(n)"))
+			continue
+		case "score_counts":
+			stmts = append(stmts, "CREATE TEMP TABLE score_counts AS\n"+queries.ScoreCounts(r.Manifest.Declaration, "pair_groups", "sum(n)"))
 			continue
 		}
 		// The view's own query, which reads the tables made before it.

@@ -399,7 +399,7 @@ func (k *checker) differ(a, b [][][]lab.BranchResult) string {
 		for fi := range a[si] {
 			for bi := range a[si][fi] {
 				x, y := a[si][fi][bi], b[si][fi][bi]
-				if x.Success != y.Success || x.Cost != y.Cost || !bytes.Equal(x.Details, y.Details) {
+				if x.Success != y.Success || !sameScore(x.Score, y.Score) || x.Cost != y.Cost || !bytes.Equal(x.Details, y.Details) {
 					return fmt.Sprintf("seed %d fork step %d arm %s replica %d: %s, then %s",
 						k.starts[si].Seed, k.steps[fi], k.arms[bi/checkReplicas], bi%checkReplicas, k.outcomeText(x, !bytes.Equal(x.Details, y.Details)), k.outcomeText(y, !bytes.Equal(x.Details, y.Details)))
 				}
@@ -414,6 +414,9 @@ func (k *checker) differ(a, b [][][]lab.BranchResult) string {
 func (k *checker) outcomeText(b lab.BranchResult, details bool) string {
 	cost, _ := marshalLine(CostOf(k.init.World.Cost, b.Cost))
 	s := fmt.Sprintf("success %t, cost %s", b.Success, cost)
+	if b.Score != nil {
+		s = fmt.Sprintf("success %t, score %s, cost %s", b.Success, fmtNum(*b.Score), cost)
+	}
 	if details {
 		d := string(b.Details)
 		if d == "" {
@@ -426,6 +429,10 @@ func (k *checker) outcomeText(b lab.BranchResult, details bool) string {
 	}
 	return s
 }
+
+// sameScore reports whether two branches' scores are the same (or both
+// absent).
+func sameScore(a, b *float64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 
 func (k *checker) sameOutcome() {
 	again, err := k.branchAll()

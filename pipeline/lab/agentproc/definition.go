@@ -322,7 +322,10 @@ func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint [
 				if err != nil {
 					return err
 				}
-				b.Success, b.Cost, b.Intervened = *wb.Success, cost, specs[k].Intervention != nil
+				if b.Success, b.Score, err = parseOutcome(fmt.Sprintf("result.branches[%d]", k), d.Score, wb); err != nil {
+					return err
+				}
+				b.Cost, b.Intervened = cost, specs[k].Intervention != nil
 				if len(wb.Details) > 0 && string(wb.Details) != "null" {
 					if b.Details, err = compactJSON(b.Details, wb.Details); err != nil {
 						return fmt.Errorf("result.branches[%d].details: %v", k, err)
@@ -339,7 +342,7 @@ func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint [
 				}
 			}
 			if over {
-				return overAgreement(r.Branches, specs)
+				return overAgreement(out[:len(specs)], specs)
 			}
 			return nil
 		}}
@@ -357,26 +360,32 @@ type overFault struct {
 func (e *overFault) Error() string { return e.msg }
 
 // overAgreement checks that every branch of a run that was over reports
-// the same success (docs/agent-protocol.md, "Runs that are over"), naming
-// the arm and replica of the first that does not.
-func overAgreement(branches []WireBranch, specs []BranchSpec) error {
+// the same success, and the same score (docs/agent-protocol.md, "Runs
+// that are over"), naming the arm and replica of the first that does not.
+// out holds the branches as decoded.
+func overAgreement(out []lab.BranchResult, specs []BranchSpec) error {
 	first := -1
 	var fault *overFault
-	for k, wb := range branches {
-		if wb.Error != nil {
+	for k := range out {
+		if out[k].Err != "" {
 			continue
 		}
 		if first < 0 {
 			first = k
 			continue
 		}
-		if *wb.Success == *branches[first].Success {
-			continue
+		a, b := &out[first], &out[k]
+		what, x, y := "success", fmt.Sprint(b.Success), fmt.Sprint(a.Success)
+		if a.Success == b.Success {
+			if a.Score == nil || b.Score == nil || *a.Score == *b.Score {
+				continue
+			}
+			what, x, y = "score", fmtNum(*b.Score), fmtNum(*a.Score)
 		}
 		if fault == nil {
-			fault = &overFault{Blamed: make([]bool, len(branches)),
-				msg: fmt.Sprintf("result.branches[%d] (arm %s, replica %d).success is %t but result.branches[%d] (arm %s, replica %d).success is %t: the run was over at the checkpoint (start said \"over\": true), so every branch must report its final success",
-					k, specs[k].Arm, specs[k].Replica, *wb.Success, first, specs[first].Arm, specs[first].Replica, *branches[first].Success)}
+			fault = &overFault{Blamed: make([]bool, len(out)),
+				msg: fmt.Sprintf("result.branches[%d] (arm %s, replica %d).%s is %s but result.branches[%d] (arm %s, replica %d).%s is %s: the run was over at the checkpoint (start said \"over\": true), so every branch must report its final outcome",
+					k, specs[k].Arm, specs[k].Replica, what, x, first, specs[first].Arm, specs[first].Replica, what, y)}
 		}
 		fault.Blamed[k] = true
 	}

@@ -896,8 +896,12 @@ func notJSON(b []byte) error {
 	return fmt.Errorf("the line is not JSON: %s", clip(b))
 }
 
-// nonFiniteText words a NaN or Infinity found at path.
+// nonFiniteText words a NaN or Infinity found at path. A branch's score
+// is never null: it is said so there.
 func nonFiniteText(path, tok string) string {
+	if strings.HasSuffix(path, ".score") {
+		return fmt.Sprintf("%s is %s, which JSON does not allow: a score is a finite number within the declared range", path, tok)
+	}
 	return fmt.Sprintf("%s is %s, which JSON does not allow: write null or a string (a nullable field takes null)", path, tok)
 }
 

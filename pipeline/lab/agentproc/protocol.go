@@ -198,7 +198,11 @@ type BranchParams struct {
 
 // WireBranch is one finished branch, or its error.
 type WireBranch struct {
-	Success *bool           `json:"success,omitempty"`
+	Success *bool `json:"success,omitempty"`
+	// Score is the branch's graded outcome: required when the world
+	// declares a score, refused when it does not. With a declared
+	// threshold, success may be left out (it is score >= threshold).
+	Score   *float64        `json:"score,omitempty"`
 	Cost    *Cost           `json:"cost,omitempty"`
 	Details json.RawMessage `json:"details,omitempty"`
 	// Transcript is what the branch did after the fork, step by step
@@ -223,10 +227,10 @@ func (r *BranchResult) check(where string) error {
 		w := fmt.Sprintf("%s.branches[%d]", where, i)
 		switch {
 		case b.Error != nil:
-			if b.Success != nil || b.Cost != nil || b.Details != nil || b.Transcript != nil {
+			if b.Success != nil || b.Score != nil || b.Cost != nil || b.Details != nil || b.Transcript != nil {
 				return fmt.Errorf("%s: an entry holds an error or an outcome, not both", w)
 			}
-		case b.Success == nil:
+		case b.Success == nil && b.Score == nil:
 			return missing(w, "success")
 		case b.Cost == nil:
 			return missing(w, "cost")

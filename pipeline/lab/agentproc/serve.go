@@ -380,6 +380,7 @@ func (s *server) branch(raw json.RawMessage) (any, *rpcError) {
 		}
 		success := o.Success
 		out.Branches[i] = WireBranch{Success: &success, Cost: CostOf(s.decl.Cost, o.Cost), Transcript: o.Transcript}
+		out.Branches[i].Score = o.Score
 	}
 	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -688,6 +689,14 @@ func newLayouts(d world.Declaration, transcripts bool) (*layouts, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A scored world's score columns are in its files without errors,
+		// as a reported cost's are: a streamed file starts with them
+		// (otherwise its first score would make it start again buffered).
+		for i, c := range l.cols {
+			if d.Score != nil && slices.Contains([]string{"score", "score_control", "score_treated", "score_diff"}, c.name) {
+				l.cols[i].expected = true
+			}
+		}
 		*t.dst = l
 	}
 	return &ls, nil
@@ -816,6 +825,7 @@ type unitWriter struct {
 	kinds                     []colType // features, then hidden
 	taskKinds                 []colType
 	faultIdx                  int
+	score                     *world.ScoreSpec // nil for a pass/fail world
 	costReported              [4]bool
 	unreported, unreportedErr int
 	progressBatch             int
@@ -834,9 +844,9 @@ type unitWriter struct {
 func newUnitWriter(r Resolved, ls *layouts, dir string, opt Options, s *syncer, done func(ledgerEntry, error)) *unitWriter {
 	w := &unitWriter{r: r, ls: ls, dir: dir, opt: opt, sync: s, done: done, plan: r.Plan(), runners: map[int]lab.Runner{},
 		tasks: newTableFile(ls.tasks, 0), forks: make([]forkTables, len(r.Spec.ForkAt)),
-		cpFeat: ls.checkpoints.index("over") + 1, pairFeat: ls.pairs.index("fault") + 1, taskCol: ls.tasks.index("error") + 1,
+		cpFeat: ls.checkpoints.index("over") + 1, pairFeat: ls.pairs.index("score_diff") + 1, taskCol: ls.tasks.index("error") + 1,
 		transcriptCol: ls.branches.index(schemas.TranscriptColumn),
-		faultIdx:      r.Decl.FaultIndex()}
+		faultIdx:      r.Decl.FaultIndex(), score: r.Decl.Score}
 	for i := range w.forks {
 		w.forks[i] = forkTables{checkpoints: newTableFile(ls.checkpoints, checkpointBatch),
 			branches: newTableFile(ls.branches, 0), pairs: newTableFile(ls.pairs, 0)}
@@ -948,6 +958,7 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 			// A row did not fit the layout of files without errors:
 			// write the unit again, buffered, to pick the layout from
 			// its content.
+			layoutRedos.Add(1)
 			w.each(func(t *tableFile) error { t.abort(); return nil })
 			buffered = true
 			w.seeds = 0
@@ -971,6 +982,11 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 	// entry through done.
 	return ledgerEntry{Unit: u}, nil
 }
+
+// layoutRedos counts the units written again buffered because a row did
+// not fit the streamed layout: a few for a sweep with errors, none for a
+// clean one (the tests read it).
+var layoutRedos atomic.Int64
 
 // unitFiles collects a unit's files as the syncer puts them in place, and
 // writes its ledger entry after the last.
@@ -1139,6 +1155,9 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 			f = &res.Forks[i]
 			forkErr = f.Err
 		}
+		if forkErr == "" && w.score != nil {
+			w.checkScores(f)
+		}
 		// checkpoints
 		cp := ft.checkpoints
 		cp.putInt64(0, int64(res.Seed))
@@ -1180,18 +1199,24 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 				if bErr != "" {
 					br.putNull(5)
 					br.putNull(6)
-					w.putCost(br, 7, world.Cost{}, true)
-					br.putNull(11)
+					br.putNull(7)
+					w.putCost(br, 8, world.Cost{}, true)
+					br.putNull(12)
 					br.putNull(w.transcriptCol)
 				} else {
 					br.putBool(5, b.Intervened)
 					br.putBool(6, b.Success)
-					w.putCost(br, 7, b.Cost, false)
+					if b.Score != nil && w.score != nil {
+						br.putDouble(7, *b.Score)
+					} else {
+						br.putNull(7)
+					}
+					w.putCost(br, 8, b.Cost, false)
 					if len(b.Details) > 0 {
 						ft.errs = append(ft.errs, string(b.Details))
-						br.putString(11, ft.errs[len(ft.errs)-1])
+						br.putString(12, ft.errs[len(ft.errs)-1])
 					} else {
-						br.putNull(11)
+						br.putNull(12)
 					}
 					if len(b.Transcript) > 0 {
 						start := len(ft.transcripts)
@@ -1216,10 +1241,12 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		pr := ft.pairs
 		var offWins int
 		var offCost [4]float64
+		var offScore float64
 		offErr := forkErr
 		for ai, arm := range w.plan.Arms {
 			wins, armErr := 0, forkErr
 			var sum [4]float64
+			var score float64
 			if forkErr == "" {
 				for rep := range K {
 					b := &f.Branches[ai*K+rep]
@@ -1229,14 +1256,18 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 					if b.Success {
 						wins++
 					}
+					if b.Score != nil {
+						score += *b.Score
+					}
 					sum[0] += float64(b.Cost.Steps)
 					sum[1] += float64(b.Cost.Tokens)
 					sum[2] += b.Cost.USD
 					sum[3] += b.Cost.Seconds
 				}
 			}
+			score /= float64(K)
 			if arm == fork.Off {
-				offWins, offCost, offErr = wins, sum, armErr
+				offWins, offCost, offScore, offErr = wins, sum, score, armErr
 				continue
 			}
 			pErr := offErr
@@ -1286,6 +1317,15 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 				} else {
 					pr.putNull(11)
 				}
+				if w.score != nil {
+					pr.putDouble(12, offScore)
+					pr.putDouble(13, score)
+					pr.putDouble(14, w.score.RoundDiff(score-offScore))
+				} else {
+					pr.putNull(12)
+					pr.putNull(13)
+					pr.putNull(14)
+				}
 				putValuesAt(pr, w.pairFeat, w.kinds, f.Features, f.Hidden, nf)
 				for k := range 4 {
 					if w.costReported[k] {
@@ -1307,6 +1347,26 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		w.progress(1, seedErrs, false)
 	}
 	return nil
+}
+
+// checkScores makes an error of each branch of f whose score a scored
+// world may not report: none, or one outside the declared range (an agent's
+// reply is refused before this, naming the field; a built-in world that
+// breaks its own declaration is caught here). The branch, and so its
+// pairs, become error rows.
+func (w *unitWriter) checkScores(f *lab.ForkResult) {
+	for j := range f.Branches {
+		b := &f.Branches[j]
+		switch {
+		case b.Err != "":
+		case b.Score == nil:
+			b.Err = fmt.Sprintf("world %s declares a score, but the branch reported none", w.r.Decl.Name)
+		default:
+			if err := w.score.Check(*b.Score); err != nil {
+				b.Err = fmt.Sprintf("world %s: %v", w.r.Decl.Name, err)
+			}
+		}
+	}
 }
 
 // putValuesAt writes features then hidden values from column i on.

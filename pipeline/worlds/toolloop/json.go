@@ -32,6 +32,11 @@ func (s *State) AppendJSON(b []byte) []byte {
 	b = appendBool(append(b, `,"purged":`...), s.Purged)
 	b = appendBool(append(b, `,"answered":`...), s.Answered)
 	b = appendBool(append(b, `,"correct":`...), s.Correct)
+	if s.Score != 0 {
+		// As encoding/json writes a float64 of [1e-6, 1e21), where every
+		// score above 0 lies (at least 1/64).
+		b = strconv.AppendFloat(append(b, `,"score":`...), s.Score, 'f', -1, 64)
+	}
 	return append(b, '}')
 }
 

@@ -224,7 +224,7 @@ func TestStartDrawsTheDeclaredRanges(t *testing.T) {
 func TestAppendJSONMatchesMarshal(t *testing.T) {
 	states := []toolloop.State{{}, {Seed: math.MaxUint64, K: math.MaxInt32, Budget: math.MinInt64, Onset: -1, StaleLen: 12345,
 		Steps: 99, Tokens: math.MaxInt64, ModelTurns: 10, Searches: -7, Facts: 1000, True: 100000, RepeatRun: 3, SinceNew: 11,
-		Errors: 9, NoTools: 10, Last: toolloop.Empty, Served: toolloop.ServedError, HasResult: true, Purged: true, Answered: true, Correct: true}}
+		Errors: 9, NoTools: 10, Last: toolloop.Empty, Served: toolloop.ServedError, HasResult: true, Purged: true, Answered: true, Correct: true, Score: 1.0 / 64}}
 	lab := newLab(t, toolloop.Default(), fork.Model{Temperature: 0.3, NoTool: 0.5})
 	var final toolloop.State
 	for seed := range uint64(300) {
