@@ -127,6 +127,12 @@ type Declaration struct {
 	// identical requests (a real model sampled above temperature 0): its
 	// sweeps need replicas. Built-in worlds are deterministic.
 	Nondeterministic bool `json:"nondeterministic,omitempty"`
+	// Volatile lists JSON paths (JSONPath patterns) into start's result
+	// that change from run to run and mean nothing — a framework's
+	// checkpoint ids, timestamps, message ids: forklab agent check's
+	// repeatability comparison ignores them. Nothing else reads them: the
+	// checkpoint is stored and handed back as the agent wrote it.
+	Volatile []string `json:"volatile,omitempty"`
 }
 
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
@@ -331,6 +337,9 @@ func (d Declaration) Validate() error {
 		if len(d.Actions) > 0 && !slices.Contains(d.Actions, iv.Action) {
 			return fmt.Errorf("world %s: the %s intervention's action %q is not among the actions (%s)", d.Name, iv.Arm, iv.Action, strings.Join(d.Actions, ", "))
 		}
+	}
+	if err := d.validateVolatile(); err != nil {
+		return err
 	}
 	if !slices.Contains(d.Cost.Fields, CostSteps) {
 		return fmt.Errorf("world %s: cost fields must include %q", d.Name, CostSteps)
