@@ -105,7 +105,7 @@ func (d Declaration) validateVolatile() error {
 			return fmt.Errorf("world %s: volatile[%d]: %v", d.Name, i, err)
 		}
 		if p[0].Any || p[0].Key != "task" && p[0].Key != "forks" {
-			return fmt.Errorf("world %s: volatile[%d] %q: a path into start's result begins with task or forks (e.g. forks[*].checkpoint.%s)", d.Name, i, v, v)
+			return fmt.Errorf("world %s: volatile[%d] %q: a path into start's result begins with task or forks (did you mean forks[*].%s?)", d.Name, i, v, v)
 		}
 	}
 	return nil

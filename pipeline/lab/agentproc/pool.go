@@ -772,22 +772,23 @@ func declarationDiff(first, now *InitializeResult) fieldDiff {
 		json.Unmarshal(b, &v)
 		return v
 	}
-	return firstDiff("", generic(first), generic(now))
+	return firstDiff(nil, generic(first), generic(now), nil)
 }
 
-// firstDiff walks two decoded JSON values in step and returns the first
-// place where they differ (maps by sorted key, arrays by index).
-func firstDiff(path string, a, b any) fieldDiff {
+// firstDiff walks two decoded JSON values in step from the place steps
+// names and returns the first place where they differ (maps by sorted key,
+// arrays by index), its path written as forklab writes paths
+// (world.PathText: forks[0].checkpoint.ts). skip, if not nil, names
+// places not compared, whatever they hold.
+func firstDiff(steps []world.PathStep, a, b any, skip func([]world.PathStep) bool) fieldDiff {
+	if skip != nil && len(steps) > 0 && skip(steps) {
+		return fieldDiff{}
+	}
 	show := func(v any) string {
 		b, _ := marshalLine(v) // the agent's text as it wrote it: no \u003c for <
 		return string(b)
 	}
-	join := func(k string) string {
-		if path == "" {
-			return k
-		}
-		return path + "." + k
-	}
+	at := func(s world.PathStep) []world.PathStep { return append(steps[:len(steps):len(steps)], s) }
 	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
@@ -807,13 +808,18 @@ func firstDiff(path string, a, b any) fieldDiff {
 		for _, k := range keys {
 			av, aok := x[k]
 			bv, bok := y[k]
+			here := at(world.PathStep{Key: k})
 			switch {
-			case !aok:
-				return fieldDiff{join(k), "nothing", show(bv)}
-			case !bok:
-				return fieldDiff{join(k), show(av), "nothing"}
+			case !aok || !bok:
+				if skip != nil && skip(here) {
+					continue
+				}
+				if !aok {
+					return fieldDiff{world.PathText(here), "nothing", show(bv)}
+				}
+				return fieldDiff{world.PathText(here), show(av), "nothing"}
 			}
-			if d := firstDiff(join(k), av, bv); d.path != "" {
+			if d := firstDiff(here, av, bv, skip); d.path != "" {
 				return d
 			}
 		}
@@ -824,17 +830,17 @@ func firstDiff(path string, a, b any) fieldDiff {
 			break
 		}
 		for i := range min(len(x), len(y)) {
-			if d := firstDiff(fmt.Sprintf("%s[%d]", path, i), x[i], y[i]); d.path != "" {
+			if d := firstDiff(at(world.PathStep{IsIndex: true, Index: i}), x[i], y[i], skip); d.path != "" {
 				return d
 			}
 		}
 		if len(x) != len(y) {
-			return fieldDiff{path, fmt.Sprintf("%d entries", len(x)), fmt.Sprintf("%d entries", len(y))}
+			return fieldDiff{world.PathText(steps), fmt.Sprintf("%d entries", len(x)), fmt.Sprintf("%d entries", len(y))}
 		}
 		return fieldDiff{}
 	}
 	if sa, sb := show(a), show(b); sa != sb {
-		return fieldDiff{path, sa, sb}
+		return fieldDiff{world.PathText(steps), sa, sb}
 	}
 	return fieldDiff{}
 }

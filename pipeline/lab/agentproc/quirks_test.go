@@ -354,3 +354,42 @@ func TestRequestLinesKeepTheAgentsBytes(t *testing.T) {
 		}
 	}
 }
+
+// agent check names where two starts of one seed differ — the first JSON
+// path, both values cut short — and says what to do: leave an id or a
+// timestamp out, make it canonical or declare it volatile; nondeterministic
+// is for runs whose outcome varies. The declaration's volatile paths are
+// not compared: declared, the same agent passes.
+func TestCheckNamesTheVolatileField(t *testing.T) {
+	for _, tc := range []struct {
+		volatile, want string
+		pass           bool
+	}{
+		{"", `seed 0: asked twice, start's results differ at forks[0].checkpoint.messages[0].id: "`, false},
+		{"forks[*].checkpoint.messages[*].id", `seed 0: asked twice, start's results differ at forks[0].checkpoint.saved_at: "`, false},
+		{"forks[*].checkpoint.saved_at,forks[*].checkpoint.messages", "(2 volatile paths ignored)", true},
+	} {
+		env := map[string]string{"QUIRK_STAMP": "1"}
+		if tc.volatile != "" {
+			env["QUIRK_VOLATILE"] = tc.volatile
+		}
+		rows, _ := Check(context.Background(), CheckOptions{Command: quirky(t, env), Timeout: 10 * time.Second, Seeds: []uint64{0}, LogDir: t.TempDir()})
+		var row CheckResult
+		for _, r := range rows {
+			if r.Name == "start is repeatable" {
+				row = r
+			}
+		}
+		if ok := row.Status == Pass; ok != tc.pass || !strings.Contains(row.Detail, tc.want) {
+			t.Errorf("volatile %q: %s %q, want pass %t naming %q", tc.volatile, row.Status, row.Detail, tc.pass, tc.want)
+		}
+		if !tc.pass {
+			for _, want := range []string{" then \"", `should be left out of the checkpoint or made canonical, or listed in the declaration's "volatile" ("volatile": ["forks[*].checkpoint.`,
+				`declare "nondeterministic": true only if the run's outcome varies`} {
+				if !strings.Contains(row.Detail, want) {
+					t.Errorf("volatile %q: %q lacks %q", tc.volatile, row.Detail, want)
+				}
+			}
+		}
+	}
+}

@@ -94,7 +94,7 @@ def rules(d):
             fail("volatile[%d]" % i, "%s is not a path: keys joined by '.', array indices [N] or [*], * for any key (e.g. forks[*].checkpoint.ts)" % show(p))
         root = re.split(r"[.\[]", p, 1)[0]
         if root not in ("task", "forks"):
-            fail("volatile[%d]" % i, "%s: a path into start's result begins with task or forks (e.g. forks[*].checkpoint.%s)" % (show(p), p))
+            fail("volatile[%d]" % i, "%s: a path into start's result begins with task or forks (did you mean forks[*].%s?)" % (show(p), p))
 
 
 def param_rules(p, where, fail):
