@@ -37,8 +37,13 @@ import (
 // world-agnostic: every table's columns are the fixed ones below plus the
 // columns a world's declaration (pipeline/world.Declaration) names, and
 // rows carry a status ('ok' or 'error') so a failed run is a row, never a
-// label. schemas/README.md lists what changed.
-const SchemaVersion = 2
+// label. Version 3 adds branches.noise_key (issue 22). schemas/README.md
+// lists what changed.
+const SchemaVersion = 3
+
+// OldestReadable is the oldest schema version this forklab reads: version
+// 3 only added columns, which the views give as NULL over older files.
+const OldestReadable = 2
 
 // Tables lists the per-shard table folders of a results directory, in
 // write order.
@@ -188,6 +193,7 @@ func Branches(d world.Declaration) []Column {
 		{Name: "seed", Type: BigInt, Description: "the task seed"},
 		{Name: "arm", Type: Varchar, Dict: true, Description: "off, on, placebo, aa or policy"},
 		{Name: "replica", Type: Integer, Description: "the replica, from 0"},
+		{Name: "noise_key", Type: Varchar, Nullable: true, Description: "16 lowercase hex digits: the key the branch's noise was drawn from (fork.BranchKey; an agent is sent it as noise_key); NULL when the checkpoint failed and no branch was drawn"},
 	}
 	cols = append(cols, status...)
 	cols = append(cols,

@@ -39,6 +39,10 @@ type Plan struct {
 	// Fires is the policy arm's guard rule over a checkpoint's features
 	// (declaration order); nil when the plan has no policy arm.
 	Fires func(features []world.Value) bool
+	// SweepID is the sweep's id (its manifest's sweep_id), which an
+	// external agent is told with every branch (docs/agent-protocol.md,
+	// "branch"); "" outside a sweep. It never changes what is computed.
+	SweepID string
 }
 
 // Branches is the number of branches per fork: arms × replicas.

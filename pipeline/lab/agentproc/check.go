@@ -3,6 +3,8 @@ package agentproc
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,7 +88,7 @@ func Check(ctx context.Context, opt CheckOptions) ([]CheckResult, error) {
 	if opt.ForkStep <= 0 {
 		opt.ForkStep = 2
 	}
-	ck := &checker{opt: opt, ctx: ctx}
+	ck := &checker{opt: opt, ctx: ctx, sweepID: "agent-check-" + randomHex(4)}
 	ck.run()
 	return ck.rows, ck.paramErr
 }
@@ -107,6 +109,7 @@ type checker struct {
 	outcomes [][][]lab.BranchResult // seed, fork, branch (arm-major, 2 replicas)
 	arms     []fork.Arm
 	varies   bool  // the same branch asked twice gave two outcomes
+	sweepID  string // told the agent in every branch, as a sweep tells its id
 	paramErr error // Params do not fit the declaration (bad input)
 }
 
@@ -412,7 +415,7 @@ func (k *checker) branchAll() ([][][]lab.BranchResult, error) {
 		var perFork [][]lab.BranchResult
 		for _, f := range res.Forks {
 			out := make([]lab.BranchResult, len(k.arms)*checkReplicas)
-			cl := k.inst.branchCall(res.Seed, f.ForkStep, f.Over, f.Checkpoint, k.arms, checkReplicas, false, out, 0)
+			cl := k.inst.branchCall(res.Seed, f.ForkStep, f.Over, f.Checkpoint, k.arms, checkReplicas, false, out, 0, k.sweepID)
 			if k.c == nil {
 				return nil, errors.New("no agent process to ask (an earlier one failed and a fresh one would not start)")
 			}
@@ -632,6 +635,13 @@ func (k *checker) cName() string {
 }
 
 func ptr(s string) *string { return &s }
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
 
 func (k *checker) batches() {
 	if k.init.Capabilities.Batch <= 1 {

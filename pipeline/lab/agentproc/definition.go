@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -231,7 +232,7 @@ func (i *Instance) BranchAt(ctx context.Context, seed uint64, forkStep int, over
 		return lab.Outcome{}, fmt.Errorf("agent world %s declares no intervention for arm %s (its arms: %v)", d.Name, arm, d.Arms())
 	}
 	out := make([]lab.BranchResult, 1)
-	c := i.branchCall(seed, forkStep, over, checkpoint, []fork.Arm{arm}, 1, fires, out, replica)
+	c := i.branchCall(seed, forkStep, over, checkpoint, []fork.Arm{arm}, 1, fires, out, replica, "")
 	if err := i.def.pool.do(ctx, []*call{c}); err != nil {
 		return lab.Outcome{}, err
 	}
@@ -287,8 +288,9 @@ func (i *Instance) startCall(seed uint64, forkSteps []int, res *lab.SeedResult) 
 // checkpoint, decoding into out (arm-major). With replicas 1, firstReplica
 // numbers the only replica. over is what start (or fold) said of the
 // checkpoint: a run that is over has one outcome, which every branch of it
-// must report (docs/agent-protocol.md, "Runs that are over").
-func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint []byte, arms []fork.Arm, replicas int, fires bool, out []lab.BranchResult, firstReplica int) *call {
+// must report (docs/agent-protocol.md, "Runs that are over"). sweepID,
+// when not "", is sent with each branch's identity (BranchID).
+func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint []byte, arms []fork.Arm, replicas int, fires bool, out []lab.BranchResult, firstReplica int, sweepID string) *call {
 	d := &i.def.init.World
 	specs := make([]BranchSpec, 0, len(arms)*replicas)
 	for _, arm := range arms {
@@ -298,11 +300,15 @@ func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint [
 		}
 		for r := range replicas {
 			rep := firstReplica + r
-			specs = append(specs, BranchSpec{Arm: arm, Intervention: iv, Replica: rep, NoiseKey: NoiseKey(seed, forkStep, arm, rep, fires)})
+			spec := BranchSpec{Arm: arm, Intervention: iv, Replica: rep, NoiseKey: NoiseKey(seed, forkStep, arm, rep, fires)}
+			if sweepID != "" {
+				spec.BranchID = BranchID(sweepID, strconv.FormatUint(seed, 10), forkStep, arm, rep)
+			}
+			specs = append(specs, spec)
 		}
 	}
 	return &call{method: MethodBranch, units: len(specs),
-		params: BranchParams{Seed: seed, ForkStep: forkStep, Checkpoint: checkpoint, Branches: specs},
+		params: BranchParams{SweepID: sweepID, Seed: seed, ForkStep: forkStep, Checkpoint: checkpoint, Branches: specs},
 		decode: func(raw json.RawMessage) error {
 			var r BranchResult
 			if err := decodeResult("branch.result", raw, &r); err != nil {

@@ -195,7 +195,7 @@ func (r *runner) play(ctx context.Context, b *block, j *journal) error {
 			if r.plan.Fires != nil {
 				f.Fires = r.plan.Fires(f.Features)
 			}
-			branches = append(branches, r.inst.branchCall(res.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, K, f.Fires, f.Branches, 0))
+			branches = append(branches, r.inst.branchCall(res.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, K, f.Fires, f.Branches, 0, r.plan.SweepID))
 		}
 	}
 	if err := def.pool.do(ctx, branches); err != nil {
@@ -262,7 +262,7 @@ func (r *runner) replay(s *journalSeed, res *lab.SeedResult) bool {
 		if r.plan.Fires != nil {
 			f.Fires = r.plan.Fires(f.Features)
 		}
-		c := r.inst.branchCall(s.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, r.plan.Replicas, f.Fires, f.Branches, 0)
+		c := r.inst.branchCall(s.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, r.plan.Replicas, f.Fires, f.Branches, 0, r.plan.SweepID)
 		if c.decode(s.Branch[fi]) != nil {
 			return false
 		}

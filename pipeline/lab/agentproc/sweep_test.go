@@ -13,6 +13,7 @@ import (
 
 	"github.com/forklab/forklab/internal/duck/ducktest"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
+	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 )
 
@@ -232,4 +233,60 @@ func TestStopAtBudgetIsResumable(t *testing.T) {
 		t.Errorf("spent %+v before the stop, replayed %+v after", spent, replayed)
 	}
 	sameFiles(t, "resumed after the budget against uninterrupted", tableFiles(t, want), tableFiles(t, out))
+}
+
+// Every branch an agent is asked in a sweep carries the sweep's id (its
+// manifest's sweep_id) and the branch's identity,
+// <sweep_id>/<seed>/<fork_step>/<arm>/<replica>; a sweep stopped and
+// resumed keeps its id, so the branches asked before the stop name the
+// sweep that is published.
+func TestBranchIdentity(t *testing.T) {
+	spec := sweep.DefaultSpec()
+	spec.Seeds = sweep.Range{Start: 0, End: 300}
+	spec.ForkAt = []int{2, 3}
+	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.AA}
+	spec.Replicas = 2
+	ids := filepath.Join(t.TempDir(), "ids")
+	def := openAgent(t, agent("counter", "ids="+ids), 2, 10*time.Second, 1)
+	seen := 0
+	out, _, err := sweepWith(t, spec, def, "", false, sweep.Options{Workers: 1, Progress: func(n, _ int) {
+		if seen += n; seen >= 10 {
+			def.Stop()
+		}
+	}})
+	if !errors.Is(err, agentproc.ErrStopped) {
+		t.Fatalf("got %v, want ErrStopped", err)
+	}
+	again := openAgent(t, agent("counter", "ids="+ids), 2, 10*time.Second, 1)
+	_, res, err := sweepWith(t, spec, again, out, true, sweep.Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweepID := res.Manifest.SweepID
+	b, err := os.ReadFile(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		sid, bid, _ := strings.Cut(l, " ")
+		if sid != sweepID || !strings.HasPrefix(bid, sweepID+"/") {
+			t.Fatalf("branch asked with sweep_id %q, branch_id %q; the manifest's sweep_id is %q", sid, bid, sweepID)
+		}
+		asked[strings.TrimPrefix(bid, sweepID+"/")]++
+	}
+	for seed := range 300 {
+		for _, step := range spec.ForkAt {
+			for _, arm := range spec.Arms {
+				for rep := range 2 {
+					if id := fmt.Sprintf("%d/%d/%s/%d", seed, step, arm, rep); asked[id] != 1 {
+						t.Fatalf("branch %s asked %d times, want once (the stopped sweep's seeds are journaled)", id, asked[id])
+					}
+				}
+			}
+		}
+	}
+	if len(asked) != 300*2*3*2 {
+		t.Fatalf("%d distinct branches asked, want %d", len(asked), 300*2*3*2)
+	}
 }

@@ -383,7 +383,7 @@ func (m *member) sweepOf(ctx context.Context, msg UnitMsg) (*memberSweep, error)
 		}
 		return nil, errFatal{fmt.Errorf("sweep %s: this worker cannot run its spec: %w", msg.Sweep, err)}
 	}
-	uw, err := sweep.NewUnitWriter(r, st, sweep.Options{Progress: func(n, _ int) { m.seeds.Add(uint64(n)) }})
+	uw, err := sweep.NewUnitWriter(r, st, sweep.Options{SweepID: msg.Sweep, Progress: func(n, _ int) { m.seeds.Add(uint64(n)) }})
 	if err != nil {
 		if agent != nil {
 			agent.Close()
@@ -655,7 +655,7 @@ func resolveUnstarted(msg UnitMsg) (sweep.Resolved, error) {
 func (m *member) poison(ctx context.Context, s *memberSweep, msg UnitMsg, report Report, why []string) error {
 	u := msg.Unit
 	reason := poisonReason(u, why)
-	e, err := writePoison(ctx, s.r, s.st, u, reason)
+	e, err := writePoison(ctx, s.r, s.st, msg.Sweep, u, reason)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
