@@ -108,9 +108,9 @@ type checker struct {
 	startRaw []json.RawMessage
 	outcomes [][][]lab.BranchResult // seed, fork, branch (arm-major, 2 replicas)
 	arms     []fork.Arm
-	varies   bool  // the same branch asked twice gave two outcomes
+	varies   bool   // the same branch asked twice gave two outcomes
 	sweepID  string // told the agent in every branch, as a sweep tells its id
-	paramErr error // Params do not fit the declaration (bad input)
+	paramErr error  // Params do not fit the declaration (bad input)
 }
 
 const checkReplicas = 2
