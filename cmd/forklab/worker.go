@@ -86,7 +86,7 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 						a.Command = agentCmd
 					}
 					a.Environment = env
-					return openAgent(ctx, &a)
+					return openAgent(ctx, &a, true)
 				}})
 			if err != nil {
 				return err

@@ -54,9 +54,16 @@ var _ lab.Definition = (*Definition)(nil)
 // declaration that is malformed or breaks a rule (naming the field).
 func Open(ctx context.Context, cfg Config) (*Definition, error) {
 	p := newPool(cfg)
-	s := <-p.slots
+	<-p.idle
+	s := p.take() // slot 1: no process runs yet
 	err := p.ensure(ctx, s)
-	p.slots <- s
+	p.put(s)
+	var sf startFailure
+	if errors.As(err, &sf) && cfg.FailFast != nil {
+		// The agent failed before it said what it is: it crashed on
+		// import, wrote something else first, or hung.
+		err = &FailingError{Rule: "its first process failed before it declared its world", Last: errText(sf.error), Failed: 1, Attempts: 1, last: sf.error}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: %w", cfg.Command.Line, err)
 	}
@@ -136,6 +143,10 @@ func (d *Definition) addSpent(c world.Cost, replayed bool) {
 
 // Close shuts the agent processes down.
 func (d *Definition) Close() error { return d.pool.Close() }
+
+// Failing returns the *FailingError that stopped the agent's work
+// (Config.FailFast), or nil while it has not stopped.
+func (d *Definition) Failing() error { return d.pool.brk.failure() }
 
 // Open returns the agent with one configuration's parameters (resolved
 // against its declaration) and model.
@@ -307,39 +318,43 @@ func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint [
 			specs = append(specs, spec)
 		}
 	}
-	return &call{method: MethodBranch, units: len(specs),
-		params: BranchParams{SweepID: sweepID, Seed: seed, ForkStep: forkStep, Checkpoint: checkpoint, Branches: specs},
-		decode: func(raw json.RawMessage) error {
-			var r BranchResult
-			if err := decodeResult("branch.result", raw, &r); err != nil {
+	c := &call{method: MethodBranch, units: len(specs),
+		params: BranchParams{SweepID: sweepID, Seed: seed, ForkStep: forkStep, Checkpoint: checkpoint, Branches: specs}}
+	c.decode = func(raw json.RawMessage) error {
+		var r BranchResult
+		if err := decodeResult("branch.result", raw, &r); err != nil {
+			return err
+		}
+		if len(r.Branches) != len(specs) {
+			return fmt.Errorf("result.branches has %d entries for %d branches asked", len(r.Branches), len(specs))
+		}
+		failed := 0
+		defer func() { c.gaveUp = failed == len(specs) }()
+		for k, wb := range r.Branches {
+			b := &out[k]
+			*b = lab.BranchResult{Details: b.Details[:0]}
+			if wb.Error != nil {
+				b.Err = fmt.Sprintf("the agent reported the branch failed: %s", wb.Error.Error())
+				failed++
+				continue
+			}
+			cost, err := parseCost(fmt.Sprintf("result.branches[%d].cost", k), d.Cost, wb.Cost)
+			if err != nil {
 				return err
 			}
-			if len(r.Branches) != len(specs) {
-				return fmt.Errorf("result.branches has %d entries for %d branches asked", len(r.Branches), len(specs))
-			}
-			for k, wb := range r.Branches {
-				b := &out[k]
-				*b = lab.BranchResult{Details: b.Details[:0]}
-				if wb.Error != nil {
-					b.Err = fmt.Sprintf("the agent reported the branch failed: %s", wb.Error.Error())
-					continue
-				}
-				cost, err := parseCost(fmt.Sprintf("result.branches[%d].cost", k), d.Cost, wb.Cost)
-				if err != nil {
-					return err
-				}
-				b.Success, b.Cost, b.Intervened = *wb.Success, cost, specs[k].Intervention != nil
-				if len(wb.Details) > 0 && string(wb.Details) != "null" {
-					if b.Details, err = compactJSON(b.Details, wb.Details); err != nil {
-						return fmt.Errorf("result.branches[%d].details: %v", k, err)
-					}
+			b.Success, b.Cost, b.Intervened = *wb.Success, cost, specs[k].Intervention != nil
+			if len(wb.Details) > 0 && string(wb.Details) != "null" {
+				if b.Details, err = compactJSON(b.Details, wb.Details); err != nil {
+					return fmt.Errorf("result.branches[%d].details: %v", k, err)
 				}
 			}
-			if over {
-				return overAgreement(r.Branches, specs)
-			}
-			return nil
-		}}
+		}
+		if over {
+			return overAgreement(r.Branches, specs)
+		}
+		return nil
+	}
+	return c
 }
 
 // overFault is a branch reply of a run that was over at the checkpoint

@@ -51,11 +51,15 @@ func TestMain(m *testing.M) {
 // the process or makes it print a line that is not JSON; a branch request
 // of a seed named by hang=13 hangs it. count=FILE appends the method and seed of every request to FILE;
 // ids=FILE appends the sweep_id and branch_id of every branch asked;
+// stray=N writes a line that is not JSON before every start reply from the
+// Nth start request of the process on (stray=1: every one), as a stray
+// print does;
 // coin=1 makes every branch's success a coin flip; drop=NAME leaves a
 // feature out of start replies; retype=NAME sends a feature as a string.
 func faulty(spec string, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 	faults := map[uint64]string{}
 	var countFile, idsFile string
+	stray := 0
 	var edits []func(map[string]any)
 	for _, kv := range strings.Split(spec, ",") {
 		k, v, _ := strings.Cut(kv, "=")
@@ -65,6 +69,9 @@ func faulty(spec string, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 			continue
 		case "ids":
 			idsFile = v
+			continue
+		case "stray":
+			stray, _ = strconv.Atoi(v)
 			continue
 		case "coin":
 			edits = append(edits, func(r map[string]any) {
@@ -98,6 +105,7 @@ func faulty(spec string, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 		out = &editor{w: out, edits: edits}
 	}
 	pr, pw := io.Pipe()
+	starts := 0
 	go func() {
 		sc := bufio.NewScanner(in)
 		sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -125,6 +133,11 @@ func faulty(spec string, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 						fmt.Fprintf(f, "%s %s\n", r.Params.SweepID, b.BranchID)
 					}
 					f.Close()
+				}
+				if r.Method == "start" {
+					if starts++; stray > 0 && starts >= stray {
+						fmt.Fprintln(out, "loading model... done")
+					}
 				}
 				if r.Method != "start" && r.Method != "branch" {
 					continue

@@ -34,7 +34,8 @@ func missing(t *testing.T, why string) {
 // The Python SDK (sdk/python): its unit tests pass; pip installs it into a
 // fresh venv without a network (its build backend is in the tree: pip's
 // build isolation downloads nothing); and an agent that imports the
-// installed package — not the tree's — passes forklab agent check.
+// installed package — not the tree's — passes forklab agent check: the
+// smallest agent of docs/sdk-python.md.
 func TestPythonSDK(t *testing.T) {
 	py := python3(t)
 	ut := exec.Command(py, "-m", "unittest", "discover", "-s", "../../../sdk/python/tests")
@@ -62,7 +63,7 @@ func TestPythonSDK(t *testing.T) {
 		t.Fatalf("pip install %s: %v\n%s", sdk, err, out)
 	}
 	agent := filepath.Join(t.TempDir(), "coin.py")
-	if err := os.WriteFile(agent, []byte(coinAgent), 0o644); err != nil {
+	if err := os.WriteFile(agent, []byte(coinAgent(t)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	where, err := exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import forklab_agent, sys; sys.stderr.write(forklab_agent.__file__)").CombinedOutput()
@@ -81,46 +82,19 @@ func TestPythonSDK(t *testing.T) {
 	}
 }
 
-// coinAgent is docs/sdk-python.md's smallest agent: four flips of a coin
-// that may be flawed, the recovery re-weighing it.
-const coinAgent = `import random
-from forklab_agent import Agent, BadCheckpoint
-
-WORLD = {"name": "coin", "version": "1",
-         "features": [{"name": "heads_so_far", "type": "int"}],
-         "hidden": [{"name": "flawed", "type": "bool"}], "fault_flag": "flawed",
-         "interventions": [{"arm": "on", "action": "reweigh"}],
-         "cost": {"fields": ["steps"]}}
-
-def flip(state, rng):
-    state["heads"] += rng.random() < (0.2 if state["flawed"] else 0.6)
-    state["steps"] += 1
-
-def start(p):
-    rng = random.Random(p["seed"])
-    state = {"flawed": rng.random() < 0.5, "heads": 0, "steps": 0}
-    forks = []
-    for k in p["fork_steps"]:
-        while state["steps"] < min(k, 4):
-            flip(state, rng)
-        forks.append({"fork_step": k, "over": state["steps"] >= 4, "checkpoint": dict(state),
-                      "features": {"heads_so_far": state["heads"]}, "hidden": {"flawed": state["flawed"]},
-                      "cost": {"steps": state["steps"]}})
-    return {"task": {}, "forks": forks}
-
-def branch(p):
-    cp = p["checkpoint"]
-    if not isinstance(cp, dict) or "heads" not in cp:
-        raise BadCheckpoint("not a coin checkpoint")
-    out = []
-    for b in p["branches"]:
-        state, rng = dict(cp), random.Random(int(b["noise_key"], 16))
-        if b["intervention"]:
-            state["flawed"], state["steps"] = False, state["steps"] + 1
-        while state["steps"] < 4:
-            flip(state, rng)
-        out.append({"success": state["heads"] >= 2, "cost": {"steps": state["steps"] - cp["steps"]}})
-    return {"branches": out}
-
-Agent(WORLD, start=start, branch=branch).serve()
-`
+// coinAgent is docs/sdk-python.md's smallest agent: the first python
+// block under "## The smallest agent".
+func coinAgent(t *testing.T) string {
+	t.Helper()
+	doc, err := os.ReadFile("../../../docs/sdk-python.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(doc), "## The smallest agent")
+	_, block, ok2 := strings.Cut(sec, "```python\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("no python block under \"## The smallest agent\" in docs/sdk-python.md")
+	}
+	return block
+}

@@ -290,3 +290,66 @@ func TestBranchIdentity(t *testing.T) {
 		t.Fatalf("%d distinct branches asked, want %d", len(asked), 300*2*3*2)
 	}
 }
+
+// An agent that writes a stray line on stdout before every start reply
+// fails every attempt: with fail-fast on, the sweep stops after its first
+// 20 attempts (not after every seed's retries), quoting the line and the
+// rule, and publishes nothing; fixed and resumed, it ends with the files
+// of a sweep that never failed. The seeds it finished before the failure
+// are kept (here none).
+func TestFailFastStopsAFailingAgent(t *testing.T) {
+	spec := sweep.DefaultSpec()
+	spec.Seeds = sweep.Range{Start: 0, End: 3000}
+	want, _, err := sweepWith(t, spec, nil, "", false, sweep.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := agentproc.Open(context.Background(), agentproc.Config{Command: agent("counter", "stray=1"), Parallel: 2, Timeout: 10 * time.Second,
+		Retries: 2, Backoff: 10 * time.Millisecond, FailFast: &agentproc.FailFast{MaxRate: agentproc.DefaultFailOnError}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	out, _, err := sweepWith(t, spec, bad, "", false, sweep.Options{Workers: 2})
+	var fe *agentproc.FailingError
+	if !errors.As(err, &fe) || !errors.Is(err, agentproc.ErrFailing) || fe.Rule != "its first 20 attempts failed, none succeeded" ||
+		!strings.Contains(fe.Last, `wrote a malformed start reply: the line is not JSON: "loading model... done"`) {
+		t.Fatalf("got %v, want the sweep stopped after 20 failed attempts, quoting the stray line", err)
+	}
+	if !errors.Is(bad.Failing(), agentproc.ErrFailing) {
+		t.Fatalf("Failing() = %v", bad.Failing())
+	}
+	if n := bad.Pool().Stats().Processes; n > 25 {
+		t.Errorf("%d processes started; the sweep should have stopped at about 20 failed attempts", n)
+	}
+	if _, err := os.Stat(filepath.Join(out, sweep.ManifestName)); err == nil {
+		t.Fatal("a sweep stopped by fail-fast published its results")
+	}
+	good := openAgent(t, agent("counter", ""), 2, 10*time.Second, 1)
+	_, res, err := sweepWith(t, spec, good, out, true, sweep.Options{Workers: 2})
+	if err != nil || res.Errors != 0 {
+		t.Fatalf("resumed: %v, %d errors", err, res.Errors)
+	}
+	sameFiles(t, "resumed after fail-fast against never failed", tableFiles(t, want), tableFiles(t, out))
+}
+
+// A process's start-up is paid once: a sweep of a sound agent starts each
+// of its --parallel processes once and restarts none, and starts no more
+// than the work keeps busy at once — a sweep of one seed asks the process
+// that told the declaration, whatever --parallel is.
+func TestProcessesStartOnce(t *testing.T) {
+	spec := sweep.DefaultSpec()
+	for _, tc := range []struct {
+		seeds     uint64
+		processes int64
+	}{{1, 1}, {3000, 3}} {
+		spec.Seeds = sweep.Range{Start: 0, End: tc.seeds}
+		def := openAgent(t, agent("counter", ""), 3, 10*time.Second, 1)
+		if _, _, err := sweepWith(t, spec, def, "", false, sweep.Options{Workers: 3}); err != nil {
+			t.Fatal(err)
+		}
+		if st := def.Pool().Stats(); st.Processes != tc.processes || st.Retries != 0 {
+			t.Errorf("%d seeds, --parallel 3: %d processes started, %d retries; want %d, none", tc.seeds, st.Processes, st.Retries, tc.processes)
+		}
+	}
+}

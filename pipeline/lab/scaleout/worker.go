@@ -60,6 +60,9 @@ type Agent interface {
 	// dir.
 	SetLogDir(dir string)
 	Close() error
+	// An Agent may also have Failing() error: the error that stopped its
+	// work because it is failing (agentproc.FailFast), nil before; the
+	// worker then stops once the failed attempt is recorded.
 }
 
 // WorkerStats counts what a worker did.
@@ -541,10 +544,27 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 	r.Kind, r.Attempt, r.Error, r.Seconds = KindFailed, attemptNo, reason, took.Seconds()
 	m.tryReport(r)
 	m.logf("unit %s of sweep %s: attempt %d failed: %s", id, short(msg.Sweep), attemptNo, reason)
+	var done error
 	if len(why) >= msg.MaxAttempts {
-		return m.poison(ctx, s, msg, report, why)
+		done = m.poison(ctx, s, msg, report, why)
+	} else {
+		done = m.putBack(ctx, msg, len(why))
 	}
-	return m.putBack(ctx, msg, len(why))
+	if f := agentFailing(s.agent); f != nil && done == nil {
+		// Its agent failed fast (agentproc.FailFast): every unit would
+		// fail here; the units are better served by other workers.
+		return errStopAfter{fmt.Errorf("sweep %s: this worker's agent is failing: %w; unit %s's attempt is recorded as failed and reported, and the unit left to other workers: fix the agent (forklab agent check shows what is wrong) and start this worker again", short(msg.Sweep), f, id)}
+	}
+	return done
+}
+
+// agentFailing is the error that stopped agent's work because it is
+// failing (agentproc.Definition.Failing), or nil.
+func agentFailing(agent Agent) error {
+	if f, ok := agent.(interface{ Failing() error }); ok && agent != nil {
+		return f.Failing()
+	}
+	return nil
 }
 
 // attemptsAt reads the attempts at msg's unit recorded under st's state
