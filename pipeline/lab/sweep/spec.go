@@ -869,17 +869,17 @@ func specError(err error) string {
 // keyRanges words the valid values of the spec's numeric keys, for a number
 // that does not even decode (a fraction for an integer, 1e400, 2^64).
 var keyRanges = map[string]string{
-	"replicas":          fmt.Sprintf("an integer in [1, %d]", MaxReplicas),
-	"unit_seeds":        fmt.Sprintf("0 (automatic) or an integer in [1, %d]", MaxUnitSeeds),
-	"fork_at":           fmt.Sprintf("integers in [1, %d]", MaxForkStep),
-	"agent.parallel":    fmt.Sprintf("an integer in [1, %d]", MaxAgentParallel),
-	"agent.retries":     fmt.Sprintf("an integer in [0, %d]", MaxAgentRetries),
-	"agent.timeout":     fmt.Sprintf("a duration in [1ms, %s] such as 90s, or a number of seconds", fmtDuration(MaxAgentTimeout)),
+	"replicas":            fmt.Sprintf("an integer in [1, %d]", MaxReplicas),
+	"unit_seeds":          fmt.Sprintf("0 (automatic) or an integer in [1, %d]", MaxUnitSeeds),
+	"fork_at":             fmt.Sprintf("integers in [1, %d]", MaxForkStep),
+	"agent.parallel":      fmt.Sprintf("an integer in [1, %d]", MaxAgentParallel),
+	"agent.retries":       fmt.Sprintf("an integer in [0, %d]", MaxAgentRetries),
+	"agent.timeout":       fmt.Sprintf("a duration in [1ms, %s] such as 90s, or a number of seconds", fmtDuration(MaxAgentTimeout)),
 	"agent.fail_on_error": "a share in [0, 1]",
-	"max_error_rate":    "a share in [0, 1]",
-	"max_cost":          "a finite number above 0",
-	"model.temperature": "a number in [0, 1]",
-	"model.no_tool":     "a number in [0, 1]",
+	"max_error_rate":      "a share in [0, 1]",
+	"max_cost":            "a finite number above 0",
+	"model.temperature":   "a number in [0, 1]",
+	"model.no_tool":       "a number in [0, 1]",
 }
 
 func kindOf(k string) string {
