@@ -185,6 +185,26 @@ func TestInterruptedSweepPaysNoSeedTwice(t *testing.T) {
 	sameFiles(t, "resumed against uninterrupted", tableFiles(t, want), tableFiles(t, out))
 }
 
+// sweepStopped sweeps spec with the test agent serving the counter with
+// faults, --parallel 2, stopping the definition (as a budget reached does)
+// once 10 seeds are in: the runner has the seeds of four batch lines in
+// flight (two per process) and starts no fifth. It returns the output
+// directory, unpublished, and the definition.
+func sweepStopped(t *testing.T, spec sweep.Spec, faults string) (string, *agentproc.Definition) {
+	t.Helper()
+	def := openAgent(t, agent("counter", faults), 2, 10*time.Second, 1)
+	seen := 0
+	out, _, err := sweepWith(t, spec, def, "", false, sweep.Options{Workers: 1, Progress: func(n, _ int) {
+		if seen += n; seen >= 10 {
+			def.Stop()
+		}
+	}})
+	if !errors.Is(err, agentproc.ErrStopped) {
+		t.Fatalf("got %v, want ErrStopped", err)
+	}
+	return out, def
+}
+
 // A budget reached stops the sweep cleanly: the seeds in progress finish
 // and are journaled, Run returns ErrStopped without publishing, and the
 // resumed sweep completes with the same files and no seed asked twice.
@@ -196,18 +216,7 @@ func TestStopAtBudgetIsResumable(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := filepath.Join(t.TempDir(), "count")
-	def := openAgent(t, agent("counter", "count="+count), 2, 10*time.Second, 1)
-	seen := 0
-	out, _, err := sweepWith(t, spec, def, "", false, sweep.Options{Workers: 1, Progress: func(n, _ int) {
-		// The runner has the seeds of four batch lines in flight (two per
-		// process); the fifth is never started.
-		if seen += n; seen >= 10 {
-			def.Stop()
-		}
-	}})
-	if !errors.Is(err, agentproc.ErrStopped) {
-		t.Fatalf("got %v, want ErrStopped", err)
-	}
+	out, def := sweepStopped(t, spec, "count="+count)
 	if _, err := os.Stat(filepath.Join(out, sweep.ManifestName)); err == nil {
 		t.Fatal("a stopped sweep published its results")
 	}
@@ -247,16 +256,7 @@ func TestBranchIdentity(t *testing.T) {
 	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.AA}
 	spec.Replicas = 2
 	ids := filepath.Join(t.TempDir(), "ids")
-	def := openAgent(t, agent("counter", "ids="+ids), 2, 10*time.Second, 1)
-	seen := 0
-	out, _, err := sweepWith(t, spec, def, "", false, sweep.Options{Workers: 1, Progress: func(n, _ int) {
-		if seen += n; seen >= 10 {
-			def.Stop()
-		}
-	}})
-	if !errors.Is(err, agentproc.ErrStopped) {
-		t.Fatalf("got %v, want ErrStopped", err)
-	}
+	out, _ := sweepStopped(t, spec, "ids="+ids)
 	again := openAgent(t, agent("counter", "ids="+ids), 2, 10*time.Second, 1)
 	_, res, err := sweepWith(t, spec, again, out, true, sweep.Options{Workers: 2})
 	if err != nil {
