@@ -116,7 +116,7 @@ func TestAgentPidIsTheAgents(t *testing.T) {
 func TestAgentNoProbeProcess(t *testing.T) {
 	dir := t.TempDir()
 	count, out := filepath.Join(dir, "count"), filepath.Join(dir, "x")
-	mustRun(t, "sweep", "--agent", faultyAgent(t, "--count "+count), "--seeds", "0:100", "--out", out, "-q")
+	mustRun(t, "sweep", "--agent", faultyAgent(t, "--count "+count), "--parallel", "1", "--seeds", "0:100", "--out", out, "-q")
 	b, _ := os.ReadFile(count)
 	if n := strings.Count(string(b), "initialize -\n"); n != 1 {
 		t.Errorf("%d initialize requests for --parallel 1, want 1", n)
