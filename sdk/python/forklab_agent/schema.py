@@ -137,6 +137,8 @@ class Registry:
         self.dir = directory
         self.docs = {}
         self.compiled = {key: (lambda v: None) for key in trusted}
+        self.trusted = set(trusted)
+        self.fast = None  # the Accept generator, made on first use
 
     def names(self):
         """The message schemas present: "start.result", "branch.params", …"""
@@ -156,9 +158,14 @@ class Registry:
         function (value, prefix) -> None, or "PATH: problem" with PATH
         written from prefix (result.forks[0].cost.steps)."""
         check = self.ref(name + ".schema.json", "")
+        if self.fast is None:
+            self.fast = Accept(self)
+        accept = self.fast.ref(name + ".schema.json", "")
 
         def validate(v, prefix=""):
-            p = check(v)
+            if accept(v):
+                return None
+            p = check(v)  # words the problem (or finds none: a subclass of dict, say)
             return None if p is None else p.text(prefix)
         return validate
 
@@ -382,6 +389,174 @@ class Registry:
                 return c(v) if c is not None else None
             out.append(check_if)
         return out
+
+
+class Accept:
+    """Fast acceptance: each schema node compiled to Python source, a
+    function value -> bool that is True only for values the node accepts.
+    The validators run it first, and the closures of Registry.compile,
+    which word a problem, only when it says False: a reply that is fine
+    costs one generated function call per node. Values of types other than
+    the JSON ones' own (a subclass of dict) are left to the closures."""
+
+    def __init__(self, registry):
+        self.r = registry
+        self.ns = {"_equal": equal, "_unique": _unique, "_true": lambda v: True}
+        self.by_ref = {}
+        self.by_node = {}
+        self.n = 0
+
+    def ref(self, file, pointer):
+        key = (file, pointer)
+        if key in self.r.trusted:
+            return self.ns["_true"]
+        name = self.by_ref.get(key)
+        if name is None:
+            node = self.r.doc(file)
+            for part in [x for x in pointer.split("/") if x]:
+                node = node[part.replace("~1", "/").replace("~0", "~")]
+            name = self.by_ref[key] = self.node(node, file)
+        return self.ns[name]
+
+    def const(self, value):
+        self.n += 1
+        name = "_c%d" % self.n
+        self.ns[name] = value
+        return name
+
+    def node(self, s, file):
+        """The name of the generated function of node s (compiled once)."""
+        key = id(s)
+        if key in self.by_node:
+            return self.by_node[key]
+        self.n += 1
+        name = self.by_node[key] = "_f%d" % self.n
+        if s is True or s == {}:
+            self.ns[name] = self.ns["_true"]
+            return name
+        if s is False:
+            self.ns[name] = lambda v: False
+            return name
+        # A recursive reference finds the function by name at call time.
+        body = []
+        if "$ref" in s:
+            target, _, pointer = s["$ref"].partition("#")
+            key = (target or file, pointer)
+            if key in self.r.trusted:
+                ref = "_true"
+            else:
+                ref = self.by_ref.get(key)
+                if ref is None:
+                    node = self.r.doc(key[0])
+                    for part in [x for x in pointer.split("/") if x]:
+                        node = node[part.replace("~1", "/").replace("~0", "~")]
+                    ref = self.by_ref[key] = self.node(node, key[0])
+            body.append("if not %s(v): return False" % ref)
+        types = s.get("type")
+        if types is not None:
+            types = types if isinstance(types, list) else [types]
+            alts = []
+            for t in types:
+                alts += {"null": ["v is None"], "boolean": ["t is bool"], "integer": ["t is int"], "number": ["t is int", "t is float"],
+                         "string": ["t is str"], "object": ["t is dict"], "array": ["t is list"]}[t]
+            body.append("if not (%s): return False" % " or ".join(alts))
+        if "enum" in s:
+            vals = s["enum"]
+            if all(isinstance(x, str) for x in vals):
+                body.append("if not (t is str and v in %s): return False" % self.const(frozenset(vals)))
+            else:
+                body.append("if not any(_equal(v, x) for x in %s): return False" % self.const(tuple(vals)))
+        if "const" in s:
+            body.append("if not _equal(v, %s): return False" % self.const(s["const"]))
+        num = "(t is int or t is float)"
+        for key, op in (("minimum", ">="), ("maximum", "<="), ("exclusiveMinimum", ">"), ("exclusiveMaximum", "<")):
+            if key in s:
+                body.append("if %s and not (v %s %s): return False" % (num, op, self.const(s[key])))
+        if "minLength" in s:
+            body.append("if t is str and len(v) < %d: return False" % s["minLength"])
+        if "maxLength" in s:
+            body.append("if t is str and len(v) > %d: return False" % s["maxLength"])
+        if "pattern" in s:
+            body.append("if t is str and not %s(v): return False" % self.const(re.compile(s["pattern"]).search))
+        body += self.object_lines(s, file)
+        body += self.array_lines(s, file)
+        for sub in s.get("allOf", []):
+            body.append("if not %s(v): return False" % self.node(sub, file))
+        if "anyOf" in s:
+            body.append("if not (%s): return False" % " or ".join("%s(v)" % self.node(x, file) for x in s["anyOf"]))
+        if "oneOf" in s:
+            body.append("if (%s) != 1: return False" % " + ".join("bool(%s(v))" % self.node(x, file) for x in s["oneOf"]))
+        if "not" in s:
+            body.append("if %s(v): return False" % self.node(s["not"], file))
+        if "if" in s:
+            then = self.node(s["then"], file) if "then" in s else "_true"
+            other = self.node(s["else"], file) if "else" in s else "_true"
+            body.append("if not (%s(v) if %s(v) else %s(v)): return False" % (then, self.node(s["if"], file), other))
+        src = "def %s(v):\n    t = type(v)\n" % name + "".join("    %s\n" % l for l in body) + "    return True\n"
+        exec(compile(src, "<forklab_agent schema %s>" % file, "exec"), self.ns)
+        return name
+
+    def object_lines(self, s, file):
+        props = s.get("properties", {})
+        required = s.get("required", [])
+        extra = s.get("additionalProperties", True)
+        names = s.get("propertyNames")
+        lo, hi = s.get("minProperties"), s.get("maxProperties")
+        if not (props or required or extra is not True or names is not None or lo is not None or hi is not None):
+            return []
+        out = ["if t is dict:"]
+        for k in required:
+            out.append("    if %r not in v: return False" % k)
+        if hi is not None:
+            out.append("    if len(v) > %d: return False" % hi)
+        if lo is not None:
+            out.append("    if len(v) < %d: return False" % lo)
+        # The functions of the properties by name, looked up on the first
+        # call, when every function exists (a recursive schema's too).
+        table = self.const({k: self.node(x, file) for k, x in props.items()})
+        funcs = self.const({})
+        if extra is True:
+            extra_fn = None
+        elif extra is False:
+            extra_fn = False
+        else:
+            extra_fn = self.node(extra, file)
+        names_fn = self.node(names, file) if names is not None else None
+        out.append("    if not %s: %s.update((k, globals()[f]) for k, f in %s.items())" % (funcs, funcs, table))
+        out.append("    for k, x in v.items():")
+        if names_fn:
+            out.append("        if not %s(k): return False" % names_fn)
+        out.append("        c = %s.get(k)" % funcs)
+        if extra_fn is False:
+            out.append("        if c is None: return False")
+        elif extra_fn:
+            out.append("        if c is None: c = %s" % extra_fn)
+        else:
+            out.append("        if c is None: continue")
+        out.append("        if not c(x): return False")
+        return out
+
+    def array_lines(self, s, file):
+        items = s.get("items")
+        lo, hi, unique = s.get("minItems"), s.get("maxItems"), s.get("uniqueItems", False)
+        if items is None and lo is None and hi is None and not unique:
+            return []
+        out = ["if t is list:"]
+        if lo is not None:
+            out.append("    if len(v) < %d: return False" % lo)
+        if hi is not None:
+            out.append("    if len(v) > %d: return False" % hi)
+        if unique:
+            out.append("    if not _unique(v): return False")
+        if items is not None:
+            fn = self.node(items, file)
+            out.append("    for x in v:")
+            out.append("        if not %s(x): return False" % fn)
+        return out
+
+
+def _unique(v):
+    return all(not equal(v[i], v[j]) for i in range(len(v)) for j in range(i))
 
 
 def non_finite(v, path=""):

@@ -281,6 +281,41 @@ class SchemaTest(unittest.TestCase):
         self.assertIn("start.result", r.names())
         self.assertIn("$ref", KEYWORDS)
 
+    def test_fast_path_agrees(self):
+        """The generated acceptance (schema.Accept) accepts exactly what the
+        wording closures find nothing wrong with."""
+        r = Registry()
+        from forklab_agent.schema import Accept
+        fast = Accept(r)
+        good = start(START)
+        samples = {"start.result": [good], "branch.params": [BRANCH], "start.params": [START], "declaration": [COIN],
+                   "initialize.result": [coin().initialize_result], "response": [{"jsonrpc": "2.0", "id": 1, "result": {}}]}
+        def variants(v):
+            """v, and v with each place in turn replaced by other values."""
+            yield v
+            if isinstance(v, dict):
+                for k in list(v):
+                    for x in variants(v[k]):
+                        yield dict(v, **{k: x})
+                    yield {kk: vv for kk, vv in v.items() if kk != k}
+                yield dict(v, unknown_key=1)
+            elif isinstance(v, list):
+                for i, item in enumerate(v):
+                    for x in variants(item):
+                        yield v[:i] + [x] + v[i + 1:]
+                yield []
+                yield v + v
+            for other in (None, True, 0, -1, 2 ** 70, 1.5, "", "x", [], {}):
+                yield other
+        n = 0
+        for name, values in samples.items():
+            slow, accept = r.ref(name + ".schema.json", ""), fast.ref(name + ".schema.json", "")
+            for v in values:
+                for x in variants(v):
+                    n += 1
+                    self.assertEqual(accept(x), slow(x) is None, "%s: %s" % (name, json.dumps(x)[:300]))
+        self.assertGreater(n, 1000)
+
     def test_messages(self):
         r = Registry()
         check = r.validator("response")
