@@ -197,7 +197,9 @@ func (i failingInstance) Runner(lab.Plan) (lab.Runner, error) { return failingRu
 
 type failingRunner struct{ err error }
 
-func (r failingRunner) Run(context.Context, uint64, uint64, func(*lab.SeedResult) error) error { return r.err }
+func (r failingRunner) Run(context.Context, uint64, uint64, func(*lab.SeedResult) error) error {
+	return r.err
+}
 
 // A worker whose agent fails fast records and reports its attempt at the
 // unit as failed, puts the unit back for other workers and stops, saying
