@@ -12,8 +12,10 @@ more: $ref (to a file and a JSON pointer), type, properties, required,
 additionalProperties, propertyNames, minProperties, maxProperties, items,
 minItems, maxItems, uniqueItems, minimum, maximum, exclusiveMinimum,
 exclusiveMaximum, minLength, maxLength, pattern, enum, const, oneOf, anyOf,
-allOf, not, if/then/else. KEYWORDS lists them; annotations (title,
-description, $id, $schema, $defs, default, examples, $comment) are ignored.
+allOf, not, if/then/else. KEYWORDS lists them; annotations (ANNOTATIONS:
+title, description, format, …) are ignored; any other keyword is refused
+when its schema is compiled, so that a re-synced schema that needs one
+fails the SDK's tests instead of being half checked.
 """
 import json
 import math
@@ -28,7 +30,8 @@ KEYWORDS = frozenset([
     "exclusiveMaximum", "minLength", "maxLength", "pattern", "enum", "const", "oneOf", "anyOf", "allOf", "not",
     "if", "then", "else",
 ])
-ANNOTATIONS = frozenset(["title", "description", "$id", "$schema", "$defs", "default", "examples", "$comment"])
+ANNOTATIONS = frozenset(["title", "description", "$id", "$schema", "$defs", "default", "examples", "$comment", "format",
+                         "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "$anchor"])
 
 
 def at(path, key):
