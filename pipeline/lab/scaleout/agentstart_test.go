@@ -99,14 +99,7 @@ func TestAgentStartFailureIsAnAttempt(t *testing.T) {
 		done <- result{res, last, err}
 	}()
 	_, bad := agentWorker(t, q, "bad", errNoPython)
-	select {
-	case err := <-bad:
-		if err == nil || !strings.Contains(err.Error(), "cannot start its agent: exec: python3: not found; unit c0-s0000") {
-			t.Fatalf("the worker without the agent stopped with %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the worker that cannot start the agent did not stop")
-	}
+	workerStops(t, bad, "the worker that cannot start the agent", "cannot start its agent: exec: python3: not found; unit c0-s0000")
 	// The coordinator heard of the failure, and of the worker.
 	deadline := time.After(30 * time.Second)
 	for seen := false; !seen; {
@@ -174,6 +167,20 @@ func TestAgentThatNeverStartsIsPoison(t *testing.T) {
 
 func sprintf(f string, a ...any) string { return fmt.Sprintf(f, a...) }
 
+// workerStops waits up to a minute for the worker (what) whose Run's error
+// arrives on errc to stop with an error holding want.
+func workerStops(t *testing.T, errc <-chan error, what, want string) {
+	t.Helper()
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s stopped with %v, want %q", what, err, want)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not stop", what)
+	}
+}
+
 // failingAgent is the counter as an agent that failed fast
 // (agentproc.FailFast): its runners fail with err, and Failing says so.
 type failingAgent struct {
@@ -220,14 +227,7 @@ func TestFailingAgentStopsItsWorker(t *testing.T) {
 		def, err := lab.Lookup("counter")
 		return failingAgent{inProcess{def}, failing}, err
 	})
-	select {
-	case err := <-bad:
-		if err == nil || !strings.Contains(err.Error(), "this worker's agent is failing: the agent is failing: its first 20 attempts failed") {
-			t.Fatalf("the worker whose agent fails stopped with %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the worker whose agent fails did not stop")
-	}
+	workerStops(t, bad, "the worker whose agent fails", "this worker's agent is failing: the agent is failing: its first 20 attempts failed")
 	agentWorker(t, q, "good", nil)
 	select {
 	case err := <-done:
