@@ -3,7 +3,8 @@
 #
 #   sdk-schemas    copy schemas/agent-protocol/*.schema.json into each SDK's
 #                  bundled copy (every directory named agent-protocol under
-#                  sdk/); schemas' TestSDKSchemaCopies fails until they agree
+#                  sdk/, and the Python package's forklab_agent/schemas);
+#                  schemas' TestSDKSchemaCopies fails until they agree
 #   sdk-node-test  the Node SDK's tests (npm ci in sdk/node for TypeScript,
 #                  then node --test) and its LangGraph adapter's (npm ci in
 #                  examples/agents/langgraph)
@@ -13,7 +14,7 @@ SDK_GO ?= $(if $(GO),$(GO),go)
 .PHONY: sdk-schemas sdk-node-test
 
 sdk-schemas:
-	@for d in $$(find sdk -type d -name agent-protocol -not -path '*/node_modules/*'); do \
+	@for d in $$(find sdk -type d -name agent-protocol -not -path '*/node_modules/*') sdk/python/forklab_agent/schemas; do \
 		rm -f $$d/*.schema.json && cp schemas/agent-protocol/*.schema.json $$d/ && echo "copied schemas/agent-protocol into $$d"; \
 	done
 

@@ -11,8 +11,9 @@ import (
 )
 
 // Each SDK bundles copies of agent-protocol/*.schema.json, against which it
-// checks its own replies (sdk/node/schemas/agent-protocol, and any other
-// directory named agent-protocol under sdk/): a copy that differs from
+// checks its own replies (sdk/node/schemas/agent-protocol,
+// sdk/python/forklab_agent/schemas, and any other directory named
+// agent-protocol under sdk/): a copy that differs from
 // its source, a schema missing from a copy and a copy of no schema each
 // fail, naming the command that re-syncs them.
 func TestSDKSchemaCopies(t *testing.T) {
@@ -28,7 +29,7 @@ func TestSDKSchemaCopies(t *testing.T) {
 		if d.IsDir() && d.Name() == "node_modules" {
 			return filepath.SkipDir
 		}
-		if d.IsDir() && d.Name() == "agent-protocol" {
+		if d.IsDir() && (d.Name() == "agent-protocol" || filepath.ToSlash(path) == "../sdk/python/forklab_agent/schemas") {
 			dirs = append(dirs, path)
 		}
 		return nil
@@ -36,8 +37,10 @@ func TestSDKSchemaCopies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(dirs, filepath.Join("..", "sdk", "node", "schemas", "agent-protocol")) {
-		t.Fatalf("no sdk/node/schemas/agent-protocol among the SDKs' copies %v", dirs)
+	for _, sdk := range []string{"node/schemas/agent-protocol", "python/forklab_agent/schemas"} {
+		if !slices.Contains(dirs, filepath.Join("..", "sdk", filepath.FromSlash(sdk))) {
+			t.Fatalf("no sdk/%s among the SDKs' copies %v", sdk, dirs)
+		}
 	}
 	const fix = "run make sdk-schemas to copy schemas/agent-protocol into every SDK"
 	for _, dir := range dirs {

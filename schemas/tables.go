@@ -38,10 +38,14 @@ import (
 // world-agnostic: every table's columns are the fixed ones below plus the
 // columns a world's declaration (pipeline/world.Declaration) names, and
 // rows carry a status ('ok' or 'error') so a failed run is a row, never a
-// label. Version 3 adds the graded outcome (branches.score;
-// pairs.score_control, score_treated, score_diff) and the other columns
-// schemas/README.md lists under "v3". schemas/README.md lists what changed.
+// label. Version 3 adds branches.noise_key (issue 22), the graded outcome
+// (branches.score; pairs.score_control, score_treated, score_diff) and the
+// other columns schemas/README.md lists under "v3".
 const SchemaVersion = 3
+
+// OldestReadable is the oldest schema version this forklab reads: version
+// 3 only added columns, which the views give as NULL over older files.
+const OldestReadable = 2
 
 // Tables lists the per-shard table folders of a results directory, in
 // write order.
@@ -191,6 +195,7 @@ func Branches(d world.Declaration) []Column {
 		{Name: "seed", Type: BigInt, Description: "the task seed"},
 		{Name: "arm", Type: Varchar, Dict: true, Description: "off, on, placebo, aa or policy"},
 		{Name: "replica", Type: Integer, Description: "the replica, from 0"},
+		{Name: "noise_key", Type: Varchar, Nullable: true, Description: "16 lowercase hex digits: the key the branch's noise was drawn from (fork.BranchKey; an agent is sent it as noise_key); NULL when the checkpoint failed and no branch was drawn"},
 	}
 	cols = append(cols, status...)
 	cols = append(cols,

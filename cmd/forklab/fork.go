@@ -156,7 +156,8 @@ features, none elsewhere.`,
 				if err != nil {
 					return err
 				}
-				spec := &sweep.AgentSpec{Command: agentLine, Environment: env, Timeout: sweep.Duration(timeout)}
+				// One process: a fork asks one branch at a time.
+				spec := &sweep.AgentSpec{Command: agentLine, Environment: env, Timeout: sweep.Duration(timeout), Parallel: 1}
 				if file != "" {
 					// Rows of an agent sweep's checkpoints table: the
 					// agent's branch finishes each.

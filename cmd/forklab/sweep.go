@@ -95,9 +95,16 @@ holds at most 65,536 units and 2^53 branch rows (8,589,934,592 seeds with the
 default unit size; docs/scale-out.md), and a larger seed range is refused
 naming the largest that fits.
 
+An agent that fails — every one of its first attempts (20 of them, or 3
+or more in the first 30 seconds, before any succeeded), or more than
+--fail-on-error (50%) of its last 100 — stops the sweep within a minute,
+quoting the last failure (a line it wrote where a reply was expected, its
+exit status, the end of its stderr).
+
 Exit status: 0 done; 5 done, but more than --max-error-rate of the pairs
 are errors (the numbers are incomplete; --resume plays the failed units
-again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
+again); 6 stopped at --max-cost (resumable); 7 stopped early because the
+agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 		Example: `  forklab sweep --seeds 0:300 --fork-at 3 --out out
   forklab sweep --seeds 0:10000 --fork-at 1-4 --arms off,on,placebo,aa --temperature 0.1 --replicas 5 --out noisy
   forklab sweep --from-log http://127.0.0.1:4437 --seeds 0:300 --out from-log
@@ -204,7 +211,10 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				if err := spec.Agent.Validate(); err != nil {
 					return specErr(err, fl.Changed, nil)
 				}
-				if ext, err = openAgent(ctx, spec.Agent); err != nil {
+				if ext, err = openAgent(ctx, spec.Agent, true); err != nil {
+					if errors.Is(err, agentproc.ErrFailing) {
+						return exitError{7, errors.New(failingMessage(err, "sweep", spec.Agent.Command, "run the same sweep again"))}
+					}
 					return asInput(err)
 				}
 				defer ext.Close()
@@ -251,20 +261,22 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				// at most one seed's cost (agentproc/budget.go).
 				ext.SetBudget(spec.MaxCost)
 				if !fl.Changed("workers") {
-					opt.Workers = max(1, spec.Agent.Parallel)
+					opt.Workers = ext.Pool().Parallel()
 				}
 				if !quiet {
 					// Where the logs are while the sweep runs (its staging
 					// directory), and where they will be once it is published.
 					fmt.Fprintf(os.Stderr, "forklab sweep: agent %q: world %s %s, %d process(es); its stderr goes to %s (%s once the sweep is published)\n",
-						spec.Agent.Command, resolved.Decl.Name, resolved.Decl.Version, max(1, spec.Agent.Parallel), logs, filepath.Join(out, sweep.AgentLogs))
+						spec.Agent.Command, resolved.Decl.Name, resolved.Decl.Version, ext.Pool().Parallel(), logs, filepath.Join(out, sweep.AgentLogs))
 				}
 			}
 			if !quiet && isatty.IsTerminal(os.Stderr.Fd()) {
 				prog.bar = progressbar.NewOptions64(prog.total, progressbar.OptionSetWriter(os.Stderr),
 					progressbar.OptionSetDescription("sweep"), progressbar.OptionShowCount(),
 					progressbar.OptionShowIts(), progressbar.OptionSetItsString("pairs"),
-					progressbar.OptionSetPredictTime(true),
+					// The ETA is the description's (etaText): none while
+					// most pairs are errors.
+					progressbar.OptionSetPredictTime(false), progressbar.OptionSetElapsedTime(true),
 					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
 			} else {
 				prog.lines = !quiet && ext != nil
@@ -307,6 +319,10 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				st.Release()
 				if ctx.Err() != nil {
 					return exitError{130, fmt.Errorf("sweep interrupted; %s is as it was before; the finished work is kept for forklab sweep --resume", out)}
+				}
+				if errors.Is(err, agentproc.ErrFailing) {
+					return exitError{7, errors.New(failingMessage(err, "sweep", spec.Agent.Command,
+						fmt.Sprintf("run the same sweep again with --resume: %s is as it was before, and every seed finished so far is kept", out)))}
 				}
 				if errors.Is(err, agentproc.ErrStopped) {
 					prog.mu.Lock()

@@ -170,7 +170,7 @@ func (sf *scaleFlags) run(cmd *cobra.Command, r sweep.Resolved, ext *agentproc.D
 		ext.SetJournal(st.JournalDir())
 		ext.SetLogDir(filepath.Join(st.Dir, sweep.AgentLogs, "share-"+strconv.Itoa(sf.share.I)))
 		if !cmd.Flags().Changed("workers") {
-			workers = max(1, r.Spec.Agent.Parallel)
+			workers = ext.Pool().Parallel()
 		}
 	}
 	return runShare(ctx, r, out, sf.share, overwrite, quiet, workers)
@@ -256,6 +256,9 @@ func runShare(ctx context.Context, r sweep.Resolved, out string, sh scaleout.Sha
 	if err != nil {
 		if ctx.Err() != nil {
 			return exitError{130, fmt.Errorf("share %s interrupted; the units it finished are kept: run it again to go on", sh)}
+		}
+		if errors.Is(err, agentproc.ErrFailing) {
+			return exitError{7, errors.New(failingMessage(err, "share "+sh.String(), r.Spec.Agent.Command, "run the share again: the units and seeds it finished are kept"))}
 		}
 		if errors.Is(err, sweep.ErrFinished) {
 			return asInput(err)

@@ -43,6 +43,11 @@ type Plan struct {
 	// transcript (BranchResult.Transcript; transcript.go). An external
 	// agent's runner keeps the transcripts the agent sends, asked or not.
 	Transcripts bool
+
+	// SweepID is the sweep's id (its manifest's sweep_id), which an
+	// external agent is told with every branch (docs/agent-protocol.md,
+	// "branch"); "" outside a sweep. It never changes what is computed.
+	SweepID string
 }
 
 // Branches is the number of branches per fork: arms × replicas.

@@ -130,6 +130,12 @@ type Declaration struct {
 	// identical requests (a real model sampled above temperature 0): its
 	// sweeps need replicas. Built-in worlds are deterministic.
 	Nondeterministic bool `json:"nondeterministic,omitempty"`
+	// Volatile lists JSON paths (JSONPath patterns) into start's result
+	// that change from run to run and mean nothing — a framework's
+	// checkpoint ids, timestamps, message ids: forklab agent check's
+	// repeatability comparison ignores them. Nothing else reads them: the
+	// checkpoint is stored and handed back as the agent wrote it.
+	Volatile []string `json:"volatile,omitempty"`
 }
 
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
@@ -339,6 +345,9 @@ func (d Declaration) Validate() error {
 		if err := d.Score.validate(d.Name); err != nil {
 			return err
 		}
+	}
+	if err := d.validateVolatile(); err != nil {
+		return err
 	}
 	if !slices.Contains(d.Cost.Fields, CostSteps) {
 		return fmt.Errorf("world %s: cost fields must include %q", d.Name, CostSteps)

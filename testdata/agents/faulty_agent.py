@@ -30,10 +30,15 @@ modulo 50, and ok elsewhere.
 """
 import argparse, importlib.util, json, os, random, sys, time
 
+# The protocol's stdout, kept before seed_core's SDK (forklab_agent) takes
+# file descriptor 1 for its own replies: this agent writes its replies, and
+# its garbage, itself, so that it can break the protocol.
+out = os.fdopen(os.dup(1), "w")
 here = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("seed_core", os.path.join(here, "..", "..", "examples", "agents", "seed_core.py"))
 core = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(core)
+core.agent.check_replies = False  # its malformed replies go out as they are
 
 ap = argparse.ArgumentParser()
 seeds = lambda s: {int(x) for x in s.split(",") if x}
@@ -52,11 +57,11 @@ ap.add_argument("--no-batch", action="store_true")
 ap.add_argument("--score", choices=["ok", "nan", "out", "missing", "against"], default="")
 a = ap.parse_args()
 
-plain_start, plain_branch, plain_initialize, plain_handle = core.m_start, core.m_branch, core.m_initialize, core.handle
+plain_start, plain_branch, plain_handle = core.start, core.branch, core.agent.handle
 
 
-def initialize(p):
-    r = plain_initialize(p)
+def initialize(r):
+    r = dict(r)
     if a.count:
         with open(a.count, "a") as f:
             f.write("initialize -\n")
@@ -79,6 +84,8 @@ def initialize(p):
 
 def handle(req):
     reply, done = plain_handle(req)
+    if isinstance(req, dict) and req.get("method") == "initialize" and "result" in reply:
+        reply["result"] = initialize(reply["result"])
     if a.wrong_id and isinstance(req, dict) and req.get("method") == "start" and isinstance(reply.get("id"), int):
         reply["id"] += 100
     return reply, done
@@ -94,12 +101,12 @@ def start(p):
         os._exit(1)
     if isinstance(seed, int) and seed % 50 in a.garbage:
         print("faulty_agent: garbage on seed %d" % seed, file=sys.stderr, flush=True)
-        sys.stdout.write("Traceback (most recent call last): seed %d\n" % seed)
-        sys.stdout.flush()
+        out.write("Traceback (most recent call last): seed %d\n" % seed)
+        out.flush()
     r = plain_start(p)
     if a.notification:
-        sys.stdout.write('{"jsonrpc":"2.0","method":"progress","params":{"seed":%d}}\n' % seed)
-        sys.stdout.flush()
+        out.write('{"jsonrpc":"2.0","method":"progress","params":{"seed":%d}}\n' % seed)
+        out.flush()
     if a.drop_feature:
         for f in r["forks"]:
             f["features"].pop(a.drop_feature, None)
@@ -141,11 +148,30 @@ def branch(p):
     return r
 
 
-core.METHODS["start"] = start
-core.METHODS["branch"] = branch
-core.METHODS["initialize"] = initialize
-core.handle = handle
-core.serve()
+def serve():
+    """forklab-agent/1 as plainly as it goes: a reply line per request line."""
+    for raw in sys.stdin.buffer:
+        if not raw.strip():
+            continue
+        try:
+            msg = json.loads(raw)
+        except ValueError as e:
+            reply, done = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "not JSON: %s" % e}}, False
+        else:
+            if isinstance(msg, list):
+                pairs = [handle(m) for m in msg]
+                reply, done = [r for r, _ in pairs], any(d for _, d in pairs)
+            else:
+                reply, done = handle(msg)
+        out.write(json.dumps(reply, separators=(",", ":")) + "\n")
+        out.flush()
+        if done:
+            return
+
+
+core.agent.methods["start"] = start
+core.agent.methods["branch"] = branch
+serve()
 if a.linger:
     print("faulty_agent: answered shutdown; lingering", file=sys.stderr, flush=True)
     time.sleep(3600)

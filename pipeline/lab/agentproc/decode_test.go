@@ -89,7 +89,7 @@ func TestBranchReplyErrors(t *testing.T) {
 		{`{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"transcript":[{"action":"refresh","cost":{"steps":1,"usd":0,"tokens":5}}]},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0].transcript[0].cost.tokens is reported but the cost model does not list it (it lists steps, usd)"},
 	} {
 		out := make([]lab.BranchResult, 2)
-		c := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0)
+		c := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0, "")
 		err := c.decode(json.RawMessage(tc.reply))
 		switch {
 		case tc.want == "" && err != nil:
@@ -114,7 +114,7 @@ func TestBranchReplyErrors(t *testing.T) {
 	}
 	// The branches asked: the on arm's intervention by name, off's null,
 	// and a noise key per arm and replica.
-	c := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 2, false, make([]lab.BranchResult, 4), 0)
+	c := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 2, false, make([]lab.BranchResult, 4), 0, "")
 	b, _ := json.Marshal(c.params)
 	want := `{"seed":7,"fork_step":3,"checkpoint":{},"branches":[` +
 		`{"arm":"off","intervention":null,"replica":0,"noise_key":"` + NoiseKey(7, 3, fork.Off, 0, false) + `"},` +
@@ -204,7 +204,7 @@ func TestStrictDecodingIsTheSchema(t *testing.T) {
 			}},
 		{"branch.result", `{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"details":{"why":"ok"},"transcript":[{"step":4,"action":"refresh","intervention":true,"tool_call":{"name":"refresh","arguments":{"hard":true}},"tool_result":"ok","observation":{"obs":3},"cost":{"steps":1,"usd":0.05}},{"action":"no_tool","observation":null}]},{"error":{"code":-32000,"message":"m","data":{"retryable":false}}}]}`,
 			func(b json.RawMessage) error {
-				return testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, make([]lab.BranchResult, 2), 0).decode(b)
+				return testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, make([]lab.BranchResult, 2), 0, "").decode(b)
 			}},
 		{"fold.result", `{"seed":5,"fork_step":2,"over":false,"checkpoint":[1,2],"features":{"same_obs":true,"mood":"wild","tokens_left":1.5},"hidden":{"stuck":false},"cost":{"steps":2,"usd":0}}`,
 			func(b json.RawMessage) error { return foldCall(&testDecl, FoldParams{}, &Folded{}).decode(b) }},

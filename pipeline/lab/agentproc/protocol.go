@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/world"
@@ -185,11 +186,19 @@ type BranchSpec struct {
 	// NoiseKey is 16 lowercase hex digits, a 64-bit key unique to (seed,
 	// fork step, arm, replica): an agent seeds its sampling from it.
 	NoiseKey string `json:"noise_key"`
+	// BranchID is the branch's identity across tools, BranchID's
+	// <sweep_id>/<run>/<fork_step>/<arm>/<replica>: an agent may name its
+	// framework's thread after it and record it in details. Sent in a
+	// sweep only (with BranchParams.SweepID).
+	BranchID string `json:"branch_id,omitempty"`
 }
 
 // BranchParams are branch's params: one checkpoint, the branches to finish
 // from it.
 type BranchParams struct {
+	// SweepID is the sweep's id, its manifest's sweep_id; "" (left out)
+	// outside a sweep (forklab fork).
+	SweepID    string          `json:"sweep_id,omitempty"`
 	Seed       uint64          `json:"seed"`
 	ForkStep   int             `json:"fork_step"`
 	Checkpoint json.RawMessage `json:"checkpoint"`
@@ -332,6 +341,16 @@ type response struct {
 	ID      json.RawMessage `json:"id"`
 	Result  json.RawMessage `json:"result"`
 	Error   *WireError      `json:"error"`
+}
+
+// BranchID is a branch's stable identity (docs/agent-protocol.md,
+// "branch"): <sweep_id>/<run>/<fork_step>/<arm>/<replica>, where run is the
+// decimal seed of a seed population, or a recorded run's run_id
+// percent-encoded as an RFC 3986 path segment (url.PathEscape); the branch
+// of a policy arm is named policy, whichever of on's and off's noise it
+// drew.
+func BranchID(sweepID, run string, forkStep int, arm fork.Arm, replica int) string {
+	return sweepID + "/" + run + "/" + strconv.Itoa(forkStep) + "/" + string(arm) + "/" + strconv.Itoa(replica)
 }
 
 // NoiseKey formats a branch's noise stream key (fork.BranchKey: the policy

@@ -50,7 +50,10 @@ type Options struct {
 	// tests that hold both ways of writing to the same bytes.
 	Buffered bool
 	// SweepID, if set, is the manifest's sweep_id (a distributed sweep's
-	// id, which its records on Kafka carry); otherwise a new random one.
+	// id, which its records on Kafka carry); otherwise the one recorded in
+	// the staging directory's ledger by the run that began the sweep (a
+	// resumed sweep keeps its id), or a new random one. Runners are told
+	// it (lab.Plan.SweepID): an agent names its branches after it.
 	SweepID string
 	// KeptCost, if set, is called once, before any unit runs, with the
 	// recorded cost of the units an interrupted sweep finished without
@@ -184,9 +187,6 @@ type Result struct {
 // --resume.
 func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, error) {
 	spec := r.Spec
-	if opt.SweepID == "" {
-		opt.SweepID = newSweepID()
-	}
 	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, SweepID: opt.SweepID,
 		Spec: spec.redacted(), Declaration: r.Decl, Configs: r.Configs, Rows: map[string]int64{}, StartedAt: time.Now().UTC()}
 	var res Result
@@ -197,6 +197,10 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	if err := checkLedgerSpec(st.Dir, spec.Identity(), r.Decl); err != nil {
 		return res, err
 	}
+	if opt.SweepID, err = ledgerSweepID(st.Dir, opt.SweepID); err != nil {
+		return res, err
+	}
+	m.SweepID = opt.SweepID
 	done, err := readLedger(st.Dir)
 	if err != nil {
 		return res, err
@@ -379,6 +383,42 @@ func newSweepID() string {
 	b := make([]byte, 16)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// sweepIDName is the file in the ledger folder holding the sweep's id.
+const sweepIDName = "sweep_id"
+
+// ledgerSweepID returns the sweep's id: given, when the caller has one (a
+// distributed sweep's); else the one recorded in the ledger of staging
+// dir, so that a resumed sweep, every share of a static split and its
+// finalize have the id the sweep began with — the id its agent was told
+// in every branch (branch_id) and its manifest records; else a new one,
+// recorded there (the first of several shares to record it wins).
+func ledgerSweepID(dir, given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	path := filepath.Join(dir, ledgerDir, sweepIDName)
+	for range 3 {
+		if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			return string(bytes.TrimSpace(b)), nil
+		}
+		if err := os.MkdirAll(filepath.Join(dir, ledgerDir), 0o755); err != nil {
+			return "", err
+		}
+		tmp := path + ".new" + tmpInfix + newSweepID()[:8]
+		if err := os.WriteFile(tmp, []byte(newSweepID()), 0o644); err != nil {
+			return "", fmt.Errorf("staging %s: record the sweep id: %w", dir, err)
+		}
+		// A hard link makes the id appear whole or not at all, and fails if
+		// another share recorded one first: then that one is read.
+		err := os.Link(tmp, path)
+		os.Remove(tmp)
+		if err != nil && !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("staging %s: record the sweep id: %w", dir, err)
+		}
+	}
+	return "", fmt.Errorf("staging %s: the sweep id in %s cannot be read", dir, path)
 }
 
 // specName is the file in the ledger folder holding the spec its units
@@ -842,7 +882,9 @@ type unitWriter struct {
 }
 
 func newUnitWriter(r Resolved, ls *layouts, dir string, opt Options, s *syncer, done func(ledgerEntry, error)) *unitWriter {
-	w := &unitWriter{r: r, ls: ls, dir: dir, opt: opt, sync: s, done: done, plan: r.Plan(), runners: map[int]lab.Runner{},
+	plan := r.Plan()
+	plan.SweepID = opt.SweepID
+	w := &unitWriter{r: r, ls: ls, dir: dir, opt: opt, sync: s, done: done, plan: plan, runners: map[int]lab.Runner{},
 		tasks: newTableFile(ls.tasks, 0), forks: make([]forkTables, len(r.Spec.ForkAt)),
 		cpFeat: ls.checkpoints.index("over") + 1, pairFeat: ls.pairs.index("score_diff") + 1, taskCol: ls.tasks.index("error") + 1,
 		transcriptCol: ls.branches.index(schemas.TranscriptColumn),
@@ -1120,6 +1162,18 @@ func colTypeOf(k world.Kind) colType {
 	return colDict
 }
 
+// noiseKey writes a branch's noise key as the branches table (and the
+// protocol) holds it: 16 lowercase hex digits.
+func noiseKey(k uint64) string {
+	const digits = "0123456789abcdef"
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = digits[k&15]
+		k >>= 4
+	}
+	return string(b[:])
+}
+
 // putStatus writes the status and error columns (1 and 2) of a row.
 func putStatus(t *tableFile, errText string, keep *[]string) {
 	if errText == "" {
@@ -1194,29 +1248,32 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 				if bErr == "" {
 					b = &f.Branches[ai*K+rep]
 					bErr = b.Err
+					br.putString(3, noiseKey(fork.BranchKey(res.Seed, f.ForkStep, arm, rep, f.Fires)))
+				} else {
+					br.putNull(3) // no checkpoint: no branch was drawn
 				}
-				putStatus2(br, 3, bErr, &ft.errs)
+				putStatus2(br, 4, bErr, &ft.errs)
 				if bErr != "" {
-					br.putNull(5)
 					br.putNull(6)
 					br.putNull(7)
-					w.putCost(br, 8, world.Cost{}, true)
-					br.putNull(12)
+					br.putNull(8)
+					w.putCost(br, 9, world.Cost{}, true)
+					br.putNull(13)
 					br.putNull(w.transcriptCol)
 				} else {
-					br.putBool(5, b.Intervened)
-					br.putBool(6, b.Success)
+					br.putBool(6, b.Intervened)
+					br.putBool(7, b.Success)
 					if b.Score != nil && w.score != nil {
-						br.putDouble(7, *b.Score)
+						br.putDouble(8, *b.Score)
 					} else {
-						br.putNull(7)
+						br.putNull(8)
 					}
-					w.putCost(br, 8, b.Cost, false)
+					w.putCost(br, 9, b.Cost, false)
 					if len(b.Details) > 0 {
 						ft.errs = append(ft.errs, string(b.Details))
-						br.putString(12, ft.errs[len(ft.errs)-1])
+						br.putString(13, ft.errs[len(ft.errs)-1])
 					} else {
-						br.putNull(12)
+						br.putNull(13)
 					}
 					if len(b.Transcript) > 0 {
 						start := len(ft.transcripts)

@@ -207,7 +207,8 @@ func (s Spec) ErrorRateLimit() float64 {
 type AgentSpec struct {
 	// Command is the shell command line that starts one agent process.
 	Command string `json:"command"`
-	// Parallel is the number of agent processes (default 1).
+	// Parallel is the number of agent processes (0: the default, one per
+	// CPU, agentproc.DefaultParallel).
 	Parallel int `json:"parallel,omitempty"`
 	// Timeout bounds each run or branch asked of the agent, e.g. "90s"
 	// (default 60s).
@@ -218,6 +219,11 @@ type AgentSpec struct {
 	// Environment adds variables to the agent's environment. The manifest
 	// records their names, not their values.
 	Environment map[string]string `json:"environment,omitempty"`
+	// FailOnError is the share of the agent's last 100 attempts that may
+	// fail before the sweep stops, resumably (exit 7; its first attempts
+	// all failing stop it too: agentproc.FailFast); nil means
+	// agentproc.DefaultFailOnError (50%), 1 no limit by rate.
+	FailOnError *float64 `json:"fail_on_error,omitempty"`
 }
 
 // Duration is a time.Duration written as Go writes it ("90s", "2m").
@@ -275,11 +281,13 @@ func (a *AgentSpec) Validate() error {
 	case strings.TrimSpace(a.Command) == "":
 		return keyErr("agent.command", "is empty")
 	case a.Parallel < 0 || a.Parallel > MaxAgentParallel:
-		return keyErr("agent.parallel", "must be an integer in [1, %d] (0: 1), got %d", MaxAgentParallel, a.Parallel)
+		return keyErr("agent.parallel", "must be an integer in [1, %d] (0: one per CPU), got %d", MaxAgentParallel, a.Parallel)
 	case a.Timeout < 0 || time.Duration(a.Timeout) > MaxAgentTimeout || a.Timeout > 0 && time.Duration(a.Timeout) < time.Millisecond:
 		return keyErr("agent.timeout", "must be a duration in [1ms, %s] (0: the default 60s), got %s", fmtDuration(MaxAgentTimeout), time.Duration(a.Timeout))
 	case a.Retries != nil && (*a.Retries < 0 || *a.Retries > MaxAgentRetries):
 		return keyErr("agent.retries", "must be an integer in [0, %d], got %d", MaxAgentRetries, *a.Retries)
+	case a.FailOnError != nil && !(*a.FailOnError >= 0 && *a.FailOnError <= 1):
+		return keyErr("agent.fail_on_error", "must be a share in [0, 1] (1: no limit), got %v", *a.FailOnError)
 	}
 	return nil
 }
@@ -982,16 +990,17 @@ func specError(err error) string {
 // keyRanges words the valid values of the spec's numeric keys, for a number
 // that does not even decode (a fraction for an integer, 1e400, 2^64).
 var keyRanges = map[string]string{
-	"replicas":          fmt.Sprintf("an integer in [1, %d]", MaxReplicas),
-	"unit_seeds":        fmt.Sprintf("0 (automatic) or an integer in [1, %d]", MaxUnitSeeds),
-	"fork_at":           fmt.Sprintf("integers in [1, %d]", MaxForkStep),
-	"agent.parallel":    fmt.Sprintf("an integer in [1, %d]", MaxAgentParallel),
-	"agent.retries":     fmt.Sprintf("an integer in [0, %d]", MaxAgentRetries),
-	"agent.timeout":     fmt.Sprintf("a duration in [1ms, %s] such as 90s, or a number of seconds", fmtDuration(MaxAgentTimeout)),
-	"max_error_rate":    "a share in [0, 1]",
-	"max_cost":          "a finite number above 0",
-	"model.temperature": "a number in [0, 1]",
-	"model.no_tool":     "a number in [0, 1]",
+	"replicas":            fmt.Sprintf("an integer in [1, %d]", MaxReplicas),
+	"unit_seeds":          fmt.Sprintf("0 (automatic) or an integer in [1, %d]", MaxUnitSeeds),
+	"fork_at":             fmt.Sprintf("integers in [1, %d]", MaxForkStep),
+	"agent.parallel":      fmt.Sprintf("an integer in [1, %d]", MaxAgentParallel),
+	"agent.retries":       fmt.Sprintf("an integer in [0, %d]", MaxAgentRetries),
+	"agent.timeout":       fmt.Sprintf("a duration in [1ms, %s] such as 90s, or a number of seconds", fmtDuration(MaxAgentTimeout)),
+	"agent.fail_on_error": "a share in [0, 1]",
+	"max_error_rate":      "a share in [0, 1]",
+	"max_cost":            "a finite number above 0",
+	"model.temperature":   "a number in [0, 1]",
+	"model.no_tool":       "a number in [0, 1]",
 	// The gate's thresholds (pipeline/analysis/gate).
 	"gate.max_harm_rate":  "a number in [0, 1]",
 	"gate.max_harmed":     fmt.Sprintf("an integer in [0, %d]", int64(gate.MaxExact)),

@@ -189,7 +189,7 @@ func TestTablesReadBackAsForkLabComputes(t *testing.T) {
 	}
 	cps := ducktest.Query(t, out, `SELECT fork_step, seed, checkpoint, over, same_obs, repeat_run, obs_value, steps_used, budget_left,
 		hidden_stuck, hidden_fault, hidden_value, cost_steps FROM {checkpoints} ORDER BY fork_step, seed`)
-	brs := ducktest.Query(t, out, `SELECT fork_step, seed, arm, replica, intervened, success, cost_steps FROM {branches}
+	brs := ducktest.Query(t, out, `SELECT fork_step, seed, arm, replica, intervened, success, cost_steps, noise_key FROM {branches}
 		ORDER BY fork_step, seed, CASE arm WHEN 'off' THEN 0 WHEN 'on' THEN 1 WHEN 'placebo' THEN 2 ELSE 3 END, replica`)
 	if len(cps) != 2*600 || len(brs) != len(cps)*4*3 {
 		t.Fatalf("%d checkpoints, %d branches", len(cps), len(brs))
@@ -215,7 +215,8 @@ func TestTablesReadBackAsForkLabComputes(t *testing.T) {
 			arm, rep := arms[j/3], j%3
 			var final counter.State
 			ok, iv := ref.Branch(&final, &s, s.Seed, c.ForkStep, arm, rep, false)
-			want := fmt.Sprint([]any{c.ForkStep, s.Seed, arm, rep, iv, ok, final.Steps - s.Steps})
+			// noise_key: the key the branch's noise was drawn from.
+			want := fmt.Sprint([]any{c.ForkStep, s.Seed, arm, rep, iv, ok, final.Steps - s.Steps, fmt.Sprintf("%016x", fork.BranchKey(s.Seed, c.ForkStep, arm, rep, false))})
 			if got := fmt.Sprint(b); got != want {
 				t.Fatalf("branch %s, fork.Lab %s", got, want)
 			}
@@ -299,9 +300,9 @@ func TestErrorsAreRowsNeverLabels(t *testing.T) {
 	if fmt.Sprint(got) != want {
 		t.Fatalf("pairs by status: %v, want %s", got, want)
 	}
-	got = ducktest.Query(t, streamed, "SELECT count(*) FILTER (WHERE status = 'error'), count(*) FILTER (WHERE success IS NULL) FROM {branches}")
-	if fmt.Sprint(got) != "[[39 39]]" {
-		t.Fatalf("error branches: %v, want 3 seeds × 3 arms + 30 = 39", got)
+	got = ducktest.Query(t, streamed, "SELECT count(*) FILTER (WHERE status = 'error'), count(*) FILTER (WHERE success IS NULL), count(*) FILTER (WHERE noise_key IS NULL) FROM {branches}")
+	if fmt.Sprint(got) != "[[39 39 9]]" {
+		t.Fatalf("error branches: %v, want 3 seeds × 3 arms + 30 = 39, of which the 9 without a checkpoint have no noise key", got)
 	}
 }
 
@@ -595,14 +596,15 @@ func TestPolicyBranchesAreOnOrOff(t *testing.T) {
 		       count(*) FILTER (WHERE p.intervened) AS fired,
 		       count(*) FILTER (WHERE p.success <> CASE WHEN p.intervened THEN o.success ELSE f.success END
 		                           OR p.cost_steps <> CASE WHEN p.intervened THEN o.cost_steps ELSE f.cost_steps END) AS differing,
-		       count(*) FILTER (WHERE o.success <> f.success) AS on_differs_from_off
+		       count(*) FILTER (WHERE o.success <> f.success) AS on_differs_from_off,
+		       count(*) FILTER (WHERE p.noise_key <> CASE WHEN p.intervened THEN o.noise_key ELSE f.noise_key END OR o.noise_key = f.noise_key) AS keys
 		FROM {branches} AS p
 		JOIN {branches} AS o USING (config_id, fork_step, seed, replica)
 		JOIN {branches} AS f USING (config_id, fork_step, seed, replica)
 		WHERE p.arm = 'policy' AND o.arm = 'on' AND f.arm = 'off'`)
 	row := got[0]
-	if row[0] != fmt.Sprint(4000*2*3) || row[1] == "0" || row[1] == row[0] || row[2] != "0" || row[3] == "0" {
-		t.Fatalf("policy branches %v: want %d, some fired and some not, 0 differing from on/off, on and off differing somewhere", row, 4000*2*3)
+	if row[0] != fmt.Sprint(4000*2*3) || row[1] == "0" || row[1] == row[0] || row[2] != "0" || row[3] == "0" || row[4] != "0" {
+		t.Fatalf("policy branches %v: want %d, some fired and some not, 0 differing from on/off, on and off differing somewhere, each with on's noise key where it fired and off's elsewhere", row, 4000*2*3)
 	}
 	unfired := ducktest.Query(t, out, "SELECT count(*) FROM {pairs} AS pairs WHERE arm = 'policy' AND label <> 'unchanged' AND NOT EXISTS (SELECT 1 FROM {branches} AS b WHERE b.arm = 'policy' AND b.intervened AND b.seed = pairs.seed AND b.fork_step = pairs.fork_step)")
 	if unfired[0][0] != "0" {

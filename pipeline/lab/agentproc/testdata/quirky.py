@@ -20,6 +20,9 @@ QUIRK_BATCH_DROP=1       a batch reply leaves out its last response
 QUIRK_BATCH_NULL=1       every batch is refused with one error, id null
 QUIRK_NONDET=1           declare "nondeterministic": true
 QUIRK_TEXT=TEXT          the checkpoint holds TEXT (written raw, ensure_ascii off)
+QUIRK_STAMP=1            the checkpoint holds a wall-clock saved_at and a list of
+                         messages with random ids, as a framework's does
+QUIRK_VOLATILE=PATHS     declare these volatile paths (comma-separated)
 """
 import json, os, random, sys, time
 
@@ -36,6 +39,8 @@ WORLD = {"name": "quirky", "version": "1",
          "cost": {"fields": ["steps"]}}
 if os.environ.get("QUIRK_NONDET"):
     WORLD["nondeterministic"] = True
+if os.environ.get("QUIRK_VOLATILE"):
+    WORLD["volatile"] = os.environ["QUIRK_VOLATILE"].split(",")
 CAPS = {}
 if os.environ.get("QUIRK_BATCH"):
     CAPS["batch"] = int(os.environ["QUIRK_BATCH"])
@@ -56,7 +61,11 @@ def start(p):
     for k in p["fork_steps"]:
         while st["steps"] < min(k, 4):
             flip(st, rng)
-        f = {"fork_step": k, "over": st["steps"] >= 4, "checkpoint": dict(st),
+        cp = dict(st)
+        if os.environ.get("QUIRK_STAMP"):
+            cp["saved_at"] = "%.9f" % time.time()
+            cp["messages"] = [{"role": "user", "id": os.urandom(8).hex()}, {"role": "ai", "id": os.urandom(8).hex()}]
+        f = {"fork_step": k, "over": st["steps"] >= 4, "checkpoint": cp,
              "features": {"heads": st["heads"]}, "hidden": {"flawed": st["flawed"]},
              "cost": {"steps": st["steps"]}}
         if seed in seeds("QUIRK_MISSING"):
