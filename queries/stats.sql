@@ -16,6 +16,17 @@
 --                                  (harmed), d = neither: Newcombe's method 10
 --                                  (Stat Med 1998) with the φ correction of
 --                                  Newcombe & Altman (2000); [−1, 1] when n = 0
+--   t975(df)                       Student's t quantile t(0.975; df), df an
+--                                  integer >= 1: the multiplier of the paired
+--                                  t interval mean ± t975(n − 1)·s/√n
+--   wilcoxon_p(t_plus, n, ties)    two-sided p of the Wilcoxon signed-rank
+--                                  test from the rank sum of the positive
+--                                  differences t_plus (tied |d| at their mean
+--                                  rank), the number of nonzero differences n
+--                                  and Σ(t³ − t) over the tie groups' sizes t:
+--                                  scipy.stats.wilcoxon(d, zero_method="wilcox",
+--                                  correction=False, method="approx"); NULL
+--                                  when n = 0
 --
 -- Exact at the boundaries and ordered: wilson_lo is 0 exactly for x = 0 and
 -- wilson_hi 1 exactly for x = n, wilson_lo ≤ x / n ≤ wilson_hi; mcnemar_p is 1
@@ -139,17 +150,6 @@ CREATE OR REPLACE MACRO newcombe_hi(a, b, c, d) AS
 -- computes the same in Go; testdata/stats/gen_scores.py writes reference
 -- values with SciPy, mpmath and statsmodels.
 --
---   t975(df)                       Student's t quantile t(0.975; df), df an
---                                  integer >= 1: the multiplier of the paired
---                                  t interval mean ± t975(n − 1)·s/√n
---   wilcoxon_p(t_plus, n, ties)    two-sided p of the Wilcoxon signed-rank
---                                  test from the rank sum of the positive
---                                  differences t_plus (tied |d| at their mean
---                                  rank), the number of nonzero differences n
---                                  and Σ(t³ − t) over the tie groups' sizes t:
---                                  scipy.stats.wilcoxon(d, zero_method="wilcox",
---                                  correction=False, method="approx"); NULL
---                                  when n = 0
 --
 -- t975 reads a table for df 1 to 100 (40-digit roots of the t distribution
 -- function, testdata/stats/scores.json) and above it the Cornish–Fisher

@@ -145,7 +145,7 @@ func TestAgentOverCheckpoints(t *testing.T) {
 		t.Errorf("pairs of over runs:\n%s", got)
 	}
 	rows := sweepErrors(t, faultyAgent(t, "--over-flip"), "--fork-at", "9")
-	if !strings.Contains(rows, `success is false: the run was over at the checkpoint (start said "over": true), so every branch must report its final success`) {
+	if !strings.Contains(rows, `success is false: the run was over at the checkpoint (start said "over": true), so every branch must report its final outcome`) {
 		t.Errorf("an over run whose arms disagree: %s", rows)
 	}
 }

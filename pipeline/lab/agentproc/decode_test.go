@@ -106,7 +106,7 @@ func TestBranchReplyErrors(t *testing.T) {
 	// A transcript is kept compacted, as sent.
 	out := make([]lab.BranchResult, 2)
 	reply := `{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"transcript":[ {"step": 4, "action":"refresh", "intervention":true, "observation":{"obs": 3}, "cost":{"steps":1,"usd":0.05}} ]},{"success":false,"cost":{"steps":1,"usd":0}}]}`
-	if err := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0).decode(json.RawMessage(reply)); err != nil {
+	if err := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0, "").decode(json.RawMessage(reply)); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(out[0].Transcript); got != `[{"step":4,"action":"refresh","intervention":true,"observation":{"obs":3},"cost":{"steps":1,"usd":0.05}}]` || len(out[1].Transcript) != 0 {
@@ -283,7 +283,7 @@ func TestBranchScores(t *testing.T) {
 	} {
 		reply := `{"branches":[{` + tc.a + `,` + cost + `},{` + tc.b + `,` + cost + `}]}`
 		out := make([]lab.BranchResult, 2)
-		err := tc.inst.branchCall(7, 3, tc.over, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0).decode(json.RawMessage(reply))
+		err := tc.inst.branchCall(7, 3, tc.over, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0, "").decode(json.RawMessage(reply))
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
