@@ -84,7 +84,9 @@ A sweep writes into a hidden directory beside --out and replaces --out in one
 atomic step when it is complete: interrupted or failed, --out holds the old
 sweep, whole. What was derived from the old sweep inside --out (report.html,
 policy.json, a rerun/ sweep, results.duckdb, …) goes with it; your own files
-stay. Every flag and spec key is range-checked before anything runs; a sweep
+stay where they are: into a directory that holds them (--overwrite), or the
+working directory (--out .), the sweep is published in place, its manifest
+last. Every flag and spec key is range-checked before anything runs; a sweep
 holds at most 65,536 units and 2^53 branch rows (8,589,934,592 seeds with the
 default unit size; docs/scale-out.md), and a larger seed range is refused
 naming the largest that fits.
@@ -125,7 +127,13 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				if err != nil {
 					return asInput(err)
 				}
-				if dir != "" {
+				if dir == "" {
+					if _, err := os.Stat(sweep.StagingDir(out)); err == nil {
+						// Stopped before its first write, the spec: the
+						// flags' defaults are not the sweep it was.
+						return asInput(fmt.Errorf("--resume: the interrupted sweep of %s recorded no spec (it stopped before its first write, the spec, was done), so its spec is unknown and none of its work is kept: run it again with its spec flags or --spec, without --resume (forklab sweep --seeds … --out %s)", out, out))
+					}
+				} else {
 					if agentSweep(stored, dir) {
 						return usageErr("--resume: the sweep of %s ran an external agent (world %s), and an agent's command is not stored with its sweep: run the forklab sweep command it was started with again (its --agent CMD or --spec, and the same flags), adding --resume", out, decl.Name)
 					}
@@ -293,6 +301,10 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 					msg := prog.stopMessage(out)
 					prog.mu.Unlock()
 					return exitError{6, errors.New(msg)}
+				}
+				if _, _, dir, _ := sweep.ResumeSpec(out); dir == "" {
+					// Its first write, the spec, failed: nothing to resume.
+					return fmt.Errorf("%w (nothing of the sweep was kept: run it again once the cause is fixed)", err)
 				}
 				return fmt.Errorf("%w (the finished work is kept for forklab sweep --resume)", err)
 			}
