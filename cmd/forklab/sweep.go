@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/fork"
@@ -195,7 +194,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				if err := spec.Agent.Validate(); err != nil {
 					return specErr(err, fl.Changed, nil)
 				}
-				if ext, err = openAgent(ctx, spec.Agent); err != nil {
+				if ext, err = openAgent(ctx, spec.Agent, true); err != nil {
 					return asInput(err)
 				}
 				defer ext.Close()
@@ -334,14 +333,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 					fmt.Printf("%s vs off · %s: rescued %d   harmed %d   unchanged %d   net %+d%s\n", l.Arm, where, l.Rescued, l.Harmed, l.Unchanged, l.Net(), errs)
 				}
 			}
-			// The DuckDB database for BI tools: views over the tables just
-			// written (pipeline/analysis/export; docs/bi.md).
-			if _, err := export.WriteDB(ctx, out); err != nil {
-				if ctx.Err() != nil {
-					return exitError{130, fmt.Errorf("interrupted after %s was published: its results.duckdb was not written (run forklab db %s)", out, out)}
-				}
-				return fmt.Errorf("write %s/results.duckdb: %w", out, err)
-			}
+			writeDB(ctx, out)
 			if m.Errors > 0 {
 				pairs := m.Rows["pairs"]
 				msg := fmt.Sprintf("%d of %d pairs (%.2f%%) are errors, not labels; the table counts the other %d", m.Errors, pairs, 100*m.ErrorRate, pairs-m.Errors)

@@ -150,9 +150,11 @@ func parseCostLimit(s string) (map[string]float64, error) {
 	return out, nil
 }
 
-// openAgent starts the spec's agent and learns its declaration.
-func openAgent(ctx context.Context, a *sweep.AgentSpec) (*agentproc.Definition, error) {
-	cfg := agentproc.Config{Command: agentproc.Command{Line: a.Command, Env: a.Environment}, Parallel: a.Parallel,
+// openAgent starts the spec's agent and learns its declaration. With hold
+// (a sweep, a worker: they name the agents' log directory once they know
+// it), the agents' standard error stays off forklab's own meanwhile.
+func openAgent(ctx context.Context, a *sweep.AgentSpec, hold bool) (*agentproc.Definition, error) {
+	cfg := agentproc.Config{Command: agentproc.Command{Line: a.Command, Env: a.Environment}, Parallel: a.Parallel, HoldStderr: hold,
 		Timeout: time.Duration(a.Timeout), Retries: agentproc.DefaultRetries, Client: agentproc.ClientInfo{Name: "forklab", Version: version},
 		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "forklab: warning: %s\n", msg) }}
 	if a.Retries != nil {

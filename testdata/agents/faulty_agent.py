@@ -3,6 +3,7 @@
 
     faulty_agent.py [--crash 7,8] [--hang 13] [--garbage 21] [--drop-feature NAME] [--coin] [--count FILE]
                     [--wrong-id] [--notification] [--linger] [--flaky-decl FILE] [--over-flip] [--no-batch]
+                    [--spew]
 
 --crash, --hang and --garbage name seeds modulo 50: a start request of such a
 seed makes the process exit at once (saying so, with its pid, on stderr), a
@@ -20,8 +21,11 @@ processes started in FILE and has every process after the first declare
 world version "1.1" instead of "1"; --over-flip reports the on arm's branch
 of a run that is already over as the opposite of the off arm's; --no-batch
 declares no batch capability.
+
+--spew writes lines to stderr without pause, from the moment the process
+starts, as a chatty framework logging at debug level does.
 """
-import argparse, importlib.util, json, os, random, sys, time
+import argparse, importlib.util, json, os, random, sys, threading, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("seed_core", os.path.join(here, "..", "..", "examples", "agents", "seed_core.py"))
@@ -42,7 +46,15 @@ ap.add_argument("--linger", action="store_true")
 ap.add_argument("--flaky-decl", default="")
 ap.add_argument("--over-flip", action="store_true")
 ap.add_argument("--no-batch", action="store_true")
+ap.add_argument("--spew", action="store_true")
 a = ap.parse_args()
+
+if a.spew:
+    def spew():
+        line = ("faulty_agent: debug: %d " % os.getpid()) + "x" * 200 + "\n"
+        while True:
+            os.write(2, line.encode() * 64)
+    threading.Thread(target=spew, daemon=True).start()
 
 plain_start, plain_branch, plain_initialize, plain_handle = core.m_start, core.m_branch, core.m_initialize, core.handle
 
