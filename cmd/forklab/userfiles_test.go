@@ -16,8 +16,8 @@ import (
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 )
 
-// runIn runs forklab with args in directory dir: stdout, stderr, exit
-// status.
+// runIn runs forklab with args in directory dir ("" the test's own):
+// stdout, stderr and the exit status.
 func runIn(t *testing.T, dir string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(forklabBin, args...)
