@@ -66,7 +66,14 @@ fails).`,
 				return err
 			}
 			removeTmp := func() {}
-			if logDir == "" {
+			if logDir != "" {
+				// A folder that takes no file (read-only, not permitted) is
+				// the user's to change, before any agent runs (exit 2, as
+				// every writer's output).
+				if err := writableDir(logDir); err != nil {
+					return asInput(fmt.Errorf("--log-dir: %w", err))
+				}
+			} else {
 				// Removed after a pass, kept after a failure (the agents'
 				// stderr), and removed on a signal (atomicfile.Cleanup).
 				if logDir, removeTmp, err = atomicfile.TempDir("", "forklab-agent-check-"); err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/forklab/forklab/internal/atomicfile"
 	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -48,7 +49,7 @@ file.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			info, err := export.WriteDB(cmd.Context(), args[0])
 			var pe *duck.PathError
-			if errors.Is(err, sweep.ErrNotResults) || errors.As(err, &pe) {
+			if errors.Is(err, sweep.ErrNotResults) || errors.As(err, &pe) || errors.Is(err, atomicfile.ErrBadOutput) {
 				return asInput(err)
 			}
 			if err != nil {

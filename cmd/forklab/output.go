@@ -53,6 +53,30 @@ func createHTML(path string, overwrite bool) (*export.Output, error) {
 	return out, nil
 }
 
+// writableDir makes dir (and its parents) if needed and checks that it
+// takes a new file: a temporary one, created and removed. The error names
+// dir and the reason (read-only file system, permission denied).
+func writableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%w %s: %v", atomicfile.ErrBadOutput, dir, unwrapPathErr(err))
+	}
+	f, err := os.CreateTemp(dir, ".forklab-probe-*")
+	if err != nil {
+		return fmt.Errorf("%w %s: %v", atomicfile.ErrBadOutput, dir, unwrapPathErr(err))
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// unwrapPathErr is the reason inside a *fs.PathError, or err.
+func unwrapPathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // isDir says whether path is a directory (following a symbolic link).
 func isDir(path string) bool {
 	fi, err := os.Stat(path)

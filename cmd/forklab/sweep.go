@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/fork"
@@ -90,7 +89,9 @@ A sweep writes into a hidden directory beside --out and replaces --out in one
 atomic step when it is complete: interrupted or failed, --out holds the old
 sweep, whole. What was derived from the old sweep inside --out (report.html,
 policy.json, a rerun/ sweep, results.duckdb, …) goes with it; your own files
-stay. Every flag and spec key is range-checked before anything runs; a sweep
+stay where they are: into a directory that holds them (--overwrite), or the
+working directory (--out .), the sweep is published in place, its manifest
+last. Every flag and spec key is range-checked before anything runs; a sweep
 holds at most 65,536 units and 2^53 branch rows (8,589,934,592 seeds with the
 default unit size; docs/scale-out.md), and a larger seed range is refused
 naming the largest that fits.
@@ -138,7 +139,13 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 				if err != nil {
 					return asInput(err)
 				}
-				if dir != "" {
+				if dir == "" {
+					if _, err := os.Stat(sweep.StagingDir(out)); err == nil {
+						// Stopped before its first write, the spec: the
+						// flags' defaults are not the sweep it was.
+						return asInput(fmt.Errorf("--resume: the interrupted sweep of %s recorded no spec (it stopped before its first write, the spec, was done), so its spec is unknown and none of its work is kept: run it again with its spec flags or --spec, without --resume (forklab sweep --seeds … --out %s)", out, out))
+					}
+				} else {
 					if agentSweep(stored, dir) {
 						return usageErr("--resume: the sweep of %s ran an external agent (world %s), and an agent's command is not stored with its sweep: run the forklab sweep command it was started with again (its --agent CMD or --spec, and the same flags), adding --resume", out, decl.Name)
 					}
@@ -330,6 +337,10 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 					prog.mu.Unlock()
 					return exitError{6, errors.New(msg)}
 				}
+				if _, _, dir, _ := sweep.ResumeSpec(out); dir == "" {
+					// Its first write, the spec, failed: nothing to resume.
+					return fmt.Errorf("%w (nothing of the sweep was kept: run it again once the cause is fixed)", err)
+				}
 				return fmt.Errorf("%w (the finished work is kept for forklab sweep --resume)", err)
 			}
 			m := res.Manifest
@@ -361,14 +372,7 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 					}
 				}
 			}
-			// The DuckDB database for BI tools: views over the tables just
-			// written (pipeline/analysis/export; docs/bi.md).
-			if _, err := export.WriteDB(ctx, out); err != nil {
-				if ctx.Err() != nil {
-					return exitError{130, fmt.Errorf("interrupted after %s was published: its results.duckdb was not written (run forklab db %s)", out, out)}
-				}
-				return fmt.Errorf("write %s/results.duckdb: %w", out, err)
-			}
+			writeDB(ctx, out)
 			if m.Errors > 0 {
 				pairs := m.Rows["pairs"]
 				msg := fmt.Sprintf("%d of %d pairs (%.2f%%) are errors, not labels; the table counts the other %d", m.Errors, pairs, 100*m.ErrorRate, pairs-m.Errors)

@@ -159,17 +159,19 @@ func parseCostLimit(s string) (map[string]float64, error) {
 	return out, nil
 }
 
-// openAgent starts the spec's agent and learns its declaration. With
-// failFast (sweeps, workers) its work stops once the agent is failing
-// (agentproc.FailFast, the spec's agent.fail_on_error).
-func openAgent(ctx context.Context, a *sweep.AgentSpec, failFast bool) (*agentproc.Definition, error) {
-	cfg := agentproc.Config{Command: agentproc.Command{Line: a.Command, Env: a.Environment}, Parallel: a.Parallel,
+// openAgent starts the spec's agent and learns its declaration. With batch
+// (a sweep, a worker), its work stops once the agent is failing
+// (agentproc.FailFast, the spec's agent.fail_on_error), and the agents'
+// standard error stays off forklab's own until the caller names their log
+// directory.
+func openAgent(ctx context.Context, a *sweep.AgentSpec, batch bool) (*agentproc.Definition, error) {
+	cfg := agentproc.Config{Command: agentproc.Command{Line: a.Command, Env: a.Environment}, Parallel: a.Parallel, HoldStderr: batch,
 		Timeout: time.Duration(a.Timeout), Retries: agentproc.DefaultRetries, Client: agentproc.ClientInfo{Name: "forklab", Version: version},
 		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "forklab: warning: %s\n", msg) }}
 	if a.Retries != nil {
 		cfg.Retries = *a.Retries
 	}
-	if failFast {
+	if batch {
 		cfg.FailFast = &agentproc.FailFast{MaxRate: agentproc.DefaultFailOnError}
 		if a.FailOnError != nil {
 			cfg.FailFast.MaxRate = *a.FailOnError

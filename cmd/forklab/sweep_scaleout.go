@@ -337,16 +337,27 @@ wait ran out; 2: DIR holds nothing to finalize.`,
 	return cmd
 }
 
+// writeDB writes the results.duckdb of out, a sweep just published: the
+// DuckDB database for BI tools, views over its tables
+// (pipeline/analysis/export; docs/bi.md). The sweep is published whatever
+// happens here, so its exit status stays the sweep's: a failure (DuckDB
+// out of memory under ulimit -v, an interrupt) is a warning line, -q or
+// not, naming the command that writes the file.
+func writeDB(ctx context.Context, out string) {
+	if _, err := export.WriteDB(ctx, out); err != nil {
+		why := err.Error()
+		if ctx.Err() != nil {
+			why = "interrupted"
+		}
+		fmt.Fprintf(os.Stderr, "forklab: warning: %s is published, but its results.duckdb was not written (%s): forklab db %s writes it\n", out, why, out)
+	}
+}
+
 // published writes out's results.duckdb and the summary line of a sweep
 // just published; a sweep with more error pairs than its max_error_rate
 // exits 5, as forklab sweep does.
 func published(ctx context.Context, out string, res sweep.Result, start time.Time, quiet bool) error {
-	if _, err := export.WriteDB(ctx, out); err != nil {
-		if ctx.Err() != nil {
-			return exitError{130, fmt.Errorf("interrupted after %s was published: its results.duckdb was not written (run forklab db %s)", out, out)}
-		}
-		return fmt.Errorf("write %s/results.duckdb: %w", out, err)
-	}
+	writeDB(ctx, out)
 	m := res.Manifest
 	if !quiet {
 		fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs in %s\n",

@@ -3,7 +3,7 @@
 
     faulty_agent.py [--crash 7,8] [--hang 13] [--garbage 21] [--drop-feature NAME] [--coin] [--count FILE]
                     [--wrong-id] [--notification] [--linger] [--flaky-decl FILE] [--over-flip] [--no-batch]
-                    [--score ok|nan|out|missing|against]
+                    [--score ok|nan|out|missing|against] [--spew]
 
 --crash, --hang and --garbage name seeds modulo 50: a start request of such a
 seed makes the process exit at once (saying so, with its pid, on stderr), a
@@ -27,8 +27,11 @@ reports each branch's score (1 on a success, 0 otherwise; ok), or a bare
 NaN (nan, as Python's json.dumps writes float("nan")), 1.5 (out), none
 (missing), or success false beside score 1 (against) on seeds 4 and 9
 modulo 50, and ok elsewhere.
+
+--spew writes lines to stderr without pause, from the moment the process
+starts, as a chatty framework logging at debug level does.
 """
-import argparse, importlib.util, json, os, random, sys, time
+import argparse, importlib.util, json, os, random, sys, threading, time
 
 # The protocol's stdout, kept before seed_core's SDK (forklab_agent) takes
 # file descriptor 1 for its own replies: this agent writes its replies, and
@@ -55,7 +58,15 @@ ap.add_argument("--flaky-decl", default="")
 ap.add_argument("--over-flip", action="store_true")
 ap.add_argument("--no-batch", action="store_true")
 ap.add_argument("--score", choices=["ok", "nan", "out", "missing", "against"], default="")
+ap.add_argument("--spew", action="store_true")
 a = ap.parse_args()
+
+if a.spew:
+    def spew():
+        line = ("faulty_agent: debug: %d " % os.getpid()) + "x" * 200 + "\n"
+        while True:
+            os.write(2, line.encode() * 64)
+    threading.Thread(target=spew, daemon=True).start()
 
 plain_start, plain_branch, plain_handle = core.start, core.branch, core.agent.handle
 

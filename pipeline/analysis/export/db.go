@@ -81,7 +81,8 @@ type DBInfo struct {
 // finished results directory (wraps sweep.ErrNotResults); its files not
 // those of its manifest, by size and rows (wraps sweep.ErrMismatch); the old file held
 // open for writing by another program (DuckDB's lock error, with what to
-// do), or not a DuckDB database.
+// do), or not a DuckDB database; DIR taking no new file (read-only, not
+// permitted: wraps atomicfile.ErrBadOutput).
 func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	m, err := sweep.ReadManifest(dir)
 	if err != nil {
@@ -120,7 +121,16 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	// one, removed (with its write-ahead log) on error and on a signal.
 	tmp, release, err := atomicfile.TempName(final, ".wal")
 	if err != nil {
-		return DBInfo{}, fmt.Errorf("write %s: %w", info.Path, err)
+		if errors.Is(err, atomicfile.ErrInterrupted) {
+			return DBInfo{}, fmt.Errorf("write %s: %w", info.Path, err)
+		}
+		// The directory takes no file (read-only, not permitted): the
+		// user's to change, as every writer's output (exit 2).
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return DBInfo{}, fmt.Errorf("%w %s: %v", atomicfile.ErrBadOutput, info.Path, err)
 	}
 	defer release()
 

@@ -128,7 +128,7 @@ func (k *checker) spawn(versions []string) (*conn, *InitializeResult, error) {
 		name := fmt.Sprintf("agent-check-%d.log", k.n)
 		t = &logTarget{path: filepath.Join(k.opt.LogDir, name), shown: name, trunc: true}
 	}
-	c, err := start(k.opt.Command, fmt.Sprintf("agent process %d", k.n), t)
+	c, err := start(k.opt.Command, fmt.Sprintf("agent process %d", k.n), t, false)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -40,9 +40,15 @@ type Config struct {
 	// further retry, up to 30s (default 250ms).
 	Backoff time.Duration
 	// LogDir receives the agents' standard error, process N's in
-	// agent-N.log, appended to across restarts; "" leaves it on forklab's
-	// own standard error.
+	// agent-N.log, appended to across restarts, capped and rotated
+	// (LogMaxMB, LogBackups); "" leaves it on forklab's own standard
+	// error until SetLogDir.
 	LogDir string
+	// HoldStderr keeps the agents' standard error off forklab's own while
+	// no LogDir is set: it is held in memory (the latest HeldBytes of each
+	// process) and written to the log file SetLogDir names. A sweep sets
+	// it: its first process starts before the sweep knows its directory.
+	HoldStderr bool
 	// Client names forklab in initialize.
 	Client ClientInfo
 	// Warn, if set, is told (once per pool, from any goroutine) of a
@@ -802,7 +808,7 @@ func (p *Pool) spawn(n int, logDir string) (*conn, error) {
 		lt := logTargetIn(logDir, n)
 		t = &lt
 	}
-	return start(p.cfg.Command, fmt.Sprintf("agent process %d", n), t)
+	return start(p.cfg.Command, fmt.Sprintf("agent process %d", n), t, p.cfg.HoldStderr)
 }
 
 // logTargetIn is process n's log file in dir, appended to across restarts;

@@ -59,7 +59,7 @@ func TestPidLabelIsTrue(t *testing.T) {
 		{"cd " + dir + " && python3 quirky.py; true", true},
 		{cmd.Line, false},
 	} {
-		c, err := start(Command{Line: tc.line}, "agent process 1", nil)
+		c, err := start(Command{Line: tc.line}, "agent process 1", nil, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,6 +222,11 @@ func TestMalformedRepliesRestartTheProcess(t *testing.T) {
 			st := def.pool.Stats()
 			if st.Processes != 3 || st.Requests[MethodInitialize] != 3 {
 				t.Errorf("%d processes started, %d initialized; want 3 (the first, then one for each retry)", st.Processes, st.Requests[MethodInitialize])
+			}
+			// Every counter Stats reports, with its known value (issue 25
+			// H: the retry count removed went unnoticed).
+			if st.Retries != 2 || st.Failed != 1 || st.Requests[MethodStart] != 3 {
+				t.Errorf("stats: %d retries, %d failed, %d start requests; want 2 (--retries 2), 1 (the run) and 3 (every attempt)", st.Retries, st.Failed, st.Requests[MethodStart])
 			}
 			if n := recorded(t, record, 3); n != 3 {
 				t.Errorf("the agent was asked to start seed 3 %d times, want 3", n)

@@ -117,7 +117,9 @@ func TestOutputIndependentOfWorkersAndBuffering(t *testing.T) {
 // Every pair row agrees with its branch rows: the win counts are the
 // branches' successes, each side's success is a strict majority of its
 // replicas (a tie fails), and the label and quadrant follow — for odd and
-// even replica counts.
+// even replica counts; extra_steps is the arm's mean branch cost over its
+// replicas minus off's (issue 25 H: the sum, not divided by the replicas,
+// passed every test), and fault and the features are the checkpoint's.
 func TestPairsAgreeWithBranches(t *testing.T) {
 	for _, k := range []int{1, 2, 3, 4} {
 		spec := noisySpec(k)
@@ -125,7 +127,8 @@ func TestPairsAgreeWithBranches(t *testing.T) {
 		out := runSweep(t, spec, sweep.Options{})
 		rows := ducktest.Query(t, out, `
 			WITH wins AS (
-				SELECT config_id, fork_step, seed, arm, count(*) AS n, count(*) FILTER (WHERE success) AS wins
+				SELECT config_id, fork_step, seed, arm, count(*) AS n, count(*) FILTER (WHERE success) AS wins,
+				       avg(cost_steps) AS steps
 				FROM {branches} GROUP BY ALL
 			)
 			SELECT count(*) AS pairs,
@@ -137,14 +140,22 @@ func TestPairsAgreeWithBranches(t *testing.T) {
 			                              ELSE 'unchanged' END
 			           OR p.quadrant <> CASE WHEN p.label = 'rescued' THEN 'persuadable'
 			                                 WHEN p.label = 'harmed' THEN 'sleeping_dog'
-			                                 WHEN p.control_success THEN 'sure_thing' ELSE 'lost_cause' END) AS wrong,
+			                                 WHEN p.control_success THEN 'sure_thing' ELSE 'lost_cause' END
+			           OR NOT abs(p.extra_steps - (w.steps - c.steps)) < 1e-9
+			           OR p.fault IS DISTINCT FROM k.hidden_fault OR p.same_obs IS DISTINCT FROM k.same_obs
+			           OR p.steps_used IS DISTINCT FROM k.steps_used OR p.hidden_value IS DISTINCT FROM k.hidden_value) AS wrong,
+			       count(*) FILTER (WHERE w.steps <> c.steps AND w.n > 1) AS extra_cost,
 			       count(*) FILTER (WHERE c.wins * 2 = c.n OR w.wins * 2 = w.n) AS ties
 			FROM {pairs} AS p
 			JOIN wins AS c ON c.config_id = p.config_id AND c.fork_step = p.fork_step AND c.seed = p.seed AND c.arm = 'off'
-			JOIN wins AS w ON w.config_id = p.config_id AND w.fork_step = p.fork_step AND w.seed = p.seed AND w.arm = p.arm`)
-		pairs, wrong, ties := rows[0][0], rows[0][1], rows[0][2]
+			JOIN wins AS w ON w.config_id = p.config_id AND w.fork_step = p.fork_step AND w.seed = p.seed AND w.arm = p.arm
+			JOIN {checkpoints} AS k ON k.config_id = p.config_id AND k.fork_step = p.fork_step AND k.seed = p.seed`)
+		pairs, wrong, extra, ties := rows[0][0], rows[0][1], rows[0][2], rows[0][3]
 		if want := fmt.Sprint(3000 * 2 * 2 * 3); pairs != want || wrong != "0" {
 			t.Fatalf("K=%d: %s pairs (want %s), %s disagree with their branches", k, pairs, want, wrong)
+		}
+		if k > 1 && extra == "0" {
+			t.Fatalf("K=%d: no pair whose sides cost differently, so extra_steps went untested", k)
 		}
 		if k%2 == 0 && ties == "0" {
 			t.Fatalf("K=%d: no tied side, so the tie rule went untested", k)

@@ -7,6 +7,7 @@ succeeds with at least two heads. Quirks (SEEDS is a comma-separated list):
 
 QUIRK_RECORD=FILE        append every request line received to FILE
 QUIRK_INIT_SLEEP=SECS    sleep before answering initialize
+QUIRK_STDERR_MB=N        write N MiB to stderr (lines "spew SEED I xxx…") before answering each start
 QUIRK_INIT_STDERR=TEXT   write TEXT to stderr before answering initialize, in
                          QUIRK_INIT_STDERR_LINES lines (default 100)
 QUIRK_MISSING=SEEDS      start leaves the feature "heads" out
@@ -104,6 +105,11 @@ def answer(msg):
             time.sleep(float(os.environ["QUIRK_INIT_SLEEP"]))
         return {"result": {"protocol_version": "forklab-agent/1", "world": WORLD, "capabilities": CAPS}}
     if m == "start":
+        if os.environ.get("QUIRK_STDERR_MB"):
+            line = ("spew %s " % p.get("seed")).encode()
+            line += b"x" * (1023 - len(line)) + b"\n"
+            for i in range(int(os.environ["QUIRK_STDERR_MB"]) * 1024):
+                os.write(2, line)
         return {"result": start(p)}
     if m == "branch":
         return {"result": branch(p)}
