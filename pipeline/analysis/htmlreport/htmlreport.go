@@ -29,6 +29,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,6 +114,23 @@ type table struct {
 	Groups  []group // an optional header results.Row above Columns
 	Columns []string
 	Rows    [][]cell
+}
+
+// Labels names each column for a reader who sees one row at a time (a
+// phone shows every row as a list of label: value): the column's name,
+// after its group's when it has one ("held-out seeds: rescued").
+func (t table) Labels() []string {
+	labels := slices.Clone(t.Columns)
+	i := 0
+	for _, g := range t.Groups {
+		for j := i; j < min(i+g.Span, len(labels)); j++ {
+			if g.Text != "" {
+				labels[j] = g.Text + ": " + labels[j]
+			}
+		}
+		i += g.Span
+	}
+	return labels
 }
 
 type group struct {

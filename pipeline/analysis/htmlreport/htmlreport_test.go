@@ -112,7 +112,7 @@ func TestSeedReport(t *testing.T) {
 		"chosen: same_obs = true</text>", "chosen: <b>same_obs = true</b>",
 		"Qini coefficient 0.1951: the area between the curve and random firing",
 		"<th>seeds</th><td>0:300 (300 seeds)</td>",
-		`<td class="chosen">▶ same_obs = true (chosen)</td>`,
+		`<td data-label="trigger" class="chosen">▶ same_obs = true (chosen)</td>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -307,7 +307,7 @@ func TestSlicesLinkTheirPairs(t *testing.T) {
 		label fork.Label
 		key   string
 	}{{"true", fork.Rescued, "rescued/true"}, {"false", fork.Harmed, "harmed/false"}} {
-		want := fmt.Sprintf(`<td>same_obs</td><td>%s</td>`, c.value)
+		want := fmt.Sprintf(`<td data-label="feature">same_obs</td><td data-label="value">%s</td>`, c.value)
 		i := strings.Index(page, want)
 		if i < 0 {
 			t.Fatalf("no row %s", want)
