@@ -2,12 +2,15 @@ package htmlreport
 
 import (
 	"fmt"
-	"github.com/forklab/forklab/pipeline/analysis/results"
+	"html"
 	"html/template"
 	"image/color"
 	"math"
 	"sort"
 	"strconv"
+	"strings"
+
+	"github.com/forklab/forklab/pipeline/analysis/results"
 
 	"github.com/forklab/forklab/pipeline/analysis/search"
 	"gonum.org/v1/plot"
@@ -108,7 +111,14 @@ func (t logTicks) Ticks(min, max float64) []plot.Tick {
 
 // Tick labels.
 var (
-	absLabel = func(v float64) string { return strconv.FormatFloat(math.Abs(roundTo(v)), 'f', -1, 64) }
+	// signedLabel marks positive ticks with a plus, as the tables mark a
+	// net: +20 rescued above the zero line, -20 harmed below it.
+	signedLabel = func(v float64) string {
+		if v = roundTo(v); v > 0 {
+			return "+" + strconv.FormatFloat(v, 'f', -1, 64)
+		}
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
 	numLabel = func(v float64) string { return strconv.FormatFloat(roundTo(v), 'f', -1, 64) }
 	pctLabel = func(v float64) string { return strconv.FormatFloat(roundTo(100*v), 'f', -1, 64) + "%" }
 )
@@ -117,23 +127,40 @@ var (
 // Adding zero turns -0 into 0.
 func roundTo(v float64) float64 { return math.Round(v*1e9)/1e9 + 0 }
 
+// sliceRange is the y range every slice chart of one arm shares, so its
+// panels compare at a glance: from the most harmed pairs of any value
+// (negative) to the most rescued, 0 within it.
+func sliceRange(rs []results.Row) (lo, hi float64) {
+	for _, r := range rs {
+		lo, hi = math.Min(lo, -float64(r.Int("harmed"))), math.Max(hi, float64(r.Int("rescued")))
+	}
+	return lo, hi
+}
+
+// sliceCharts draws one feature's slices in both layouts, on the y range
+// lo..hi shared by the arm's panels (sliceRange).
+func sliceCharts(feature string, rs []results.Row, lo, hi float64) (template.HTML, error) {
+	return both(layouts(vg.Points(360), vg.Points(240), vg.Points(230)), func(l chartLayout) (template.HTML, error) {
+		return sliceChart(feature, rs, lo, hi, l)
+	})
+}
+
 // sliceChart draws one feature's slices as diverging bars: rescued pairs
-// upwards, harmed pairs downwards, the net as a black diamond, so a value
+// upwards, harmed pairs downwards, the net as a black triangle, so a value
 // where rescues and harms cancel shows two long bars and a net near zero.
-func sliceChart(feature string, rs []results.Row) (template.HTML, error) {
+// The y axis runs over lo..hi (sliceRange), its ticks signed.
+func sliceChart(feature string, rs []results.Row, lo, hi float64, l chartLayout) (template.HTML, error) {
 	p := newPlot("", "pairs  (▲ rescued · ▼ harmed)")
 	var up, down plotter.Values
 	var net plotter.XYs
 	var labels []string
-	lo, hi := 0.0, 0.0
 	for i, r := range rs {
 		up = append(up, float64(r.Int("rescued")))
 		down = append(down, -float64(r.Int("harmed")))
 		net = append(net, plotter.XY{X: float64(i), Y: float64(r.Int("net"))})
 		labels = append(labels, r.Str("value"))
-		lo, hi = math.Min(lo, -float64(r.Int("harmed"))), math.Max(hi, float64(r.Int("rescued")))
 	}
-	width := vg.Points(math.Min(36, 240/float64(max(len(rs), 1))))
+	width := vg.Points(math.Min(36, 0.66*(l.w.Points()-60)/float64(max(len(rs), 1))))
 	for _, b := range []struct {
 		vals plotter.Values
 		col  color.Color
@@ -164,7 +191,7 @@ func sliceChart(feature string, rs []results.Row) (template.HTML, error) {
 	for _, l := range labels {
 		long = max(long, len([]rune(l)))
 	}
-	if long*len(labels) > 48 {
+	if room := (l.w.Points() - 120) / 5; float64(long*len(labels)) > room {
 		p.X.Tick.Label.Rotation = math.Pi / 5
 		p.X.Tick.Label.XAlign = draw.XRight
 		p.X.Tick.Label.YAlign = draw.YCenter
@@ -173,7 +200,7 @@ func sliceChart(feature string, rs []results.Row) (template.HTML, error) {
 	// bars, so the rescued half and the harmed half each carry a label
 	// (a bar just short of the next round number left its half bare).
 	step := niceStep(math.Max(hi-lo, 1) / 5)
-	p.Y.Tick.Marker = niceTicks{label: absLabel, step: step}
+	p.Y.Tick.Marker = niceTicks{label: signedLabel, step: step}
 	pad := math.Max(1, 0.08*(hi-lo))
 	p.Y.Min, p.Y.Max = lo-pad, hi+pad
 	if hi > 0 {
@@ -183,16 +210,24 @@ func sliceChart(feature string, rs []results.Row) (template.HTML, error) {
 		p.Y.Min = math.Min(p.Y.Min, math.Floor(lo/step)*step-0.02*step)
 	}
 	p.X.Min, p.X.Max = -0.6, float64(len(rs))-0.4
-	return svgOf(p, vg.Points(360), vg.Points(240), fmt.Sprintf("%s: rescued (up) and harmed (down) pairs per value, net as a triangle", feature))
+	return svgOf(p, l, "slice", fmt.Sprintf("%s: rescued (up) and harmed (down) pairs per value, net as a triangle", feature), nil)
+}
+
+// frontierCharts draws a frontier chart (frontierChart) in both layouts.
+func frontierCharts(r *search.Group, holdout bool) (template.HTML, error) {
+	return both(layouts(vg.Points(560), vg.Points(340), vg.Points(280)), func(l chartLayout) (template.HTML, error) {
+		return frontierChart(r, holdout, l)
+	})
 }
 
 // frontierChart plots every candidate trigger of the policy search as a
 // point (harms, rescues) on one side of the split: filled when it keeps
 // the search's harm cap, hollow when over it, larger where several
-// triggers coincide; the upper-left envelope (most rescues for at most so
-// many harms) as a step line; the chosen trigger ringed and named, the
+// triggers coincide, each with a hover title naming its triggers and
+// counts; the upper-left envelope (most rescues for at most so many
+// harms) as a step line; the chosen trigger boxed and named, the
 // baselines always and never named.
-func frontierChart(r *search.Group, holdout bool) (template.HTML, error) {
+func frontierChart(r *search.Group, holdout bool, l chartLayout) (template.HTML, error) {
 	side := func(c search.Candidate) search.Side {
 		if holdout {
 			return c.Holdout
@@ -203,21 +238,26 @@ func frontierChart(r *search.Group, holdout bool) (template.HTML, error) {
 	if holdout {
 		title = "held-out seeds"
 	}
-	p := newPlot("harmed pairs ("+title+")", "rescued pairs")
+	xLabel := "harmed pairs (" + title + ")"
+	if l.narrow {
+		xLabel = "harmed pairs" // the figure's caption names the seeds
+	}
+	p := newPlot(xLabel, "rescued pairs")
 	p.X.Tick.Marker, p.Y.Tick.Marker = niceTicks{label: numLabel}, niceTicks{label: numLabel}
 	type key struct {
 		x, y   int64
 		within bool
 	}
-	count := map[key]int{}
+	triggers := map[key][]string{}
 	var maxX, maxY float64
 	for _, c := range r.Candidates {
 		s := side(c)
-		count[key{s.Harmed, s.Rescued, c.WithinCap}]++
+		k := key{s.Harmed, s.Rescued, c.WithinCap}
+		triggers[k] = append(triggers[k], c.Trigger)
 		maxX, maxY = math.Max(maxX, float64(s.Harmed)), math.Max(maxY, float64(s.Rescued))
 	}
-	keys := make([]key, 0, len(count))
-	for k := range count {
+	keys := make([]key, 0, len(triggers))
+	for k := range triggers {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
@@ -229,6 +269,7 @@ func frontierChart(r *search.Group, holdout bool) (template.HTML, error) {
 		}
 		return !keys[i].within && keys[j].within
 	})
+	radius := func(k key) vg.Length { return vg.Points(2.5 + 1.2*math.Sqrt(float64(len(triggers[k])-1))) }
 	// The envelope: most rescues among candidates with at most x harms.
 	var env plotter.XYs
 	best := -1.0
@@ -250,34 +291,37 @@ func frontierChart(r *search.Group, holdout bool) (template.HTML, error) {
 		line.Color, line.Width, line.Dashes = colMuted, vg.Points(1), []vg.Length{vg.Points(3), vg.Points(2)}
 		p.Add(line)
 	}
-	for _, within := range []bool{false, true} {
-		var pts plotter.XYs
-		var sizes []int
-		for _, k := range keys {
-			if k.within == within {
-				pts = append(pts, plotter.XY{X: float64(k.x), Y: float64(k.y)})
-				sizes = append(sizes, count[k])
-			}
-		}
-		if len(pts) == 0 {
-			continue
-		}
+	// The points themselves are drawn over the plot (points below), each
+	// with its title; an invisible scatter of the same sizes keeps
+	// gonum/plot's padding for them.
+	var pts plotter.XYs
+	for _, k := range keys {
+		pts = append(pts, plotter.XY{X: float64(k.x), Y: float64(k.y)})
+	}
+	if len(pts) > 0 {
 		sc, err := plotter.NewScatter(pts)
 		if err != nil {
 			return "", err
 		}
-		glyph := draw.GlyphStyle{Color: colRescued, Shape: draw.CircleGlyph{}}
-		if !within {
-			glyph = draw.GlyphStyle{Color: colMuted, Shape: draw.RingGlyph{}}
-		}
 		sc.GlyphStyleFunc = func(i int) draw.GlyphStyle {
-			g := glyph
-			g.Radius = vg.Points(2.5 + 1.2*math.Sqrt(float64(sizes[i]-1)))
-			return g
+			return draw.GlyphStyle{Color: color.Transparent, Radius: radius(keys[i]), Shape: draw.CircleGlyph{}}
 		}
-		sc.GlyphStyle = glyph
-		sc.GlyphStyle.Radius = vg.Points(3)
 		p.Add(sc)
+	}
+	points := func(x, y func(float64) vg.Length, h vg.Length) string {
+		var b strings.Builder
+		for _, k := range keys {
+			style := fmt.Sprintf(`fill="%s"`, hexColor(colRescued))
+			capText := "within the harm cap"
+			if !k.within {
+				style = fmt.Sprintf(`fill="#FFFFFF" fill-opacity="0.6" stroke="%s" stroke-width="1"`, hexColor(colMuted))
+				capText = "over the harm cap"
+			}
+			fmt.Fprintf(&b, `<circle class="pt" cx="%.2f" cy="%.2f" r="%.2f" %s><title>%s</title></circle>`+"\n",
+				x(float64(k.x)).Points(), (h - y(float64(k.y))).Points(), radius(k).Points(), style,
+				html.EscapeString(pointTitle(triggers[k], k.x, k.y, capText)))
+		}
+		return b.String()
 	}
 	// The chosen trigger and the baselines, named.
 	var marks plotter.XYs
@@ -289,7 +333,12 @@ func frontierChart(r *search.Group, holdout bool) (template.HTML, error) {
 		s := side(c)
 		name := c.Trigger
 		if c.Trigger == r.Chosen.Trigger {
+			// A long name would squeeze the plot to nothing on a narrow
+			// canvas; the page's heading and the point's title name it.
 			name = "chosen: " + c.Trigger
+			if l.narrow || len([]rune(name)) > 40 {
+				name = "chosen"
+			}
 			if len(marks) > 0 {
 				continue
 			}
@@ -297,12 +346,12 @@ func frontierChart(r *search.Group, holdout bool) (template.HTML, error) {
 		marks = append(marks, plotter.XY{X: float64(s.Harmed), Y: float64(s.Rescued)})
 		names = append(names, "  "+name)
 	}
-	ring, err := plotter.NewScatter(marks[:1])
+	box, err := plotter.NewScatter(marks[:1])
 	if err != nil {
 		return "", err
 	}
-	ring.GlyphStyle = draw.GlyphStyle{Color: colHarmed, Radius: vg.Points(8), Shape: draw.RingGlyph{}}
-	p.Add(ring)
+	box.GlyphStyle = draw.GlyphStyle{Color: colHarmed, Radius: vg.Points(7), Shape: draw.SquareGlyph{}}
+	p.Add(box)
 	labels, err := plotter.NewLabels(plotter.XYLabels{XYs: marks, Labels: names})
 	if err != nil {
 		return "", err
@@ -320,14 +369,37 @@ func frontierChart(r *search.Group, holdout bool) (template.HTML, error) {
 	p.Add(labels)
 	p.X.Min, p.Y.Min = -0.5, -0.5
 	p.X.Max, p.Y.Max = maxX*1.04+0.5, maxY*1.08+0.5
-	return svgOf(p, vg.Points(560), vg.Points(340), fmt.Sprintf("policy frontier on the %s: each candidate trigger's harmed against rescued pairs; chosen: %s", title, r.Chosen.Trigger))
+	return svgOf(p, l, "frontier", fmt.Sprintf("policy frontier on the %s: each candidate trigger's harmed against rescued pairs; chosen: %s", title, r.Chosen.Trigger), points)
+}
+
+// pointTitle is the hover title of a frontier point: the triggers drawn
+// there (the first dozen, then how many more) and their counts.
+func pointTitle(triggers []string, harmed, rescued int64, capText string) string {
+	const shown = 12
+	head := triggers[0]
+	if len(triggers) > 1 {
+		head = fmt.Sprintf("%d triggers: %s", len(triggers), strings.Join(triggers[:min(shown, len(triggers))], "; "))
+		if len(triggers) > shown {
+			head += fmt.Sprintf("; and %d more", len(triggers)-shown)
+		}
+	}
+	return fmt.Sprintf("%s — %d rescued, %d harmed, %s", head, rescued, harmed, capText)
 }
 
 // qiniChart draws the uplift (Qini) curve: cumulative net (rescued −
 // harmed) as recovery fires on more held-out pairs, best-scored first,
 // against firing the same share at random.
 func qiniChart(rs []results.Row) (template.HTML, error) {
-	p := newPlot("share of held-out pairs fired, best-scored first", "net pairs (rescued − harmed)")
+	return both(layouts(vg.Points(560), vg.Points(320), vg.Points(250)), func(l chartLayout) (template.HTML, error) {
+		if l.narrow {
+			return qiniLayout(rs, l, "share fired, best-scored first", "net pairs")
+		}
+		return qiniLayout(rs, l, "share of held-out pairs fired, best-scored first", "net pairs (rescued − harmed)")
+	})
+}
+
+func qiniLayout(rs []results.Row, l chartLayout, xLabel, yLabel string) (template.HTML, error) {
+	p := newPlot(xLabel, yLabel)
 	var curve, random plotter.XYs
 	for _, r := range rs {
 		curve = append(curve, plotter.XY{X: r.Float("fire_rate"), Y: r.Float("net")})
@@ -365,13 +437,36 @@ func qiniChart(rs []results.Row) (template.HTML, error) {
 		}
 		return t
 	})
-	return svgOf(p, vg.Points(560), vg.Points(320), "uplift (Qini) curve: cumulative net on held-out pairs as recovery fires on more of them, against random firing")
+	return svgOf(p, l, "qini", "uplift (Qini) curve: cumulative net on held-out pairs as recovery fires on more of them, against random firing", nil)
+}
+
+// glyphs are the shapes of a chart's series, in turn, each with the
+// character the page's legend shows for it: series differ in shape as
+// well as colour.
+var glyphs = []struct {
+	shape draw.GlyphDrawer
+	char  string
+}{
+	{draw.CircleGlyph{}, "●"}, {draw.BoxGlyph{}, "■"}, {draw.PyramidGlyph{}, "▲"},
+	{draw.CrossGlyph{}, "✕"}, {draw.RingGlyph{}, "○"}, {draw.SquareGlyph{}, "□"},
 }
 
 // convergenceCharts draws, for one (configuration, fork step, arm), how
 // the net rate with its 95% interval and the interval's width change with
-// the number of seeds (log scale), one line per number of replicas voted.
+// the number of seeds (log scale), one line per number of replicas voted,
+// each in both layouts.
 func convergenceCharts(rs []results.Row) (netRate, width template.HTML, legend []legendItem, err error) {
+	ls := layouts(vg.Points(560), vg.Points(300), vg.Points(240))
+	var pair [2][2]template.HTML
+	for i, l := range ls {
+		if pair[i][0], pair[i][1], legend, err = convergenceLayout(rs, l); err != nil {
+			return "", "", nil, err
+		}
+	}
+	return pair[0][0] + pair[1][0], pair[0][1] + pair[1][1], legend, nil
+}
+
+func convergenceLayout(rs []results.Row, l chartLayout) (netRate, width template.HTML, legend []legendItem, err error) {
 	byK := map[int64][]results.Row{}
 	var ks []int64
 	for _, r := range rs {
@@ -384,6 +479,9 @@ func convergenceCharts(rs []results.Row) (netRate, width template.HTML, legend [
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	pn := newPlot("seeds (log scale)", "net rate with 95% CI")
 	pw := newPlot("seeds (log scale)", "width of the 95% CI (log scale)")
+	if l.narrow {
+		pn.X.Label.Text, pw.X.Label.Text, pw.Y.Label.Text = "seeds (log)", "seeds (log)", "95% CI width (log)"
+	}
 	for _, p := range []*plot.Plot{pn, pw} {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = logTicks{numLabel}
@@ -395,12 +493,12 @@ func convergenceCharts(rs []results.Row) (netRate, width template.HTML, legend [
 	zero.Color, zero.Width = colNet, vg.Points(0.5)
 	pn.Add(zero)
 	for j, k := range ks {
-		col := colLines[j%len(colLines)]
+		col, glyph := colLines[j%len(colLines)], glyphs[j%len(glyphs)]
 		name := fmt.Sprintf("majority of %d replica", k)
 		if k != 1 {
 			name += "s"
 		}
-		legend = append(legend, legendItem{Color: hexColor(col), Label: name})
+		legend = append(legend, legendItem{Color: hexColor(col), Glyph: glyph.char, Label: name})
 		// Spread the replica counts a little along x so their intervals
 		// do not hide one another.
 		dodge := math.Pow(1.06, float64(j)-float64(len(ks)-1)/2)
@@ -421,7 +519,7 @@ func convergenceCharts(rs []results.Row) (netRate, width template.HTML, legend [
 			return "", "", nil, err
 		}
 		l.Color, l.Width = col, vg.Points(1.2)
-		pts.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(2.5), Shape: draw.CircleGlyph{}}
+		pts.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(3), Shape: glyph.shape}
 		eb, err := plotter.NewYErrorBars(struct {
 			plotter.XYs
 			plotter.YErrors
@@ -436,16 +534,16 @@ func convergenceCharts(rs []results.Row) (netRate, width template.HTML, legend [
 			return "", "", nil, err
 		}
 		l2.Color, l2.Width = col, vg.Points(1.2)
-		pts2.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(2.5), Shape: draw.CircleGlyph{}}
+		pts2.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(3), Shape: glyph.shape}
 		pw.Add(l2, pts2)
 	}
 	for _, a := range []*plot.Axis{&pn.X, &pw.X, &pw.Y} {
 		logRange(a)
 	}
-	if netRate, err = svgOf(pn, vg.Points(560), vg.Points(300), "net rate with its 95% interval by number of seeds, one line per number of replicas voted"); err != nil {
+	if netRate, err = svgOf(pn, l, "convergence", "net rate with its 95% interval by number of seeds, one line per number of replicas voted", nil); err != nil {
 		return "", "", nil, err
 	}
-	width, err = svgOf(pw, vg.Points(560), vg.Points(300), "width of the net rate's 95% interval by number of seeds, one line per number of replicas voted")
+	width, err = svgOf(pw, l, "convergence", "width of the net rate's 95% interval by number of seeds, one line per number of replicas voted", nil)
 	return netRate, width, legend, err
 }
 
@@ -460,8 +558,9 @@ func logRange(a *plot.Axis) {
 }
 
 // legendItem is one entry of a chart's legend, drawn by the page in HTML
-// so that it never covers the data.
-type legendItem struct{ Color, Label string }
+// so that it never covers the data: the series' colour, the character of
+// its glyph (glyphs), its name.
+type legendItem struct{ Color, Glyph, Label string }
 
 func hexColor(c color.Color) string {
 	r, g, b, _ := c.RGBA()

@@ -379,8 +379,9 @@ func sliceGroups(rs []results.Row, configs bool, primary string, links map[strin
 		if links != nil {
 			g.Table.Columns = append(g.Table.Columns, "pairs to look at (rescued, harmed)")
 		}
+		lo, hi := sliceRange(cur)
 		for _, feat := range runs(cur, func(r results.Row) string { return r.Str("feature") }) {
-			svg, err := sliceChart(feat[0].Str("feature"), feat)
+			svg, err := sliceCharts(feat[0].Str("feature"), feat, lo, hi)
 			if err != nil {
 				return nil, err
 			}
@@ -483,10 +484,10 @@ func policies(r *search.Result, m sweep.Manifest, qini *results.Table) ([]policy
 			v.Table.Rows = append(v.Table.Rows, row)
 		}
 		var err error
-		if v.Search, err = frontierChart(g, false); err != nil {
+		if v.Search, err = frontierCharts(g, false); err != nil {
 			return nil, err
 		}
-		if v.Holdout, err = frontierChart(g, true); err != nil {
+		if v.Holdout, err = frontierCharts(g, true); err != nil {
 			return nil, err
 		}
 		if qini != nil {

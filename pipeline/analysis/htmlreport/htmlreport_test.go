@@ -39,6 +39,10 @@ func render(t testing.TB, db *results.DB) (string, *report.Sections) {
 
 var svgRe = regexp.MustCompile(`(?s)<svg\b.*?</svg>`)
 
+// wideRe matches each chart's wide layout: every chart is drawn twice,
+// wide and narrow.
+var wideRe = regexp.MustCompile(`<svg class="chart wide\b`)
+
 // checkSelfContained fails on anything that could make a browser reach
 // the network or run code: URLs of any scheme, scripts, external
 // resources, and on inline SVG that is not well-formed XML.
@@ -99,7 +103,7 @@ func TestSeedReport(t *testing.T) {
 	page, s := render(t, db)
 	checkSelfContained(t, page)
 	text := visibleText(page)
-	if n := len(svgRe.FindAllString(page, -1)); n != 8 {
+	if n := len(wideRe.FindAllString(page, -1)); n != 8 || len(svgRe.FindAllString(page, -1)) != 2*n {
 		t.Errorf("%d charts, want 8: 5 slice charts, 2 frontier panels, the Qini curve", n)
 	}
 	for _, want := range []string{
@@ -183,15 +187,15 @@ func TestNoisyReportMatchesText(t *testing.T) {
 	}
 	// 6 × 5 slice charts; for each of the 2 fork steps searched, 2
 	// frontier panels and the Qini curve; 6 × 2 replicas-and-seeds charts.
-	if n := len(svgRe.FindAllString(page, -1)); n != 48 {
+	if n := len(wideRe.FindAllString(page, -1)); n != 48 || len(svgRe.FindAllString(page, -1)) != 2*n {
 		t.Errorf("%d charts, want 48", n)
 	}
 	if s.Convergence == nil || !strings.Contains(page, `id="convergence"`) {
 		t.Fatal("no replicas-and-seeds section for a noisy sweep")
 	}
 	for _, want := range []string{
-		`<span class="swatch" style="background:#0072B2"></span> majority of 1 replica`,
-		`<span class="swatch" style="background:#E69F00"></span> majority of 3 replicas`,
+		`<span class="swatch" style="background:#0072B2"></span><span class="glyph" style="color:#0072B2">●</span> majority of 1 replica`,
+		`<span class="swatch" style="background:#E69F00"></span><span class="glyph" style="color:#E69F00">■</span> majority of 3 replicas`,
 		"<summary>on vs off · fork step 2</summary>", "temperature 0.1 · p_stall 0.15 · p_obs_noise 0.05 · p_refresh_fail 0.2",
 	} {
 		if !strings.Contains(page, want) {
@@ -217,7 +221,7 @@ func TestReportWithoutSearch(t *testing.T) {
 	if s.Search != nil || !strings.Contains(page, "<p class=\"lede\">Skipped: "+html.EscapeString(s.SearchNote)+"</p>") {
 		t.Errorf("no note that the policy search was skipped (%q)", s.SearchNote)
 	}
-	if n := len(svgRe.FindAllString(page, -1)); n != 5 {
+	if n := len(wideRe.FindAllString(page, -1)); n != 5 || len(svgRe.FindAllString(page, -1)) != 2*n {
 		t.Errorf("%d charts, want the 5 slice charts", n)
 	}
 	if !strings.Contains(page, "<h3>placebo vs off · fork step 3 · 300 pairs</h3>") {
@@ -335,7 +339,7 @@ func TestSlicesLinkTheirPairs(t *testing.T) {
 
 var (
 	textRe     = regexp.MustCompile(`<text\b[^>]*font-size:10px[^>]*>([^<]*)</text>`)
-	viewBoxRe  = regexp.MustCompile(`^<svg class="chart" viewBox="0 0 [0-9.]+ [0-9.]+"`)
+	viewBoxRe  = regexp.MustCompile(`^<svg class="chart (wide|narrow) [a-z]+" viewBox="0 0 [0-9.]+ [0-9.]+"`)
 	tableRe    = regexp.MustCompile(`(?s)(.{0,40})<table\b([^>]*)>`)
 	scrollCSS  = regexp.MustCompile(`\.scroll \{[^}]*overflow-x: auto;`)
 	chartCSS   = regexp.MustCompile(`svg\.chart \{[^}]*width: 100%; height: auto;`)
@@ -441,5 +445,55 @@ func TestLogTicksLabelTwoAtLeast(t *testing.T) {
 		if strings.Join(got, ",") != tc.want {
 			t.Errorf("[%g, %g]: labels %q, want %s", tc.min, tc.max, got, tc.want)
 		}
+	}
+}
+
+// Issue 26: the slice charts of one arm share one y scale, so their panels
+// compare at a glance, and their ticks are signed (harmed pairs below
+// zero read -20, not 20); every point of the policy frontier carries a
+// hover title naming its triggers; the chosen trigger's mark differs in
+// shape from the points. The seed's report has one arm.
+func TestChartsSharedScaleSignedTicksTitledPoints(t *testing.T) {
+	page, _ := render(t, resultstest.Open(t, sweep.DefaultSpec()))
+	for _, layout := range []string{"wide", "narrow"} {
+		var first []string
+		n := 0
+		for _, svg := range svgRe.FindAllString(page, -1) {
+			if !strings.HasPrefix(svg, `<svg class="chart `+layout+` slice"`) {
+				continue
+			}
+			n++
+			_, y := chartTicks(svg)
+			if first == nil {
+				first = y
+			}
+			if !slices.Equal(y, first) {
+				t.Errorf("%s slice charts: y ticks %q and %q: not one scale", layout, first, y)
+			}
+		}
+		if n != 5 || !slices.ContainsFunc(first, func(s string) bool { return strings.HasPrefix(s, "-") }) ||
+			!slices.ContainsFunc(first, func(s string) bool { return strings.HasPrefix(s, "+") }) || !slices.Contains(first, "0") {
+			t.Errorf("%d %s slice charts, y ticks %q: want 5, signed (-N, 0, +N)", n, layout, first)
+		}
+	}
+	pt := regexp.MustCompile(`<circle class="pt" [^>]*><title>([^<]+)</title></circle>`)
+	frontiers := 0
+	for _, svg := range svgRe.FindAllString(page, -1) {
+		if !strings.Contains(svg, `class="chart wide frontier"`) && !strings.Contains(svg, `class="chart narrow frontier"`) {
+			continue
+		}
+		frontiers++
+		titled := pt.FindAllStringSubmatch(svg, -1)
+		if len(titled) == 0 || len(titled) != strings.Count(svg, `<circle class="pt"`) {
+			t.Errorf("frontier chart: %d of %d points titled", len(titled), strings.Count(svg, `<circle class="pt"`))
+		}
+		if !slices.ContainsFunc(titled, func(m []string) bool {
+			return strings.HasPrefix(html.UnescapeString(m[1]), "same_obs = true") || strings.Contains(m[1], "same_obs = true;")
+		}) {
+			t.Errorf("no frontier point's title names the chosen trigger same_obs = true")
+		}
+	}
+	if frontiers != 4 {
+		t.Errorf("%d frontier charts, want 2 panels × 2 layouts", frontiers)
 	}
 }

@@ -59,16 +59,63 @@ var (
 	fontFam   = regexp.MustCompile(`font-family:([^;"]+);`)
 )
 
-// svgOf draws p on a w × h canvas (points) and returns it as inline SVG
+// A chartLayout is the canvas a chart is drawn on. Every chart is drawn twice:
+// wide, for a box about as wide as its canvas, and narrow, re-laid for a
+// phone (a canvas about as wide as a phone's column, so its text keeps
+// about its size there: fewer ticks, turned labels, shorter titles). The
+// page's CSS shows the one that fits its figure (a container query at
+// narrowBelow).
+type chartLayout struct {
+	narrow bool
+	w, h   vg.Length
+}
+
+// narrowBelow is the width (CSS px) of a figure below which its charts'
+// narrow layout is shown: a wide canvas of 560 units is then still drawn
+// at 0.96 px per unit or more, so its 10-unit ticks stay above 9 px. It
+// must match style.css's @container rule.
+const narrowBelow = 540
+
+// narrowWidth is the canvas width of every narrow layout (units of the
+// viewBox): at a 360 px phone's 320 px column one unit is one px.
+const narrowWidth = 320
+
+// wide and narrow are the two layouts of a chart whose wide canvas is
+// w × h and narrow one narrowWidth × nh.
+func layouts(w, h, nh vg.Length) [2]chartLayout {
+	return [2]chartLayout{{w: w, h: h}, {narrow: true, w: narrowWidth, h: nh}}
+}
+
+// both draws a chart in each of its layouts and returns them side by
+// side, the page showing one.
+func both(ls [2]chartLayout, draw func(chartLayout) (template.HTML, error)) (template.HTML, error) {
+	var out template.HTML
+	for _, l := range ls {
+		s, err := draw(l)
+		if err != nil {
+			return "", err
+		}
+		out += s
+	}
+	return out, nil
+}
+
+// overlay adds SVG elements to a drawn chart, given the transforms from
+// data to canvas coordinates (points, y up) and the canvas height.
+type overlay func(x, y func(float64) vg.Length, h vg.Length) string
+
+// svgOf draws p on l's canvas (points) and returns it as inline SVG
 // for an HTML page: no XML prolog, no namespace declarations (the HTML
 // parser puts <svg> in the SVG namespace itself, and the page must hold no
 // URL at all), scaled to its container by its viewBox, with a title and
-// an accessible label, and the plot's Liberation fonts backed by the
+// an accessible label, classes naming its layout (wide or narrow) and
+// kind, and the plot's Liberation fonts backed by the
 // metric-compatible Arial and Helvetica and any sans-serif font, all local.
+// over, when not nil, adds elements on top (in viewBox coordinates).
 // A panic of gonum/plot while drawing is returned as an error naming the
 // chart.
-func svgOf(p *plot.Plot, w, h vg.Length, label string) (_ template.HTML, err error) {
-	c := vgsvg.New(w, h)
+func svgOf(p *plot.Plot, l chartLayout, kind, label string, over overlay) (_ template.HTML, err error) {
+	c := vgsvg.New(l.w, l.h)
 	// gonum/plot panics on what it cannot draw (a log axis reaching 0):
 	// an error naming the chart, not a crash of forklab report.
 	defer func() {
@@ -76,7 +123,14 @@ func svgOf(p *plot.Plot, w, h vg.Length, label string) (_ template.HTML, err err
 			err = fmt.Errorf("render chart %q: %v", label, r)
 		}
 	}()
-	p.Draw(draw.New(c))
+	dc := draw.New(c)
+	p.Draw(dc)
+	var extra string
+	if over != nil {
+		da := p.DataCanvas(dc)
+		x, y := p.Transforms(&da)
+		extra = over(x, y, l.h)
+	}
 	var buf bytes.Buffer
 	if _, err := c.WriteTo(&buf); err != nil {
 		return "", fmt.Errorf("render chart %q: %w", label, err)
@@ -86,9 +140,20 @@ func svgOf(p *plot.Plot, w, h vg.Length, label string) (_ template.HTML, err err
 	if m == nil {
 		return "", fmt.Errorf("render chart %q: unexpected SVG header %.80q", label, s)
 	}
+	class := "wide"
+	if l.narrow {
+		class = "narrow"
+	}
+	if kind != "" {
+		class += " " + kind
+	}
 	esc := html.EscapeString(label)
-	s = fmt.Sprintf(`<svg class="chart" viewBox="%s" width="%s" height="%s" role="img" aria-label="%s"><title>%s</title>`,
-		m[3], m[1], m[2], esc, esc) + s[len(m[0]):]
+	s = fmt.Sprintf(`<svg class="chart %s" viewBox="%s" width="%s" height="%s" role="img" aria-label="%s"><title>%s</title>`,
+		class, m[3], m[1], m[2], esc, esc) + s[len(m[0]):]
+	if extra != "" {
+		end := strings.LastIndex(s, "</svg>")
+		s = s[:end] + extra + s[end:]
+	}
 	s = fontFam.ReplaceAllStringFunc(s, func(f string) string {
 		name := strings.TrimSuffix(strings.TrimPrefix(f, "font-family:"), ";")
 		return "font-family:'" + name + "',Arial,Helvetica,sans-serif;"
