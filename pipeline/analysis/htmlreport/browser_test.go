@@ -89,12 +89,30 @@ type measure struct {
 	// without tick labels).
 	LabelsOutside, ChartsFewLabels int
 	Outside                        []string
+	// SmallestTextPx is the smallest rendered size of any text shown, in
+	// the page or in a chart (its font size times the chart's scale);
+	// SmallTexts names the first dozen below minTextPx.
+	SmallestTextPx float64
+	SmallTexts     []string
+	// ClippedCells names (the first dozen of) the table cells whose
+	// content overflows them, and the cells a table's scrolling box cuts
+	// or hides: a reader sees "-" of "-13".
+	ClippedCells []string
+	// FrontierPoints counts the points drawn on the frontier charts shown,
+	// Untitled those without a <title> (the hover text naming the
+	// trigger).
+	FrontierPoints, Untitled int
 }
+
+// minTextPx is the smallest readable rendered text size, in CSS px.
+const minTextPx = 9
 
 // measureScript lays the page out in the browser and writes what a reader
 // would notice into <body data-measure>: the report itself has no script;
 // the test adds this one to a copy.
 const measureScript = `<script>
+var MINPX = MINTEXTPX;
+if (UNFOLD) { document.querySelectorAll('details').forEach(function (d) { d.open = true; }); }
 (function () {
   var m = {ViewportWidth: window.innerWidth, ScrollWidth: document.documentElement.scrollWidth,
     BodyFontPx: parseFloat(getComputedStyle(document.body).fontSize), SmallestFontPx: 1e9,
@@ -120,6 +138,39 @@ const measureScript = `<script>
     texts.forEach(function (x) {
       var b = x.getBoundingClientRect();
       if (b.width && (b.left < r.left - 2 || b.right > r.right + 2 || b.top < r.top - 2 || b.bottom > r.bottom + 2)) { m.LabelsOutside++; if (m.Outside.length < 12) { m.Outside.push((s.getAttribute('aria-label')||'').slice(0,30) + ' | ' + x.textContent + ' | ' + [b.left-r.left, r.right-b.right, b.top-r.top, r.bottom-b.bottom].map(Math.round).join(',')); } }
+    });
+  });
+  m.SmallestTextPx = 1e9; m.SmallTexts = []; m.ClippedCells = [];
+  var shown = function (e) { var r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  var name = function (e) { return (e.closest('[id]') ? '#' + e.closest('[id]').id + ' ' : '') + e.tagName.toLowerCase() + ' "' + e.textContent.trim().slice(0, 40) + '"'; };
+  var small = function (e, px) {
+    m.SmallestTextPx = Math.min(m.SmallestTextPx, px);
+    if (px < MINPX && m.SmallTexts.length < 12) { m.SmallTexts.push(name(e) + ' ' + px.toFixed(1) + ' px'); }
+  };
+  document.querySelectorAll('body *').forEach(function (e) {
+    if (e.closest('svg') || !shown(e)) { return; }
+    var own = Array.prototype.some.call(e.childNodes, function (n) { return n.nodeType === 3 && n.textContent.trim(); });
+    if (own) { small(e, parseFloat(getComputedStyle(e).fontSize)); }
+  });
+  document.querySelectorAll('svg.chart').forEach(function (s) {
+    if (!shown(s)) { return; }
+    var scale = s.getBoundingClientRect().width / s.viewBox.baseVal.width;
+    s.querySelectorAll('text').forEach(function (x) {
+      if (x.textContent.trim() && shown(x)) { small(x, parseFloat(getComputedStyle(x).fontSize) * scale); }
+    });
+  });
+  document.querySelectorAll('td, th').forEach(function (c) {
+    if (!shown(c) || m.ClippedCells.length >= 12) { return; }
+    var r = c.getBoundingClientRect(), box = c.closest('.scroll') || c.closest('table').parentElement, b = box.getBoundingClientRect();
+    if (c.scrollWidth > c.clientWidth + 1 || r.right > b.right + 1 || r.left < b.left - 1) { m.ClippedCells.push(name(c)); }
+  });
+  m.FrontierPoints = 0; m.Untitled = 0;
+  document.querySelectorAll('svg.chart.frontier').forEach(function (s) {
+    if (!shown(s)) { return; }
+    s.querySelectorAll('.pt').forEach(function (p) {
+      m.FrontierPoints++;
+      var t = p.querySelector('title');
+      if (!t || !t.textContent.trim()) { m.Untitled++; }
     });
   });
   document.querySelectorAll('table').forEach(function (t) {
@@ -149,6 +200,13 @@ const measureScript = `<script>
 // out in an iframe of that width (a viewport of its own).
 func layout(t *testing.T, bin string, db *results.DB, width int) (measure, string) {
 	t.Helper()
+	return layoutUnfolded(t, bin, db, width, false)
+}
+
+// layoutUnfolded is layout, with every <details> of the page opened
+// first when unfold is set.
+func layoutUnfolded(t *testing.T, bin string, db *results.DB, width int, unfold bool) (measure, string) {
+	t.Helper()
 	page, _ := render(t, db)
 	dir := t.TempDir()
 	report := filepath.Join(dir, "report.html")
@@ -156,7 +214,7 @@ func layout(t *testing.T, bin string, db *results.DB, width int) (measure, strin
 		t.Fatal(err)
 	}
 	probe := filepath.Join(dir, "probe.html")
-	measured := strings.Replace(page, "</body>", measureScript, 1)
+	measured := strings.Replace(page, "</body>", strings.NewReplacer("MINTEXTPX", fmt.Sprint(minTextPx), "UNFOLD", fmt.Sprint(unfold)).Replace(measureScript), 1)
 	size := fmt.Sprintf("%d,800", width)
 	if width < 500 {
 		measured = fmt.Sprintf(`<!DOCTYPE html><html><body style="margin:0"><iframe width="%d" height="800" style="border:0" srcdoc="%s"></iframe></body></html>`,
@@ -193,8 +251,9 @@ func TestBrowserReadableAt1280x800(t *testing.T) {
 	if m.BodyFontPx < 14 || m.SmallestFontPx < 12 {
 		t.Errorf("text too small: body %.1f px, smallest %.1f px", m.BodyFontPx, m.SmallestFontPx)
 	}
-	if m.Charts != 48 || m.ChartsShown < 25 {
-		t.Errorf("%d charts, %d laid out; want 48, at least the arm-on groups' 25", m.Charts, m.ChartsShown)
+	// 48 charts, each drawn twice (wide and narrow), one of the two shown.
+	if m.Charts != 96 || m.ChartsShown < 25 || m.ChartsShown > 48 {
+		t.Errorf("%d charts, %d laid out; want 96 (48 × 2 layouts), at least the arm-on groups' 25, at most 48", m.Charts, m.ChartsShown)
 	}
 	if m.NarrowestChart < 340 || m.WidestChart > 660 || m.ShortestChart < 200 {
 		t.Errorf("charts drawn %.0f to %.0f px wide, at least %.0f px high: want 340–660 wide, 200 high", m.NarrowestChart, m.WidestChart, m.ShortestChart)
@@ -296,5 +355,37 @@ func TestBrowserNarrowAndGrid(t *testing.T) {
 	if m.ScrollWidth > m.ViewportWidth || m.ChartsPastRight != 0 || m.BoxesPastRight != 0 || m.TablesPastCell != 0 {
 		t.Errorf("grid at 1280 px: page %d px wide, %d charts and %d tables past the edge, %d tables past their cell",
 			m.ScrollWidth, m.ChartsPastRight, m.BoxesPastRight, m.TablesPastCell)
+	}
+}
+
+// Issue 26: the report works on every screen. At a phone's 390 px and a
+// desktop's 1280 px, opened as a reader opens it (every section unfolded),
+// every text shown, in the page and in the charts, is at least minTextPx
+// high; no table cell is clipped, by its own width or by its table's
+// box; and every point of the policy frontier carries a hover title.
+// At 390 px the charts were scaled-down desktop charts with text 5 px
+// high, and at 1280 px the policy table's last column was cut at "-".
+func TestBrowserEveryScreen(t *testing.T) {
+	bin := chromium(t)
+	// make sweep's: the default world, seeds 0:300, fork step 3.
+	quick := sweep.DefaultSpec()
+	quick.Seeds, quick.ForkAt = sweep.Range{Start: 0, End: 300}, []int{3}
+	for _, tc := range []struct {
+		name string
+		spec sweep.Spec
+	}{{"make sweep", quick}, {"noisy", resultstest.NoisySpec()}} {
+		db := resultstest.Open(t, tc.spec)
+		for _, width := range []int{390, 1280} {
+			m, _ := layoutUnfolded(t, bin, db, width, true)
+			if m.SmallestTextPx < minTextPx {
+				t.Errorf("%s at %d px: text %.1f px high, want at least %v: %q", tc.name, width, m.SmallestTextPx, minTextPx, m.SmallTexts)
+			}
+			if len(m.ClippedCells) != 0 {
+				t.Errorf("%s at %d px: table cells clipped: %q", tc.name, width, m.ClippedCells)
+			}
+			if m.FrontierPoints == 0 || m.Untitled != 0 {
+				t.Errorf("%s at %d px: %d of %d frontier points without a hover title", tc.name, width, m.Untitled, m.FrontierPoints)
+			}
+		}
 	}
 }
