@@ -308,7 +308,9 @@ func frontierChart(r *search.Group, holdout bool, l chartLayout) (template.HTML,
 		}
 		p.Add(sc)
 	}
-	points := func(x, y func(float64) vg.Length, h vg.Length) string {
+	// Drawn here: over the envelope, under the chosen trigger's box and
+	// the names.
+	points := &overlay{draw: func(x, y func(float64) vg.Length) string {
 		var b strings.Builder
 		for _, k := range keys {
 			style := fmt.Sprintf(`fill="%s"`, hexColor(colRescued))
@@ -318,11 +320,12 @@ func frontierChart(r *search.Group, holdout bool, l chartLayout) (template.HTML,
 				capText = "over the harm cap"
 			}
 			fmt.Fprintf(&b, `<circle class="pt" cx="%.2f" cy="%.2f" r="%.2f" %s><title>%s</title></circle>`+"\n",
-				x(float64(k.x)).Points(), (h - y(float64(k.y))).Points(), radius(k).Points(), style,
+				x(float64(k.x)).Points(), y(float64(k.y)).Points(), radius(k).Points(), style,
 				html.EscapeString(pointTitle(triggers[k], k.x, k.y, capText)))
 		}
 		return b.String()
-	}
+	}}
+	p.Add(points)
 	// The chosen trigger and the baselines, named.
 	var marks plotter.XYs
 	var names []string

@@ -100,9 +100,30 @@ func both(ls [2]chartLayout, draw func(chartLayout) (template.HTML, error)) (tem
 	return out, nil
 }
 
-// overlay adds SVG elements to a drawn chart, given the transforms from
-// data to canvas coordinates (points, y up) and the canvas height.
-type overlay func(x, y func(float64) vg.Length, h vg.Length) string
+// An overlay is a plotter that draws raw SVG elements (a point with its
+// <title>, which gonum/plot cannot draw) at its place among the plot's
+// plotters: over those added before it, under those added after. draw
+// gets the transforms from data to canvas coordinates (points, y up, as
+// inside vgsvg's flipped top group). It leaves a marker text in the
+// canvas, which svgOf replaces with what draw returned.
+type overlay struct {
+	draw func(x, y func(float64) vg.Length) string
+	svg  string
+}
+
+// overlayMark is the marker text an overlay leaves; no label holds it.
+const overlayMark = "@@forklab-overlay@@"
+
+var overlayText = regexp.MustCompile(`<text\b[^<]*>` + overlayMark + `</text>\n?`)
+
+// Plot implements plot.Plotter.
+func (o *overlay) Plot(c draw.Canvas, p *plot.Plot) {
+	x, y := p.Transforms(&c)
+	o.svg = o.draw(x, y)
+	sty := p.X.Tick.Label
+	sty.Rotation = 0
+	c.FillText(sty, vg.Point{}, overlayMark)
+}
 
 // svgOf draws p on l's canvas (points) and returns it as inline SVG
 // for an HTML page: no XML prolog, no namespace declarations (the HTML
@@ -111,10 +132,11 @@ type overlay func(x, y func(float64) vg.Length, h vg.Length) string
 // an accessible label, classes naming its layout (wide or narrow) and
 // kind, and the plot's Liberation fonts backed by the
 // metric-compatible Arial and Helvetica and any sans-serif font, all local.
-// over, when not nil, adds elements on top (in viewBox coordinates).
+// over, when not nil, is an overlay added to p, its marker replaced by its
+// elements.
 // A panic of gonum/plot while drawing is returned as an error naming the
 // chart.
-func svgOf(p *plot.Plot, l chartLayout, kind, label string, over overlay) (_ template.HTML, err error) {
+func svgOf(p *plot.Plot, l chartLayout, kind, label string, over *overlay) (_ template.HTML, err error) {
 	c := vgsvg.New(l.w, l.h)
 	// gonum/plot panics on what it cannot draw (a log axis reaching 0):
 	// an error naming the chart, not a crash of forklab report.
@@ -123,14 +145,7 @@ func svgOf(p *plot.Plot, l chartLayout, kind, label string, over overlay) (_ tem
 			err = fmt.Errorf("render chart %q: %v", label, r)
 		}
 	}()
-	dc := draw.New(c)
-	p.Draw(dc)
-	var extra string
-	if over != nil {
-		da := p.DataCanvas(dc)
-		x, y := p.Transforms(&da)
-		extra = over(x, y, l.h)
-	}
+	p.Draw(draw.New(c))
 	var buf bytes.Buffer
 	if _, err := c.WriteTo(&buf); err != nil {
 		return "", fmt.Errorf("render chart %q: %w", label, err)
@@ -150,9 +165,11 @@ func svgOf(p *plot.Plot, l chartLayout, kind, label string, over overlay) (_ tem
 	esc := html.EscapeString(label)
 	s = fmt.Sprintf(`<svg class="chart %s" viewBox="%s" width="%s" height="%s" role="img" aria-label="%s"><title>%s</title>`,
 		class, m[3], m[1], m[2], esc, esc) + s[len(m[0]):]
-	if extra != "" {
-		end := strings.LastIndex(s, "</svg>")
-		s = s[:end] + extra + s[end:]
+	if over != nil {
+		if n := len(overlayText.FindAllString(s, -1)); n != 1 {
+			return "", fmt.Errorf("render chart %q: %d overlay markers, want 1", label, n)
+		}
+		s = overlayText.ReplaceAllLiteralString(s, over.svg)
 	}
 	s = fontFam.ReplaceAllStringFunc(s, func(f string) string {
 		name := strings.TrimSuffix(strings.TrimPrefix(f, "font-family:"), ";")
