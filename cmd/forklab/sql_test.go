@@ -61,7 +61,7 @@ func TestSQLDBAndHTMLCommands(t *testing.T) {
 	if !strings.Contains(text, "rescued 75   harmed 83   unchanged 142   net -8") {
 		t.Errorf("report --html no longer prints the text report:\n%.300s", text)
 	}
-	if b, _ := os.ReadFile(html); !bytes.HasPrefix(b, []byte("<!DOCTYPE html>")) || !bytes.Contains(b, []byte("<svg class=\"chart\"")) {
+	if b, _ := os.ReadFile(html); !bytes.HasPrefix(b, []byte("<!DOCTYPE html>")) || !bytes.Contains(b, []byte("<svg class=\"chart wide ")) {
 		t.Errorf("%s is not the HTML report", html)
 	}
 	mustRun(t, "report", dir, "--html", html, "--overwrite")
