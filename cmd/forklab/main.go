@@ -147,6 +147,11 @@ func onSignals(args []string) (context.Context, *atomic.Bool) {
 func main() {
 	ignoreFileSizeSignal()
 	refuseRepeats(rootCmd)
+	rewordArgs(rootCmd)
+	if err := unknownSubcommand(rootCmd, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "forklab:", err)
+		os.Exit(2)
+	}
 	ctx, interrupted := onSignals(os.Args[1:])
 	err := rootCmd.ExecuteContext(ctx)
 	if err == nil {

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab/scaleout"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
@@ -111,8 +112,8 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 			err = w.Run(ctx)
 			if !quiet {
 				s := w.Stats()
-				fmt.Fprintf(os.Stderr, "forklab worker %s: %d units run, %d found done already, %d written as error rows, %d attempts failed, in %s\n",
-					w.ID(), s.Units, s.Again, s.Poison, s.Failed, time.Since(start).Round(time.Second))
+				fmt.Fprintf(os.Stderr, "forklab worker %s: %s run, %d found done already, %d written as error rows, %s failed, in %s\n",
+					w.ID(), plural.Count(s.Units, "unit"), s.Again, s.Poison, plural.Count(s.Failed, "attempt"), time.Since(start).Round(time.Second))
 			}
 			return err
 		},

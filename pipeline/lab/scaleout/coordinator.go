@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/segmentio/kafka-go"
 )
@@ -358,7 +359,7 @@ func (co *coordinator) publish(ctx context.Context) error {
 	if err := writeRecord(co.st.Dir, co.rec); err != nil {
 		return err
 	}
-	co.cfg.Logf("published %d units of sweep %s on %s", n, co.rec.Sweep, topic)
+	co.cfg.Logf("published %s of sweep %s on %s", plural.Count(n, "unit"), co.rec.Sweep, topic)
 	return co.c.produce(ctx, Report{Kind: KindPublished, Sweep: co.rec.Sweep, Worker: "coordinator", Units: co.rec.Units}.record(co.cfg.Queue.ResultsTopic()))
 }
 

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/segmentio/kafka-go"
@@ -510,7 +511,7 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 		r.Kind, r.Attempt, r.Seeds, r.Errors, r.Bytes, r.Seconds = KindDone, attemptNo, u.Seeds.Len(), e.Errors, entryBytes(e), took.Seconds()
 		m.w.count(func(st *WorkerStats) { st.Units++ })
 		m.w.done.Add(1)
-		m.logf("unit %s of sweep %s: done in %s (%d seeds, %d error pairs)", id, short(msg.Sweep), took.Round(time.Millisecond), u.Seeds.Len(), e.Errors)
+		m.logf("unit %s of sweep %s: done in %s (%s, %s)", id, short(msg.Sweep), took.Round(time.Millisecond), plural.Count(u.Seeds.Len(), "seed"), plural.Count(e.Errors, "error pair"))
 		return m.mustReport(ctx, r)
 	case ctx.Err() != nil:
 		ra.withdraw()
