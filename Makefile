@@ -22,14 +22,17 @@ build:
 
 # The main job: the seed's experiment, from the sweep to Parquet to the
 # DuckDB report; then the guard policy searched on part of the seeds, and the
-# rerun with recovery only where it fires, beside always-on.
+# rerun with recovery only where it fires, beside always-on. It prints one
+# screen (issue 26): what each step wrote, then the rerun's brief report —
+# headlines and the Result in words; the tables are in forklab report
+# $(OUT) and the HTML pages.
 sweep: build
-	$(BIN) sweep --seeds $(SEEDS) --fork-at $(FORK_AT) --out $(OUT) --overwrite
-	$(BIN) report $(OUT) --html $(OUT)/report.html --overwrite
-	$(BIN) policy $(OUT) --max-harm 0 --out $(OUT)/policy.json --overwrite > /dev/null
-	$(BIN) sweep --seeds $(SEEDS) --fork-at $(FORK_AT) --arms off,on,policy --policy $(OUT)/policy.json \
-		--out $(OUT)/rerun --overwrite
-	$(BIN) report $(OUT)/rerun --brief --html $(OUT)/rerun/report.html --overwrite
+	@$(BIN) sweep --seeds $(SEEDS) --fork-at $(FORK_AT) --out $(OUT) --overwrite > /dev/null
+	@$(BIN) report $(OUT) --html $(OUT)/report.html --overwrite
+	@$(BIN) policy $(OUT) --max-harm 0 --out $(OUT)/policy.json --overwrite > /dev/null
+	@$(BIN) sweep --seeds $(SEEDS) --fork-at $(FORK_AT) --arms off,on,policy --policy $(OUT)/policy.json \
+		--out $(OUT)/rerun --overwrite > /dev/null
+	@$(BIN) report $(OUT)/rerun --brief --html $(OUT)/rerun/report.html --overwrite
 
 # Imperfect signals, a noisy agent, every arm, five replicas (testdata/specs/noisy.yaml).
 sweep-noisy: build

@@ -33,15 +33,18 @@ against off and per net rescue), the slices by every pre-decision feature the
 world declares, for noisy sweeps how counts and intervals move with replicas
 and seeds, the guard policy search of every configuration and fork step with
 its held-out check, cost and uplift (Qini) curve, and a Result paragraph.
---brief prints only the headlines and the Result.
+--brief prints one screen: the headlines' counts and significance, and the
+Result.
 
---html FILE also writes the same report as one self-contained HTML page with
+--html FILE writes the same report as one self-contained HTML page with
 charts (rescued against harmed per slice, the policy frontier, the Qini curve,
 replicas and seeds) and the sweep's parameters: it fetches nothing from the
-network and opens offline in any browser. An existing FILE needs --overwrite.`,
+network and opens offline in any browser. An existing FILE needs --overwrite.
+With --html, report prints only the file it wrote; with --brief too, the
+brief report before it.`,
 		Example: `  forklab report out
   forklab report out --html out/report.html --overwrite
-  forklab report out/rerun --brief`,
+  forklab report out/rerun --brief --html out/rerun/report.html`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var out *export.Output
@@ -72,8 +75,10 @@ network and opens offline in any browser. An existing FILE needs --overwrite.`,
 			if brief {
 				write = report.WriteBrief
 			}
-			if err := write(os.Stdout, db, s); err != nil {
-				return err
+			if out == nil || brief {
+				if err := write(os.Stdout, db, s); err != nil {
+					return err
+				}
 			}
 			if out == nil {
 				return nil
@@ -88,11 +93,11 @@ network and opens offline in any browser. An existing FILE needs --overwrite.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&htmlOut, "html", "", "also write the report as a self-contained HTML page to this file")
+	cmd.Flags().StringVar(&htmlOut, "html", "", "write the report as a self-contained HTML page to this file, and print only its name (with --brief, the brief report too)")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "let --html replace an existing file")
 	markNeeds(cmd.Flags(), "overwrite", "html")
 	cmd.Flags().BoolVar(&timing, "timing", false, "print to stderr how long opening DIR and each query took")
-	cmd.Flags().BoolVar(&brief, "brief", false, "print only the headlines and the Result paragraphs (the HTML page stays whole)")
+	cmd.Flags().BoolVar(&brief, "brief", false, "print one screen: each arm's counts and significance, and the Result paragraphs (the HTML page stays whole)")
 	rootCmd.AddCommand(cmd)
 }
 
