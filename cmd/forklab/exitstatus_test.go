@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/spf13/cobra"
 )
 
 // exitKind is a kind of failure docs/exit-status.md gives one status.
@@ -169,20 +167,12 @@ func TestExitStatusPolicy(t *testing.T) {
 
 	// Every runnable command: the usage error every command shares, and
 	// each kind covered by a case or said not to apply.
-	var walk func(c *cobra.Command)
 	paths := []string{}
-	walk = func(c *cobra.Command) {
-		for _, sub := range c.Commands() {
-			if sub.Name() == "help" || sub.Name() == "completion" || sub.Hidden {
-				continue
-			}
-			if sub.Runnable() {
-				paths = append(paths, strings.TrimPrefix(sub.CommandPath(), "forklab "))
-			}
-			walk(sub)
+	for _, sub := range userCommands(rootCmd) {
+		if sub.Runnable() {
+			paths = append(paths, strings.TrimPrefix(sub.CommandPath(), "forklab "))
 		}
 	}
-	walk(rootCmd)
 	if len(paths) < 20 {
 		t.Fatalf("walked only %d commands: %v", len(paths), paths)
 	}

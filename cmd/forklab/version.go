@@ -19,9 +19,8 @@ forklab_version, and forklab --version prints), then on a second line the
 schema_version of the tables it writes, the agent protocol it speaks, the Go
 toolchain that built it and the DuckDB version linked into it (the one a
 results.duckdb it writes needs at least).`,
-		Example: `  forklab version
-  forklab --version`,
-		Args: cobra.NoArgs,
+		Example: `  forklab version`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			engine := "DuckDB ?"
 			if db, err := duck.Open(""); err == nil {
