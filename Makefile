@@ -19,14 +19,14 @@ all: build
 
 # DuckDB links through cgo, so the build needs a C compiler (gcc): without
 # one it stops here and says so. The first build (an empty Go build cache)
-# compiles DuckDB's cgo bindings and forklab's other dependencies, a few
-# minutes on 2 cores, and says so first; a later one that changed anything
+# compiles DuckDB's cgo bindings and forklab's other dependencies, seven
+# minutes of CPU (docs/speed.md), and says so first; a later one that changed anything
 # relinks the binary with DuckDB's C++ library, up to a minute.
 build:
 	@cc="$$($(GO) env CC 2>/dev/null)"; if [ -n "$$cc" ] && ! command -v "$${cc%% *}" > /dev/null; then \
 		echo "make: forklab links DuckDB through cgo and needs a C compiler, but '$$cc' is not on PATH: install gcc (Debian: apt-get install gcc) or set CC" >&2; exit 1; fi
 	@if [ "$$($(GO) list -f '{{.Stale}}' github.com/duckdb/duckdb-go/v2 2>/dev/null)" = true ]; then \
-		echo "make: first build: compiling DuckDB's cgo bindings and forklab's dependencies, a few minutes on 2 cores (kept in Go's build cache)"; fi
+		echo "make: first build: compiling DuckDB's cgo bindings and forklab's dependencies, 3 to 4 minutes on a quiet 2-core machine (kept in Go's build cache)"; fi
 	@echo "$(GO) build -o $(BIN) ./cmd/forklab   # links DuckDB's C++ library: up to a minute when anything changed"
 	@$(GO) build -o $(BIN) ./cmd/forklab
 
