@@ -819,3 +819,23 @@ func TestMakeSweepFitsOneScreen(t *testing.T) {
 		t.Errorf("no legend of sure things and lost causes before the first headline:\n%s", text)
 	}
 }
+
+// strayFiles finds what the blocks wrote where git would see it, and
+// nothing it should not (the README's walkthrough once left lab/, big/,
+// cp.json, … in the clone's root).
+func TestStrayFiles(t *testing.T) {
+	repo := t.TempDir()
+	for _, f := range []string{"README.md", "docs/lab.md", "cp.json", "lab/manifest.json", "docs/notes.txt",
+		"tour/lab/manifest.json", "out/report.html", "out-noisy/x", "bin/forklab", "stream/replay/node_modules/k/i.js"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repo, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := strings.Join(strayFiles(t, repo, map[string]bool{"README.md": true, "docs/lab.md": true}), " ")
+	if want := "cp.json docs/notes.txt lab/manifest.json"; got != want {
+		t.Errorf("stray files %q, want %q", got, want)
+	}
+}
