@@ -39,11 +39,11 @@ func rewordArgs(root *cobra.Command) {
 	}
 }
 
-// cobraCounts reads the most arguments a cobra argument check allowed
-// from its message: "accepts 1 arg(s), received 2", "accepts between 1
-// and 2 arg(s), …", "accepts at most 1 arg(s), …"; NoArgs's "unknown
-// command …" allows none.
-var cobraCounts = regexp.MustCompile(`accepts (?:between \d+ and |at most )?(\d+) arg`)
+// cobraCounts reads the fewest (for a range) and the most arguments a
+// cobra argument check allowed from its message: "accepts 1 arg(s),
+// received 2", "accepts between 1 and 2 arg(s), …", "accepts at most 1
+// arg(s), …"; NoArgs's "unknown command …" allows none.
+var cobraCounts = regexp.MustCompile(`accepts (?:between (\d+) and |at most )?(\d+) arg`)
 
 // argsError says what cmd takes, what it got, and its usage line.
 func argsError(cmd *cobra.Command, args []string, err error) error {
@@ -55,16 +55,22 @@ func argsError(cmd *cobra.Command, args []string, err error) error {
 	if len(args) == 0 {
 		return usageErr("%s needs %s: %s", name, required(cmd), usage)
 	}
-	most := 0
+	least, most := 0, 0
 	if m := cobraCounts.FindStringSubmatch(err.Error()); m != nil {
-		most, _ = strconv.Atoi(m[1])
+		least, _ = strconv.Atoi(m[1])
+		most, _ = strconv.Atoi(m[2])
 	}
 	if len(args) <= most {
 		// Too few, but some: name what is missing.
 		return usageErr("%s needs %s, and got %s (%s): %s", name, required(cmd), plural.Count(len(args), "argument"), strings.Join(args, ", "), usage)
 	}
 	takes := "no argument"
-	if most > 0 {
+	switch {
+	case least > 0 && least+1 == most:
+		takes = fmt.Sprintf("%d or %d arguments", least, most)
+	case least > 0:
+		takes = fmt.Sprintf("%d to %d arguments", least, most)
+	case most > 0:
 		takes = plural.Count(most, "argument")
 	}
 	hint := ""
