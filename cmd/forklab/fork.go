@@ -157,7 +157,8 @@ features, none elsewhere.`,
 				if err != nil {
 					return err
 				}
-				spec := &sweep.AgentSpec{Command: agentLine, Environment: env, Timeout: sweep.Duration(timeout)}
+				// One process: a fork asks one branch at a time.
+				spec := &sweep.AgentSpec{Command: agentLine, Environment: env, Timeout: sweep.Duration(timeout), Parallel: 1}
 				if file != "" {
 					// Rows of an agent sweep's checkpoints table: the
 					// agent's branch finishes each.
@@ -243,6 +244,9 @@ features, none elsewhere.`,
 				iv := ""
 				if o.Intervened {
 					iv = "intervened; "
+				}
+				if o.Score != nil {
+					iv += fmt.Sprintf("score %g; ", *o.Score)
 				}
 				fmt.Fprintf(w, "seed %d · fork step %d · arm %s · replica %d: %s (%s%s after the fork; final observation %s)\n",
 					o.Seed, o.ForkStep, o.Arm, o.Replica, verdictOf(o.Success), iv, plural.Count(o.Cost.Steps, "step"), o.Final)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -32,7 +33,7 @@ func init() {
 	var (
 		brokers           int
 		dataDir, addrFile string
-		ports             string
+		ports, advertise  string
 		sync              bool
 	)
 	cmd := &cobra.Command{
@@ -67,6 +68,17 @@ addresses of a cluster's brokers; the old name still works.`,
 				}
 				if len(cfg.Ports) != brokers {
 					return usageErr("--ports names %s for %s", plural.Count(len(cfg.Ports), "port"), plural.Count(brokers, "broker"))
+				}
+			}
+			if advertise != "" {
+				cfg.Advertise = splitList(advertise)
+				if len(cfg.Advertise) != brokers {
+					return usageErr("--advertise names %d addresses for %d brokers", len(cfg.Advertise), brokers)
+				}
+				for _, a := range cfg.Advertise {
+					if _, p, err := net.SplitHostPort(a); err != nil || p == "" {
+						return usageErr("--advertise %q: want host:port,… (one per broker)", advertise)
+					}
 				}
 			}
 			if sync && dataDir == "" {
@@ -107,6 +119,7 @@ addresses of a cluster's brokers; the old name still works.`,
 	f.StringVar(&dataDir, "data-dir", "", "persist the cluster's data here (default: in memory)")
 	f.StringVar(&ports, "ports", "", "the brokers' ports on 127.0.0.1, comma-separated (default: free ports)")
 	f.StringVar(&addrFile, "addr-file", "", "write the bootstrap addresses (host:port,…) to this file once the cluster listens; removed on exit")
+	f.StringVar(&advertise, "advertise", "", "the brokers' addresses as clients must dial them, host:port,… one per broker (Kafka's advertised.listeners: a port forward, a proxy; default: the listening addresses)")
 	f.BoolVar(&sync, "sync", false, "fsync every produced batch before acknowledging it (needs --data-dir)")
 	ownSignals(cmd)
 	kafkaCmd.AddCommand(cmd)

@@ -62,7 +62,7 @@ func TestCostSentencesAnyNumberOfFields(t *testing.T) {
 	}
 	var b strings.Builder
 	writeHeadline(&b, results.Row{"arm": "aa", "fork_step": int64(3), "pairs": int64(300), "rescued": int64(2), "harmed": int64(1),
-		"net": int64(1), "net_rate": 0.003, "mcnemar_p": 1.0}, "", CostsOf(costs, aa))
+		"net": int64(1), "net_rate": 0.003, "mcnemar_p": 1.0}, "", CostsOf(costs, aa), "")
 	if strings.Contains(b.String(), "cost") {
 		t.Errorf("the A/A arm's headline speaks of cost:\n%s", b.String())
 	}
