@@ -170,7 +170,8 @@ func TestREADME(t *testing.T) {
 
 // strayFiles lists the files under repo that the blocks wrote where git
 // would see them: not one of the copied files, and not under bin/, out/,
-// out-*/, tour/ or a node_modules/ (.gitignore).
+// out-*/, tour/, a node_modules/ or a __pycache__/ (.gitignore: Python
+// writes one beside the SDK's modules when an example agent imports them).
 func strayFiles(t *testing.T, repo string, copied map[string]bool) []string {
 	t.Helper()
 	var stray []string
@@ -184,7 +185,7 @@ func strayFiles(t *testing.T, repo string, copied map[string]bool) []string {
 		switch {
 		case rel == ".":
 			return nil
-		case top == "bin" || top == "out" || strings.HasPrefix(top, "out-") || top == "tour" || e.Name() == "node_modules":
+		case top == "bin" || top == "out" || strings.HasPrefix(top, "out-") || top == "tour" || e.Name() == "node_modules" || e.Name() == "__pycache__":
 			if e.IsDir() {
 				return filepath.SkipDir
 			}
