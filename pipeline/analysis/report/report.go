@@ -130,7 +130,8 @@ func WriteSections(w io.Writer, db *results.DB, s *Sections) error {
 // WriteBrief prints the short form of the report, to be read in one
 // screen (issue 26: make sweep printed 111 lines): the header, the legend,
 // each arm's counts and significance in two lines, and the Result
-// paragraphs; the tables, rates and costs are in the whole report
+// paragraphs (without the in-sample sentence, which the policy arm's
+// headline says in a line of its own); the tables, rates and costs are in the whole report
 // (forklab report DIR) and its HTML page. forklab report --brief; make
 // sweep prints the rerun's report so.
 func WriteBrief(w io.Writer, db *results.DB, s *Sections) error {
@@ -139,7 +140,11 @@ func WriteBrief(w io.Writer, db *results.DB, s *Sections) error {
 	fmt.Fprintln(w)
 	writeHeadlines(w, db, s, true)
 	fmt.Fprintln(w, "RESULT")
+	inSample := inSampleSentence(db.Manifest.Spec)
 	for _, p := range s.Result {
+		if inSample != "" {
+			p = strings.Replace(p, inSample, "", 1)
+		}
 		fmt.Fprintln(w, wrap(p, 80))
 		fmt.Fprintln(w)
 	}

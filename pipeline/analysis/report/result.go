@@ -68,10 +68,7 @@ func resultParagraphs(s *Sections, m sweep.Manifest) []string {
 			} else {
 				p += "); this sweep has no always-on arm to compare with."
 			}
-			if tag := sweep.PolicySample(m.Spec); strings.HasPrefix(tag, "in-sample") {
-				p += " These are in-sample figures: the rule was searched on " + strings.TrimPrefix(tag, "in-sample: the rule was searched on ") +
-					", so they flatter it; its held-out figures are those of the sweep it was searched on (forklab policy)."
-			}
+			p += inSampleSentence(m.Spec)
 			out = append(out, p+costSentence(CostsOf(costs, r)))
 		}
 	}
@@ -345,3 +342,15 @@ func guard(s *Sections, g *search.Group, m sweep.Manifest, several bool) string 
 func fieldName(k int) string { return world.CostFields[k] }
 
 func abs(x int64) int64 { return int64(math.Abs(float64(x))) }
+
+// inSampleSentence is what the Result's rerun paragraph says of a policy
+// arm played on seeds its rule was searched on; "" otherwise. The brief
+// report leaves it out: the policy headline's in-sample line says it there.
+func inSampleSentence(spec sweep.Spec) string {
+	tag := sweep.PolicySample(spec)
+	if !strings.HasPrefix(tag, "in-sample") {
+		return ""
+	}
+	return " These are in-sample figures: the rule was searched on " + strings.TrimPrefix(tag, "in-sample: the rule was searched on ") +
+		", so they flatter it; its held-out figures are those of the sweep it was searched on (forklab policy)."
+}
