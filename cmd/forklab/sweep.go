@@ -308,7 +308,7 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 				if !quiet {
 					fmt.Fprintf(os.Stderr, "playing the sweep's sessions on %s under %s/\n", fromLog, logPrefix)
 				}
-				opt.Runners = agent.Runners(c, resolved, agent.PlayOptions{Prefix: logPrefix, Parallel: logParallel, RetryFor: sf.retryFor,
+				opt.Runners = agent.Runners(c, resolved, agent.PlayOptions{Prefix: logPrefix, Parallel: logParallel, RetryFor: sf.retryFor, FailFast: failFast(cmd),
 					Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...) }})
 			}
 			res, err := sweep.Run(ctx, resolved, st, opt)

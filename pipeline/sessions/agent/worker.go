@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/forklab/forklab/internal/plural"
@@ -91,8 +92,11 @@ type Worker struct {
 	// afterClaim, if set, runs between choosing the epoch and appending the
 	// incarnation event (tests use it to race two claims).
 	afterClaim func()
-	// reached is set once the log has answered a request.
+	// reached is set once the log has answered a request; shared, when
+	// set, is set too, and read as reached: the workers of one sweep
+	// --from-log share it, so a log that answered any of them is retried.
 	reached bool
+	shared  *atomic.Bool
 }
 
 // Result is what a worker did.
@@ -127,11 +131,14 @@ func (w *Worker) retry(ctx context.Context, what string, op func() error) error 
 		err := op()
 		if err == nil || !client.Unreachable(err) {
 			w.reached = true
+			if w.shared != nil {
+				w.shared.Store(true)
+			}
 		}
 		if err == nil || !transient(err) || ctx.Err() != nil {
 			return err
 		}
-		if w.FailFast && !w.reached {
+		if w.FailFast && !w.reached && (w.shared == nil || !w.shared.Load()) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if time.Now().After(deadline) {
