@@ -826,7 +826,8 @@ func TestMakeSweepFitsOneScreen(t *testing.T) {
 func TestStrayFiles(t *testing.T) {
 	repo := t.TempDir()
 	for _, f := range []string{"README.md", "docs/lab.md", "cp.json", "lab/manifest.json", "docs/notes.txt",
-		"tour/lab/manifest.json", "out/report.html", "out-noisy/x", "bin/forklab", "stream/replay/node_modules/k/i.js"} {
+		"tour/lab/manifest.json", "out/report.html", "out-noisy/x", "bin/forklab", "stream/replay/node_modules/k/i.js",
+		"sdk/python/forklab_agent/__pycache__/agent.cpython-311.pyc"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, f)), 0o755); err != nil {
 			t.Fatal(err)
 		}
