@@ -17,19 +17,32 @@ FORK_AT ?= 3
 
 all: build
 
+# DuckDB links through cgo, so the build needs a C compiler (gcc): without
+# one it stops here and says so. The first build (an empty Go build cache)
+# compiles DuckDB's cgo bindings and forklab's other dependencies, seven
+# minutes of CPU (docs/speed.md), and says so first; a later one that changed anything
+# relinks the binary with DuckDB's C++ library, up to a minute.
 build:
-	$(GO) build -o $(BIN) ./cmd/forklab
+	@cc="$$($(GO) env CC 2>/dev/null)"; if [ -n "$$cc" ] && ! command -v "$${cc%% *}" > /dev/null; then \
+		echo "make: forklab links DuckDB through cgo and needs a C compiler, but '$$cc' is not on PATH: install gcc (Debian: apt-get install gcc) or set CC" >&2; exit 1; fi
+	@if [ "$$($(GO) list -f '{{.Stale}}' github.com/duckdb/duckdb-go/v2 2>/dev/null)" = true ]; then \
+		echo "make: first build: compiling DuckDB's cgo bindings and forklab's dependencies, 3 to 4 minutes on a quiet 2-core machine (kept in Go's build cache)"; fi
+	@echo "$(GO) build -o $(BIN) ./cmd/forklab   # links DuckDB's C++ library: up to a minute when anything changed"
+	@$(GO) build -o $(BIN) ./cmd/forklab
 
 # The main job: the seed's experiment, from the sweep to Parquet to the
 # DuckDB report; then the guard policy searched on part of the seeds, and the
-# rerun with recovery only where it fires, beside always-on.
+# rerun with recovery only where it fires, beside always-on. It prints one
+# screen (issue 26): what each step wrote, then the rerun's brief report —
+# headlines and the Result in words; the tables are in forklab report
+# $(OUT) and the HTML pages.
 sweep: build
-	$(BIN) sweep --seeds $(SEEDS) --fork-at $(FORK_AT) --out $(OUT) --overwrite
-	$(BIN) report $(OUT) --html $(OUT)/report.html --overwrite
-	$(BIN) policy $(OUT) --max-harm 0 --out $(OUT)/policy.json --overwrite > /dev/null
-	$(BIN) sweep --seeds $(SEEDS) --fork-at $(FORK_AT) --arms off,on,policy --policy $(OUT)/policy.json \
-		--out $(OUT)/rerun --overwrite
-	$(BIN) report $(OUT)/rerun --brief --html $(OUT)/rerun/report.html --overwrite
+	@$(BIN) sweep --seeds $(SEEDS) --fork-at $(FORK_AT) --out $(OUT) --overwrite > /dev/null
+	@$(BIN) report $(OUT) --html $(OUT)/report.html --overwrite
+	@$(BIN) policy $(OUT) --max-harm 0 --out $(OUT)/policy.json --overwrite > /dev/null
+	@$(BIN) sweep --seeds $(SEEDS) --fork-at $(FORK_AT) --arms off,on,policy --policy $(OUT)/policy.json \
+		--out $(OUT)/rerun --overwrite > /dev/null
+	@$(BIN) report $(OUT)/rerun --brief --html $(OUT)/rerun/report.html --overwrite
 
 # Imperfect signals, a noisy agent, every arm, five replicas (testdata/specs/noisy.yaml).
 sweep-noisy: build

@@ -8,7 +8,7 @@
 #                    against `forklab log serve` on the embedded broker (~2 min)
 #   log-cluster-test the conformance suite and the durability tests of
 #                    stream/client with `forklab log serve --brokers` on a
-#                    3-broker cluster (`forklab kafka serve --brokers 3`, its
+#                    3-broker cluster (`forklab kafka serve --nodes 3`, its
 #                    own process) (~3 min)
 #   bench-log        appends/s, p50/p99 and resident memory of 16, 64 and 256
 #                    producers (100-byte bodies) and of 16 with 1 KiB and 64 KiB

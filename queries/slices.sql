@@ -6,7 +6,9 @@
 --   feature is sliced by value, and so is an int whose values span fewer
 --   than 12 integers; any other number by quantile buckets (feature_bins
 --   says which, with the edges). The hidden_ columns are ground truth, never features, and are
---   not sliced here.
+--   not sliced here. A feature with one bucket in a configuration, fork
+--   step and arm (steps_used at a fixed fork step) is constant there: its
+--   one slice would repeat the headline, so it has none.
 -- Output: one row per configuration, fork step, treatment arm, feature and
 --   bucket, in declaration order and bucket order: config_id, fork_step,
 --   arm, feature, value (the value, or the bucket with its edges: '< 12',
@@ -41,6 +43,14 @@ counted AS (
            CAST(coalesce(sum(n) FILTER (WHERE quadrant = 'lost_cause'), 0) AS BIGINT)   AS lost_cause
     FROM cell_keys
     GROUP BY ALL
+),
+varied AS (
+    -- The features with more than one bucket in their configuration, fork
+    -- step and arm: the ones that say where the arm helps.
+    SELECT config_id, fork_step, arm, feature_order
+    FROM counted
+    GROUP BY ALL
+    HAVING count(*) > 1
 ),
 -- Score differences per slice (score_cells), as summary.sql computes them
 -- per arm: the frequency table of d, its mean and spread summed in the
@@ -124,6 +134,7 @@ SELECT c.config_id, c.fork_step, c.arm, c.feature_order, c.key, b.feature, b.lab
        sc.wilcoxon_p,
        sc.wilcoxon_n
 FROM counted AS c
+SEMI JOIN varied AS v USING (config_id, fork_step, arm, feature_order)
 JOIN feature_buckets AS b
   ON b.config_id = c.config_id AND b.fork_step = c.fork_step AND b.feature_order = c.feature_order
  AND b.key IS NOT DISTINCT FROM c.key

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
 	"github.com/forklab/forklab/pipeline/sessions/session"
@@ -33,13 +34,35 @@ fenced. check tests an agent you wrote against the forklab-agent/1 protocol
 // logFlags are the flags that reach the session log.
 type logFlags struct{ url, token string }
 
+// addLogFlags gives cmd --log and --token, and makes its errors say, when
+// the log cannot be reached at all, how to start it or where to point
+// --log (logHint). Call it once cmd has its RunE.
 func addLogFlags(cmd *cobra.Command) *logFlags {
 	f := &logFlags{}
 	cmd.Flags().StringVar(&f.url, "log", "http://127.0.0.1:4437", "session log URL (forklab log serve)")
 	markURLFlag(cmd.Flags(), "log")
 	cmd.Flags().StringVar(&f.token, "token", os.Getenv("FORKLAB_TOKEN"), "bearer token for the log (default $FORKLAB_TOKEN)")
+	run := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error { return logHint(run(c, args), "--log", f.url) }
 	return f
 }
+
+// logHint adds to an error that is a failure to reach the session log at
+// url at all (client.Unreachable: connection refused, unknown host) what
+// to do about it: start the log, or point flag (--log, --from-log) at
+// the one that runs. Other errors, and nil, are returned as they are.
+func logHint(err error, flag, url string) error {
+	if err == nil || !client.Unreachable(err) {
+		return err
+	}
+	return fmt.Errorf("%w: no session log answers at %s: start one with forklab log serve (in another terminal, or in the background with &), or give %s the URL of yours", err, url, flag)
+}
+
+// failFast is whether a command's agent.Worker gives up at once on a log
+// that does not answer its first request: unless --retry-for was given
+// (to wait for a log that is starting or restarting), a log nobody started
+// is said at once, not retried for two minutes.
+func failFast(cmd *cobra.Command) bool { return !cmd.Flags().Changed("retry-for") }
 
 func (f *logFlags) client() *client.Client {
 	if f.token != "" {
@@ -114,7 +137,7 @@ appended), 3 fenced: a newer incarnation owns the session.`,
 			}
 			fl := cmd.Flags()
 			logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab agent: "+f+"\n", a...) }
-			w := &agent.Worker{Log: lf.client(), Stream: name, Until: until, Delay: delay, RetryFor: retryFor, Logf: logf}
+			w := &agent.Worker{Log: lf.client(), Stream: name, Until: until, Delay: delay, RetryFor: retryFor, FailFast: failFast(cmd), Logf: logf}
 			if fl.Changed("seed") {
 				spec := sweep.DefaultSpec()
 				if err := wf.apply(&spec); err != nil {
@@ -191,12 +214,12 @@ func printOutcome(name string, res agent.Result) {
 		fmt.Printf("session %s paused at step %d after %s, epoch %d; tail %s\n", name, steps, eventsText(s), res.Epoch, res.Tail)
 		return
 	}
-	fmt.Printf("session %s: %s (%d steps; final %s) · %s, epoch %d · tail %s\n",
-		name, verdictOf(*s.Outcome.Success), *s.Outcome.Steps, s.Outcome.Obs, eventsText(s), res.Epoch, res.Tail)
+	fmt.Printf("session %s: %s (%s; final %s) · %s, epoch %d · tail %s\n",
+		name, verdictOf(*s.Outcome.Success), plural.Count(*s.Outcome.Steps, "step"), s.Outcome.Obs, eventsText(s), res.Epoch, res.Tail)
 }
 
 // eventsText counts a session's events as forklab log read lists them,
 // incarnation events included: "19 events (1 incarnation)".
 func eventsText(s session.Session) string {
-	return fmt.Sprintf("%d events (%d %s)", s.Events+s.Incarnations, s.Incarnations, plural(s.Incarnations, "incarnation", "incarnations"))
+	return fmt.Sprintf("%s (%s)", plural.Count(s.Events+s.Incarnations, "event"), plural.Count(s.Incarnations, "incarnation"))
 }

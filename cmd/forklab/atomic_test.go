@@ -366,7 +366,7 @@ func TestOutputRefusesNonRegular(t *testing.T) {
 	cases = append(cases,
 		refusal{[]string{"db", dir}, dbLink, "symbolic link"},
 		refusal{[]string{"log", "read", "--stream", "x", "--offset-file", link, "--log", "http://127.0.0.1:1"}, link, "symbolic link"},
-		refusal{[]string{"kafka", "serve", "--brokers", "1", "--addr-file", "/dev/null"}, "/dev/null", "device"},
+		refusal{[]string{"kafka", "serve", "--nodes", "1", "--addr-file", "/dev/null"}, "/dev/null", "device"},
 		refusal{[]string{"policy", dir, "--out-dir", rules, "--overwrite"}, filepath.Join(rules, "policy-config-0-fork-3.json"), "symbolic link"},
 		refusal{[]string{"log", "export", "--stream", "x", "--out", filepath.Join(work, "ev"), "--name", "x.parquet", "--overwrite", "--log", "http://127.0.0.1:1"}, filepath.Join(events, "x.parquet"), "symbolic link"})
 	for _, c := range cases {

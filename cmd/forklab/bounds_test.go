@@ -51,7 +51,7 @@ var numericFlags = []struct {
 	{"checkpoint", "seed", "an integer in [0, 9223372036854775806]"},
 	{"checkpoint", "temperature", "a number in [0, 1]"},
 	{"fork", "replica", "an integer in [0, 999]"},
-	{"kafka serve", "brokers", "an integer in [1, 64]"},
+	{"kafka serve", "nodes", "an integer in [1, 64]"},
 	{"log bench", "body", "an integer in [1, 16777216]"},
 	{"log bench", "catchup-events", "an integer in [0, 1000000000]"},
 	{"log bench", "duration", "a duration in [1ms, 24h]"},
@@ -87,7 +87,7 @@ var numericFlags = []struct {
 	{"gate", "max-error-rate", "a number in [0, 1]"},
 	{"gate", "min-score-diff", "a number in [-1e+06, 1e+06]"},
 	{"policy", "config", "-1 (every one) or an integer in [0, 9999]"},
-	{"policy", "fork-step", "-1 (every one) or an integer in [1, 1048576]"},
+	{"policy", "fork-at", "-1 (every one) or an integer in [1, 1048576]"},
 	{"policy", "holdout", "a number in (0, 1)"},
 	{"policy", "max-harm", "an integer in [0, 9007199254740992]"},
 	{"show", "config", "-1 (the sweep's only configuration) or an integer in [0, 9999]"},
@@ -301,7 +301,7 @@ func TestWorldFlagsAndSeedsBounded(t *testing.T) {
 		{[]string{"sweep", "--seeds", "0:10", "--fork-at", "100000", "--out", out}, "forklab: --fork-at: step 100000 is past the most steps a run can take (9): no run reaches it (fork steps are integers in [1, 9] here)"},
 		{[]string{"agent", "run", "--session", "s", "--seed", "1", "--until", "100000"}, "forklab: --until: step 100000 is past the most steps a run can take (9): no run reaches it (fork steps are integers in [1, 9] here)"},
 		{[]string{"checkpoint", "--seed", "0", "--base-budget", "20", "--fork-at", "23"}, "forklab: --fork-at: step 23 is past the most steps a run can take (22): no run reaches it (fork steps are integers in [1, 22] here)"},
-		{[]string{"sweep", "--seeds", "0:9223372036854775807", "--out", out}, "forklab: --seeds: 0:9223372036854775807 is 70368744177664 units of 131072 seeds in each of 1 configuration(s); a sweep holds at most 65536 units (its manifest lists every unit's files): sweep at most 8589934592 seeds at a time (e.g. 0:8589934592), or raise unit_seeds (up to 16777216)"},
+		{[]string{"sweep", "--seeds", "0:9223372036854775807", "--out", out}, "forklab: --seeds: 0:9223372036854775807 is 70368744177664 units of 131072 seeds in each of 1 configuration; a sweep holds at most 65536 units (its manifest lists every unit's files): sweep at most 8589934592 seeds at a time (e.g. 0:8589934592), or raise unit_seeds (up to 16777216)"},
 		{[]string{"sweep", "--seeds", "0:9223372036854775808", "--out", out}, `forklab: --seeds: seed range "0:9223372036854775808" is malformed: want START:END with integers 0 <= START < END <= 9223372036854775807 (END is exclusive: seeds are integers in [0, 9223372036854775806]), e.g. 0:300`},
 		{[]string{"sweep", "--seeds", "9223372036854775807:9223372036854775808", "--out", out}, `forklab: --seeds: seed range "9223372036854775807:9223372036854775808" is malformed: want START:END with integers 0 <= START < END <= 9223372036854775807 (END is exclusive: seeds are integers in [0, 9223372036854775806])`},
 		{[]string{"sweep", "--seeds", "0:8589934593", "--out", out}, "forklab: --seeds: 0:8589934593 is 65537 units of 131072 seeds"},
@@ -374,7 +374,7 @@ func pastRange(p world.Param) (string, bool) {
 var specBounds = []struct {
 	key, file, want string
 }{
-	{"seeds", "seeds-too-many", "forklab: seeds: 0:9223372036854775807 is 70368744177664 units of 131072 seeds in each of 1 configuration(s); a sweep holds at most 65536 units"},
+	{"seeds", "seeds-too-many", "forklab: seeds: 0:9223372036854775807 is 70368744177664 units of 131072 seeds in each of 1 configuration; a sweep holds at most 65536 units"},
 	{"seeds", "seeds-overflow", `forklab: spec FILE: seed range "0:99999999999999999999" is malformed: want START:END with integers 0 <= START < END <= 9223372036854775807 (END is exclusive: seeds are integers in [0, 9223372036854775806])`},
 	{"fork_at", "fork-at-past-world", "forklab: fork_at: step 12 is past the most steps a run can take (9): no run reaches it (fork steps are integers in [1, 9] here)"},
 	{"fork_at", "fork-at-out-of-range", "forklab: fork_at: steps must be integers in [1, 1048576], ascending, got [2000000]"},

@@ -46,7 +46,7 @@ func TestDialTimeout(t *testing.T) {
 			start := time.Now()
 			_, stderr, code := run(t, args...)
 			took := time.Since(start)
-			if code != 1 || !strings.HasPrefix(stderr, want) || !strings.HasSuffix(stderr, "): is it running, and is --brokers right? (--dial-timeout sets the wait)\n") ||
+			if code != 1 || !strings.HasPrefix(stderr, want) || !strings.HasSuffix(stderr, "): is it running, and is --brokers right? (forklab log serve --kafka-port 9092 runs one on this machine; --dial-timeout sets the wait)\n") ||
 				strings.Count(stderr, "\n") != 1 {
 				t.Errorf("forklab %s: exit %d, %q; want 1 and one line starting %q", strings.Join(args, " "), code, stderr, want)
 			}

@@ -70,7 +70,7 @@ func startBroker(t *testing.T) string {
 func startCluster(t *testing.T) string {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "kafka.addrs")
-	cmd := exec.Command(forklabBin, "kafka", "serve", "--brokers", "3", "--addr-file", addrFile)
+	cmd := exec.Command(forklabBin, "kafka", "serve", "--nodes", "3", "--addr-file", addrFile)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

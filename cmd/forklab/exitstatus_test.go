@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/spf13/cobra"
 )
 
 // exitKind is a kind of failure docs/exit-status.md gives one status.
@@ -107,8 +105,8 @@ func TestExitStatusPolicy(t *testing.T) {
 		{"fork", kindDamaged, []string{"fork", "--log", url, "--stream", "junk", "--offset", "now", "--arm", "on"}, 2, "cannot fold session"},
 		{"fork", kindUsage, []string{"fork", "--log", url, "--stream", "junk", "--offset", "now", "--arm", "on", "--agent", forklabBin + " agent serve --world counter"}, 2, "agent world counter does not declare the fold capability"},
 		{"fork", kindRuntime, []string{"fork", "--log", down, "--stream", "s", "--offset", "now", "--arm", "on", "--retry-for", "1s"}, 1, "the session log did not answer for 1s"},
-		{"kafka serve", kindUsage, []string{"kafka", "serve", "--brokers", "0"}, 2, "--brokers"},
-		{"kafka serve", kindRuntime, []string{"kafka", "serve", "--brokers", "1", "--ports", strconv.Itoa(busyPort)}, 1, "address already in use"},
+		{"kafka serve", kindUsage, []string{"kafka", "serve", "--nodes", "0"}, 2, "--nodes"},
+		{"kafka serve", kindRuntime, []string{"kafka", "serve", "--nodes", "1", "--ports", strconv.Itoa(busyPort)}, 1, "address already in use"},
 		{"log bench", kindUsage, []string{"log", "bench", "--target", "bad"}, 2, `--target "bad": want NAME=http://host:port`},
 		{"log bench", kindRuntime, []string{"log", "bench", "--target", "x=" + down, "--duration", "1s"}, 1, "connection refused"},
 		{"log export", kindMissing, []string{"log", "export", "--log", url, "--stream", "no-such-stream", "--out", t.TempDir()}, 2, "stream no-such-stream does not exist (404)"},
@@ -175,24 +173,17 @@ func TestExitStatusPolicy(t *testing.T) {
 		"worker":         {kindMissing: "it reads no input but its flags", kindDamaged: "a unit's damaged record is the scale-out tests' (pipeline/lab/scaleout)"},
 		"worlds":         {kindUsage: "only the generated unknown-flag case", kindDamaged: "it reads no input", kindRuntime: "it writes only to stdout"},
 		"agent run":      {kindUsage: "only the generated unknown-flag case"},
+		"version":        {kindMissing: "it reads no input", kindDamaged: "it reads no input", kindRuntime: "it writes only to stdout"},
 	}
 
 	// Every runnable command: the usage error every command shares, and
 	// each kind covered by a case or said not to apply.
-	var walk func(c *cobra.Command)
 	paths := []string{}
-	walk = func(c *cobra.Command) {
-		for _, sub := range c.Commands() {
-			if sub.Name() == "help" || sub.Name() == "completion" || sub.Hidden {
-				continue
-			}
-			if sub.Runnable() {
-				paths = append(paths, strings.TrimPrefix(sub.CommandPath(), "forklab "))
-			}
-			walk(sub)
+	for _, sub := range userCommands(rootCmd) {
+		if sub.Runnable() {
+			paths = append(paths, strings.TrimPrefix(sub.CommandPath(), "forklab "))
 		}
 	}
-	walk(rootCmd)
 	if len(paths) < 20 {
 		t.Fatalf("walked only %d commands: %v", len(paths), paths)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
@@ -143,7 +144,7 @@ features, none elsewhere.`,
 				case client.Start:
 					return asInput(agent.NoTurnYet(stream, "-1 (the beginning)"))
 				case agent.Now:
-					w := agent.Worker{Log: lf.client(), RetryFor: retryFor, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab fork: "+f+"\n", a...) }}
+					w := agent.Worker{Log: lf.client(), RetryFor: retryFor, FailFast: failFast(cmd), Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab fork: "+f+"\n", a...) }}
 					tail, err := w.Tail(cmd.Context(), stream)
 					if err != nil {
 						return workerExit(err)
@@ -180,7 +181,7 @@ features, none elsewhere.`,
 				if child == "" {
 					child = fmt.Sprintf("%s/fork-%s-r%d-%s", stream, arm, replica, offset)
 				}
-				w := agent.Worker{Log: lf.client(), RetryFor: retryFor, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab fork: "+f+"\n", a...) }}
+				w := agent.Worker{Log: lf.client(), RetryFor: retryFor, FailFast: failFast(cmd), Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab fork: "+f+"\n", a...) }}
 				res, err := agent.Fork(cmd.Context(), w, stream, offset, child, 0, arm, replica, rule)
 				if err == nil || errors.Is(err, agent.ErrFinished) {
 					if asJSON {
@@ -247,8 +248,8 @@ features, none elsewhere.`,
 				if o.Score != nil {
 					iv += fmt.Sprintf("score %g; ", *o.Score)
 				}
-				fmt.Fprintf(w, "seed %d · fork step %d · arm %s · replica %d: %s (%s%d steps after the fork; final observation %s)\n",
-					o.Seed, o.ForkStep, o.Arm, o.Replica, verdictOf(o.Success), iv, o.Cost.Steps, o.Final)
+				fmt.Fprintf(w, "seed %d · fork step %d · arm %s · replica %d: %s (%s%s after the fork; final observation %s)\n",
+					o.Seed, o.ForkStep, o.Arm, o.Replica, verdictOf(o.Success), iv, plural.Count(o.Cost.Steps, "step"), o.Final)
 			}
 			return nil
 		},

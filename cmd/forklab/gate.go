@@ -121,7 +121,7 @@ match its manifest.`,
 				}
 			}
 			if failed > 0 {
-				return exitError{1, fmt.Errorf("gate: %d of %d conditions fail on %s", failed, len(checks), args[0])}
+				return exitError{1, fmt.Errorf("gate: %s on %s", gate.Verdict(failed, len(checks)), args[0])}
 			}
 			return nil
 		},

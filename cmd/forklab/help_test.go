@@ -14,31 +14,37 @@ import (
 // Every subcommand's help has a one-line summary, a description and an
 // example (issue 12 I).
 func TestEveryCommandHasHelp(t *testing.T) {
-	var walk func(c *cobra.Command)
 	n := 0
-	walk = func(c *cobra.Command) {
-		for _, sub := range c.Commands() {
-			if sub.Name() == "help" || sub.Name() == "completion" || sub.Hidden {
-				continue
-			}
-			n++
-			path := sub.CommandPath()
-			if sub.Short == "" {
-				t.Errorf("%s has no one-line summary (Short)", path)
-			}
-			if sub.Long == "" {
-				t.Errorf("%s has no description (Long)", path)
-			}
-			if sub.Example == "" {
-				t.Errorf("%s has no example (Example)", path)
-			}
-			walk(sub)
+	for _, sub := range userCommands(rootCmd) {
+		n++
+		path := sub.CommandPath()
+		if sub.Short == "" {
+			t.Errorf("%s has no one-line summary (Short)", path)
+		}
+		if sub.Long == "" {
+			t.Errorf("%s has no description (Long)", path)
+		}
+		if sub.Example == "" {
+			t.Errorf("%s has no example (Example)", path)
 		}
 	}
-	walk(rootCmd)
 	if n < 15 {
 		t.Fatalf("walked only %d commands", n)
 	}
+}
+
+// userCommands lists every command under c a user may type, depth first:
+// all but help, completion and hidden ones.
+func userCommands(c *cobra.Command) []*cobra.Command {
+	var out []*cobra.Command
+	for _, sub := range c.Commands() {
+		if sub.Name() == "help" || sub.Name() == "completion" || sub.Hidden {
+			continue
+		}
+		out = append(out, sub)
+		out = append(out, userCommands(sub)...)
+	}
+	return out
 }
 
 // commandMentionRe finds "forklab WORDS --flag" in text: a command path

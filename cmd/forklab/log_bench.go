@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/stream/bench"
 )
 
@@ -55,7 +56,7 @@ after each load (from /proc), to show whether it stays flat.`,
 			}
 			for _, l := range ls {
 				if l.producers <= 0 || l.producers > maxBenchProducers || l.body <= 0 || l.body > maxBenchBody {
-					return usageErr("--loads: a load of %d producers and %d-byte bodies: want 1-%d producers and 1 B-16 MiB bodies", l.producers, l.body, maxBenchProducers)
+					return usageErr("--loads: a load of %s and %d-byte bodies: want 1-%d producers and 1 B-16 MiB bodies", plural.Count(l.producers, "producer"), l.body, maxBenchProducers)
 				}
 			}
 			if err := onceEach("target", targets, keyOf); err != nil {
@@ -109,7 +110,7 @@ after each load (from /proc), to show whether it stays flat.`,
 			for i := 1; i < len(ts); i++ {
 				for _, l := range ls {
 					a, b := res[key{ts[0].Name, l}], res[key{ts[i].Name, l}]
-					fmt.Fprintf(out, "%s vs %s, %d producers × %s: appends/s ×%.2f, p99 ×%.2f\n", ts[0].Name, ts[i].Name, l.producers, size(l.body),
+					fmt.Fprintf(out, "%s vs %s, %s × %s: appends/s ×%.2f, p99 ×%.2f\n", ts[0].Name, ts[i].Name, plural.Count(l.producers, "producer"), size(l.body),
 						a.PerSecond/b.PerSecond, float64(a.P99)/float64(b.P99))
 				}
 			}

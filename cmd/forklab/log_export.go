@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
 	"github.com/forklab/forklab/pipeline/sessions/session"
@@ -108,7 +109,7 @@ warning, as forklab log sink skips it.`,
 			if err := writeEvents(path, rows, overwrite); err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "wrote %s: %d events from %d %s\n", path, len(rows), len(streams), plural(len(streams), "stream", "streams"))
+			fmt.Fprintf(os.Stderr, "wrote %s: %s from %s\n", path, plural.Count(len(rows), "event"), plural.Count(len(streams), "stream"))
 			return nil
 		},
 	}
@@ -120,14 +121,6 @@ warning, as forklab log sink skips it.`,
 	f.BoolVar(&overwrite, "overwrite", false, "replace an existing file of the same name")
 	lf = addLogFlags(cmd)
 	logCmd.AddCommand(cmd)
-}
-
-// plural picks the singular or plural form for n.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // writeEvents writes rows to path as agent.WriteEvents does, through

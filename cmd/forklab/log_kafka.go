@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/stream/broker"
 )
 
@@ -24,7 +25,7 @@ var kafkaCmd = &cobra.Command{
 Kafka-protocol brokers (franz-go's kfake) in one process with replicated
 topics, for trying the session log's --brokers and distributed sweeps
 (forklab sweep --distributed, forklab worker) without a real cluster.`,
-	Example: `  forklab kafka serve --brokers 3 --addr-file /tmp/kafka.addrs &
+	Example: `  forklab kafka serve --nodes 3 --addr-file /tmp/kafka.addrs &
   forklab sweep --distributed --brokers "$(cat /tmp/kafka.addrs)" --out /shared/out --seeds 0:1000000`,
 }
 
@@ -38,7 +39,7 @@ func init() {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a Kafka-protocol cluster of several brokers, replicated topics, until interrupted",
-		Long: `Run a development Kafka cluster: --brokers brokers (franz-go's kfake) in
+		Long: `Run a development Kafka cluster: --nodes brokers (franz-go's kfake) in
 this process, on 127.0.0.1, with topics replicated across them (replication
 factor up to 3 by default, min.insync.replicas 2) and partition leaders
 spread over them, so that clients must route every request to the right
@@ -48,8 +49,11 @@ broker listens), then runs until SIGINT or SIGTERM.
 
 It is for testing what runs against a real cluster without one:
 'forklab log serve --brokers ADDRS --replication-factor 3' (make
-log-cluster-test), Kafka consumer groups. It is not a production broker.`,
-		Example: `  forklab kafka serve --brokers 3 --addr-file /tmp/kafka.addrs &
+log-cluster-test), Kafka consumer groups. It is not a production broker.
+
+--nodes was called --brokers, a name every other command gives the
+addresses of a cluster's brokers; the old name still works.`,
+		Example: `  forklab kafka serve --nodes 3 --addr-file /tmp/kafka.addrs &
   forklab log serve --brokers "$(cat /tmp/kafka.addrs)" --replication-factor 3 --partitions 3`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -63,7 +67,7 @@ log-cluster-test), Kafka consumer groups. It is not a production broker.`,
 					cfg.Ports = append(cfg.Ports, n)
 				}
 				if len(cfg.Ports) != brokers {
-					return usageErr("--ports names %d ports for %d brokers", len(cfg.Ports), brokers)
+					return usageErr("--ports names %s for %s", plural.Count(len(cfg.Ports), "port"), plural.Count(brokers, "broker"))
 				}
 			}
 			if advertise != "" {
@@ -103,14 +107,15 @@ log-cluster-test), Kafka consumer groups. It is not a production broker.`,
 			if dataDir != "" {
 				where = "data in " + dataDir
 			}
-			fmt.Fprintf(c.OutOrStdout(), "forklab kafka: %d brokers at %s (%s)\n", brokers, addrs, where)
+			fmt.Fprintf(c.OutOrStdout(), "forklab kafka: %s at %s (%s)\n", plural.Count(brokers, "broker"), addrs, where)
 			<-ctx.Done()
 			fmt.Fprintln(c.OutOrStdout(), "forklab kafka: shutting down")
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	intFlag(f, &brokers, "brokers", 3, 1, 64, "number of brokers")
+	intFlag(f, &brokers, "nodes", 3, 1, 64, "number of brokers in the cluster")
+	aliasFlags(f, map[string]string{"brokers": "nodes"})
 	f.StringVar(&dataDir, "data-dir", "", "persist the cluster's data here (default: in memory)")
 	f.StringVar(&ports, "ports", "", "the brokers' ports on 127.0.0.1, comma-separated (default: free ports)")
 	f.StringVar(&addrFile, "addr-file", "", "write the bootstrap addresses (host:port,…) to this file once the cluster listens; removed on exit")

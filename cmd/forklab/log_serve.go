@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -66,6 +67,20 @@ SCOPE being read or read-write.`,
 					return usageErr("--token-file: %v", err)
 				}
 			}
+			// The ports before anything else: on a taken one, no
+			// broker starts and no data directory is created (issue 26).
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("--addr %s: %w: another forklab log serve, or another program, holds it; stop it, or give another --addr", addr, portErr(err))
+			}
+			defer ln.Close() // once service.Start took it, closing it again is harmless
+			if len(bl) == 0 && embeddedPort > 0 {
+				kl, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(embeddedPort)))
+				if err != nil {
+					return fmt.Errorf("--kafka-port %d: %w: another forklab log serve, or a Kafka broker, holds it; stop it, or give another --kafka-port", embeddedPort, portErr(err))
+				}
+				kl.Close()
+			}
 			if len(bl) == 0 {
 				if err := os.MkdirAll(dataDir, 0o755); err != nil {
 					return usageErr("--data-dir: %v", err)
@@ -97,7 +112,7 @@ SCOPE being read or read-write.`,
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			svc, err := service.Start(ctx, service.Config{
-				Addr: addr, Brokers: bl, DataDir: dataDir, EmbeddedPort: embeddedPort, NoSync: noSync,
+				Addr: addr, Listener: ln, Brokers: bl, DataDir: dataDir, EmbeddedPort: embeddedPort, NoSync: noSync,
 				TokenFile: tokenFile, AllowUnauthenticated: allowUnauth,
 				HeaderTimeout: headerTimeout, IdleTimeout: idleTimeout,
 				MaxConnsPerClient: noLimit(maxConnsPerClient), MaxConns: noLimit(maxConns),
@@ -159,7 +174,7 @@ SCOPE being read or read-write.`,
 	for _, name := range []string{"data-dir", "kafka-port", "no-sync"} {
 		markExcludes(f, name, "brokers")
 	}
-	f.BoolVar(&quiet, "quiet", false, "do not log operational events to stderr")
+	f.BoolVarP(&quiet, "quiet", "q", false, "do not log operational events to stderr")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the service to this file until it stops (for make bench-log-profile)")
 	f.MarkHidden("cpuprofile")
 	ownSignals(cmd)
@@ -189,4 +204,19 @@ func defaultDataDir() string {
 		return filepath.Join(h, ".local", "share", "forklab", "log")
 	}
 	return "forklab-log"
+}
+
+// portErr is the part of a listen error that says why: "address already
+// in use" rather than "listen tcp 127.0.0.1:4437: bind: address already in
+// use", whose address the message already names.
+func portErr(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		var sc *os.SyscallError
+		if errors.As(op.Err, &sc) {
+			return sc.Err
+		}
+		return op.Err
+	}
+	return err
 }

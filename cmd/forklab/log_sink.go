@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/sink"
 	"github.com/spf13/cobra"
@@ -142,17 +143,17 @@ func printSinkReport(rep *sink.Report, cfg *sink.Config) {
 		if rep.Rewritten > 0 {
 			again = fmt.Sprintf(" (%d written again as before, after a crash)", rep.Rewritten)
 		}
-		fmt.Fprintf(os.Stderr, "forklab log sink: %d events from %d records in %d %s%s under %s; %s; %s\n",
-			rep.Events, rep.Records, rep.Files, plural(rep.Files, "file", "files"), again, dir, strings.Join(pos, ", "),
+		fmt.Fprintf(os.Stderr, "forklab log sink: %s from %s in %s%s under %s; %s; %s\n",
+			plural.Count(rep.Events, "event"), plural.Count(rep.Records, "record"), plural.Count(rep.Files, "file"), again, dir, strings.Join(pos, ", "),
 			rep.Elapsed.Round(time.Millisecond))
 	}
 	if len(rep.Gaps) > 0 {
-		fmt.Fprintf(os.Stderr, "forklab log sink: warning: %d %s in the log this run (above; all of them are in %s)\n",
-			len(rep.Gaps), plural(len(rep.Gaps), "gap", "gaps"), filepath.Join(dir, sink.StateDir))
+		fmt.Fprintf(os.Stderr, "forklab log sink: warning: %s in the log this run (above; all of them are in %s)\n",
+			plural.Count(len(rep.Gaps), "gap"), filepath.Join(dir, sink.StateDir))
 	}
 	if len(rep.Superseded) > 0 {
 		fmt.Fprintf(os.Stderr, "forklab log sink: warning: %d stream %s replaced by a newer generation that %s own partition does not delete (above): their rows are of a generation that is over\n",
-			len(rep.Superseded), plural(len(rep.Superseded), "generation was", "generations were"), plural(len(rep.Superseded), "its", "their"))
+			len(rep.Superseded), plural.Word(len(rep.Superseded), "generation was", "generations were"), plural.Word(len(rep.Superseded), "its", "their"))
 	}
 	for _, d := range rep.Differing {
 		fmt.Fprintf(os.Stderr, "forklab log sink: warning: %s was kept though the batch made again differs\n", d)

@@ -152,6 +152,11 @@ func main() {
 	duck.OnCrash(func(string) { atomicfile.Cleanup() })
 	refuseRepeats(rootCmd)
 	guardOutputs(rootCmd)
+	rewordArgs(rootCmd)
+	if err := unknownSubcommand(rootCmd, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "forklab:", err)
+		os.Exit(2)
+	}
 	ctx, interrupted := onSignals(os.Args[1:])
 	err := rootCmd.ExecuteContext(ctx)
 	if err == nil {

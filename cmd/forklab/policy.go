@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/analysis/report"
 	"github.com/forklab/forklab/pipeline/analysis/results"
@@ -36,7 +37,7 @@ with an exact 95% upper bound on the harm rate and their extra cost.
 --out writes the chosen rule as JSON for 'forklab sweep --arms off,on,policy
 --policy FILE'. The rule names its world and version, configuration and fork
 step. A sweep with several configurations or fork steps has one rule each:
---out then needs --config (and --fork-step) to say which, and --out-dir DIR
+--out then needs --config (and --fork-at) to say which, and --out-dir DIR
 writes every one, as DIR/policy-config-C-fork-F.json.`,
 		Example: `  forklab policy out --max-harm 0 --out policy.json
   forklab sweep --arms off,on,policy --policy policy.json --out rerun
@@ -136,7 +137,8 @@ writes every one, as DIR/policy-config-C-fork-F.json.`,
 	f.StringVar(&opt.Scope, "harm-scope", opt.Scope, "clean: the cap counts harms on runs whose declared fault flag is false (the seed's cap); all: every harm")
 	openFloatFlag(f, &opt.Holdout, "holdout", opt.Holdout, 0, 1, "share of seeds held out, split by a stable hash of the seed")
 	intFlagOr(f, &opt.ConfigID, "config", -1, 0, sweep.MaxConfigs-1, -1, "every one", "search only this configuration of a grid sweep")
-	intFlagOr(f, &opt.ForkStep, "fork-step", -1, 1, sweep.MaxForkStep, -1, "every one", "search only this fork step")
+	intFlagOr(f, &opt.ForkStep, "fork-at", -1, 1, sweep.MaxForkStep, -1, "every one", "search only this fork step (--fork-step, its old name, still works)")
+	aliasFlags(f, map[string]string{"fork-step": "fork-at"})
 	f.StringVarP(&out, "out", "o", "", "write the chosen rule to this JSON file (one configuration and fork step)")
 	f.StringVar(&outDir, "out-dir", "", "write one rule per configuration and fork step into this directory")
 	f.BoolVar(&overwrite, "overwrite", false, "replace --out (or the files in --out-dir) if they exist")
@@ -150,7 +152,7 @@ func chooseOne(r *search.Result, m sweep.Manifest, dir string) string {
 	var choices []string
 	for i := range r.Groups {
 		g := &r.Groups[i]
-		c := fmt.Sprintf("--config %d --fork-step %d (%s", g.ConfigID, g.ForkStep, report.GroupTitle(m, g.ConfigID, g.ForkStep))
+		c := fmt.Sprintf("--config %d --fork-at %d (%s", g.ConfigID, g.ForkStep, report.GroupTitle(m, g.ConfigID, g.ForkStep))
 		if g.Skipped == "" {
 			c += ": recover when " + g.Chosen.Rule.String()
 		} else {
@@ -178,8 +180,8 @@ func writeRule(path string, db *results.DB, g *search.Group, opt search.Options,
 		rule.Params, rule.Model = m.Configs[c].Params, &m.Configs[c].Model
 	}
 	rule.Search = &policy.Split{Start: m.Spec.Seeds.Start, End: m.Spec.Seeds.End, Holdout: opt.Holdout}
-	rule.Note = fmt.Sprintf("chosen by forklab policy on %s (config %d, fork step %d): most search rescues with at most %d harms on %s runs; search %d rescued / %d harmed, held out %d rescued / %d harmed",
-		db.Dir, g.ConfigID, g.ForkStep, opt.MaxHarm, opt.Scope, g.Chosen.Search.Rescued, g.Chosen.Search.Harmed, g.Chosen.Holdout.Rescued, g.Chosen.Holdout.Harmed)
+	rule.Note = fmt.Sprintf("chosen by forklab policy on %s (config %d, fork step %d): most search rescues with at most %s on %s runs; search %d rescued / %d harmed, held out %d rescued / %d harmed",
+		db.Dir, g.ConfigID, g.ForkStep, plural.Count(opt.MaxHarm, "harm"), opt.Scope, g.Chosen.Search.Rescued, g.Chosen.Search.Harmed, g.Chosen.Holdout.Rescued, g.Chosen.Holdout.Harmed)
 	b, err := rule.Encode()
 	if err != nil {
 		return err

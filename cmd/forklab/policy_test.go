@@ -18,8 +18,8 @@ func TestPolicyPerConfiguration(t *testing.T) {
 	mustRun(t, "sweep", "--spec", "../../testdata/specs/grid-stall.yaml", "--out", dir, "-q")
 
 	out, errs, code := run(t, "policy", dir, "--out", filepath.Join(dir, "p.json"))
-	if code != 2 || !strings.Contains(errs, "--config 0 --fork-step 3 (config 0 (p_stall 0) · fork step 3: recover when same_obs = true)") ||
-		!strings.Contains(errs, "--config 1 --fork-step 3 (config 1 (p_stall 0.2)") || !strings.Contains(errs, "--out-dir DIR") {
+	if code != 2 || !strings.Contains(errs, "--config 0 --fork-at 3 (config 0 (p_stall 0) · fork step 3: recover when same_obs = true)") ||
+		!strings.Contains(errs, "--config 1 --fork-at 3 (config 1 (p_stall 0.2)") || !strings.Contains(errs, "--out-dir DIR") {
 		t.Fatalf("--out on a grid: exit %d, stderr %q", code, errs)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "p.json")); err == nil {

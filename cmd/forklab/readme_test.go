@@ -10,30 +10,33 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// The README as a newcomer follows it (issue 12 I): TestREADME copies the
+// The README as a newcomer follows it (issue 12 I), then every page of
+// docs/ (issue 26: depth moved there stays tested): TestREADME copies the
 // repository as git has it (tracked files and new ones not ignored; no
-// bin/, out/ or node_modules/), then runs every shell block of README.md
-// in order, as written, one bash session per section (## or ###) started
-// at the copy's root, as a reader with a new terminal per section would.
-// A block's commands run with set -o pipefail; any command that fails
-// fails the test, naming it. A ```text block right after a shell block
-// (blank lines between at most) is what that block prints: its lines must
-// appear in the block's output (stdout and stderr, as a terminal shows
-// them), in order, each exactly, where "…" stands for any text within a
-// line and a line of "…" alone for lines left out.
+// bin/, out/ or node_modules/), then runs every shell block of README.md,
+// then of each docs/*.md in name order, as written, one bash session per
+// section (## or ###) started at the copy's root, as a reader with a new
+// terminal per section would. A block's commands run with set -o
+// pipefail; any command that fails fails the test, naming it. A ```text
+// block right after a shell block (blank lines between at most) is what
+// that block prints: its lines must appear in the block's output (stdout
+// and stderr, as a terminal shows them), in order, each exactly, where "…"
+// stands for any text within a line and a line of "…" alone for lines left
+// out.
 //
 // Markdown comments right before a block tell the test what a reader
 // does that the text alone does not say, each with its reason:
 //
 //	<!-- readme-test: skip: REASON -->                 not run (a cluster, say)
 //	<!-- readme-test: skip-line "PREFIX": REASON -->   the block's lines starting with PREFIX are not run
-//	<!-- readme-test: every-section: REASON -->        also run at the start of every later section's shell
+//	<!-- readme-test: every-section: REASON -->        also run at the start of every later section's shell, in its document
 //	<!-- readme-test: interrupt-after 5s: REASON -->   a one-line block the reader stops with ^C; it must exit 0 or 130
 //	<!-- readme-test: needs TOOL…: REASON -->          commands the block needs that Go does not bring
 //
@@ -45,19 +48,40 @@ import (
 // session log's blocks use its default ports, 4437 and 9092: the test
 // takes a lock so two runs of it on one machine take turns, and fails
 // if anything else holds those ports. Log data goes to a temporary
-// $XDG_DATA_HOME. -short skips the test.
+// $XDG_DATA_HOME. At the end, every file the blocks wrote must be where
+// git ignores it — bin/, out*/, tour/ (the scratch directory the README
+// names), node_modules/ — so that a reader's walkthrough leaves the clone
+// clean (issue 26: it left lab/, big/, cp.json, … in the root). -short
+// skips the test.
 func TestREADME(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: the README's blocks are not run")
+		t.Skip("-short: the README's and docs/'s blocks are not run")
 	}
 	start := time.Now()
-	readme, err := os.ReadFile("../../README.md")
+	docs, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sections, err := parseREADME(string(readme))
-	if err != nil {
-		t.Fatal(err)
+	sort.Strings(docs)
+	type doc struct {
+		name     string
+		sections []*mdSection
+	}
+	var all []doc
+	for _, path := range append([]string{"../../README.md"}, docs...) {
+		text, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimPrefix(path, "../../")
+		sections, err := parseDoc(name, string(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, doc{name, sections})
+	}
+	if len(all) < 10 {
+		t.Fatalf("read only %d documents", len(all))
 	}
 	unlock := readmeLock(t)
 	defer unlock()
@@ -70,72 +94,113 @@ func TestREADME(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	repo := filepath.Join(tmp, "forklab")
-	copyRepo(t, "../..", repo)
+	copied := copyRepo(t, "../..", repo)
 	env := readmeEnv(tmp)
 	requireTools := os.Getenv("FORKLAB_REQUIRE_TOOLS") != ""
 
-	var preamble []string
 	ran, skipped := 0, []string{}
-	for _, sec := range sections {
-		var blocks []*mdBlock
-		for _, b := range sec.Blocks {
-			if !b.shell() {
-				continue
-			}
-			if b.Skip != "" {
-				skipped = append(skipped, fmt.Sprintf("README.md:%d (%s): %s", b.Line, sec.Title, b.Skip))
-				continue
-			}
-			if missing := missingTools(b.Needs); len(missing) > 0 {
-				msg := fmt.Sprintf("README.md:%d (%s) needs %s, not installed", b.Line, sec.Title, strings.Join(missing, ", "))
-				if requireTools {
-					t.Errorf("%s and FORKLAB_REQUIRE_TOOLS is set", msg)
-				} else {
-					t.Logf("SKIPPED %s", msg)
-					skipped = append(skipped, msg)
+	for _, d := range all {
+		var preamble []string
+		for _, sec := range d.sections {
+			var blocks []*mdBlock
+			for _, b := range sec.Blocks {
+				if !b.shell() {
+					continue
 				}
+				where := fmt.Sprintf("%s:%d (%s)", d.name, b.Line, sec.Title)
+				if b.Skip != "" {
+					skipped = append(skipped, fmt.Sprintf("%s: %s", where, b.Skip))
+					continue
+				}
+				if missing := missingTools(b.Needs); len(missing) > 0 {
+					msg := fmt.Sprintf("%s needs %s, not installed", where, strings.Join(missing, ", "))
+					if requireTools {
+						t.Errorf("%s and FORKLAB_REQUIRE_TOOLS is set", msg)
+					} else {
+						t.Logf("SKIPPED %s", msg)
+						skipped = append(skipped, msg)
+					}
+					continue
+				}
+				for i, p := range b.SkipLines {
+					skipped = append(skipped, fmt.Sprintf("%s, its line %q: %s", where, p, b.SkipLineWhy[i]))
+				}
+				blocks = append(blocks, b)
+			}
+			if len(blocks) == 0 {
 				continue
 			}
-			for i, p := range b.SkipLines {
-				skipped = append(skipped, fmt.Sprintf("README.md:%d (%s), its line %q: %s", b.Line, sec.Title, p, b.SkipLineWhy[i]))
+			began := time.Now()
+			sh := startShell(t, repo, env, tmp)
+			for _, p := range preamble {
+				sh.source(t, "preamble", p, 30*time.Second)
 			}
-			blocks = append(blocks, b)
-		}
-		if len(blocks) == 0 {
-			continue
-		}
-		began := time.Now()
-		sh := startShell(t, repo, env, tmp)
-		for _, p := range preamble {
-			sh.source(t, "preamble", p, 30*time.Second)
-		}
-		for _, b := range blocks {
-			out, errs := sh.source(t, fmt.Sprintf("b%d", b.Line), b.script(), 4*time.Minute)
-			ran++
-			if errs != "" {
-				t.Errorf("README.md:%d (%s): %s\n--- the block printed:\n%s", b.Line, sec.Title, strings.TrimSpace(errs), out)
-				continue
-			}
-			if b.Output != nil {
-				if msg := matchOutput(b.Output.Text, out); msg != "" {
-					t.Errorf("README.md:%d (%s): the output block at line %d does not match: %s\n--- the block printed:\n%s",
-						b.Line, sec.Title, b.Output.Line, msg, out)
+			for _, b := range blocks {
+				out, errs := sh.source(t, fmt.Sprintf("b%d", b.Line), b.script(), 4*time.Minute)
+				ran++
+				if errs != "" {
+					t.Errorf("%s:%d (%s): %s\n--- the block printed:\n%s", d.name, b.Line, sec.Title, strings.TrimSpace(errs), out)
+					continue
+				}
+				if b.Output != nil {
+					if msg := matchOutput(b.Output.Text, out); msg != "" {
+						t.Errorf("%s:%d (%s): the output block at line %d does not match: %s\n--- the block printed:\n%s",
+							d.name, b.Line, sec.Title, b.Output.Line, msg, out)
+					}
+				}
+				if b.EverySection {
+					preamble = append(preamble, b.Text)
 				}
 			}
-			if b.EverySection {
-				preamble = append(preamble, b.Text)
+			sh.stop(t)
+			t.Logf("%-60s %d blocks in %s", d.name+" · "+sec.Title, len(blocks), time.Since(began).Round(100*time.Millisecond))
+			if t.Failed() && os.Getenv("FORKLAB_README_KEEP_GOING") == "" {
+				t.Fatalf("stopped after %s, section %q (FORKLAB_README_KEEP_GOING=1 runs the rest)", d.name, sec.Title)
 			}
-		}
-		sh.stop(t)
-		t.Logf("%-40s %d blocks in %s", sec.Title, len(blocks), time.Since(began).Round(100*time.Millisecond))
-		if t.Failed() && os.Getenv("FORKLAB_README_KEEP_GOING") == "" {
-			t.Fatalf("stopped after section %q (FORKLAB_README_KEEP_GOING=1 runs the rest)", sec.Title)
 		}
 	}
 	for _, s := range skipped {
 		t.Logf("not run: %s", s)
 	}
-	t.Logf("README: %d shell blocks run in %s; %d not run", ran, time.Since(start).Round(time.Second), len(skipped))
+	for _, f := range strayFiles(t, repo, copied) {
+		t.Errorf("the blocks left %s, which git does not ignore: write it under tour/ (the scratch directory the README names)", f)
+	}
+	t.Logf("README and docs: %d shell blocks run in %s; %d not run", ran, time.Since(start).Round(time.Second), len(skipped))
+}
+
+// strayFiles lists the files under repo that the blocks wrote where git
+// would see them: not one of the copied files, and not under bin/, out/,
+// out-*/, tour/, a node_modules/ or a __pycache__/ (.gitignore: Python
+// writes one beside the SDK's modules when an example agent imports them).
+func strayFiles(t *testing.T, repo string, copied map[string]bool) []string {
+	t.Helper()
+	var stray []string
+	err := filepath.WalkDir(repo, func(path string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(repo, path)
+		rel = filepath.ToSlash(rel)
+		top, _, _ := strings.Cut(rel, "/")
+		switch {
+		case rel == ".":
+			return nil
+		case top == "bin" || top == "out" || strings.HasPrefix(top, "out-") || top == "tour" || e.Name() == "node_modules" || e.Name() == "__pycache__":
+			if e.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		case e.IsDir():
+			return nil
+		case !copied[rel]:
+			stray = append(stray, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stray
 }
 
 // mdSection is a ## or ### section of the README and its fenced blocks.
@@ -212,10 +277,11 @@ var (
 	needsRe     = regexp.MustCompile(`^needs ([^:]+): (.+)$`)
 )
 
-// parseREADME splits the README into sections and blocks and reads the
-// readme-test comments. Every block must name its language, and every
-// comment must come right before a shell block and give a reason.
-func parseREADME(text string) ([]*mdSection, error) {
+// parseDoc splits a document (README.md, a page of docs/), named name in
+// its errors, into sections and blocks and reads the readme-test comments.
+// Every block must name its language, and every comment must come right
+// before a shell block and give a reason.
+func parseDoc(name, text string) ([]*mdSection, error) {
 	sec := &mdSection{Title: "(top)"}
 	sections := []*mdSection{sec}
 	var pending []string // directives waiting for their block
@@ -233,17 +299,17 @@ func parseREADME(text string) ([]*mdSection, error) {
 				body = append(body, lines[i])
 			}
 			if i == len(lines) {
-				return nil, fmt.Errorf("README.md:%d: the block is never closed", b.Line)
+				return nil, fmt.Errorf("%s:%d: the block is never closed", name, b.Line)
 			}
 			b.Text = strings.Join(body, "\n") + "\n"
 			switch b.Lang {
 			case "":
-				return nil, fmt.Errorf("README.md:%d: a block without a language: sh for commands, text for what they print", b.Line)
-			case "sh", "bash", "shell", "text", "cron", "sql", "yaml", "json":
+				return nil, fmt.Errorf("%s:%d: a block without a language: sh for commands, text for what they print", name, b.Line)
+			case "sh", "bash", "shell", "text", "cron", "sql", "yaml", "json", "python", "js", "go", "dockerfile", "xml":
 			default:
-				return nil, fmt.Errorf("README.md:%d: unknown block language %q", b.Line, b.Lang)
+				return nil, fmt.Errorf("%s:%d: unknown block language %q", name, b.Line, b.Lang)
 			}
-			if err := b.apply(pending); err != nil {
+			if err := b.apply(name, pending); err != nil {
 				return nil, err
 			}
 			pending = nil
@@ -261,11 +327,11 @@ func parseREADME(text string) ([]*mdSection, error) {
 			continue
 		}
 		if strings.HasPrefix(strings.TrimSpace(line), "<!--") && strings.Contains(line, "readme-test") {
-			return nil, fmt.Errorf("README.md:%d: a readme-test comment must read <!-- readme-test: … --> on a line of its own", i+1)
+			return nil, fmt.Errorf("%s:%d: a readme-test comment must read <!-- readme-test: … --> on a line of its own", name, i+1)
 		}
 		if strings.TrimSpace(line) != "" {
 			if len(pending) > 0 {
-				return nil, fmt.Errorf("README.md:%d: readme-test comment %q is not right before a block", i+1, pending[0])
+				return nil, fmt.Errorf("%s:%d: readme-test comment %q is not right before a block", name, i+1, pending[0])
 			}
 			if !intro && strings.HasSuffix(strings.TrimSpace(line), ":") && !strings.HasPrefix(line, "#") {
 				intro = true
@@ -282,10 +348,10 @@ func parseREADME(text string) ([]*mdSection, error) {
 }
 
 // apply reads the readme-test comments before b.
-func (b *mdBlock) apply(directives []string) error {
+func (b *mdBlock) apply(name string, directives []string) error {
 	for _, d := range directives {
 		if !b.shell() {
-			return fmt.Errorf("README.md:%d: readme-test comment %q on a %s block, not a shell block", b.Line, d, b.Lang)
+			return fmt.Errorf("%s:%d: readme-test comment %q on a %s block, not a shell block", name, b.Line, d, b.Lang)
 		}
 		b.readmeDirective = append(b.readmeDirective, d)
 		switch {
@@ -294,7 +360,7 @@ func (b *mdBlock) apply(directives []string) error {
 		case skipLineRe.MatchString(d):
 			p := skipLineRe.FindStringSubmatch(d)[1]
 			if !strings.Contains("\n"+b.Text, "\n"+p) {
-				return fmt.Errorf("README.md:%d: skip-line %q: no line of the block starts so", b.Line, p)
+				return fmt.Errorf("%s:%d: skip-line %q: no line of the block starts so", name, b.Line, p)
 			}
 			b.SkipLines = append(b.SkipLines, p)
 			b.SkipLineWhy = append(b.SkipLineWhy, skipLineRe.FindStringSubmatch(d)[2])
@@ -303,16 +369,16 @@ func (b *mdBlock) apply(directives []string) error {
 		case interruptRe.MatchString(d):
 			dur, err := time.ParseDuration(interruptRe.FindStringSubmatch(d)[1])
 			if err != nil || dur <= 0 {
-				return fmt.Errorf("README.md:%d: interrupt-after: bad duration in %q", b.Line, d)
+				return fmt.Errorf("%s:%d: interrupt-after: bad duration in %q", name, b.Line, d)
 			}
 			if strings.Count(strings.TrimSpace(b.Text), "\n") > 0 {
-				return fmt.Errorf("README.md:%d: interrupt-after applies to a block of one command", b.Line)
+				return fmt.Errorf("%s:%d: interrupt-after applies to a block of one command", name, b.Line)
 			}
 			b.InterruptAfter = dur
 		case needsRe.MatchString(d):
 			b.Needs = strings.Fields(needsRe.FindStringSubmatch(d)[1])
 		default:
-			return fmt.Errorf("README.md:%d: readme-test comment %q: want skip, skip-line, every-section, interrupt-after or needs, each with its reason after a colon", b.Line, d)
+			return fmt.Errorf("%s:%d: readme-test comment %q: want skip, skip-line, every-section, interrupt-after or needs, each with its reason after a colon", name, b.Line, d)
 		}
 	}
 	return nil
@@ -386,8 +452,9 @@ func readmeLock(t *testing.T) func() {
 }
 
 // copyRepo copies the repository as git sees it — tracked files and new
-// files git does not ignore, as they are now in the work tree — to dst.
-func copyRepo(t *testing.T, src, dst string) {
+// files git does not ignore, as they are now in the work tree — to dst,
+// and returns the copied files' paths (slash-separated, relative).
+func copyRepo(t *testing.T, src, dst string) map[string]bool {
 	t.Helper()
 	ls := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	ls.Dir = src
@@ -396,7 +463,9 @@ func copyRepo(t *testing.T, src, dst string) {
 		t.Fatalf("git ls-files: %v", err)
 	}
 	n := 0
+	copied := map[string]bool{}
 	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		copied[name] = true
 		from := filepath.Join(src, name)
 		info, err := os.Lstat(from)
 		if os.IsNotExist(err) {
@@ -431,6 +500,7 @@ func copyRepo(t *testing.T, src, dst string) {
 	if n < 100 {
 		t.Fatalf("copied only %d files of the repository", n)
 	}
+	return copied
 }
 
 // readmeEnv is the reader's environment: this one, with Go at
@@ -576,9 +646,9 @@ func (sh *shell) kill() {
 // The README test's own rules, on small inputs: which block is whose
 // output, what the comments do, what is refused, how lines match.
 func TestREADMEParseAndMatch(t *testing.T) {
-	sections, err := parseREADME("# t\n\n## A\n\n```sh\necho hi\n```\n\nIt prints:\n\n```text\nhi\n```\n\n" +
-		"## B\n\n<!-- readme-test: skip: no cluster here -->\n```sh\nkubectl apply\n```\n\n```text\nwhat it would print\n```\n\n" +
-		"<!-- readme-test: skip-line \"make test\": recursion -->\n```sh\nmake sweep\nmake test\n```\n\nSome prose.\nMore prose:\n\n```text\nnot output\n```\n\n" +
+	sections, err := parseDoc("README.md", "# t\n\n## A\n\n```sh\necho hi\n```\n\nIt prints:\n\n```text\nhi\n```\n\n"+
+		"## B\n\n<!-- readme-test: skip: no cluster here -->\n```sh\nkubectl apply\n```\n\n```text\nwhat it would print\n```\n\n"+
+		"<!-- readme-test: skip-line \"make test\": recursion -->\n```sh\nmake sweep\nmake test\n```\n\nSome prose.\nMore prose:\n\n```text\nnot output\n```\n\n"+
 		"<!-- readme-test: interrupt-after 2s: runs until ^C -->\n```sh\nforklab log sink --follow\n```\n\n```sh\nforklab log serve --kafka-port 9092 &\n```\n")
 	if err != nil {
 		t.Fatal(err)
@@ -612,7 +682,7 @@ func TestREADMEParseAndMatch(t *testing.T) {
 		{"<!-- readme-test: interrupt-after 2s: x -->\n```sh\nls\nls\n```\n", "a block of one command"},
 		{"<!--readme-test: skip: x-->\n```sh\nls\n```\n", "on a line of its own"},
 	} {
-		if _, err := parseREADME(bad.md); err == nil || !strings.Contains(err.Error(), bad.want) {
+		if _, err := parseDoc("README.md", bad.md); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%q: error %v, want %q", bad.md, err, bad.want)
 		}
 	}
@@ -635,48 +705,71 @@ func TestREADMEParseAndMatch(t *testing.T) {
 	}
 }
 
-// Every link of the README leads somewhere: a file or folder of the
-// repository, or a heading of the README itself.
+// Every link of the README and of docs/ leads somewhere (issue 26 moved
+// depth from the README to docs/, and their links with it): a file or
+// folder of the repository, resolved from the linking document, or a
+// heading of the document it names (itself for "#anchor").
 func TestREADMELinks(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	docs, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	anchors := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^#{1,6} (.+)$`).FindAllStringSubmatch(string(b), -1) {
-		slug := strings.ToLower(strings.TrimSpace(m[1]))
-		slug = regexp.MustCompile(`[^a-z0-9 _-]`).ReplaceAllString(slug, "")
-		anchors["#"+strings.ReplaceAll(slug, " ", "-")] = true
+	headingRe := regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
+	anchorsOf := func(path string) map[string]bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		// Headings inside fenced blocks are not headings.
+		text := regexp.MustCompile("(?ms)^```.*?^```").ReplaceAllString(string(b), "")
+		anchors := map[string]bool{}
+		for _, m := range headingRe.FindAllStringSubmatch(text, -1) {
+			slug := strings.ToLower(strings.TrimSpace(m[1]))
+			slug = regexp.MustCompile(`[^a-z0-9 _-]`).ReplaceAllString(slug, "")
+			anchors["#"+strings.ReplaceAll(slug, " ", "-")] = true
+		}
+		return anchors
 	}
 	n := 0
-	for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(string(b), -1) {
-		target := m[1]
-		if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
-			continue
+	for _, doc := range append([]string{"../../README.md"}, docs...) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
 		}
-		n++
-		if strings.HasPrefix(target, "#") {
-			if !anchors[target] {
-				t.Errorf("link %s: no such heading in the README", target)
+		name := strings.TrimPrefix(doc, "../../")
+		for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
+				continue
 			}
-			continue
-		}
-		path, _, _ := strings.Cut(target, "#")
-		if _, err := os.Stat(filepath.Join("../..", path)); err != nil {
-			t.Errorf("link %s: %v", target, err)
+			n++
+			path, anchor, _ := strings.Cut(target, "#")
+			file := doc
+			if path != "" {
+				file = filepath.Join(filepath.Dir(doc), path)
+				if _, err := os.Stat(file); err != nil {
+					t.Errorf("%s: link %s: %v", name, target, err)
+					continue
+				}
+			}
+			if anchor != "" && strings.HasSuffix(file, ".md") && !anchorsOf(file)["#"+anchor] {
+				t.Errorf("%s: link %s: no such heading in %s", name, target, strings.TrimPrefix(file, "../../"))
+			}
 		}
 	}
-	if n < 20 {
+	if n < 80 {
 		t.Fatalf("only %d links checked", n)
 	}
 }
 
-// make sweep, the README's first command, prints each table once (issue
-// 12 I: it printed 153 lines, most tables twice): the Makefile's own
-// recipe, run with this test's binary, prints SLICES, POLICY SEARCH and
-// the Qini curve once, the rerun's report only its headlines and Result,
-// and one p-value style (no "p = < 1e-300").
-func TestMakeSweepPrintsEachTableOnce(t *testing.T) {
+// make sweep, the README's first command, prints one screen (issue 26:
+// 111 lines, the rerun repeating the first report's Result word for word,
+// terms never explained): the Makefile's own recipe, run with this test's
+// binary, prints at most 40 lines of at most 80 characters — what each
+// step wrote, a legend before the first headline, the headlines (the
+// policy arm's with its in-sample line), the Result in words with the rule
+// and the rerun, each paragraph once, and no table (they are in forklab report and the HTML pages).
+func TestMakeSweepFitsOneScreen(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("no make")
 	}
@@ -688,20 +781,62 @@ func TestMakeSweepPrintsEachTableOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("make -n sweep: %v", err)
 	}
+	// After the build: from the first sweep on.
+	at := bytes.Index(script, []byte(forklabBin+" sweep"))
+	if at < 0 {
+		t.Fatalf("make -n sweep runs no sweep:\n%s", script)
+	}
+	script = script[bytes.LastIndexByte(script[:at], '\n')+1:]
 	sh := exec.Command("bash", "-e", "-o", "pipefail")
 	sh.Dir, sh.Stdin = "../..", bytes.NewReader(script)
 	printed, err := sh.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make sweep's recipe: %v\n%s\n%s", err, script, printed)
 	}
-	text := string(printed)
-	for header, want := range map[string]int{"SLICES (": 1, "POLICY SEARCH ·": 1, "UPLIFT (QINI) CURVE": 1, "RESULT\n": 2,
-		"on vs off · fork step 3 · 300 pairs\n": 2, "policy vs off · fork step 3 · 300 pairs\n": 1, "p = <": 0} {
-		if n := strings.Count(text, header); n != want {
-			t.Errorf("make sweep prints %q %d times, want %d", header, n, want)
+	text := strings.ReplaceAll(string(printed), out, "out")
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	if len(lines) > 40 {
+		t.Errorf("make sweep prints %d lines, want at most 40:\n%s", len(lines), text)
+	}
+	for _, l := range lines {
+		if n := len([]rune(l)); n > 80 {
+			t.Errorf("a line of %d characters, want at most 80: %q", n, l)
 		}
 	}
-	if n := strings.Count(text, "\n"); n > 120 {
-		t.Errorf("make sweep prints %d lines", n)
+	for want, n := range map[string]int{
+		"wrote out/report.html\n": 1, "wrote out/rerun/report.html\n": 1, "wrote out/policy.json: recover when same_obs = true\n": 1,
+		"on vs off · fork step 3 · 300 pairs\n  rescued 75   harmed 83   unchanged 142   net -8\n":                                                                   1,
+		"policy vs off · fork step 3 · 300 pairs\n  in-sample: the rule was searched on 210 of these 300 seeds\n  rescued 75   harmed 0   unchanged 225   net +75\n": 1,
+		"RESULT\n": 1, "Rerun with recovery only where the guard rule fires": 1, "The guard chosen on 210 search pairs, recover only when same_obs = true": 1,
+		"SLICES": 0, "POLICY SEARCH": 0, "QINI": 0, "p = <": 0, "flip rate": 0,
+	} {
+		if got := strings.Count(text, want); got != n {
+			t.Errorf("make sweep prints %q %d times, want %d:\n%s", want, got, n, text)
+		}
+	}
+	legend := strings.Index(text, "(sure things)")
+	if legend < 0 || legend > strings.Index(text, "vs off ·") || !strings.Contains(text, "(lost causes)") {
+		t.Errorf("no legend of sure things and lost causes before the first headline:\n%s", text)
+	}
+}
+
+// strayFiles finds what the blocks wrote where git would see it, and
+// nothing it should not (the README's walkthrough once left lab/, big/,
+// cp.json, … in the clone's root).
+func TestStrayFiles(t *testing.T) {
+	repo := t.TempDir()
+	for _, f := range []string{"README.md", "docs/lab.md", "cp.json", "lab/manifest.json", "docs/notes.txt",
+		"tour/lab/manifest.json", "out/report.html", "out-noisy/x", "bin/forklab", "stream/replay/node_modules/k/i.js",
+		"sdk/python/forklab_agent/__pycache__/agent.cpython-311.pyc"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repo, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := strings.Join(strayFiles(t, repo, map[string]bool{"README.md": true, "docs/lab.md": true}), " ")
+	if want := "cp.json docs/notes.txt lab/manifest.json"; got != want {
+		t.Errorf("stray files %q, want %q", got, want)
 	}
 }

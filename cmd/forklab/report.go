@@ -32,18 +32,21 @@ against off and per net rescue), the slices by every pre-decision feature the
 world declares, for noisy sweeps how counts and intervals move with replicas
 and seeds, the guard policy search of every configuration and fork step with
 its held-out check, cost and uplift (Qini) curve, and a Result paragraph.
---brief prints only the headlines and the Result.
+--brief prints one screen: the headlines' counts and significance, and the
+Result.
 
---html FILE also writes the same report as one self-contained HTML page with
+--html FILE writes the same report as one self-contained HTML page with
 charts (rescued against harmed per slice, the policy frontier, the Qini curve,
 replicas and seeds), the first rescued and harmed pairs of every slice linked
 to their side-by-side views (as forklab show prints them, embedded in the
 page), and the sweep's parameters: it fetches nothing from the network and
 opens offline in any browser. An existing FILE needs --overwrite; FILE may
-not be one of DIR's own files (its tables, manifest.json).`,
+not be one of DIR's own files (its tables, manifest.json). With --html,
+report prints only the file it wrote; with --brief too, the brief report
+before it.`,
 		Example: `  forklab report out
   forklab report out --html out/report.html --overwrite
-  forklab report out/rerun --brief`,
+  forklab report out/rerun --brief --html out/rerun/report.html`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out, err := createHTML(htmlOut, overwrite)
@@ -80,8 +83,10 @@ not be one of DIR's own files (its tables, manifest.json).`,
 			if brief {
 				write = report.WriteBrief
 			}
-			if err := write(os.Stdout, db, s); err != nil {
-				return err
+			if out == nil || brief {
+				if err := write(os.Stdout, db, s); err != nil {
+					return err
+				}
 			}
 			if out == nil {
 				return nil
@@ -96,11 +101,11 @@ not be one of DIR's own files (its tables, manifest.json).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&htmlOut, "html", "", "also write the report as a self-contained HTML page to this file")
+	cmd.Flags().StringVar(&htmlOut, "html", "", "write the report as a self-contained HTML page to this file, and print only its name (with --brief, the brief report too)")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "let --html replace an existing file")
 	markNeeds(cmd.Flags(), "overwrite", "html")
 	cmd.Flags().BoolVar(&timing, "timing", false, "print to stderr how long opening DIR and each query took")
-	cmd.Flags().BoolVar(&brief, "brief", false, "print only the headlines and the Result paragraphs (the HTML page stays whole)")
+	cmd.Flags().BoolVar(&brief, "brief", false, "print one screen: each arm's counts and significance, and the Result paragraphs (the HTML page stays whole)")
 	rootCmd.AddCommand(cmd)
 }
 

@@ -142,7 +142,7 @@ func TestResumeAloneTakesTheStoredSpec(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--resume --out alone: exit %d: %s", code, errs)
 	}
-	want := "forklab: resuming the interrupted sweep of " + interrupted + ": world counter, seeds 0:200000, fork at 2, arms off,on,aa, 1 replica(s), 1000 seeds per unit (the spec stored with it)\n"
+	want := "forklab: resuming the interrupted sweep of " + interrupted + ": world counter, seeds 0:200000, fork at 2, arms off,on,aa, 1 replica, 1000 seeds per unit (the spec stored with it)\n"
 	if !strings.HasPrefix(errs, want) || !strings.Contains(errs, "units kept from the interrupted sweep") {
 		t.Errorf("stderr %q; want it to begin %q and count the units kept", errs, want)
 	}

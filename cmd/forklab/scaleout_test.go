@@ -91,7 +91,7 @@ func TestShardsThenFinalize(t *testing.T) {
 		}
 	}
 	_, errs, code := run(t, "sweep", "finalize", out)
-	if code != 1 || !strings.Contains(errs, "1 of 4 units are missing, of share(s) 1/3 (c0-s000001 (config 0, seeds 15000:30000))") {
+	if code != 1 || !strings.Contains(errs, "1 of 4 units is missing, of share 1/3 (c0-s000001 (config 0, seeds 15000:30000))") {
 		t.Fatalf("finalize without share 1/3: exit %d, %s", code, errs)
 	}
 	mustRun(t, append([]string{"sweep", "--out", out, "--shard", "1/3"}, args...)...)

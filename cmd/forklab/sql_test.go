@@ -57,9 +57,10 @@ func TestSQLDBAndHTMLCommands(t *testing.T) {
 	mustRun(t, "db", dir) // rerunnable
 
 	html := filepath.Join(files, "report.html")
-	text := mustRun(t, "report", dir, "--html", html)
-	if !strings.Contains(text, "rescued 75   harmed 83   unchanged 142   net -8") {
-		t.Errorf("report --html no longer prints the text report:\n%.300s", text)
+	// It prints what it wrote, nothing more (issue 26: it printed the
+	// whole 66-line text report too).
+	if text, errs, code := run(t, "report", dir, "--html", html); code != 0 || text != "" || errs != "wrote "+html+"\n" {
+		t.Errorf("report --html: exit %d, stdout %.300q, stderr %q; want only %q", code, text, errs, "wrote "+html)
 	}
 	if b, _ := os.ReadFile(html); !bytes.HasPrefix(b, []byte("<!DOCTYPE html>")) || !bytes.Contains(b, []byte("<svg class=\"chart wide ")) {
 		t.Errorf("%s is not the HTML report", html)

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/fork"
@@ -273,8 +274,8 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 				if !quiet {
 					// Where the logs are while the sweep runs (its staging
 					// directory), and where they will be once it is published.
-					fmt.Fprintf(os.Stderr, "forklab sweep: agent %q: world %s %s, %d process(es); its stderr goes to %s (%s once the sweep is published)\n",
-						spec.Agent.Command, resolved.Decl.Name, resolved.Decl.Version, ext.Pool().Parallel(), logs, filepath.Join(out, sweep.AgentLogs))
+					fmt.Fprintf(os.Stderr, "forklab sweep: agent %q: world %s %s, %s; its stderr goes to %s (%s once the sweep is published)\n",
+						spec.Agent.Command, resolved.Decl.Name, resolved.Decl.Version, plural.Of(ext.Pool().Parallel(), "process", "processes"), logs, filepath.Join(out, sweep.AgentLogs))
 				}
 			}
 			if !quiet && isatty.IsTerminal(os.Stderr.Fd()) {
@@ -307,7 +308,7 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 				if !quiet {
 					fmt.Fprintf(os.Stderr, "playing the sweep's sessions on %s under %s/\n", fromLog, logPrefix)
 				}
-				opt.Runners = agent.Runners(c, resolved, agent.PlayOptions{Prefix: logPrefix, Parallel: logParallel, RetryFor: sf.retryFor,
+				opt.Runners = agent.Runners(c, resolved, agent.PlayOptions{Prefix: logPrefix, Parallel: logParallel, RetryFor: sf.retryFor, FailFast: failFast(cmd),
 					Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...) }})
 			}
 			res, err := sweep.Run(ctx, resolved, st, opt)
@@ -347,11 +348,9 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 			if !quiet {
 				resumed := ""
 				if res.Resumed > 0 {
-					resumed = fmt.Sprintf(" (%d units kept from the interrupted sweep)", res.Resumed)
+					resumed = fmt.Sprintf(" (%s kept from the interrupted sweep)", plural.Count(res.Resumed, "unit"))
 				}
-				fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs in %s%s\n",
-					out, m.Rows["tasks"], m.Rows["checkpoints"], m.Rows["branches"], m.Rows["pairs"],
-					time.Since(start).Round(time.Millisecond), resumed)
+				fmt.Fprintf(os.Stderr, "wrote %s: %s in %s%s\n", out, m.RowsText(), time.Since(start).Round(time.Millisecond), resumed)
 				if ext != nil {
 					fmt.Fprintf(os.Stderr, "cost: %s\n", costText(resolved.Decl, res.Cost))
 				}
@@ -375,7 +374,7 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 			writeDB(ctx, out)
 			if m.Errors > 0 {
 				pairs := m.Rows["pairs"]
-				msg := fmt.Sprintf("%d of %d pairs (%.2f%%) are errors, not labels; the table counts the other %d", m.Errors, pairs, 100*m.ErrorRate, pairs-m.Errors)
+				msg := fmt.Sprintf("%s, not labels; the table counts the other %d", m.ErrorsText(), pairs-m.Errors)
 				if ext != nil {
 					msg += fmt.Sprintf("; the agents' stderr is in %s", filepath.Join(out, sweep.AgentLogs))
 				}
@@ -411,6 +410,14 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 	wf = addWorldFlags(f)
 	af = addAgentFlags(f)
 	sf = addScaleFlags(f)
+	run := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		err := run(c, args)
+		if fromLog != "" {
+			err = logHint(err, "--from-log", fromLog)
+		}
+		return err
+	}
 	cmd.AddCommand(finalizeCmd())
 	ownSignals(cmd)
 	rootCmd.AddCommand(cmd)

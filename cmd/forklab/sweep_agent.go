@@ -13,6 +13,7 @@ import (
 
 	"errors"
 	"github.com/forklab/forklab/internal/floattext"
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/analysis/report"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -225,9 +226,9 @@ func costText(d world.Declaration, c world.Cost) string {
 	for _, f := range d.Cost.Fields {
 		switch f {
 		case world.CostSteps:
-			parts = append(parts, fmt.Sprintf("%d steps", c.Steps))
+			parts = append(parts, plural.Count(c.Steps, "step"))
 		case world.CostTokens:
-			parts = append(parts, fmt.Sprintf("%d tokens", c.Tokens))
+			parts = append(parts, plural.Count(c.Tokens, "token"))
 		case world.CostUSD:
 			parts = append(parts, usdText(c.USD))
 		case world.CostSeconds:
@@ -294,7 +295,7 @@ func (p *sweepProgress) budgetCost() world.Cost {
 // the agent's work is handed out (agentproc/budget.go), not here.
 func (p *sweepProgress) update() {
 	c := p.cost()
-	desc := fmt.Sprintf("%d errors", p.errs)
+	desc := plural.Count(p.errs, "error")
 	if p.def != nil {
 		desc += " · " + costText(p.decl, c)
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/pflag"
@@ -45,7 +46,7 @@ func agentSweep(spec sweep.Spec, dir string) bool {
 }
 
 // specSummary words a spec for the line saying it is resumed: "world
-// counter, seeds 0:400000, fork at 3, arms off,on, 1 replica(s), 1000
+// counter, seeds 0:400000, fork at 3, arms off,on, 1 replica, 1000
 // seeds per unit".
 func specSummary(s sweep.Spec) string {
 	steps := make([]string, len(s.ForkAt))
@@ -57,12 +58,12 @@ func specSummary(s sweep.Spec) string {
 		arms[i] = string(a)
 	}
 	parts := []string{"world " + s.World, "seeds " + s.Seeds.String(), "fork at " + strings.Join(steps, ","),
-		"arms " + strings.Join(arms, ","), fmt.Sprintf("%d replica(s)", s.Replicas)}
+		"arms " + strings.Join(arms, ","), plural.Count(s.Replicas, "replica")}
 	if len(s.Grid) > 0 {
-		parts = append(parts, fmt.Sprintf("a grid of %d axes", len(s.Grid)))
+		parts = append(parts, "a grid of "+plural.Of(len(s.Grid), "axis", "axes"))
 	}
 	if s.UnitSeeds > 0 {
-		parts = append(parts, fmt.Sprintf("%d seeds per unit", s.UnitSeeds))
+		parts = append(parts, plural.Count(s.UnitSeeds, "seed")+" per unit")
 	}
 	return strings.Join(parts, ", ") + " (the spec stored with it)"
 }

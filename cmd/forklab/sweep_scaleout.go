@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/internal/kafkadial"
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/scaleout"
@@ -188,12 +189,12 @@ func (sf *scaleFlags) coordinate(ctx context.Context, r sweep.Resolved, out stri
 	bar := seedBar("sweep", total, quiet)
 	var lastLine time.Time
 	progress := func(s scaleout.Status) {
-		what := fmt.Sprintf("units %d/%d · %d workers · %d running", s.Done, s.Units, s.Workers, s.Running)
+		what := fmt.Sprintf("units %d/%d · %s · %d running", s.Done, s.Units, plural.Count(s.Workers, "worker"), s.Running)
 		if s.Failed > 0 {
-			what += fmt.Sprintf(" · %d attempts failed", s.Failed)
+			what += fmt.Sprintf(" · %s failed", plural.Count(s.Failed, "attempt"))
 		}
 		if s.Poison > 0 {
-			what += fmt.Sprintf(" · %d units as error rows", s.Poison)
+			what += fmt.Sprintf(" · %s as error rows", plural.Count(s.Poison, "unit"))
 		}
 		switch {
 		case bar != nil:
@@ -274,8 +275,8 @@ func runShare(ctx context.Context, r sweep.Resolved, out string, sh scaleout.Sha
 		if res.Kept > 0 {
 			kept = fmt.Sprintf(" (%d kept from an earlier run)", res.Kept)
 		}
-		fmt.Fprintf(os.Stderr, "share %s: %d units, %d seeds in %s%s; when every share is done: forklab sweep finalize %s\n",
-			sh, res.Units, total, time.Since(start).Round(time.Millisecond), kept, out)
+		fmt.Fprintf(os.Stderr, "share %s: %s, %s in %s%s; when every share is done: forklab sweep finalize %s\n",
+			sh, plural.Count(res.Units, "unit"), plural.Count(total, "seed"), time.Since(start).Round(time.Millisecond), kept, out)
 	}
 	return nil
 }
@@ -360,9 +361,7 @@ func published(ctx context.Context, out string, res sweep.Result, start time.Tim
 	writeDB(ctx, out)
 	m := res.Manifest
 	if !quiet {
-		fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs in %s\n",
-			out, m.Rows["tasks"], m.Rows["checkpoints"], m.Rows["branches"], m.Rows["pairs"],
-			time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(os.Stderr, "wrote %s: %s in %s\n", out, m.RowsText(), time.Since(start).Round(time.Millisecond))
 		// The label counts, as forklab sweep prints them.
 		for _, l := range res.Labels {
 			where := fmt.Sprintf("fork step %d", l.ForkStep)
@@ -377,8 +376,7 @@ func published(ctx context.Context, out string, res sweep.Result, start time.Tim
 		}
 	}
 	if m.Errors > 0 {
-		pairs := m.Rows["pairs"]
-		msg := fmt.Sprintf("%d of %d pairs (%.2f%%) are errors, not labels", m.Errors, pairs, 100*m.ErrorRate)
+		msg := m.ErrorsText() + ", not labels"
 		if m.Incomplete {
 			return exitError{5, fmt.Errorf("INCOMPLETE: %s — above the max error rate %g%%, so the numbers are incomplete", msg, 100*m.MaxErrorRate)}
 		}

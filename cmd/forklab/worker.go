@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab/scaleout"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
@@ -185,10 +186,10 @@ func superviseMembers(ctx context.Context, cancel context.CancelFunc, cfg scaleo
 	if !quiet {
 		crashed := ""
 		if st.Crashes > 0 {
-			crashed = fmt.Sprintf(", %d member %s crashed mid-unit", st.Crashes, plural(st.Crashes, "process", "processes"))
+			crashed = fmt.Sprintf(", %s crashed mid-unit", plural.Of(st.Crashes, "member process", "member processes"))
 		}
-		fmt.Fprintf(os.Stderr, "forklab worker %s: %d units run, %d found done already, %d written as error rows, %d attempts failed%s, in %s\n",
-			cfg.ID, st.Units, st.Again, st.Poison, st.Failed, crashed, time.Since(start).Round(time.Second))
+		fmt.Fprintf(os.Stderr, "forklab worker %s: %s run, %d found done already, %d written as error rows, %s failed%s, in %s\n",
+			cfg.ID, plural.Count(st.Units, "unit"), st.Again, st.Poison, plural.Count(st.Failed, "attempt"), crashed, time.Since(start).Round(time.Second))
 	}
 	return err
 }

@@ -104,7 +104,7 @@ func printWorld(out io.Writer, d world.Declaration) {
 	section("ARMS")
 	fmt.Fprintln(tw, "  off\tthe control: continue as is")
 	for _, iv := range d.Interventions {
-		fmt.Fprintf(tw, "  %s\t%s: %s\n", iv.Arm, iv.Action, iv.Description)
+		fmt.Fprintf(tw, "  %s\t%s\n", iv.Arm, actionText(iv.Action, iv.Description))
 	}
 	fmt.Fprintln(tw, "  aa\toff again with independent model noise: the noise floor")
 	if _, ok := d.Intervention("on"); ok {
@@ -124,4 +124,19 @@ func printWorld(out io.Writer, d world.Declaration) {
 		fmt.Fprintf(tw, "  %s\t%s\n", r, sc.Description)
 	}
 	tw.Flush()
+}
+
+// actionText is an arm's line of forklab worlds: the action, then what it
+// does, "refresh: costs one step, …". A description that already starts
+// with the action's name and a colon (the counter's "refresh: costs one
+// step") is not given the name twice ("refresh: refresh: …", issue 26); one
+// without a description is the name alone.
+func actionText(action, desc string) string {
+	switch {
+	case desc == "":
+		return action
+	case strings.HasPrefix(desc, action+":"):
+		return desc
+	}
+	return action + ": " + desc
 }

@@ -46,7 +46,7 @@ const retryEvery = 250 * time.Millisecond
 // timeout has passed since the call; each attempt's context ends at that
 // deadline. After the deadline the error wraps ErrUnreachable:
 //
-//	Kafka at 127.0.0.1:9092 did not answer within 10s (last: dial tcp …: connection refused): is it running, and is --brokers right? (--dial-timeout sets the wait)
+//	Kafka at 127.0.0.1:9092 did not answer within 10s (last: dial tcp …: connection refused): is it running, and is --brokers right? (forklab log serve --kafka-port 9092 runs one on this machine; --dial-timeout sets the wait)
 //
 // A ctx that ends first returns ctx.Err().
 func Reach(ctx context.Context, brokers []string, timeout time.Duration, first func(context.Context) error) error {
@@ -86,6 +86,6 @@ func Reach(ctx context.Context, brokers []string, timeout time.Duration, first f
 // Unreachable is the error Reach returns after the deadline, for callers
 // that run their own loop.
 func Unreachable(brokers []string, timeout time.Duration, last error) error {
-	return fmt.Errorf("Kafka at %s %w within %s (last: %v): is it running, and is --brokers right? (--dial-timeout sets the wait)",
+	return fmt.Errorf("Kafka at %s %w within %s (last: %v): is it running, and is --brokers right? (forklab log serve --kafka-port 9092 runs one on this machine; --dial-timeout sets the wait)",
 		strings.Join(brokers, ","), ErrUnreachable, timeout, last)
 }

@@ -28,7 +28,7 @@ func TestReach(t *testing.T) {
 		}, "", 3},
 		{"permanent error at once", func(int, context.Context) error { return Permanent(stop) }, "no such topic", 1},
 		{"refused until the deadline", func(int, context.Context) error { return refused },
-			"Kafka at 127.0.0.1:1,127.0.0.1:2 did not answer within 600ms (last: dial tcp 127.0.0.1:1: connect: connection refused): is it running, and is --brokers right? (--dial-timeout sets the wait)", 2},
+			"Kafka at 127.0.0.1:1,127.0.0.1:2 did not answer within 600ms (last: dial tcp 127.0.0.1:1: connect: connection refused): is it running, and is --brokers right? (forklab log serve --kafka-port 9092 runs one on this machine; --dial-timeout sets the wait)", 2},
 		{"hangs until the deadline", func(n int, ctx context.Context) error {
 			if n == 1 {
 				return refused

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/forklab/forklab/internal/plural"
 )
 
 // Target is a server under test.
@@ -119,7 +121,7 @@ func Appends(ctx context.Context, t Target, cfg AppendConfig) (AppendResult, err
 	wg.Wait()
 	r := AppendResult{Appends: len(lat), Errors: errs, Elapsed: cfg.Duration}
 	if len(lat) == 0 {
-		return r, fmt.Errorf("%s: no append succeeded (%d errors)", t.Name, errs)
+		return r, fmt.Errorf("%s: no append succeeded (%s)", t.Name, plural.Count(errs, "error"))
 	}
 	slices.Sort(lat)
 	r.PerSecond = float64(len(lat)) / cfg.Duration.Seconds()

@@ -20,10 +20,12 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -122,6 +124,16 @@ func StatusCode(err error) int {
 		return http.StatusConflict
 	}
 	return 0
+}
+
+// Unreachable reports whether err is a failure to reach the log at all —
+// the connection refused (nothing listens there), the host unknown, the
+// dial timed out — rather than an answer from it. A command tells its user
+// to start the log, or to point --log at it, on such an error.
+func Unreachable(err error) bool {
+	var dns *net.DNSError
+	var op *net.OpError
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns) || errors.As(err, &op) && op.Op == "dial"
 }
 
 // isJSONType reports whether a Content-Type is application/json.

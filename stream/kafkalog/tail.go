@@ -11,6 +11,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
+
+	"github.com/forklab/forklab/internal/plural"
 )
 
 // This file is the log's Kafka side seen from outside the service: a Reader
@@ -131,8 +133,8 @@ type RetentionError struct {
 }
 
 func (e *RetentionError) Error() string {
-	return fmt.Sprintf("partition %d: offsets %d to %d (%d records) were removed by retention before they were read",
-		e.Partition, e.From, e.LogStart-1, e.LogStart-e.From)
+	return fmt.Sprintf("partition %d: offsets %d to %d (%s) were removed by retention before they were read",
+		e.Partition, e.From, e.LogStart-1, plural.Count(e.LogStart-e.From, "record"))
 }
 
 // ErrBeyondEnd is returned by Fetch for an offset past the partition's high

@@ -22,6 +22,12 @@ type Config struct {
 	// Addr is the HTTP listen address; default 127.0.0.1:4437 (the
 	// protocol's default port, §13.1). Port 0 picks a free one.
 	Addr string
+	// Listener, if set, is the HTTP listener, already open on Addr: the
+	// caller opened it before anything else, so that a taken port is
+	// refused before a broker starts or a data directory is created.
+	// Without it Start listens on Addr first thing. Start owns it: it is
+	// closed when Start fails or the service closes.
+	Listener net.Listener
 	// Brokers of a Kafka cluster; empty starts the embedded broker.
 	Brokers []string
 	// DataDir holds the embedded broker's data; required without Brokers.
@@ -95,20 +101,30 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--addr %q: %w", cfg.Addr, err)
 	}
+	ln := cfg.Listener
 	if cfg.TokenFile == "" && !cfg.AllowUnauthenticated && !loopback(host) {
+		closeListener(ln)
 		return nil, ErrUnsafeListen
 	}
 	if cfg.TokenFile != "" {
 		t, err := server.LoadTokens(cfg.TokenFile)
 		if err != nil {
+			closeListener(ln)
 			return nil, fmt.Errorf("--token-file: %w", err)
 		}
 		cfg.Server.Tokens = t
+	}
+	// The port first: on a taken one nothing else starts.
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return nil, err
+		}
 	}
 	s := &Service{serveErr: make(chan error, 1)}
 	brokers := cfg.Brokers
 	if len(brokers) == 0 {
 		if cfg.DataDir == "" {
+			ln.Close()
 			return nil, errors.New("no --brokers and no --data-dir for the embedded broker")
 		}
 		// The broker must accept a whole group-commit batch: twice the
@@ -118,6 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		b, err := broker.Start(broker.Config{DataDir: cfg.DataDir, Port: cfg.EmbeddedPort, NoSync: cfg.NoSync,
 			KfakeSync: cfg.KfakeSync, MaxMessageBytes: maxMsg, JournalBytes: int64(maxMsg)})
 		if err != nil {
+			ln.Close()
 			return nil, err
 		}
 		s.Broker = b
@@ -140,17 +157,12 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	cfg.Log.Brokers = brokers
 	l, err := kafkalog.Open(ctx, cfg.Log)
 	if err != nil {
+		ln.Close()
 		s.closeBroker()
 		return nil, err
 	}
 	s.Log = l
 	cfg.Server.Log = l
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		l.Close()
-		s.closeBroker()
-		return nil, err
-	}
 	s.URL = "http://" + ln.Addr().String()
 	if cfg.HeaderTimeout <= 0 {
 		cfg.HeaderTimeout = DefaultHeaderTimeout
@@ -171,6 +183,12 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	s.srv.RegisterOnShutdown(h.Shutdown)
 	go func() { s.serveErr <- s.srv.Serve(s.ln) }()
 	return s, nil
+}
+
+func closeListener(ln net.Listener) {
+	if ln != nil {
+		ln.Close()
+	}
 }
 
 func loopback(host string) bool {

@@ -474,7 +474,9 @@ type SliceKey struct {
 	Feature, Value string
 }
 
-// Slices counts the ok pairs by every feature's bucket.
+// Slices counts the ok pairs by every feature's bucket, leaving out a
+// feature with one bucket in a group (constant there, as steps_used at a
+// fixed fork step: its slice would be the group's headline).
 func Slices(d world.Declaration, pairs []Pair) map[SliceKey]Counts {
 	cuts := Cuts(d, pairs)
 	out := map[SliceKey]Counts{}
@@ -491,6 +493,15 @@ func Slices(d world.Declaration, pairs []Pair) map[SliceKey]Counts {
 			c := out[k]
 			c.add(p)
 			out[k] = c
+		}
+	}
+	buckets := map[SliceKey]int{}
+	for k := range out {
+		buckets[SliceKey{Group: k.Group, Feature: k.Feature}]++
+	}
+	for k := range out {
+		if buckets[SliceKey{Group: k.Group, Feature: k.Feature}] == 1 {
+			delete(out, k)
 		}
 	}
 	return out

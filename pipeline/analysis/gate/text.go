@@ -80,12 +80,23 @@ func Write(w io.Writer, checks []Check, configs, bound bool) int {
 	if bound {
 		on = "the worse ends of the 95% intervals"
 	}
-	if failed == 0 {
-		fmt.Fprintf(w, "gate: all %d conditions hold (on %s)\n", len(checks), on)
-	} else {
-		fmt.Fprintf(w, "gate: %d of %d conditions fail (on %s)\n", failed, len(checks), on)
-	}
+	fmt.Fprintf(w, "gate: %s (on %s)\n", Verdict(failed, len(checks)), on)
 	return failed
+}
+
+// Verdict says how many of n conditions failed: "all 3 conditions hold",
+// "1 of 2 conditions fail", and for one condition "the condition holds"
+// or "the condition fails" (issue 26: no "all 1 conditions").
+func Verdict(failed, n int) string {
+	switch {
+	case n == 1 && failed == 0:
+		return "the condition holds"
+	case n == 1:
+		return "the condition fails"
+	case failed == 0:
+		return fmt.Sprintf("all %d conditions hold", n)
+	}
+	return fmt.Sprintf("%d of %d conditions fail", failed, n)
 }
 
 // pct writes a share as a percentage with up to two decimals: 2.33%, 5%.

@@ -24,6 +24,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/world"
 	"html/template"
 	"io"
@@ -235,7 +236,7 @@ func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 		h.Cost = report.CostLine(report.CostsOf(costs, r))
 		h.Sample = report.SampleTag(m, r)
 		if e := r.Int("errors"); e > 0 {
-			h.Errors = report.Count(e, "pair") + " errored (a checkpoint or branch failed): not labelled, not counted"
+			h.Errors = plural.Count(e, "pair") + " errored (a checkpoint or branch failed): not labelled, not counted"
 		}
 		p.Headlines = append(p.Headlines, h)
 	}
@@ -299,7 +300,7 @@ func netClass(n int64) string {
 func headlineOf(r results.Row, configs, primary bool) headline {
 	pairs := float64(max(r.Int("pairs"), 1))
 	h := headline{
-		Title:   groupTitle(r, configs) + fmt.Sprintf(" · %d pairs", r.Int("pairs")),
+		Title:   groupTitle(r, configs) + " · " + plural.Count(r.Int("pairs"), "pair"),
 		Rescued: r.Int("rescued"), Harmed: r.Int("harmed"), Unchanged: r.Int("unchanged"), Net: r.Int("net"),
 		NetText: signed(r.Int("net")), NetClass: netClass(r.Int("net")),
 		SureThing: r.Int("sure_thing"), LostCause: r.Int("lost_cause"), Discordant: r.Int("rescued") + r.Int("harmed"),
@@ -451,7 +452,7 @@ func policies(r *search.Result, m sweep.Manifest, qini *results.Table) ([]policy
 			continue
 		}
 		v.Header = fmt.Sprintf("arm on · %s · cap: at most %s %s · %d search / %d held-out pairs (%.0f%% of seeds held out)",
-			v.Title, report.Count(int64(o.MaxHarm), "harm"), report.ScopeText(o.Scope, r.World), g.Chosen.Search.Pairs, g.Chosen.Holdout.Pairs, 100*o.Holdout)
+			v.Title, plural.Count(int64(o.MaxHarm), "harm"), report.ScopeText(o.Scope, r.World), g.Chosen.Search.Pairs, g.Chosen.Holdout.Pairs, 100*o.Holdout)
 		v.Chosen, v.Candidates = g.Chosen.Trigger, len(g.Candidates)
 		v.Table = table{Groups: []group{{"", 2}, {"search seeds", 5}, {"held-out seeds", 6 + len(costs)}},
 			Columns: []string{"trigger", "cap", "fires", "rescued", "harmed", "harmed clean", "net",
@@ -543,7 +544,7 @@ func convGroups(rs []results.Row, configs bool, primary string) ([]convGroup, er
 func parameters(m sweep.Manifest) ([]kv, table, table, string) {
 	s := m.Spec
 	kvs := []kv{
-		{"world", s.World}, {"seeds", s.Seeds.String() + fmt.Sprintf(" (%d seeds)", s.Seeds.Len())},
+		{"world", s.World}, {"seeds", s.Seeds.String() + " (" + plural.Count(s.Seeds.Len(), "seed") + ")"},
 		{"fork at", report.List(s.ForkAt)}, {"arms", report.List(s.Arms)}, {"replicas", fmt.Sprint(s.Replicas)},
 	}
 	for _, prm := range m.Declaration.Params {

@@ -103,8 +103,8 @@ func TestSeedReport(t *testing.T) {
 	page, s := render(t, db)
 	checkSelfContained(t, page)
 	text := visibleText(page)
-	if n := len(wideRe.FindAllString(page, -1)); n != 8 || len(svgRe.FindAllString(page, -1)) != 2*n {
-		t.Errorf("%d charts, want 8: 5 slice charts, 2 frontier panels, the Qini curve", n)
+	if n := len(wideRe.FindAllString(page, -1)); n != 7 || len(svgRe.FindAllString(page, -1)) != 2*n {
+		t.Errorf("%d charts, want 7: 4 slice charts (steps_used, 3 at fork step 3, gets none), 2 frontier panels, the Qini curve", n)
 	}
 	for _, want := range []string{
 		`<dd class="rescued">75</dd>`, `<dd class="harmed">83</dd>`, `<dd>142</dd>`, `<dd class="net neg">-8</dd>`,
@@ -221,8 +221,8 @@ func TestReportWithoutSearch(t *testing.T) {
 	if s.Search != nil || !strings.Contains(page, "<p class=\"lede\">Skipped: "+html.EscapeString(s.SearchNote)+"</p>") {
 		t.Errorf("no note that the policy search was skipped (%q)", s.SearchNote)
 	}
-	if n := len(wideRe.FindAllString(page, -1)); n != 5 || len(svgRe.FindAllString(page, -1)) != 2*n {
-		t.Errorf("%d charts, want the 5 slice charts", n)
+	if n := len(wideRe.FindAllString(page, -1)); n != 4 || len(svgRe.FindAllString(page, -1)) != 2*n {
+		t.Errorf("%d charts, want the 4 slice charts (steps_used, constant, gets none)", n)
 	}
 	if !strings.Contains(page, "<h3>placebo vs off · fork step 3 · 300 pairs</h3>") {
 		t.Error("no headline for the placebo arm")

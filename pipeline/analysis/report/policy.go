@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/analysis/search"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -23,6 +24,16 @@ func ScopeText(scope string, d world.Declaration) string {
 		return "on clean runs (world " + d.Name + " declares no fault flag, so every harm counts)"
 	}
 	return "on clean runs (" + d.FaultFlag + " = false)"
+}
+
+// cleanText names the runs the harm cap on clean runs counts: "on runs
+// without a fault (fault = false)"; every run for a world without a fault
+// flag.
+func cleanText(d world.Declaration) string {
+	if d.FaultFlag == "" {
+		return "on any run (world " + d.Name + " declares no fault flag)"
+	}
+	return "on runs without a fault (" + d.FaultFlag + " = false)"
 }
 
 // GroupTitle names a searched configuration and fork step: "config 1
@@ -78,7 +89,7 @@ func WritePolicy(w io.Writer, r *search.Result, m sweep.Manifest, qini *results.
 			continue
 		}
 		fmt.Fprintf(w, "POLICY SEARCH · arm on · %s (cap: at most %s %s; %d search / %d held-out pairs, %.0f%% of seeds held out)\n",
-			title, Count(int64(o.MaxHarm), "harm"), ScopeText(o.Scope, r.World), g.Chosen.Search.Pairs, g.Chosen.Holdout.Pairs, 100*o.Holdout)
+			title, plural.Count(int64(o.MaxHarm), "harm"), ScopeText(o.Scope, r.World), g.Chosen.Search.Pairs, g.Chosen.Holdout.Pairs, 100*o.Holdout)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		head := "trigger\tcap\tsearch fires\trescued\tharmed\tharmed clean\tnet\theld-out fires\trescued\tharmed\tharmed clean\tnet\tharm rate ≤ (95%)"
 		for _, i := range costs {
@@ -106,7 +117,9 @@ func WritePolicy(w io.Writer, r *search.Result, m sweep.Manifest, qini *results.
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%d candidate triggers (single conditions and conjunctions of two); shown: the chosen one, always, never, and each feature's best single condition. Extra cost: held-out, summed over the pairs the trigger fires on.\n", len(g.Candidates))
+		fmt.Fprintln(w, wrap(fmt.Sprintf("%d candidate triggers (single conditions and conjunctions of two); shown: the chosen one, always, never, and each feature's best single condition. "+
+			"fires: the pairs the trigger fires on; harmed clean: its harms %s, what the cap on clean runs (--harm-scope clean, the default) counts; harm rate ≤: the exact (Clopper–Pearson) 95%% upper bound on its held-out harm rate; "+
+			"extra cost: held-out, summed over the pairs it fires on.", len(g.Candidates), cleanText(r.World)), 100))
 		if qini != nil {
 			if err := writeQini(w, qini, m, g.ConfigID, g.ForkStep); err != nil {
 				return err
@@ -144,7 +157,7 @@ func writeQini(w io.Writer, t *results.Table, m sweep.Manifest, configID, forkSt
 	if len(rows) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\nUPLIFT (QINI) CURVE · arm on · %s: held-out pairs fired best-scored first (score: the net rate of the pair's feature buckets on the search seeds)\n", GroupTitle(m, configID, forkStep))
+	fmt.Fprintf(w, "\nUPLIFT (QINI) CURVE · arm on · %s: held-out pairs fired best-scored first (score: the net rate of the pair's feature buckets on the search seeds; random_net: the net of firing as many pairs at random)\n", GroupTitle(m, configID, forkStep))
 	out := &results.Table{Columns: []string{"fired", "pairs fired", "rescued", "harmed", "net", "random_net"}}
 	for _, r := range rows {
 		out.Rows = append(out.Rows, []any{fmt.Sprintf("%.0f%%", 100*r.Float("fire_rate")), r.Int("fired"),

@@ -54,7 +54,10 @@ func checkReference(t *testing.T, db *results.DB) (*Sections, []analysistest.Pai
 	if len(s.Slices.Rows) != len(slices) {
 		t.Errorf("slices has %d rows, reference %d", len(s.Slices.Rows), len(slices))
 	}
-	features := map[string]bool{}
+	features, want := map[string]bool{}, map[string]bool{}
+	for k := range slices {
+		want[k.Feature] = true
+	}
 	for _, r := range s.Slices.Records() {
 		k := analysistest.SliceKey{Group: analysistest.Group{ConfigID: int(r.Int("config_id")), ForkStep: int(r.Int("fork_step")), Arm: r.Str("arm")},
 			Feature: r.Str("feature"), Value: r.Str("value")}
@@ -66,8 +69,8 @@ func checkReference(t *testing.T, db *results.DB) (*Sections, []analysistest.Pai
 		}
 	}
 	for _, f := range d.Features {
-		if !features[f.Name] {
-			t.Errorf("no slices of declared feature %s", f.Name)
+		if features[f.Name] != want[f.Name] {
+			t.Errorf("declared feature %s: sliced %v, reference %v (a feature gets slices where it varies)", f.Name, features[f.Name], want[f.Name])
 		}
 	}
 	checkScores(t, d, s, pairs)
@@ -218,6 +221,12 @@ func TestSeedReportAgainstReference(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
+	}
+	// A feature constant at the fork step gets no slice (issue 26:
+	// steps_used is 3 at fork step 3, and its one slice repeated the
+	// headline).
+	if strings.Contains(out, "steps_used") {
+		t.Errorf("the report slices steps_used, constant at fork step 3:\n%s", out)
 	}
 	// The Qini table prints no column that is one constant value.
 	if strings.Contains(out, "random_net  qini") {

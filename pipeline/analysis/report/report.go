@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/analysis/search"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -100,7 +101,9 @@ func Write(ctx context.Context, w io.Writer, db *results.DB) error {
 // results in db to w.
 func WriteSections(w io.Writer, db *results.DB, s *Sections) error {
 	writeHeader(w, db)
-	writeHeadlines(w, db, s)
+	fmt.Fprintln(w, wrap(Legend+" "+FlipLegend, 100))
+	fmt.Fprintln(w)
+	writeHeadlines(w, db, s, false)
 	fmt.Fprintln(w, SlicesTitle(s.World))
 	if err := writeSlices(w, s.Slices, s.World.Score != nil); err != nil {
 		return err
@@ -124,18 +127,53 @@ func WriteSections(w io.Writer, db *results.DB, s *Sections) error {
 	return nil
 }
 
-// WriteBrief prints the short form of the report: the header, the
-// headlines and the Result paragraphs, without the tables (forklab report
-// --brief; make sweep prints the rerun's report so).
+// WriteBrief prints the short form of the report, to be read in one
+// screen (issue 26: make sweep printed 111 lines): the header, the legend,
+// each arm's counts and significance in two lines, and the Result
+// paragraphs (without the in-sample sentence, which the policy arm's
+// headline says in a line of its own); the tables, rates and costs are in the whole report
+// (forklab report DIR) and its HTML page. forklab report --brief; make
+// sweep prints the rerun's report so.
 func WriteBrief(w io.Writer, db *results.DB, s *Sections) error {
-	writeHeader(w, db)
-	writeHeadlines(w, db, s)
+	writeBriefHeader(w, db)
+	fmt.Fprintln(w, wrap(Legend, 80))
+	fmt.Fprintln(w)
+	writeHeadlines(w, db, s, true)
 	fmt.Fprintln(w, "RESULT")
+	inSample := inSampleSentence(db.Manifest.Spec)
 	for _, p := range s.Result {
+		if inSample != "" {
+			p = strings.Replace(p, inSample, "", 1)
+		}
 		fmt.Fprintln(w, wrap(p, 80))
 		fmt.Fprintln(w)
 	}
 	return nil
+}
+
+// Legend explains the words of every headline the first time a report
+// shows them (issue 26: "sure things", "lost causes" and "flip rate" were
+// never explained on screen).
+const Legend = "A pair: one checkpoint finished with off and with the arm. " +
+	"rescued: off fails, the arm succeeds; harmed: the reverse; unchanged: both succeed (sure things) or both fail (lost causes); " +
+	"net = rescued − harmed."
+
+// FlipLegend explains the rates of the whole report's headlines.
+const FlipLegend = "net rate, rescue, harm and flip rate: net, rescued, harmed and both (the discordant pairs, which McNemar's test reads) over the pairs."
+
+// writeBriefHeader is writeHeader within 80 columns: the arms are in the
+// headlines, and one replica goes without saying.
+func writeBriefHeader(w io.Writer, db *results.DB) {
+	m := db.Manifest
+	fmt.Fprintf(w, "forklab report · %s · world %s %s · seeds %s · fork at %s", db.Dir, m.Declaration.Name, m.Declaration.Version, m.Spec.Seeds, List(m.Spec.ForkAt))
+	if m.Spec.Replicas > 1 {
+		fmt.Fprintf(w, " · replicas %d", m.Spec.Replicas)
+	}
+	if len(m.Configs) > 1 {
+		fmt.Fprintf(w, " · %d configurations", len(m.Configs))
+	}
+	fmt.Fprintln(w)
+	writeWarnings(w, m)
 }
 
 func writeHeader(w io.Writer, db *results.DB) {
@@ -146,6 +184,13 @@ func writeHeader(w io.Writer, db *results.DB) {
 		fmt.Fprintf(w, " · %d configurations", len(m.Configs))
 	}
 	fmt.Fprintln(w)
+	writeWarnings(w, m)
+}
+
+// writeWarnings writes the header's lines under its first: the parameters
+// set away from the defaults, and the incomplete-sweep and replicas
+// warnings, those that apply.
+func writeWarnings(w io.Writer, m sweep.Manifest) {
 	if line := ParamsLine(m); line != "" {
 		fmt.Fprintln(w, line)
 	}
@@ -158,7 +203,6 @@ func writeHeader(w io.Writer, db *results.DB) {
 	if line := sweep.PolicyAnywhereLine(m.Spec, m.Declaration, m.Configs); line != "" {
 		fmt.Fprintln(w, wrap(line, 100))
 	}
-	fmt.Fprintln(w)
 }
 
 // ReplicasLine is the warning a report of a nondeterministic world swept
@@ -181,10 +225,9 @@ func IncompleteLine(m sweep.Manifest) string {
 	if !m.Incomplete {
 		return ""
 	}
-	pairs := m.Rows["pairs"]
-	return fmt.Sprintf("INCOMPLETE: %d of %d pairs (%.2f%%) are errors, not labels, above the sweep's --max-error-rate %g%%: "+
+	return fmt.Sprintf("INCOMPLETE: %s, not labels, above the sweep's --max-error-rate %g%%: "+
 		"the numbers below count only the other %d; fix the cause and run the same sweep with --resume (only the units with errors are played again)",
-		m.Errors, pairs, 100*m.ErrorRate, 100*m.MaxErrorRate, pairs-m.Errors)
+		m.ErrorsText(), 100*m.MaxErrorRate, m.Rows["pairs"]-m.Errors)
 }
 
 // ParamsLine names what a one-configuration sweep set away from the
@@ -207,10 +250,15 @@ func ParamsLine(m sweep.Manifest) string {
 	return strings.Join(parts, " · ")
 }
 
-func writeHeadlines(w io.Writer, db *results.DB, s *Sections) {
+func writeHeadlines(w io.Writer, db *results.DB, s *Sections, brief bool) {
 	costs := s.Costs.Records()
 	for _, r := range s.Summary.Records() {
-		writeHeadline(w, r, ConfigLabel(db.Manifest, r.Int("config_id")), CostsOf(costs, r), SampleTag(db.Manifest, r))
+		config, sample := ConfigLabel(db.Manifest, r.Int("config_id")), SampleTag(db.Manifest, r)
+		if brief {
+			writeBriefHeadline(w, r, config, sample)
+			continue
+		}
+		writeHeadline(w, r, config, CostsOf(costs, r), sample)
 	}
 }
 
@@ -258,19 +306,45 @@ func ConfigLabel(m sweep.Manifest, id int64) string {
 	return fmt.Sprintf("config %d (%s)", id, strings.Join(parts, ", "))
 }
 
-func writeHeadline(w io.Writer, r results.Row, config string, costs []results.Row, sample string) {
+// headlineTitle writes an arm's first line: "on vs off · fork step 3 ·
+// 300 pairs", with the configuration and the errored pairs if any, and
+// under it the policy arm's in-sample or out-of-sample line (sample).
+func headlineTitle(w io.Writer, r results.Row, config, sample string) {
 	suffix := ""
 	if config != "" {
 		suffix = " · " + config
 	}
-	fmt.Fprintf(w, "%s vs off · fork step %d%s · %d pairs", r.Str("arm"), r.Int("fork_step"), suffix, r.Int("pairs"))
+	fmt.Fprintf(w, "%s vs off · fork step %d%s · %s", r.Str("arm"), r.Int("fork_step"), suffix, plural.Count(r.Int("pairs"), "pair"))
 	if e := r.Int("errors"); e > 0 {
-		fmt.Fprintf(w, " (and %s that errored, not labelled)", Count(e, "pair"))
+		fmt.Fprintf(w, " (and %s that errored, not labelled)", plural.Count(e, "pair"))
 	}
 	fmt.Fprintln(w)
 	if sample != "" {
 		fmt.Fprintf(w, "  %s\n", sample)
 	}
+}
+
+// writeBriefHeadline writes an arm's headline in three lines: the title,
+// the counts, and the net rate with its interval and McNemar's p (and the
+// score line of a world that declares a score, the sample line of the
+// policy arm).
+func writeBriefHeadline(w io.Writer, r results.Row, config, sample string) {
+	headlineTitle(w, r, config, sample)
+	if r.Int("pairs") == 0 {
+		fmt.Fprintf(w, "  no labelled pair (every pair errored)\n\n")
+		return
+	}
+	fmt.Fprintf(w, "  rescued %d   harmed %d   unchanged %d   net %+d\n", r.Int("rescued"), r.Int("harmed"), r.Int("unchanged"), r.Int("net"))
+	fmt.Fprintf(w, "  net rate %s (95%% CI %s to %s, Newcombe) · McNemar exact p %s\n",
+		Pct(r.Float("net_rate")), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")), PEquals(r.Float("mcnemar_p")))
+	if line := ScoreLine(r); line != "" {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
+	fmt.Fprintln(w)
+}
+
+func writeHeadline(w io.Writer, r results.Row, config string, costs []results.Row, sample string) {
+	headlineTitle(w, r, config, sample)
 	if r.Int("pairs") == 0 {
 		fmt.Fprintf(w, "  no labelled pair: rates, intervals and McNemar's test are %s (every pair errored)\n", NA)
 		if line := CostLine(costs); line != "" {
@@ -321,7 +395,7 @@ func ScoreLine(r results.Row) string {
 		l += fmt.Sprintf(" (95%% CI %s to %s, paired t)", ScoreSigned(r.Float("score_diff_lo")), ScoreSigned(r.Float("score_diff_hi")))
 	}
 	if n := r.Int("wilcoxon_n"); n > 0 {
-		l += fmt.Sprintf(" · Wilcoxon signed-rank p %s on %s", PEquals(r.Float("wilcoxon_p")), Count(n, "nonzero difference"))
+		l += fmt.Sprintf(" · Wilcoxon signed-rank p %s on %s", PEquals(r.Float("wilcoxon_p")), plural.Count(n, "nonzero difference"))
 	} else {
 		l += " · every difference is 0: no Wilcoxon test"
 	}
@@ -351,8 +425,13 @@ func ScoreSigned(x float64) string {
 }
 
 // CostsOf returns the rows of costs.sql for summary row r's configuration,
-// fork step and arm.
+// fork step and arm; none for the A/A arm, which is off again: what it
+// "costs" against off is noise, and a cost per net rescue of it would read
+// as a price of nothing (issue 26).
 func CostsOf(costs []results.Row, r results.Row) []results.Row {
+	if r.Str("arm") == "aa" {
+		return nil
+	}
 	var out []results.Row
 	for _, c := range costs {
 		if c.Int("config_id") == r.Int("config_id") && c.Int("fork_step") == r.Int("fork_step") && c.Str("arm") == r.Str("arm") {
@@ -362,25 +441,32 @@ func CostsOf(costs []results.Row, r results.Row) []results.Row {
 	return out
 }
 
-// CostLine says what an arm costs, one cost field after another: "cost:
-// 4.49 steps per branch against off's 4.38 (+0.11 per run); +0.5 steps
-// per net rescue". "" without cost rows.
+// CostLine says what an arm costs, one cost field after another, each
+// naming its unit: "cost: 4.49 steps per branch against off's 4.38 (+0.11
+// per run), +0.5 steps per net rescue; 552.00 seconds per branch against
+// off's 549.00 (+3.00 per run), +27.00 seconds per net rescue". Without a
+// net rescue (the same for every field) it says so once, at the end. ""
+// without cost rows.
 func CostLine(rows []results.Row) string {
 	var parts []string
+	netRescue := false
 	for _, c := range rows {
 		unit := c.Str("cost")
 		p := fmt.Sprintf("%s %s per branch against off's %s (%s per run)", CostNum(c.Float("mean")), unit, CostNum(c.Float("mean_off")), CostSigned(c.Float("extra")))
 		if c["per_net_rescue"] != nil {
+			netRescue = true
 			p += fmt.Sprintf(", %s %s per net rescue", CostSigned(c.Float("per_net_rescue")), unit)
-		} else {
-			p += ", no net rescue to pay for"
 		}
 		parts = append(parts, p)
 	}
 	if len(parts) == 0 {
 		return ""
 	}
-	return "cost: " + strings.Join(parts, "; ")
+	line := "cost: " + strings.Join(parts, "; ")
+	if !netRescue {
+		line += ", no net rescue to pay for"
+	}
+	return line
 }
 
 func writeSlices(w io.Writer, t *results.Table, scored bool) error {
@@ -594,14 +680,6 @@ func Signed(x float64) string {
 		return "+" + s
 	}
 	return s
-}
-
-// Count writes n with its noun, "1 harm", "2 harms".
-func Count(n int64, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // List joins values with commas as the report prints lists of fork steps

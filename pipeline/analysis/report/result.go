@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/analysis/search"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -46,7 +47,7 @@ func resultParagraphs(s *Sections, m sweep.Manifest) []string {
 	}
 	if errored > 0 {
 		out = append(out, fmt.Sprintf("%s errored (a checkpoint or a branch failed) and %s not labelled: the counts above leave %s out.",
-			Count(errored, "pair"), map[bool]string{true: "is", false: "are"}[errored == 1], map[bool]string{true: "it", false: "them"}[errored == 1]))
+			plural.Count(errored, "pair"), map[bool]string{true: "is", false: "are"}[errored == 1], map[bool]string{true: "it", false: "them"}[errored == 1]))
 	}
 	for _, r := range sum {
 		if r.Int("config_id") != sum[0].Int("config_id") || r.Int("fork_step") != sum[0].Int("fork_step") {
@@ -67,10 +68,7 @@ func resultParagraphs(s *Sections, m sweep.Manifest) []string {
 			} else {
 				p += "); this sweep has no always-on arm to compare with."
 			}
-			if tag := sweep.PolicySample(m.Spec); strings.HasPrefix(tag, "in-sample") {
-				p += " These are in-sample figures: the rule was searched on " + strings.TrimPrefix(tag, "in-sample: the rule was searched on ") +
-					", so they flatter it; its held-out figures are those of the sweep it was searched on (forklab policy)."
-			}
+			p += inSampleSentence(m.Spec)
 			out = append(out, p+costSentence(CostsOf(costs, r)))
 		}
 	}
@@ -126,7 +124,7 @@ func overall(r results.Row, s *Sections, m sweep.Manifest) string {
 		p += " (" + l + ")"
 	}
 	if r.Int("pairs") == 0 {
-		return p + fmt.Sprintf(" has no labelled pair: every one of its %s errored, so its net rate and McNemar's test are %s.", Count(r.Int("errors"), "pair"), NA)
+		return p + fmt.Sprintf(" has no labelled pair: every one of its %s errored, so its net rate and McNemar's test are %s.", plural.Count(r.Int("errors"), "pair"), NA)
 	}
 	p += fmt.Sprintf(" rescues %d of %d runs and harms %d: net %+d (net rate %s, 95%% CI %s to %s; McNemar exact p %s), %s.",
 		r.Int("rescued"), r.Int("pairs"), r.Int("harmed"), net, Pct(r.Float("net_rate")), Pct(r.Float("net_lo")), Pct(r.Float("net_hi")),
@@ -149,30 +147,58 @@ func overall(r results.Row, s *Sections, m sweep.Manifest) string {
 }
 
 // costSentence says what an arm costs beyond off, per run and per net
-// rescue, for each cost field: "" without cost rows.
+// rescue, for each cost field: " From the fork to the end of the run,
+// against off, it costs 0.11 steps per run (0.5 per net rescue) and saves
+// 2.00 seconds per run."; "" without cost rows (and for the A/A arm,
+// which CostsOf gives none).
 func costSentence(rows []results.Row) string {
-	var parts []string
-	last := ""
+	var parts []costPart
 	for _, c := range rows {
-		x := c.Float("extra")
-		verb := "costs "
-		if x < 0 {
-			verb = "saves "
-		}
-		p := fmt.Sprintf("%s %s per run", CostNum(math.Abs(x)), c.Str("cost"))
-		if verb != last {
-			p = verb + p
-		}
-		last = verb
+		p := costPart{x: c.Float("extra"), text: fmt.Sprintf("%s %s per run", CostNum(math.Abs(c.Float("extra"))), c.Str("cost"))}
 		if c["per_net_rescue"] != nil {
-			p += fmt.Sprintf(" (%s per net rescue)", CostNum(math.Abs(c.Float("per_net_rescue"))))
+			p.text += fmt.Sprintf(" (%s per net rescue)", CostNum(math.Abs(c.Float("per_net_rescue"))))
 		}
 		parts = append(parts, p)
 	}
 	if len(parts) == 0 {
 		return ""
 	}
-	return " From the fork to the end of the run, against off, it " + strings.Join(parts, " and ") + "."
+	return " From the fork to the end of the run, against off, it " + costList(parts) + "."
+}
+
+// costPart is one cost field's amount against off (negative: a saving)
+// and its text without the verb, "13 steps (0.59 per net rescue)".
+type costPart struct {
+	x    float64
+	text string
+}
+
+// costList writes cost parts as one list with their verbs, said once for
+// a run of parts that share one: "saves 13 steps and 2.00 seconds",
+// "saves 13 steps, costs 40 tokens and 3.00 seconds". Every amount names
+// its unit, so any number of cost fields reads right.
+func costList(parts []costPart) string {
+	var b strings.Builder
+	last := ""
+	for i, p := range parts {
+		switch {
+		case i == 0:
+		case i == len(parts)-1:
+			b.WriteString(" and ")
+		default:
+			b.WriteString(", ")
+		}
+		verb := "costs "
+		if p.x < 0 {
+			verb = "saves "
+		}
+		if verb != last {
+			b.WriteString(verb)
+		}
+		last = verb
+		b.WriteString(p.text)
+	}
+	return b.String()
 }
 
 // sliceText writes a slice as a condition: "same_obs = true", "tokens_left
@@ -241,7 +267,8 @@ func placebo(r, on results.Row, s *Sections) string {
 	}
 	switch {
 	case r.Int("rescued") == 0:
-		p += fmt.Sprintf(": none of recovery's %d rescues come from merely interrupting the run; they need what the recovery does.", on.Int("rescued"))
+		p += fmt.Sprintf(": none of recovery's %s come%s from merely interrupting the run; %s what the recovery does.", plural.Count(on.Int("rescued"), "rescue"),
+			plural.Word(on.Int("rescued"), "s", ""), plural.Word(on.Int("rescued"), "it needs", "they need"))
 	case r.Int("rescued") >= on.Int("rescued"):
 		p += fmt.Sprintf(": interrupting the run alone rescues as many as recovery does (%d), so what the recovery does adds no rescues.", on.Int("rescued"))
 	default:
@@ -266,43 +293,42 @@ func guard(s *Sections, g *search.Group, m sweep.Manifest, several bool) string 
 		at = " for " + GroupTitle(m, g.ConfigID, g.ForkStep)
 	}
 	p := fmt.Sprintf("The guard chosen%s on %d search pairs, recover only when %s, keeps %s with %s %s there (cap %d).",
-		at, c.Search.Pairs, ruleText(c), Count(c.Search.Rescued, "rescue"), Count(c.Search.Capped(r.Options.Scope), "harm"), scope, r.Options.MaxHarm)
+		at, c.Search.Pairs, ruleText(c), plural.Count(c.Search.Rescued, "rescue"), plural.Count(c.Search.Capped(r.Options.Scope), "harm"), scope, r.Options.MaxHarm)
 	if c.Trigger == "never" {
 		p = fmt.Sprintf("No trigger over the recorded features%s keeps any rescue with at most %s %s on the search pairs, so the guard is never to recover.",
-			at, Count(int64(r.Options.MaxHarm), "harm"), scope)
+			at, plural.Count(int64(r.Options.MaxHarm), "harm"), scope)
 	}
 	p += fmt.Sprintf(" On the %d held-out pairs it keeps %s and lets through %s (net %+d)", c.Holdout.Pairs,
-		Count(c.Holdout.Rescued, "rescue"), Count(c.Holdout.Harmed, "harm"), c.Holdout.Net())
+		plural.Count(c.Holdout.Rescued, "rescue"), plural.Count(c.Holdout.Harmed, "harm"), c.Holdout.Net())
 	if always != nil {
 		p += fmt.Sprintf(", where always-on rescues %d and harms %d", always.Holdout.Rescued, always.Holdout.Harmed)
 	}
 	p += fmt.Sprintf("; with 95%% confidence its held-out harm rate is at most %s (exact Clopper–Pearson bound).", PctUp(c.Holdout.HarmUpper()))
-	var costs []string
-	last := ""
+	// What it costs against off, then what always-on costs, each amount
+	// with its unit: with two cost fields the old sentence read "saves 13
+	// steps … where always-on costs 552 and 1403.00 seconds" (issue 26).
+	var costs, alwaysCosts []costPart
 	for _, k := range reported(r.World) {
 		x := c.Holdout.Extra[k]
 		if math.IsNaN(x) || c.Holdout.Fires == 0 {
 			continue
 		}
-		verb := "costs "
-		if x < 0 {
-			verb = "saves "
-		}
-		part := fmt.Sprintf("%s %s", CostTotal(k, math.Abs(x)), fieldName(k))
-		if verb != last {
-			part = verb + part
-		}
-		last = verb
+		part := costPart{x: x, text: fmt.Sprintf("%s %s", CostTotal(k, math.Abs(x)), fieldName(k))}
 		if n := c.Holdout.Net(); n > 0 {
-			part += fmt.Sprintf(" (%s per net rescue)", CostNum(math.Abs(x)/float64(n)))
-		}
-		if always != nil && !math.IsNaN(always.Holdout.Extra[k]) {
-			part += fmt.Sprintf(" where always-on %s %s", map[bool]string{true: "saves", false: "costs"}[always.Holdout.Extra[k] < 0], CostTotal(k, math.Abs(always.Holdout.Extra[k])))
+			part.text += fmt.Sprintf(" (%s per net rescue)", CostNum(math.Abs(x)/float64(n)))
 		}
 		costs = append(costs, part)
+		if always != nil && !math.IsNaN(always.Holdout.Extra[k]) {
+			a := always.Holdout.Extra[k]
+			alwaysCosts = append(alwaysCosts, costPart{x: a, text: fmt.Sprintf("%s %s", CostTotal(k, math.Abs(a)), fieldName(k))})
+		}
 	}
 	if len(costs) > 0 {
-		p += " Against off, on the held-out runs it fires on, it " + strings.Join(costs, " and ") + "."
+		p += " Against off, on the held-out runs it fires on, it " + costList(costs)
+		if len(alwaysCosts) > 0 {
+			p += "; always-on " + costList(alwaysCosts)
+		}
+		p += "."
 	}
 	if c.Conditions == 2 {
 		p += " A single feature was not enough here: the rule needs two conditions."
@@ -316,3 +342,15 @@ func guard(s *Sections, g *search.Group, m sweep.Manifest, several bool) string 
 func fieldName(k int) string { return world.CostFields[k] }
 
 func abs(x int64) int64 { return int64(math.Abs(float64(x))) }
+
+// inSampleSentence is what the Result's rerun paragraph says of a policy
+// arm played on seeds its rule was searched on; "" otherwise. The brief
+// report leaves it out: the policy headline's in-sample line says it there.
+func inSampleSentence(spec sweep.Spec) string {
+	tag := sweep.PolicySample(spec)
+	if !strings.HasPrefix(tag, "in-sample") {
+		return ""
+	}
+	return " These are in-sample figures: the rule was searched on " + strings.TrimPrefix(tag, "in-sample: the rule was searched on ") +
+		", so they flatter it; its held-out figures are those of the sweep it was searched on (forklab policy)."
+}

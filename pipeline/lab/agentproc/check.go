@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/world"
@@ -316,7 +317,8 @@ func (k *checker) declared() bool {
 		k.starts = append(k.starts, res)
 		k.startRaw = append(k.startRaw, cl.raw)
 	}
-	k.add("declared values", Pass, "%d seeds at fork steps %v: every task draw, feature and hidden value present, of its declared type", len(k.opt.Seeds), k.steps)
+	k.add("declared values", Pass, "%s at %s %v: every task draw, feature and hidden value present, of its declared type",
+		plural.Count(len(k.opt.Seeds), "seed"), plural.Word(len(k.steps), "fork step", "fork steps"), k.steps)
 	return true
 }
 

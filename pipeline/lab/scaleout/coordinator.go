@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/segmentio/kafka-go"
 )
@@ -390,7 +391,7 @@ func (co *coordinator) publish(ctx context.Context) error {
 	if err := writeRecord(co.st.Dir, co.rec); err != nil {
 		return err
 	}
-	co.cfg.Logf("published %d units of sweep %s on %s", n, co.rec.Sweep, topic)
+	co.cfg.Logf("published %s of sweep %s on %s", plural.Count(n, "unit"), co.rec.Sweep, topic)
 	return co.c.produce(ctx, Report{Kind: KindPublished, Sweep: co.rec.Sweep, Worker: "coordinator", Units: co.rec.Units}.record(co.cfg.Queue.ResultsTopic()))
 }
 
@@ -587,7 +588,7 @@ func (co *coordinator) update() {
 	switch {
 	case s.Members != 0 || s.Running > 0:
 		if !co.told.IsZero() {
-			co.cfg.Logf("%d %s in group %s again", s.Workers, plural(s.Workers, "worker", "workers"), co.cfg.Queue.Group())
+			co.cfg.Logf("%s in group %s again", plural.Count(s.Workers, "worker"), co.cfg.Queue.Group())
 		}
 		s.NoWorkersSince, co.told = time.Time{}, time.Time{}
 	case s.NoWorkersSince.IsZero():
@@ -603,13 +604,6 @@ func (co *coordinator) update() {
 		}
 	}
 	co.cfg.Progress(*s)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // groupView is the workers' group as it described itself.

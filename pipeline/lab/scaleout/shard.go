@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 )
 
@@ -213,10 +214,12 @@ func Missing(r sweep.Resolved, st *sweep.Staging) error {
 			}
 		}
 		slices.Sort(shares)
-		return fmt.Errorf("%s %w: %d of %d units are missing, of share(s) %s (%s%s); run those shares (forklab sweep … --shard I/N --out %s), then finalize again",
-			st.Out, ErrIncomplete, total, r.UnitCount(), strings.Join(shares, ", "), strings.Join(missing, ", "), more, st.Out)
+		return fmt.Errorf("%s %w: %d of %s %s missing, of %s %s (%s%s); run %s (forklab sweep … --shard I/N --out %s), then finalize again",
+			st.Out, ErrIncomplete, total, plural.Count(r.UnitCount(), "unit"), plural.Word(total, "is", "are"), plural.Word(len(shares), "share", "shares"),
+			strings.Join(shares, ", "), strings.Join(missing, ", "), more, plural.Word(len(shares), "that share", "those shares"), st.Out)
 	}
-	return fmt.Errorf("%s %w: %d of %d units are missing (%s%s)", st.Out, ErrIncomplete, total, r.UnitCount(), strings.Join(missing, ", "), more)
+	return fmt.Errorf("%s %w: %d of %s %s missing (%s%s)", st.Out, ErrIncomplete, total, plural.Count(r.UnitCount(), "unit"), plural.Word(total, "is", "are"),
+		strings.Join(missing, ", "), more)
 }
 
 // errNoStaged: no unit has been written yet.

@@ -170,7 +170,7 @@ func TestSharesThenFinalize(t *testing.T) {
 	}
 	wg.Wait()
 	_, err = scaleout.Finalize(ctx, out, scaleout.FinalizeOptions{Version: "test"})
-	if !errors.Is(err, scaleout.ErrIncomplete) || !strings.Contains(err.Error(), "2 of 6 units are missing, of share(s) 1/3 (c0-s000001 (config 0, seeds 7396:14692), c1-s000001") {
+	if !errors.Is(err, scaleout.ErrIncomplete) || !strings.Contains(err.Error(), "2 of 6 units are missing, of share 1/3 (c0-s000001 (config 0, seeds 7396:14692), c1-s000001") {
 		t.Fatalf("finalize without share 1/3: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(out, sweep.ManifestName)); !errors.Is(err, fs.ErrNotExist) {

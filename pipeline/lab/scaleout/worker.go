@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/segmentio/kafka-go"
@@ -665,7 +666,7 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 		if m.w.cfg.OnDone != nil {
 			m.w.cfg.OnDone()
 		}
-		m.logf("unit %s of sweep %s: done in %s (%d seeds, %d error pairs)", id, short(msg.Sweep), took.Round(time.Millisecond), u.Seeds.Len(), e.Errors)
+		m.logf("unit %s of sweep %s: done in %s (%s, %s)", id, short(msg.Sweep), took.Round(time.Millisecond), plural.Count(u.Seeds.Len(), "seed"), plural.Count(e.Errors, "error pair"))
 		m.step(StepWritten)
 		if err := m.mustReport(ctx, r); err != nil {
 			return err

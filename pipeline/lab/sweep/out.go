@@ -15,6 +15,7 @@ import (
 	"github.com/forklab/forklab/internal/atomicfile"
 	"github.com/forklab/forklab/internal/dirlock"
 	"github.com/forklab/forklab/internal/duck"
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/world"
 	"github.com/forklab/forklab/schemas"
 	"golang.org/x/sys/unix"
@@ -58,6 +59,21 @@ type Manifest struct {
 	// Checksum is the CRC-32C of the manifest's JSON with this field
 	// empty: a hand-edited manifest no longer matches (Verify).
 	Checksum string `json:"checksum"`
+}
+
+// RowsText counts the sweep's rows as forklab sweep reports them: "300
+// tasks, 300 checkpoints, 600 branches, 300 pairs" ("1 task" for one).
+func (m Manifest) RowsText() string {
+	return strings.Join([]string{plural.Count(m.Rows["tasks"], "task"), plural.Count(m.Rows["checkpoints"], "checkpoint"),
+		plural.Of(m.Rows["branches"], "branch", "branches"), plural.Count(m.Rows["pairs"], "pair")}, ", ")
+}
+
+// ErrorsText says how many of the sweep's pairs errored, as forklab sweep
+// and the report say it: "6 of 100 pairs (6.00%) are errors", "1 of 100
+// pairs (1.00%) is an error".
+func (m Manifest) ErrorsText() string {
+	return fmt.Sprintf("%d of %s (%.2f%%) %s", m.Errors, plural.Count(m.Rows["pairs"], "pair"), 100*m.ErrorRate,
+		plural.Word(m.Errors, "is an error", "are errors"))
 }
 
 // FileInfo describes a finished table file: its path relative to the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/forklab/forklab/internal/floattext"
 	"github.com/forklab/forklab/internal/jsondup"
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/analysis/gate"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab"
@@ -657,9 +658,9 @@ func checkSize(s Spec, configs int) error {
 	perConfig := (s.Seeds.Len()-1)/size + 1
 	if units := perConfig * uint64(configs); perConfig > MaxUnits || units > MaxUnits {
 		fit := uint64(MaxUnits/configs) * size
-		return keyErr("seeds", "%s is %d units of %d seeds in each of %d configuration(s); a sweep holds at most %d units (its manifest lists every unit's files): "+
+		return keyErr("seeds", "%s is %s of %s in each of %s; a sweep holds at most %d units (its manifest lists every unit's files): "+
 			"sweep at most %d seeds at a time (e.g. %d:%d), or raise unit_seeds (up to %d)",
-			s.Seeds, perConfig, size, configs, MaxUnits, fit, s.Seeds.Start, s.Seeds.Start+fit, MaxUnitSeeds)
+			s.Seeds, plural.Count(perConfig, "unit"), plural.Count(size, "seed"), plural.Count(configs, "configuration"), MaxUnits, fit, s.Seeds.Start, s.Seeds.Start+fit, MaxUnitSeeds)
 	}
 	perSeed := uint64(len(s.ForkAt)) * uint64(len(s.Arms)) * uint64(s.Replicas) * uint64(configs)
 	if rows := s.Seeds.Len(); rows > MaxRows/perSeed {

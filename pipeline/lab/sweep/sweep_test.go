@@ -528,13 +528,13 @@ func TestSizeBounds(t *testing.T) {
 		err  string
 	}{
 		{"whole seed space", func(s *sweep.Spec) { s.Seeds = sweep.Range{Start: 0, End: sweep.MaxSeed} },
-			"seeds: 0:9223372036854775807 is 70368744177664 units of 131072 seeds in each of 1 configuration(s); a sweep holds at most 65536 units (its manifest lists every unit's files): sweep at most 8589934592 seeds at a time (e.g. 0:8589934592), or raise unit_seeds (up to 16777216)"},
+			"seeds: 0:9223372036854775807 is 70368744177664 units of 131072 seeds in each of 1 configuration; a sweep holds at most 65536 units (its manifest lists every unit's files): sweep at most 8589934592 seeds at a time (e.g. 0:8589934592), or raise unit_seeds (up to 16777216)"},
 		{"most units", func(s *sweep.Spec) { s.Seeds = sweep.Range{Start: 5, End: 5 + sweep.MaxUnits*size} }, ""},
 		{"one unit more", func(s *sweep.Spec) { s.Seeds = sweep.Range{Start: 5, End: 6 + sweep.MaxUnits*size} },
-			"seeds: 5:8589934598 is 65537 units of 131072 seeds in each of 1 configuration(s)"},
+			"seeds: 5:8589934598 is 65537 units of 131072 seeds in each of 1 configuration"},
 		{"most units of a grid", func(s *sweep.Spec) { grid(s); s.Seeds = sweep.Range{End: sweep.MaxUnits / 4 * size} }, ""},
 		{"grid past the units", func(s *sweep.Spec) { grid(s); s.Seeds = sweep.Range{End: sweep.MaxUnits/4*size + 1} },
-			"seeds: 0:2147483649 is 16385 units of 131072 seeds in each of 4 configuration(s); a sweep holds at most 65536 units (its manifest lists every unit's files): sweep at most 2147483648 seeds at a time (e.g. 0:2147483648)"},
+			"seeds: 0:2147483649 is 16385 units of 131072 seeds in each of 4 configurations; a sweep holds at most 65536 units (its manifest lists every unit's files): sweep at most 2147483648 seeds at a time (e.g. 0:2147483648)"},
 		{"bigger units", func(s *sweep.Spec) {
 			s.UnitSeeds = sweep.MaxUnitSeeds
 			s.Seeds = sweep.Range{End: sweep.MaxUnits * sweep.MaxUnitSeeds}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/forklab/forklab/pipeline/lab"
@@ -25,6 +26,10 @@ type PlayOptions struct {
 	Parallel int
 	// RetryFor bounds how long an unreachable log is retried (default 2m).
 	RetryFor time.Duration
+	// FailFast gives up at once when no request of the sweep has found a
+	// log at all (Worker.FailFast): nobody started it. Once the log has
+	// answered, it is retried for RetryFor (a log restarting mid-sweep).
+	FailFast bool
 	// Logf reports retries; nil is silent.
 	Logf func(format string, args ...any)
 }
@@ -44,21 +49,23 @@ func Runners(c *client.Client, r sweep.Resolved, o PlayOptions) func(sweep.Confi
 	if o.Parallel <= 0 {
 		o.Parallel = 16
 	}
+	reached := new(atomic.Bool)
 	return func(cfg sweep.Config, plan lab.Plan) (lab.Runner, error) {
 		if err := lab.CheckPlan(r.Decl, plan); err != nil {
 			return nil, err
 		}
-		return &logRunner{c: c, decl: r.Decl, cfg: cfg, plan: plan, o: o}, nil
+		return &logRunner{c: c, decl: r.Decl, cfg: cfg, plan: plan, o: o, reached: reached}, nil
 	}
 }
 
 // logRunner plays one configuration's seeds on the log.
 type logRunner struct {
-	c    *client.Client
-	decl world.Declaration
-	cfg  sweep.Config
-	plan lab.Plan
-	o    PlayOptions
+	c       *client.Client
+	decl    world.Declaration
+	cfg     sweep.Config
+	plan    lab.Plan
+	o       PlayOptions
+	reached *atomic.Bool // the log answered a request of this sweep
 }
 
 // Costly tells the sweep to write this runner's units buffered: a unit is
@@ -129,7 +136,7 @@ type forkPoint struct {
 // the offset at each fork step, then forks and finishes every branch.
 func (r *logRunner) playSeed(ctx context.Context, seed uint64) (*lab.SeedResult, error) {
 	name := fmt.Sprintf("%s/c%d/s%d", r.o.Prefix, r.cfg.ID, seed)
-	look := Worker{Log: r.c, Logf: r.o.Logf, RetryFor: r.o.RetryFor}
+	look := Worker{Log: r.c, Logf: r.o.Logf, RetryFor: r.o.RetryFor, FailFast: r.o.FailFast, shared: r.reached}
 	err := look.retry(ctx, "look up "+name, func() error {
 		_, err := r.c.Head(ctx, name)
 		return err
@@ -156,6 +163,7 @@ func (r *logRunner) playSeed(ctx context.Context, seed uint64) (*lab.SeedResult,
 		}
 	}
 	w := Worker{Log: r.c, Stream: name, Start: &start, Until: steps[len(steps)-1], Logf: r.o.Logf, RetryFor: r.o.RetryFor,
+		FailFast: r.o.FailFast, shared: r.reached,
 		OnAppend: func(e session.Event, tail string) {
 			if e.Type != session.TypeStart && shadowErr == nil {
 				shadowErr = shadow.Apply(e) // the worker folded the same event already
@@ -189,7 +197,7 @@ func (r *logRunner) playSeed(ctx context.Context, seed uint64) (*lab.SeedResult,
 		for ai, arm := range r.plan.Arms {
 			for rep := range K {
 				child := fmt.Sprintf("%s/f%d/%s/r%d", name, f.ForkStep, arm, rep)
-				bw := Worker{Log: r.c, Logf: r.o.Logf, RetryFor: r.o.RetryFor}
+				bw := Worker{Log: r.c, Logf: r.o.Logf, RetryFor: r.o.RetryFor, FailFast: r.o.FailFast, shared: r.reached}
 				br, err := forkWith(ctx, bw, name, p.offset, child, f.ForkStep, arm, rep,
 					func(*session.Session) (bool, error) { return fired, nil })
 				if err != nil && !errors.Is(err, ErrFinished) {

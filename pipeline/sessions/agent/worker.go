@@ -26,8 +26,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/sessions/session"
 	"github.com/forklab/forklab/stream/client"
@@ -76,6 +78,11 @@ type Worker struct {
 	Delay time.Duration
 	// RetryFor bounds how long an unreachable log is retried (default 2m).
 	RetryFor time.Duration
+	// FailFast gives up at once, instead of retrying for RetryFor, when
+	// the worker's first request finds no log at all (connection refused,
+	// unknown host: client.Unreachable): nobody started it. A log that
+	// answered once and then stops answering (restarting) is retried.
+	FailFast bool
 	// Logf reports progress and retries; nil is silent.
 	Logf func(format string, args ...any)
 	// OnAppend, if set, is called after each acknowledged domain event
@@ -85,6 +92,11 @@ type Worker struct {
 	// afterClaim, if set, runs between choosing the epoch and appending the
 	// incarnation event (tests use it to race two claims).
 	afterClaim func()
+	// reached is set once the log has answered a request; shared, when
+	// set, is set too, and read as reached: the workers of one sweep
+	// --from-log share it, so a log that answered any of them is retried.
+	reached bool
+	shared  *atomic.Bool
 }
 
 // Result is what a worker did.
@@ -117,8 +129,17 @@ func (w *Worker) retry(ctx context.Context, what string, op func() error) error 
 	delay := 100 * time.Millisecond
 	for {
 		err := op()
+		if err == nil || !client.Unreachable(err) {
+			w.reached = true
+			if w.shared != nil {
+				w.shared.Store(true)
+			}
+		}
 		if err == nil || !transient(err) || ctx.Err() != nil {
 			return err
+		}
+		if w.FailFast && !w.reached && (w.shared == nil || !w.shared.Load()) {
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: the session log did not answer for %s: %w", what, limit, err)
@@ -207,7 +228,7 @@ func (w *Worker) Run(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("%s: %w: it holds %s, not the session asked for (%s)", w.Stream, ErrForeign, describeStart(s.Start), describeStart(*w.Start))
 	}
 	if s.Finished() {
-		return res, fmt.Errorf("%s: %w (outcome folded from %d events)", w.Stream, ErrFinished, s.Events)
+		return res, fmt.Errorf("%s: %w (outcome folded from %s)", w.Stream, ErrFinished, plural.Count(s.Events, "event"))
 	}
 
 	// 2. Claim the next epoch: the first append of this incarnation fences
@@ -245,11 +266,7 @@ func (w *Worker) Run(ctx context.Context) (Result, error) {
 		// Counted as forklab log read lists them, incarnations included,
 		// before this incarnation's own event.
 		before := s.Incarnations - 1
-		noun := "incarnations"
-		if before == 1 {
-			noun = "incarnation"
-		}
-		w.logf("%s: incarnation epoch %d resumes the session after %d events (%d %s)", w.Stream, app.Epoch(), s.Events+before, before, noun)
+		w.logf("%s: incarnation epoch %d resumes the session after %s (%s)", w.Stream, app.Epoch(), plural.Count(s.Events+before, "event"), plural.Count(before, "incarnation"))
 	}
 
 	// 4. Continue the session from the folded state.

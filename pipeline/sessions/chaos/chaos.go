@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/internal/caplog"
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/sessions/session"
 	"github.com/forklab/forklab/pipeline/world"
@@ -139,7 +140,7 @@ func (r *Report) Write(w io.Writer) {
 	if r.Start.Params != nil {
 		params = string(mustJSON(*r.Start.Params))
 	}
-	fmt.Fprintf(w, "CHAOS · %d sessions · seed %d · %d parallel · worker delay %s\n", c.Sessions, c.Seed, c.Parallel, c.Delay)
+	fmt.Fprintf(w, "CHAOS · %s · seed %d · %d parallel · worker delay %s\n", plural.Count(c.Sessions, "session"), c.Seed, c.Parallel, c.Delay)
 	fmt.Fprintf(w, "world %s %s · params %s · temperature %g · no_tool %g\n", r.Start.World, r.Start.WorldVersion, params, c.Model.Temperature, c.Model.NoTool)
 	rows := [][2]string{
 		{"sessions completed", fmt.Sprintf("%d / %d", r.Completed, r.Sessions)},

@@ -228,7 +228,7 @@ func TestSinkReportsRetentionGaps(t *testing.T) {
 	}
 	want := []string{
 		"partition 0: offsets 3 to 5 (3 records) were removed by retention before the sink read them|3|5|3||0",
-		"stream g/a (generation 1): 1 records before offset 6 are not in Kafka (removed by retention before the sink read them)|-1|5|1|g/a|0",
+		"stream g/a (generation 1): 1 record before offset 6 is not in Kafka (removed by retention before the sink read them)|-1|5|1|g/a|0",
 		"stream g/a/f (generation 1): 3 events it inherits from g/a are not in Kafka (removed by retention before the sink read them)|-1|7|0|g/a/f|3",
 		"stream g/b (generation 1): its first 2 records, create included, were removed by retention before the sink read them; its events are numbered from 0 at offset 9|-1|8|2|g/b|0",
 	}

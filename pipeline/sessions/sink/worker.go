@@ -13,6 +13,7 @@ import (
 
 	"github.com/forklab/forklab/internal/atomicfile"
 	"github.com/forklab/forklab/internal/kafkadial"
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
 	"github.com/forklab/forklab/schemas"
 	"github.com/forklab/forklab/stream/kafkalog"
@@ -153,8 +154,8 @@ func (w *worker) session(ctx context.Context) (progressed bool, err error) {
 		case errors.As(err, &re):
 			w.replay.Gap(re.LogStart)
 			w.gap(Gap{Partition: w.part, From: re.From, To: re.LogStart - 1, Records: re.LogStart - re.From,
-				What: fmt.Sprintf("partition %d: offsets %d to %d (%d records) were removed by retention before the sink read them",
-					w.part, re.From, re.LogStart-1, re.LogStart-re.From)})
+				What: fmt.Sprintf("partition %d: offsets %d to %d (%s) were removed by retention before the sink read them",
+					w.part, re.From, re.LogStart-1, plural.Count(re.LogStart-re.From, "record"))})
 			w.advance(re.LogStart)
 			if w.redoEnd >= 0 && w.pos > w.redoEnd {
 				if err := w.rotateAt(w.redoEnd); err != nil {
@@ -277,13 +278,13 @@ func (w *worker) apply(ctx context.Context, rec kafkalog.Record) error {
 	sel := w.selected(ch.Stream)
 	if sel && ch.Missing > 0 {
 		w.gap(Gap{Partition: w.part, From: -1, To: rec.Offset - 1, Records: ch.Missing, Stream: ch.Stream, Gen: ch.Gen,
-			What: fmt.Sprintf("stream %s (generation %d): %d records before offset %d are not in Kafka (removed by retention before the sink read them)",
-				ch.Stream, ch.Gen, ch.Missing, rec.Offset)})
+			What: fmt.Sprintf("stream %s (generation %d): %s before offset %d %s not in Kafka (removed by retention before the sink read them)",
+				ch.Stream, ch.Gen, plural.Count(ch.Missing, "record"), rec.Offset, plural.Word(ch.Missing, "is", "are"))})
 	}
 	if sel && ch.Adopted && rec.Rec > 0 {
 		w.gap(Gap{Partition: w.part, From: -1, To: rec.Offset - 1, Records: rec.Rec, Stream: ch.Stream, Gen: ch.Gen,
-			What: fmt.Sprintf("stream %s (generation %d): its first %d records, create included, were removed by retention before the sink read them; its events are numbered from 0 at offset %d",
-				ch.Stream, ch.Gen, rec.Rec, rec.Offset)})
+			What: fmt.Sprintf("stream %s (generation %d): its first %s, create included, were removed by retention before the sink read them; its events are numbered from 0 at offset %d",
+				ch.Stream, ch.Gen, plural.Count(rec.Rec, "record"), rec.Offset)})
 	}
 	if !sel || len(ch.New) == 0 {
 		return nil
@@ -331,8 +332,8 @@ func (w *worker) apply(ctx context.Context, rec kafkalog.Record) error {
 	}
 	if lost > 0 {
 		w.gap(Gap{Partition: w.part, From: -1, To: rec.Offset, Stream: ch.Stream, Gen: ch.Gen, Events: lost,
-			What: fmt.Sprintf("stream %s (generation %d): %d events it inherits from %s are not in Kafka (removed by retention before the sink read them)",
-				ch.Stream, ch.Gen, lost, rec.ForkedFrom)})
+			What: fmt.Sprintf("stream %s (generation %d): %s it inherits from %s %s not in Kafka (removed by retention before the sink read them)",
+				ch.Stream, ch.Gen, plural.Count(lost, "event"), rec.ForkedFrom, plural.Word(lost, "is", "are"))})
 	}
 	return nil
 }
@@ -470,8 +471,8 @@ func (w *worker) rotateAt(last int64) error {
 		return err
 	}
 	if files > 0 {
-		w.cfg.Logf("partition %d: offsets %d to %d: %d events in %s under %s", w.part, first, last, len(w.rows),
-			plural(files, "file", "files"), strings.Join(prefixed(dates), ", "))
+		w.cfg.Logf("partition %d: offsets %d to %d: %s in %s under %s", w.part, first, last, plural.Count(len(w.rows), "event"),
+			plural.Count(files, "file"), strings.Join(prefixed(dates), ", "))
 	}
 	w.mu.Lock()
 	w.rep.Files += files
@@ -498,13 +499,6 @@ func prefixed(dates []string) []string {
 		out[i] = DatePrefix + d
 	}
 	return out
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
 
 // cached is a record value kept for the forks that will copy it.
