@@ -209,8 +209,9 @@ func TestLonelyFlagsAreRefused(t *testing.T) {
 // ignored.
 func TestWithFlagsNeedTheirCompanion(t *testing.T) {
 	// Refused by their commands: --rotate-interval without --follow, and
-	// --max-cost for a built-in world (an agent may come from --spec too).
-	checkedInCode := map[string]bool{"forklab log sink --rotate-interval": true, "forklab sweep --max-cost": true}
+	// --max-cost and --fail-on-error for a built-in world (an agent may come
+	// from --spec too).
+	checkedInCode := map[string]bool{"forklab log sink --rotate-interval": true, "forklab sweep --max-cost": true, "forklab sweep --fail-on-error": true}
 	with := regexp.MustCompile(`^with --([a-z-]+)[,:]`)
 	found := 0
 	var walk func(c *cobra.Command)
