@@ -33,6 +33,7 @@ func init() {
 		maxConnsPerClient, maxConns              int
 		allowUnauth, noSync, quiet               bool
 		cpuProfile                               string
+		corsOrigins                              []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -43,9 +44,15 @@ persisted to --data-dir, fsyncing every batch before an append is answered;
 with --brokers the same code runs on a real Kafka cluster.
 
 Without --token-file the service only listens on loopback addresses unless
---allow-unauthenticated is given. A token file has one "SCOPE TOKEN" per line,
-SCOPE being read or read-write.`,
+--allow-unauthenticated is given, and on loopback it answers only requests
+for a loopback host (localhost, 127.0.0.1, [::1]). A token file has one
+"SCOPE TOKEN" per line, SCOPE being read or read-write.
+
+Browsers: pages from loopback origins (http://localhost:5173, …) may use the
+service; a request from any other origin is refused unless --cors-origin
+names it (docs/session-log.md, "Threat model").`,
 		Example: `  forklab log serve --data-dir ./log                    # embedded broker, loopback only
+  forklab log serve --cors-origin https://notebook.example.org   # a web app on another origin may use it
   forklab log serve --brokers k1:9092,k2:9092 --replication-factor 3 --token-file tokens.txt --addr :8080`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -64,6 +71,11 @@ SCOPE being read or read-write.`,
 			if tokenFile != "" {
 				if _, err := server.LoadTokens(tokenFile); err != nil {
 					return usageErr("--token-file: %v", err)
+				}
+			}
+			for _, o := range corsOrigins {
+				if _, err := server.ParseOrigin(o); err != nil {
+					return usageErr("--cors-origin: %v", err)
 				}
 			}
 			if len(bl) == 0 {
@@ -104,7 +116,7 @@ SCOPE being read or read-write.`,
 				Log: kafkalog.Config{Topic: topic, Partitions: partitions, ReplicationFactor: replication,
 					MaxRecordBytes: int(maxBody), CacheBytes: cacheMB << 20, WriteTimeout: appendTimeout, DialTimeout: dialTimeout, Logf: logf},
 				Server: server.Config{LongPollTimeout: longPoll, MaxBodyBytes: maxBody, BodyTimeout: bodyTimeout,
-					WriteTimeout: writeTimeout, Logf: logf},
+					WriteTimeout: writeTimeout, CORSOrigins: corsOrigins, Logf: logf},
 			})
 			if errors.Is(err, service.ErrUnsafeListen) {
 				return asInput(err)
@@ -154,6 +166,7 @@ SCOPE being read or read-write.`,
 	intFlag(f, &maxConns, "max-conns", service.DefaultMaxConns, 0, 1<<20, "connections held open in all; more get 503 (0: no limit)")
 	f.StringVar(&tokenFile, "token-file", "", `bearer tokens, one "read|read-write TOKEN" per line; turns on authentication`)
 	f.BoolVar(&allowUnauth, "allow-unauthenticated", false, "allow listening beyond loopback without --token-file")
+	f.StringSliceVar(&corsOrigins, "cors-origin", nil, "an origin (scheme://host[:port]) whose web pages may use the service, besides loopback ones; repeatable; * allows every origin")
 	f.BoolVar(&noSync, "no-sync", false, "embedded broker: do not fsync every batch (faster, loses acknowledged appends on a crash)")
 	// The embedded broker's flags mean nothing beside a Kafka cluster.
 	for _, name := range []string{"data-dir", "kafka-port", "no-sync"} {

@@ -95,8 +95,16 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--addr %q: %w", cfg.Addr, err)
 	}
-	if cfg.TokenFile == "" && !cfg.AllowUnauthenticated && !loopback(host) {
+	if cfg.TokenFile == "" && !cfg.AllowUnauthenticated && !server.LoopbackName(host) {
 		return nil, ErrUnsafeListen
+	}
+	// On loopback without tokens, a request must name a loopback host: a
+	// web page that rebinds its own name to 127.0.0.1 does not.
+	cfg.Server.LoopbackHostsOnly = cfg.TokenFile == "" && server.LoopbackName(host)
+	for _, o := range cfg.Server.CORSOrigins {
+		if _, err := server.ParseOrigin(o); err != nil {
+			return nil, fmt.Errorf("--cors-origin: %w", err)
+		}
 	}
 	if cfg.TokenFile != "" {
 		t, err := server.LoadTokens(cfg.TokenFile)
@@ -164,21 +172,19 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
+	h, err := server.New(cfg.Server)
+	if err != nil {
+		ln.Close()
+		l.Close()
+		s.closeBroker()
+		return nil, fmt.Errorf("--cors-origin: %w", err)
+	}
 	s.ln = newLimitListener(ln, cfg.MaxConnsPerClient, cfg.MaxConns)
-	h := server.New(cfg.Server)
 	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: cfg.IdleTimeout,
 		MaxHeaderBytes: 64 << 10}
 	s.srv.RegisterOnShutdown(h.Shutdown)
 	go func() { s.serveErr <- s.srv.Serve(s.ln) }()
 	return s, nil
-}
-
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Wait blocks until the HTTP server stops on its own and returns its error.
