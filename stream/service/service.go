@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/forklab/forklab/stream/broker"
@@ -48,6 +49,13 @@ type Config struct {
 	// AllowUnauthenticated permits listening beyond loopback without
 	// tokens.
 	AllowUnauthenticated bool
+	// KafkaUnauthenticated leaves the embedded broker's Kafka port open
+	// to every client on the machine although TokenFile is set (for
+	// forklab log sink, kcat, workers). Without it, with tokens, the
+	// broker takes only the service's own connections (SASL with
+	// credentials the service makes up at each start and keeps to
+	// itself): the port is no way around the tokens.
+	KafkaUnauthenticated bool
 	// HeaderTimeout bounds the time a client may take to send a request's
 	// headers; default 10s. The body's time is Server.BodyTimeout.
 	HeaderTimeout time.Duration
@@ -71,6 +79,10 @@ const (
 	DefaultMaxConnsPerClient = 256
 	DefaultMaxConns          = 4096
 )
+
+// RecordKeyName is the file in the data directory that holds the
+// embedded broker's record key (kafkalog.Config.RecordKeyFile).
+const RecordKeyName = "record-key.json"
 
 // Service is a running session-log service.
 type Service struct {
@@ -123,13 +135,18 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		// larger of the batch and record limits, and at least 16 MiB;
 		// its journal holds at least two such batches.
 		maxMsg := max(16<<20, 2*max(cfg.Log.MaxBatchBytes, cfg.Log.MaxRecordBytes)+4<<20)
+		var creds *broker.Credentials
+		if cfg.TokenFile != "" && !cfg.KafkaUnauthenticated {
+			creds = broker.NewCredentials()
+		}
 		b, err := broker.Start(broker.Config{DataDir: cfg.DataDir, Port: cfg.EmbeddedPort, NoSync: cfg.NoSync,
-			KfakeSync: cfg.KfakeSync, MaxMessageBytes: maxMsg, JournalBytes: int64(maxMsg)})
+			KfakeSync: cfg.KfakeSync, MaxMessageBytes: maxMsg, JournalBytes: int64(maxMsg), Credentials: creds})
 		if err != nil {
 			return nil, err
 		}
 		s.Broker = b
 		brokers = b.Addrs()
+		cfg.Log.SASL = b.SASL()
 		topic := cfg.Log.Topic
 		if topic == "" {
 			topic = kafkalog.DefaultTopic
@@ -137,6 +154,11 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		cfg.Log.Sync = func(part int32) error { return b.SyncPartition(topic, part) }
 		if j := b.Journal(topic); j != nil && !cfg.NoJournal {
 			cfg.Log.Journal = journal{j}
+		}
+		if cfg.Log.RecordKeyFile == "" {
+			// Only the log writes the topic: records anyone else
+			// produces to the broker are never folded in.
+			cfg.Log.RecordKeyFile = filepath.Join(cfg.DataDir, RecordKeyName)
 		}
 		snapTopic := cfg.Log.SnapshotTopic
 		if snapTopic == "" {
