@@ -31,7 +31,8 @@ func init() {
 		headerTimeout, bodyTimeout, writeTimeout time.Duration
 		idleTimeout, dialTimeout                 time.Duration
 		maxConnsPerClient, maxConns              int
-		allowUnauth, noSync, quiet               bool
+		allowUnauth, noSync, quiet, kafkaOpen    bool
+		recordKeyFile                            string
 		cpuProfile                               string
 		corsOrigins                              []string
 	)
@@ -110,11 +111,12 @@ names it (docs/session-log.md, "Threat model").`,
 			defer stop()
 			svc, err := service.Start(ctx, service.Config{
 				Addr: addr, Brokers: bl, DataDir: dataDir, EmbeddedPort: embeddedPort, NoSync: noSync,
-				TokenFile: tokenFile, AllowUnauthenticated: allowUnauth,
+				TokenFile: tokenFile, AllowUnauthenticated: allowUnauth, KafkaUnauthenticated: kafkaOpen,
 				HeaderTimeout: headerTimeout, IdleTimeout: idleTimeout,
 				MaxConnsPerClient: noLimit(maxConnsPerClient), MaxConns: noLimit(maxConns),
 				Log: kafkalog.Config{Topic: topic, Partitions: partitions, ReplicationFactor: replication,
-					MaxRecordBytes: int(maxBody), CacheBytes: cacheMB << 20, WriteTimeout: appendTimeout, DialTimeout: dialTimeout, Logf: logf},
+					MaxRecordBytes: int(maxBody), CacheBytes: cacheMB << 20, WriteTimeout: appendTimeout, DialTimeout: dialTimeout,
+					RecordKeyFile: recordKeyFile, Logf: logf},
 				Server: server.Config{LongPollTimeout: longPoll, MaxBodyBytes: maxBody, BodyTimeout: bodyTimeout,
 					WriteTimeout: writeTimeout, CORSOrigins: corsOrigins, Logf: logf},
 			})
@@ -127,8 +129,12 @@ names it (docs/session-log.md, "Threat model").`,
 			out := c.OutOrStdout()
 			fmt.Fprintf(out, "forklab log: listening on %s/v1/stream/\n", svc.URL)
 			if svc.Broker != nil {
-				fmt.Fprintf(out, "forklab log: data in %s (embedded Kafka broker at %s, topic %s, fsync per batch: %v)\n",
-					svc.Broker.Dir(), strings.Join(svc.Brokers, ","), svc.Log.Topic(), !noSync)
+				closed := ""
+				if svc.Broker.SASL() != nil {
+					closed = ", closed to other clients (--kafka-unauthenticated opens it)"
+				}
+				fmt.Fprintf(out, "forklab log: data in %s (embedded Kafka broker at %s%s, topic %s, fsync per batch: %v)\n",
+					svc.Broker.Dir(), strings.Join(svc.Brokers, ","), closed, svc.Log.Topic(), !noSync)
 			} else {
 				fmt.Fprintf(out, "forklab log: data in Kafka at %s, topic %s\n", strings.Join(svc.Brokers, ","), svc.Log.Topic())
 			}
@@ -167,9 +173,13 @@ names it (docs/session-log.md, "Threat model").`,
 	f.StringVar(&tokenFile, "token-file", "", `bearer tokens, one "read|read-write TOKEN" per line; turns on authentication`)
 	f.BoolVar(&allowUnauth, "allow-unauthenticated", false, "allow listening beyond loopback without --token-file")
 	f.StringSliceVar(&corsOrigins, "cors-origin", nil, "an origin (scheme://host[:port]) whose web pages may use the service, besides loopback ones; repeatable; * allows every origin")
+	f.BoolVar(&kafkaOpen, "kafka-unauthenticated", false, "with --token-file: leave the embedded broker's Kafka port open to every client on this machine (for log sink, kcat); records written there are still never served")
+	markNeeds(f, "kafka-unauthenticated", "token-file")
+	f.StringVar(&recordKeyFile, "record-key-file", "", "with --brokers: the secret that authenticates the service's records, created if missing; records without it are never served (the embedded broker keeps one in --data-dir)")
+	markNeeds(f, "record-key-file", "brokers")
 	f.BoolVar(&noSync, "no-sync", false, "embedded broker: do not fsync every batch (faster, loses acknowledged appends on a crash)")
 	// The embedded broker's flags mean nothing beside a Kafka cluster.
-	for _, name := range []string{"data-dir", "kafka-port", "no-sync"} {
+	for _, name := range []string{"data-dir", "kafka-port", "no-sync", "kafka-unauthenticated"} {
 		markExcludes(f, name, "brokers")
 	}
 	f.BoolVar(&quiet, "quiet", false, "do not log operational events to stderr")
