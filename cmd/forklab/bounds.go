@@ -218,7 +218,7 @@ const (
 var specFlags = map[string]string{
 	"seeds": "seeds", "fork_at": "fork-at", "replicas": "replicas", "unit_seeds": "unit-seeds",
 	"agent.parallel": "parallel", "agent.timeout": "timeout", "agent.retries": "retries",
-	"max_error_rate": "max-error-rate", "max_cost": "max-cost",
+	"max_error_rate": "max-error-rate", "max_cost": "max-cost", "transcripts": "transcripts",
 }
 
 // specErr words a refusal of the resolved spec (a sweep.KeyError) with the

@@ -63,6 +63,9 @@ In a results directory, forklab db adds the files to the events view.`,
 			if fi, err := os.Stat(cfg.Out); err == nil && !fi.IsDir() {
 				return usageErr("--out %s is a file; give a directory", cfg.Out)
 			}
+			if err := sweep.CheckOutput(filepath.Join(cfg.Out, sink.Dir), sink.Dir); err != nil {
+				return asInput(err)
+			}
 			if c.Flags().Changed("rotate-interval") && !cfg.Follow {
 				return usageErr("--rotate-interval applies with --follow: a run without it closes a batch every --rotate-records events and at its end")
 			}

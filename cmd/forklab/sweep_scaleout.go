@@ -170,7 +170,7 @@ func (sf *scaleFlags) run(cmd *cobra.Command, r sweep.Resolved, ext *agentproc.D
 		ext.SetJournal(st.JournalDir())
 		ext.SetLogDir(filepath.Join(st.Dir, sweep.AgentLogs, "share-"+strconv.Itoa(sf.share.I)))
 		if !cmd.Flags().Changed("workers") {
-			workers = max(1, r.Spec.Agent.Parallel)
+			workers = ext.Pool().Parallel()
 		}
 	}
 	return runShare(ctx, r, out, sf.share, overwrite, quiet, workers)
@@ -257,6 +257,9 @@ func runShare(ctx context.Context, r sweep.Resolved, out string, sh scaleout.Sha
 		if ctx.Err() != nil {
 			return exitError{130, fmt.Errorf("share %s interrupted; the units it finished are kept: run it again to go on", sh)}
 		}
+		if errors.Is(err, agentproc.ErrFailing) {
+			return exitError{7, errors.New(failingMessage(err, "share "+sh.String(), r.Spec.Agent.Command, "run the share again: the units and seeds it finished are kept"))}
+		}
 		if errors.Is(err, sweep.ErrFinished) {
 			return asInput(err)
 		}
@@ -334,16 +337,27 @@ wait ran out; 2: DIR holds nothing to finalize.`,
 	return cmd
 }
 
+// writeDB writes the results.duckdb of out, a sweep just published: the
+// DuckDB database for BI tools, views over its tables
+// (pipeline/analysis/export; docs/bi.md). The sweep is published whatever
+// happens here, so its exit status stays the sweep's: a failure (DuckDB
+// out of memory under ulimit -v, an interrupt) is a warning line, -q or
+// not, naming the command that writes the file.
+func writeDB(ctx context.Context, out string) {
+	if _, err := export.WriteDB(ctx, out); err != nil {
+		why := err.Error()
+		if ctx.Err() != nil {
+			why = "interrupted"
+		}
+		fmt.Fprintf(os.Stderr, "forklab: warning: %s is published, but its results.duckdb was not written (%s): forklab db %s writes it\n", out, why, out)
+	}
+}
+
 // published writes out's results.duckdb and the summary line of a sweep
 // just published; a sweep with more error pairs than its max_error_rate
 // exits 5, as forklab sweep does.
 func published(ctx context.Context, out string, res sweep.Result, start time.Time, quiet bool) error {
-	if _, err := export.WriteDB(ctx, out); err != nil {
-		if ctx.Err() != nil {
-			return exitError{130, fmt.Errorf("interrupted after %s was published: its results.duckdb was not written (run forklab db %s)", out, out)}
-		}
-		return fmt.Errorf("write %s/results.duckdb: %w", out, err)
-	}
+	writeDB(ctx, out)
 	m := res.Manifest
 	if !quiet {
 		fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs in %s\n",

@@ -100,7 +100,7 @@ reach for longer than --retry-for.`,
 						a.Command = agentCmd
 					}
 					a.Environment = env
-					return openAgent(ctx, &a)
+					return openAgent(ctx, &a, true)
 				}}
 			if member := os.Getenv(scaleout.ChildEnv); member != "" {
 				return runMember(ctx, cancel, wcfg, member)

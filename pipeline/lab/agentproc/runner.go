@@ -57,6 +57,9 @@ type block struct {
 // results (error rows), not errors of Run. Run returns ErrStopped when the
 // definition was stopped (Stop, or its budget reached) before every seed
 // had started; the seeds in progress are finished and journaled first.
+// When fail-fast finds the agent failing (Config.FailFast), Run abandons
+// the seeds in progress — they would fail too — and returns the
+// *FailingError that says why; the seeds finished before are journaled.
 func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResult) error) error {
 	def := r.inst.def
 	def.mu.Lock()
@@ -76,6 +79,22 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 	}
 	inner, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if tripped := def.pool.brk.done(); tripped != nil {
+		go func() {
+			select {
+			case <-tripped:
+				cancel()
+			case <-inner.Done():
+			}
+		}()
+	}
+	// failing replaces the error that ends Run when fail-fast stopped it.
+	failing := func(err error) error {
+		if f := def.pool.brk.failure(); f != nil && ctx.Err() == nil {
+			return f
+		}
+		return err
+	}
 	window := make(chan struct{}, 2*def.pool.cfg.Parallel)
 	// The blocks in seed order, as the dispatcher cuts them: at most one
 	// per window slot, and the skipped block that ends a stopped run.
@@ -119,12 +138,12 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 				return err
 			}
 			wg.Wait() // the seeds in progress finish and are journaled
-			return ErrStopped
+			return failing(ErrStopped)
 		}
 		if b.err != nil {
 			cancel()
 			drain(blocks)
-			return b.err
+			return failing(b.err)
 		}
 		for _, res := range b.results {
 			if err := emit(res); err != nil {
@@ -195,7 +214,7 @@ func (r *runner) play(ctx context.Context, b *block, j *journal) error {
 			if r.plan.Fires != nil {
 				f.Fires = r.plan.Fires(f.Features)
 			}
-			branches = append(branches, r.inst.branchCall(res.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, K, f.Fires, f.Branches, 0))
+			branches = append(branches, r.inst.branchCall(res.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, K, f.Fires, f.Branches, 0, r.plan.SweepID))
 		}
 	}
 	if err := def.pool.do(ctx, branches); err != nil {
@@ -262,7 +281,7 @@ func (r *runner) replay(s *journalSeed, res *lab.SeedResult) bool {
 		if r.plan.Fires != nil {
 			f.Fires = r.plan.Fires(f.Features)
 		}
-		c := r.inst.branchCall(s.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, r.plan.Replicas, f.Fires, f.Branches, 0)
+		c := r.inst.branchCall(s.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, r.plan.Replicas, f.Fires, f.Branches, 0, r.plan.SweepID)
 		if c.decode(s.Branch[fi]) != nil {
 			return false
 		}

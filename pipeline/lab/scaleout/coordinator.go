@@ -311,7 +311,7 @@ func (co *coordinator) start(ctx context.Context) error {
 		Units: co.r.UnitCount(), MaxAttempts: co.cfg.MaxAttempts, LeaseMS: co.cfg.Lease.Milliseconds(),
 		ResultsStart: starts, UnitsStart: units, Created: time.Now().UTC()}
 	// The ledger's spec: workers refuse to add units of another.
-	uw, err := sweep.NewUnitWriter(co.r, co.st, sweep.Options{})
+	uw, err := sweep.NewUnitWriter(co.r, co.st, sweep.Options{SweepID: co.rec.Sweep})
 	if err != nil {
 		return err
 	}

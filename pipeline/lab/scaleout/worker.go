@@ -72,6 +72,9 @@ type Agent interface {
 	// dir.
 	SetLogDir(dir string)
 	Close() error
+	// An Agent may also have Failing() error: the error that stopped its
+	// work because it is failing (agentproc.FailFast), nil before; the
+	// worker then stops once the failed attempt is recorded.
 }
 
 // WorkerStats counts what a worker did.
@@ -520,7 +523,7 @@ func (m *member) sweepOf(ctx context.Context, msg UnitMsg) (*memberSweep, error)
 		}
 		return nil, errFatal{fmt.Errorf("sweep %s: this worker cannot run its spec: %w", msg.Sweep, err)}
 	}
-	uw, err := sweep.NewUnitWriter(r, st, sweep.Options{Progress: func(n, _ int) { m.seeds.Add(uint64(n)) }})
+	uw, err := sweep.NewUnitWriter(r, st, sweep.Options{SweepID: msg.Sweep, Progress: func(n, _ int) { m.seeds.Add(uint64(n)) }})
 	if err != nil {
 		if agent != nil {
 			agent.Close()
@@ -698,10 +701,27 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 	r.Kind, r.Attempt, r.Error, r.Seconds = KindFailed, attemptNo, reason, took.Seconds()
 	m.tryReport(r)
 	m.logf("unit %s of sweep %s: attempt %d failed: %s", id, short(msg.Sweep), attemptNo, reason)
+	var done error
 	if len(why) >= msg.MaxAttempts {
-		return m.poison(ctx, s, msg, report, why)
+		done = m.poison(ctx, s, msg, report, why)
+	} else {
+		done = m.putBack(ctx, msg, len(why))
 	}
-	return m.putBack(ctx, msg, len(why))
+	if f := agentFailing(s.agent); f != nil && done == nil {
+		// Its agent failed fast (agentproc.FailFast): every unit would
+		// fail here; the units are better served by other workers.
+		return errStopAfter{fmt.Errorf("sweep %s: this worker's agent is failing: %w; unit %s's attempt is recorded as failed and reported, and the unit left to other workers: fix the agent (forklab agent check shows what is wrong) and start this worker again", short(msg.Sweep), f, id)}
+	}
+	return done
+}
+
+// agentFailing is the error that stopped agent's work because it is
+// failing (agentproc.Definition.Failing), or nil.
+func agentFailing(agent Agent) error {
+	if f, ok := agent.(interface{ Failing() error }); ok && agent != nil {
+		return f.Failing()
+	}
+	return nil
 }
 
 // attemptsAt reads the attempts at msg's unit recorded under st's state
@@ -812,7 +832,7 @@ func resolveUnstarted(msg UnitMsg) (sweep.Resolved, error) {
 func (m *member) poison(ctx context.Context, s *memberSweep, msg UnitMsg, report Report, why []string) error {
 	u := msg.Unit
 	reason := poisonReason(u, why)
-	e, err := writePoison(ctx, s.r, s.st, u, reason)
+	e, err := writePoison(ctx, s.r, s.st, msg.Sweep, u, reason)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

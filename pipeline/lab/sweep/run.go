@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -49,7 +50,10 @@ type Options struct {
 	// tests that hold both ways of writing to the same bytes.
 	Buffered bool
 	// SweepID, if set, is the manifest's sweep_id (a distributed sweep's
-	// id, which its records on Kafka carry); otherwise a new random one.
+	// id, which its records on Kafka carry); otherwise the one recorded in
+	// the staging directory's ledger by the run that began the sweep (a
+	// resumed sweep keeps its id), or a new random one. Runners are told
+	// it (lab.Plan.SweepID): an agent names its branches after it.
 	SweepID string
 	// KeptCost, if set, is called once, before any unit runs, with the
 	// recorded cost of the units an interrupted sweep finished without
@@ -183,19 +187,20 @@ type Result struct {
 // --resume.
 func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, error) {
 	spec := r.Spec
-	if opt.SweepID == "" {
-		opt.SweepID = newSweepID()
-	}
 	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, SweepID: opt.SweepID,
 		Spec: spec.redacted(), Declaration: r.Decl, Configs: r.Configs, Rows: map[string]int64{}, StartedAt: time.Now().UTC()}
 	var res Result
-	layouts, err := newLayouts(r.Decl)
+	layouts, err := newLayouts(r.Decl, r.Spec.Transcripts)
 	if err != nil {
 		return res, err
 	}
 	if err := checkLedgerSpec(st.Dir, spec.Identity(), r.Decl); err != nil {
 		return res, err
 	}
+	if opt.SweepID, err = ledgerSweepID(st.Dir, opt.SweepID); err != nil {
+		return res, err
+	}
+	m.SweepID = opt.SweepID
 	done, err := readLedger(st.Dir)
 	if err != nil {
 		return res, err
@@ -378,6 +383,42 @@ func newSweepID() string {
 	b := make([]byte, 16)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// sweepIDName is the file in the ledger folder holding the sweep's id.
+const sweepIDName = "sweep_id"
+
+// ledgerSweepID returns the sweep's id: given, when the caller has one (a
+// distributed sweep's); else the one recorded in the ledger of staging
+// dir, so that a resumed sweep, every share of a static split and its
+// finalize have the id the sweep began with — the id its agent was told
+// in every branch (branch_id) and its manifest records; else a new one,
+// recorded there (the first of several shares to record it wins).
+func ledgerSweepID(dir, given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	path := filepath.Join(dir, ledgerDir, sweepIDName)
+	for range 3 {
+		if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			return string(bytes.TrimSpace(b)), nil
+		}
+		if err := os.MkdirAll(filepath.Join(dir, ledgerDir), 0o755); err != nil {
+			return "", err
+		}
+		tmp := path + ".new" + tmpInfix + newSweepID()[:8]
+		if err := os.WriteFile(tmp, []byte(newSweepID()), 0o644); err != nil {
+			return "", fmt.Errorf("staging %s: record the sweep id: %w", dir, err)
+		}
+		// A hard link makes the id appear whole or not at all, and fails if
+		// another share recorded one first: then that one is read.
+		err := os.Link(tmp, path)
+		os.Remove(tmp)
+		if err != nil && !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("staging %s: record the sweep id: %w", dir, err)
+		}
+	}
+	return "", fmt.Errorf("staging %s: the sweep id in %s cannot be read", dir, path)
 }
 
 // specName is the file in the ledger folder holding the spec its units
@@ -636,7 +677,10 @@ type layouts struct {
 	tasks, checkpoints, branches, pairs *layout
 }
 
-func layoutOf(table string, cols []schemas.Column, reported func(string) bool) (*layout, error) {
+// layoutOf is the layout of a table of columns cols: an omittable column
+// is expected (present in files without errors) when it is a cost field
+// reported says the world reports, or when expected names it.
+func layoutOf(table string, cols []schemas.Column, reported func(string) bool, expected ...string) (*layout, error) {
 	specs := make([]colSpec, len(cols))
 	for i, c := range cols {
 		var t colType
@@ -662,19 +706,36 @@ func layoutOf(table string, cols []schemas.Column, reported func(string) bool) (
 		if cost, ok := strings.CutPrefix(c.Name, "extra_"); ok && reported != nil && reported(cost) {
 			specs[i].expected = true
 		}
+		if slices.Contains(expected, c.Name) {
+			specs[i].expected = true
+		}
 	}
 	return newLayout(table, specs)
 }
 
-func newLayouts(d world.Declaration) (*layouts, error) {
+// newLayouts returns the layouts of world d's tables; with transcripts
+// a branches file without errors holds the transcript column.
+func newLayouts(d world.Declaration, transcripts bool) (*layouts, error) {
 	var ls layouts
+	var expected []string
+	if transcripts {
+		expected = []string{schemas.TranscriptColumn}
+	}
 	for _, t := range []struct {
 		name string
 		dst  **layout
 	}{{"tasks", &ls.tasks}, {"checkpoints", &ls.checkpoints}, {"branches", &ls.branches}, {"pairs", &ls.pairs}} {
-		l, err := layoutOf(t.name, schemas.TableColumns(t.name, d), d.Cost.Reports)
+		l, err := layoutOf(t.name, schemas.TableColumns(t.name, d), d.Cost.Reports, expected...)
 		if err != nil {
 			return nil, err
+		}
+		// A scored world's score columns are in its files without errors,
+		// as a reported cost's are: a streamed file starts with them
+		// (otherwise its first score would make it start again buffered).
+		for i, c := range l.cols {
+			if d.Score != nil && slices.Contains([]string{"score", "score_control", "score_treated", "score_diff"}, c.name) {
+				l.cols[i].expected = true
+			}
 		}
 		*t.dst = l
 	}
@@ -772,6 +833,9 @@ type forkTables struct {
 	arena []byte
 	// errs holds error texts of rows not yet flushed, likewise.
 	errs []string
+	// transcripts holds the transcripts of the branch rows not yet
+	// flushed, likewise: emptied whenever the branches table flushes.
+	transcripts []byte
 }
 
 // checkpointBatch is how many checkpoint rows go to the Parquet writer at
@@ -796,9 +860,12 @@ type unitWriter struct {
 	// cols of the declared values in each table: the first feature column
 	// of checkpoints and pairs, the first task column of tasks.
 	cpFeat, pairFeat, taskCol int
+	// transcriptCol is the branches table's transcript column.
+	transcriptCol             int
 	kinds                     []colType // features, then hidden
 	taskKinds                 []colType
 	faultIdx                  int
+	score                     *world.ScoreSpec // nil for a pass/fail world
 	costReported              [4]bool
 	unreported, unreportedErr int
 	progressBatch             int
@@ -815,10 +882,13 @@ type unitWriter struct {
 }
 
 func newUnitWriter(r Resolved, ls *layouts, dir string, opt Options, s *syncer, done func(ledgerEntry, error)) *unitWriter {
-	w := &unitWriter{r: r, ls: ls, dir: dir, opt: opt, sync: s, done: done, plan: r.Plan(), runners: map[int]lab.Runner{},
+	plan := r.Plan()
+	plan.SweepID = opt.SweepID
+	w := &unitWriter{r: r, ls: ls, dir: dir, opt: opt, sync: s, done: done, plan: plan, runners: map[int]lab.Runner{},
 		tasks: newTableFile(ls.tasks, 0), forks: make([]forkTables, len(r.Spec.ForkAt)),
-		cpFeat: ls.checkpoints.index("over") + 1, pairFeat: ls.pairs.index("fault") + 1, taskCol: ls.tasks.index("error") + 1,
-		faultIdx: r.Decl.FaultIndex()}
+		cpFeat: ls.checkpoints.index("over") + 1, pairFeat: ls.pairs.index("score_diff") + 1, taskCol: ls.tasks.index("error") + 1,
+		transcriptCol: ls.branches.index(schemas.TranscriptColumn),
+		faultIdx:      r.Decl.FaultIndex(), score: r.Decl.Score}
 	for i := range w.forks {
 		w.forks[i] = forkTables{checkpoints: newTableFile(ls.checkpoints, checkpointBatch),
 			branches: newTableFile(ls.branches, 0), pairs: newTableFile(ls.pairs, 0)}
@@ -930,6 +1000,7 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 			// A row did not fit the layout of files without errors:
 			// write the unit again, buffered, to pick the layout from
 			// its content.
+			layoutRedos.Add(1)
 			w.each(func(t *tableFile) error { t.abort(); return nil })
 			buffered = true
 			w.seeds = 0
@@ -953,6 +1024,11 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 	// entry through done.
 	return ledgerEntry{Unit: u}, nil
 }
+
+// layoutRedos counts the units written again buffered because a row did
+// not fit the streamed layout: a few for a sweep with errors, none for a
+// clean one (the tests read it).
+var layoutRedos atomic.Int64
 
 // unitFiles collects a unit's files as the syncer puts them in place, and
 // writes its ledger entry after the last.
@@ -999,7 +1075,7 @@ func (w *unitWriter) open(u Unit, buffered bool) error {
 	for i, f := range w.r.Spec.ForkAt {
 		fdir := fmt.Sprintf("fork_step=%d", f)
 		ft := &w.forks[i]
-		ft.arena, ft.errs = ft.arena[:0], ft.errs[:0]
+		ft.arena, ft.errs, ft.transcripts = ft.arena[:0], ft.errs[:0], ft.transcripts[:0]
 		for _, o := range []struct {
 			table string
 			t     *tableFile
@@ -1086,6 +1162,18 @@ func colTypeOf(k world.Kind) colType {
 	return colDict
 }
 
+// noiseKey writes a branch's noise key as the branches table (and the
+// protocol) holds it: 16 lowercase hex digits.
+func noiseKey(k uint64) string {
+	const digits = "0123456789abcdef"
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = digits[k&15]
+		k >>= 4
+	}
+	return string(b[:])
+}
+
 // putStatus writes the status and error columns (1 and 2) of a row.
 func putStatus(t *tableFile, errText string, keep *[]string) {
 	if errText == "" {
@@ -1120,6 +1208,9 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		if forkErr == "" {
 			f = &res.Forks[i]
 			forkErr = f.Err
+		}
+		if forkErr == "" && w.score != nil {
+			w.checkScores(f)
 		}
 		// checkpoints
 		cp := ft.checkpoints
@@ -1157,29 +1248,49 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 				if bErr == "" {
 					b = &f.Branches[ai*K+rep]
 					bErr = b.Err
-				}
-				putStatus2(br, 3, bErr, &ft.errs)
-				if bErr != "" {
-					br.putNull(5)
-					br.putNull(6)
-					w.putCost(br, 7, world.Cost{}, true)
-					br.putNull(11)
+					br.putString(3, noiseKey(fork.BranchKey(res.Seed, f.ForkStep, arm, rep, f.Fires)))
 				} else {
-					br.putBool(5, b.Intervened)
-					br.putBool(6, b.Success)
-					w.putCost(br, 7, b.Cost, false)
+					br.putNull(3) // no checkpoint: no branch was drawn
+				}
+				putStatus2(br, 4, bErr, &ft.errs)
+				if bErr != "" {
+					br.putNull(6)
+					br.putNull(7)
+					br.putNull(8)
+					w.putCost(br, 9, world.Cost{}, true)
+					br.putNull(13)
+					br.putNull(w.transcriptCol)
+				} else {
+					br.putBool(6, b.Intervened)
+					br.putBool(7, b.Success)
+					if b.Score != nil && w.score != nil {
+						br.putDouble(8, *b.Score)
+					} else {
+						br.putNull(8)
+					}
+					w.putCost(br, 9, b.Cost, false)
 					if len(b.Details) > 0 {
 						ft.errs = append(ft.errs, string(b.Details))
-						br.putString(11, ft.errs[len(ft.errs)-1])
+						br.putString(13, ft.errs[len(ft.errs)-1])
 					} else {
-						br.putNull(11)
+						br.putNull(13)
+					}
+					if len(b.Transcript) > 0 {
+						start := len(ft.transcripts)
+						ft.transcripts = append(ft.transcripts, b.Transcript...)
+						br.putString(w.transcriptCol, unsafe.String(unsafe.SliceData(ft.transcripts[start:]), len(b.Transcript)))
+					} else {
+						br.putNull(w.transcriptCol)
 					}
 					w.cost = w.cost.Add(b.Cost)
 				}
 				if flushed, err := br.end(); err != nil {
 					return err
-				} else if flushed && cp.rows == 0 {
-					ft.errs = ft.errs[:0]
+				} else if flushed {
+					ft.transcripts = ft.transcripts[:0]
+					if cp.rows == 0 {
+						ft.errs = ft.errs[:0]
+					}
 				}
 			}
 		}
@@ -1187,10 +1298,12 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		pr := ft.pairs
 		var offWins int
 		var offCost [4]float64
+		var offScore float64
 		offErr := forkErr
 		for ai, arm := range w.plan.Arms {
 			wins, armErr := 0, forkErr
 			var sum [4]float64
+			var score float64
 			if forkErr == "" {
 				for rep := range K {
 					b := &f.Branches[ai*K+rep]
@@ -1200,14 +1313,18 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 					if b.Success {
 						wins++
 					}
+					if b.Score != nil {
+						score += *b.Score
+					}
 					sum[0] += float64(b.Cost.Steps)
 					sum[1] += float64(b.Cost.Tokens)
 					sum[2] += b.Cost.USD
 					sum[3] += b.Cost.Seconds
 				}
 			}
+			score /= float64(K)
 			if arm == fork.Off {
-				offWins, offCost, offErr = wins, sum, armErr
+				offWins, offCost, offScore, offErr = wins, sum, score, armErr
 				continue
 			}
 			pErr := offErr
@@ -1257,6 +1374,15 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 				} else {
 					pr.putNull(11)
 				}
+				if w.score != nil {
+					pr.putDouble(12, offScore)
+					pr.putDouble(13, score)
+					pr.putDouble(14, w.score.RoundDiff(score-offScore))
+				} else {
+					pr.putNull(12)
+					pr.putNull(13)
+					pr.putNull(14)
+				}
 				putValuesAt(pr, w.pairFeat, w.kinds, f.Features, f.Hidden, nf)
 				for k := range 4 {
 					if w.costReported[k] {
@@ -1278,6 +1404,26 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		w.progress(1, seedErrs, false)
 	}
 	return nil
+}
+
+// checkScores makes an error of each branch of f whose score a scored
+// world may not report: none, or one outside the declared range (an agent's
+// reply is refused before this, naming the field; a built-in world that
+// breaks its own declaration is caught here). The branch, and so its
+// pairs, become error rows.
+func (w *unitWriter) checkScores(f *lab.ForkResult) {
+	for j := range f.Branches {
+		b := &f.Branches[j]
+		switch {
+		case b.Err != "":
+		case b.Score == nil:
+			b.Err = fmt.Sprintf("world %s declares a score, but the branch reported none", w.r.Decl.Name)
+		default:
+			if err := w.score.Check(*b.Score); err != nil {
+				b.Err = fmt.Sprintf("world %s: %v", w.r.Decl.Name, err)
+			}
+		}
+	}
 }
 
 // putValuesAt writes features then hidden values from column i on.

@@ -202,6 +202,9 @@ func (r *logRunner) playSeed(ctx context.Context, seed uint64) (*lab.SeedResult,
 				b := &f.Branches[ai*K+rep]
 				b.Success, b.Intervened = *s.Outcome.Success, s.Branch.Recovery != ""
 				b.Cost = s.Play.Cost().Sub(f.Cost)
+				if x, ok := s.Play.Score(); ok {
+					f.SetScore(ai*K+rep, x)
+				}
 			}
 		}
 	}
