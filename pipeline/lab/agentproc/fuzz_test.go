@@ -33,7 +33,7 @@ func fuzzCalls(kind uint8) ([]*call, bool) {
 	case 0:
 		group = []*call{start()}
 	case 1:
-		group = []*call{testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, make([]lab.BranchResult, 2), 0)}
+		group = []*call{testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, make([]lab.BranchResult, 2), 0, "fuzz")}
 	case 2:
 		group = []*call{foldCall(&testDecl, FoldParams{}, &Folded{})}
 	case 3:
@@ -57,6 +57,7 @@ func FuzzAgentReply(f *testing.F) {
 	} {
 		f.Add(uint8(kind), []byte(`{"jsonrpc":"2.0","id":1,"result":`+result+`}`))
 	}
+	f.Add(uint8(1), []byte(`{"jsonrpc":"2.0","id":1,"result":{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"transcript":[{"action":"refresh","observation":{"n":1},"cost":{"steps":1,"usd":0}}]},{"success":false,"score":0.5,"cost":{"steps":1,"usd":0},"transcript":[]}]}}`))
 	f.Add(uint8(3), []byte(`[{"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"x"}},{"jsonrpc":"2.0","id":1,"result":{"task":{},"forks":[]}}]`))
 	f.Add(uint8(0), []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`))
 	f.Add(uint8(1), []byte(`{"jsonrpc":"2.0","method":"log","params":{}}`))
