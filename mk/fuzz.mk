@@ -16,6 +16,18 @@ FUZZ_SHORT ?= 5s
 
 FUZZ_TARGETS += ./pipeline/analysis/export:FuzzSQLSandbox
 FUZZ_TARGETS += ./pipeline/worlds/pyrand:FuzzLane
+FUZZ_TARGETS += ./stream/kafkalog:FuzzParseOffset
+FUZZ_TARGETS += ./stream/kafkalog:FuzzDecodeRecord
+FUZZ_TARGETS += ./stream/kafkalog:FuzzDecodeSnapshot
+FUZZ_TARGETS += ./stream/server:FuzzProducerHeaders
+FUZZ_TARGETS += ./stream/server:FuzzRequest
+FUZZ_TARGETS += ./pipeline/lab:FuzzCheckpointCounter
+FUZZ_TARGETS += ./pipeline/lab:FuzzCheckpointToolloop
+FUZZ_TARGETS += ./pipeline/lab/agentproc:FuzzAgentReply
+FUZZ_TARGETS += ./pipeline/lab/agentproc:FuzzServe
+FUZZ_TARGETS += ./pipeline/analysis/policy:FuzzPolicy
+FUZZ_TARGETS += ./pipeline/lab/sweep:FuzzSpecFile
+FUZZ_TARGETS += ./pipeline/lab/sweep:FuzzManifest
 
 .PHONY: fuzz fuzz-short
 

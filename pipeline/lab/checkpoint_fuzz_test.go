@@ -13,8 +13,9 @@ import (
 )
 
 // A checkpoint is a file a user hands forklab fork (or an agent hands
-// back): outside bytes, one fuzz target per built-in world. Seeds are in
-// testdata/fuzz/FuzzCheckpoint<World>/.
+// back): outside bytes, one fuzz target per built-in world. Seeds are the
+// world's own checkpoints and testdata/fuzz/FuzzCheckpoint<World>/ beside
+// this file (a failing input found goes there).
 
 func FuzzCheckpointCounter(f *testing.F)  { fuzzCheckpoint(f, counter.Definition) }
 func FuzzCheckpointToolloop(f *testing.F) { fuzzCheckpoint(f, toolloop.Definition) }

@@ -13,7 +13,8 @@ import (
 // The log's places where outside bytes enter, fuzzed (make fuzz): the
 // opaque offset a reader hands back, the records of the Kafka topics
 // (anyone who can produce to them writes their headers and values), and a
-// snapshot's bytes. Seeds are in testdata/fuzz/<name>/.
+// snapshot's bytes. Seeds are the f.Add calls and
+// testdata/fuzz/<name>/ beside this file (a failing input found goes there).
 
 // FuzzParseOffset: any text either is refused or is an offset whose text
 // form is the text itself (one spelling per offset), and the byte-wise

@@ -18,7 +18,8 @@ import (
 // forklab gate) are refused, or are a rule that encodes and decodes to
 // itself and that, for each built-in world, is refused by Check or
 // compiles to a guard that runs on every checkpoint's features. Seeds are
-// testdata/policy/*.json and testdata/fuzz/FuzzPolicy/.
+// testdata/policy/*.json, the f.Add calls and testdata/fuzz/FuzzPolicy/
+// beside this file (Go's layout: a failing input found goes there).
 func FuzzPolicy(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "testdata", "policy", "*.json"))
 	for _, p := range files {

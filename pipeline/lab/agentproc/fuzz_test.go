@@ -16,7 +16,8 @@ import (
 // forklab-agent/1 messages are outside bytes both ways: an agent's reply
 // lines reach forklab (FuzzAgentReply: every method's results), and the
 // requests forklab agent serve reads come from whoever runs it
-// (FuzzServe: every method's params). Seeds are in testdata/fuzz/.
+// (FuzzServe: every method's params). Seeds are the f.Add calls and
+// testdata/fuzz/<name>/ beside this file (a failing input found goes there).
 
 // fuzzCalls makes the calls a reply line answers: kind picks the method
 // (initialize is FuzzAgentReply's own case), ids from 1.

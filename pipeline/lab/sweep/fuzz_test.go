@@ -19,7 +19,9 @@ import (
 
 // A sweep reads two kinds of files it did not write itself: spec files
 // (forklab sweep --spec) and, in a results directory anyone may have
-// edited or damaged, the manifest. Seeds are in testdata/fuzz/.
+// edited or damaged, the manifest. Seeds are the repository's
+// testdata/specs and testdata/manifests, the f.Add calls and
+// testdata/fuzz/<name>/ beside this file (a failing input found goes there).
 
 // FuzzSpecFile: any bytes as a .yaml or .json spec are refused with a
 // one-line error, or are a spec that resolves or is refused by Resolve;
