@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,26 +15,17 @@ import (
 // (none when origin is "") and a Host of its choosing ("" keeps the URL's).
 func browserReq(t *testing.T, method, url, host, origin string, h map[string]string, body string) resp {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if host != "" {
-		req.Host = host
+	hh := http.Header{}
+	for k, v := range h {
+		hh.Set(k, v)
 	}
 	if origin != "" {
-		req.Header.Set("Origin", origin)
+		hh.Set("Origin", origin)
 	}
-	for k, v := range h {
-		req.Header.Set(k, v)
+	if host != "" {
+		hh.Set("Host", host)
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	b, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	return resp{res.StatusCode, res.Header, string(b)}
+	return doHeader(t, method, url, hh, body)
 }
 
 // TestBrowserBoundary: on loopback without tokens, a page from another
