@@ -7,7 +7,11 @@
 # A target is PACKAGE:FuzzName. Add yours to FUZZ_TARGETS (one += line per
 # target keeps merges easy); commit its seed corpus under
 # testdata/fuzz/FuzzName/ (Go's corpus format), and make a crash the fuzzer
-# finds a seed there, so that plain go test runs it from then on. Go can
+# finds a seed there, so that plain go test runs it from then on. Go reads
+# PACKAGE/testdata/fuzz/FuzzName/ itself, which all targets use but
+# FuzzSQLSandbox (it reads the top-level testdata/fuzz/FuzzSQLSandbox/);
+# seeds also come from each test's f.Add calls and the repository's
+# testdata files it names. Go can
 # fuzz one target of one package at a time, so the targets run in turn.
 
 FUZZ_GO    ?= $(if $(GO),$(GO),go)
@@ -16,6 +20,18 @@ FUZZ_SHORT ?= 5s
 
 FUZZ_TARGETS += ./pipeline/analysis/export:FuzzSQLSandbox
 FUZZ_TARGETS += ./pipeline/worlds/pyrand:FuzzLane
+FUZZ_TARGETS += ./stream/kafkalog:FuzzParseOffset
+FUZZ_TARGETS += ./stream/kafkalog:FuzzDecodeRecord
+FUZZ_TARGETS += ./stream/kafkalog:FuzzDecodeSnapshot
+FUZZ_TARGETS += ./stream/server:FuzzProducerHeaders
+FUZZ_TARGETS += ./stream/server:FuzzRequest
+FUZZ_TARGETS += ./pipeline/lab:FuzzCheckpointCounter
+FUZZ_TARGETS += ./pipeline/lab:FuzzCheckpointToolloop
+FUZZ_TARGETS += ./pipeline/lab/agentproc:FuzzAgentReply
+FUZZ_TARGETS += ./pipeline/lab/agentproc:FuzzServe
+FUZZ_TARGETS += ./pipeline/analysis/policy:FuzzPolicy
+FUZZ_TARGETS += ./pipeline/lab/sweep:FuzzSpecFile
+FUZZ_TARGETS += ./pipeline/lab/sweep:FuzzManifest
 
 .PHONY: fuzz fuzz-short
 

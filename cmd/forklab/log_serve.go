@@ -32,8 +32,10 @@ func init() {
 		headerTimeout, bodyTimeout, writeTimeout time.Duration
 		idleTimeout, dialTimeout                 time.Duration
 		maxConnsPerClient, maxConns              int
-		allowUnauth, noSync, quiet               bool
+		allowUnauth, noSync, quiet, kafkaOpen    bool
+		recordKeyFile                            string
 		cpuProfile                               string
+		corsOrigins                              []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -44,9 +46,15 @@ persisted to --data-dir, fsyncing every batch before an append is answered;
 with --brokers the same code runs on a real Kafka cluster.
 
 Without --token-file the service only listens on loopback addresses unless
---allow-unauthenticated is given. A token file has one "SCOPE TOKEN" per line,
-SCOPE being read or read-write.`,
+--allow-unauthenticated is given, and on loopback it answers only requests
+for a loopback host (localhost, 127.0.0.1, [::1]). A token file has one
+"SCOPE TOKEN" per line, SCOPE being read or read-write.
+
+Browsers: pages from loopback origins (http://localhost:5173, …) may use the
+service; a request from any other origin is refused unless --cors-origin
+names it (docs/session-log.md, "Threat model").`,
 		Example: `  forklab log serve --data-dir ./log                    # embedded broker, loopback only
+  forklab log serve --cors-origin https://notebook.example.org   # a web app on another origin may use it
   forklab log serve --brokers k1:9092,k2:9092 --replication-factor 3 --token-file tokens.txt --addr :8080`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -65,6 +73,11 @@ SCOPE being read or read-write.`,
 			if tokenFile != "" {
 				if _, err := server.LoadTokens(tokenFile); err != nil {
 					return usageErr("--token-file: %v", err)
+				}
+			}
+			for _, o := range corsOrigins {
+				if _, err := server.ParseOrigin(o); err != nil {
+					return usageErr("--cors-origin: %v", err)
 				}
 			}
 			// The ports before anything else: on a taken one, no
@@ -113,13 +126,14 @@ SCOPE being read or read-write.`,
 			defer stop()
 			svc, err := service.Start(ctx, service.Config{
 				Addr: addr, Listener: ln, Brokers: bl, DataDir: dataDir, EmbeddedPort: embeddedPort, NoSync: noSync,
-				TokenFile: tokenFile, AllowUnauthenticated: allowUnauth,
+				TokenFile: tokenFile, AllowUnauthenticated: allowUnauth, KafkaUnauthenticated: kafkaOpen,
 				HeaderTimeout: headerTimeout, IdleTimeout: idleTimeout,
 				MaxConnsPerClient: noLimit(maxConnsPerClient), MaxConns: noLimit(maxConns),
 				Log: kafkalog.Config{Topic: topic, Partitions: partitions, ReplicationFactor: replication,
-					MaxRecordBytes: int(maxBody), CacheBytes: cacheMB << 20, WriteTimeout: appendTimeout, DialTimeout: dialTimeout, Logf: logf},
+					MaxRecordBytes: int(maxBody), CacheBytes: cacheMB << 20, WriteTimeout: appendTimeout, DialTimeout: dialTimeout,
+					RecordKeyFile: recordKeyFile, Logf: logf},
 				Server: server.Config{LongPollTimeout: longPoll, MaxBodyBytes: maxBody, BodyTimeout: bodyTimeout,
-					WriteTimeout: writeTimeout, Logf: logf},
+					WriteTimeout: writeTimeout, CORSOrigins: corsOrigins, Logf: logf},
 			})
 			if errors.Is(err, service.ErrUnsafeListen) {
 				return asInput(err)
@@ -130,8 +144,12 @@ SCOPE being read or read-write.`,
 			out := c.OutOrStdout()
 			fmt.Fprintf(out, "forklab log: listening on %s/v1/stream/\n", svc.URL)
 			if svc.Broker != nil {
-				fmt.Fprintf(out, "forklab log: data in %s (embedded Kafka broker at %s, topic %s, fsync per batch: %v)\n",
-					svc.Broker.Dir(), strings.Join(svc.Brokers, ","), svc.Log.Topic(), !noSync)
+				closed := ""
+				if svc.Broker.SASL() != nil {
+					closed = ", closed to other clients (--kafka-unauthenticated opens it)"
+				}
+				fmt.Fprintf(out, "forklab log: data in %s (embedded Kafka broker at %s%s, topic %s, fsync per batch: %v)\n",
+					svc.Broker.Dir(), strings.Join(svc.Brokers, ","), closed, svc.Log.Topic(), !noSync)
 			} else {
 				fmt.Fprintf(out, "forklab log: data in Kafka at %s, topic %s\n", strings.Join(svc.Brokers, ","), svc.Log.Topic())
 			}
@@ -169,9 +187,14 @@ SCOPE being read or read-write.`,
 	intFlag(f, &maxConns, "max-conns", service.DefaultMaxConns, 0, 1<<20, "connections held open in all; more get 503 (0: no limit)")
 	f.StringVar(&tokenFile, "token-file", "", `bearer tokens, one "read|read-write TOKEN" per line; turns on authentication`)
 	f.BoolVar(&allowUnauth, "allow-unauthenticated", false, "allow listening beyond loopback without --token-file")
+	f.StringSliceVar(&corsOrigins, "cors-origin", nil, "an origin (scheme://host[:port]) whose web pages may use the service, besides loopback ones; repeatable; * allows every origin")
+	f.BoolVar(&kafkaOpen, "kafka-unauthenticated", false, "with --token-file: leave the embedded broker's Kafka port open to every client on this machine (for log sink, kcat); records written there are still never served")
+	markNeeds(f, "kafka-unauthenticated", "token-file")
+	f.StringVar(&recordKeyFile, "record-key-file", "", "with --brokers: the secret that authenticates the service's records, created if missing; records without it are never served (the embedded broker keeps one in --data-dir)")
+	markNeeds(f, "record-key-file", "brokers")
 	f.BoolVar(&noSync, "no-sync", false, "embedded broker: do not fsync every batch (faster, loses acknowledged appends on a crash)")
 	// The embedded broker's flags mean nothing beside a Kafka cluster.
-	for _, name := range []string{"data-dir", "kafka-port", "no-sync"} {
+	for _, name := range []string{"data-dir", "kafka-port", "no-sync", "kafka-unauthenticated"} {
 		markExcludes(f, name, "brokers")
 	}
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not log operational events to stderr")

@@ -18,12 +18,16 @@
 package broker
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/forklab/forklab/internal/dirlock"
@@ -47,6 +51,33 @@ type Config struct {
 	// JournalBytes is the size of each partition's write-ahead file
 	// (Journal); default DefaultJournalBytes (16 MiB).
 	JournalBytes int64
+	// Credentials, when set, close the broker to every client that does
+	// not authenticate with them (SASL PLAIN; kfake then refuses every
+	// request but ApiVersions and the SASL handshake before it). The
+	// session log with tokens passes credentials it made up and kept to
+	// itself, so that the Kafka port is not a way around the tokens.
+	Credentials *Credentials
+}
+
+// Credentials are a SASL PLAIN user name and password. Over loopback
+// the password is not seen by other users of the machine.
+type Credentials struct{ User, Password string }
+
+// NewCredentials makes up credentials no one else knows: the password is
+// 32 random bytes, hex-encoded, and lives only in this process.
+func NewCredentials() *Credentials {
+	b := make([]byte, 32)
+	rand.Read(b) // never fails (crypto/rand)
+	return &Credentials{User: "forklab-log", Password: hex.EncodeToString(b)}
+}
+
+// Mechanism is the kafka-go SASL mechanism that authenticates with c; nil
+// for nil credentials.
+func (c *Credentials) Mechanism() sasl.Mechanism {
+	if c == nil {
+		return nil
+	}
+	return plain.Mechanism{Username: c.User, Password: c.Password}
 }
 
 // Broker is a running embedded broker.
@@ -69,6 +100,8 @@ type Broker struct {
 	// write-ahead files: acknowledged records kfake's files had lost (a
 	// crash of the machine), or that it held unsynced.
 	Recovered int
+
+	creds *Credentials
 }
 
 // LockName is the lock file the broker holds in its data directory: two
@@ -112,6 +145,9 @@ func Start(cfg Config) (*Broker, error) {
 	if cfg.KfakeSync && !cfg.NoSync {
 		opts = append(opts, kfake.SyncWrites())
 	}
+	if c := cfg.Credentials; c != nil {
+		opts = append(opts, kfake.EnableSASL(), kfake.Superuser("PLAIN", c.User, c.Password))
+	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		unlock()
@@ -122,7 +158,7 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{c: c, dir: dir, unlock: unlock, sync: !cfg.NoSync && !cfg.KfakeSync, parts: map[string]*segments{},
 		walDir: filepath.Join(filepath.Dir(dir), walDir), walBytes: max(cfg.JournalBytes, 2*walHeaderSize),
-		journals: map[string]*Journal{}}
+		journals: map[string]*Journal{}, creds: cfg.Credentials}
 	if b.sync {
 		// What kfake wrote before (a previous run that crashed, the
 		// cluster's metadata) is made durable once; then what the
@@ -145,6 +181,10 @@ func Start(cfg Config) (*Broker, error) {
 
 // Addrs are the broker's listen addresses, host:port.
 func (b *Broker) Addrs() []string { return b.c.ListenAddrs() }
+
+// SASL is the mechanism a client of this broker authenticates with: nil
+// unless the broker was started with Credentials.
+func (b *Broker) SASL() sasl.Mechanism { return b.creds.Mechanism() }
 
 // Dir is the directory the broker persists to.
 func (b *Broker) Dir() string { return b.dir }

@@ -505,7 +505,8 @@ func (b *Broker) recoverJournals() error {
 			continue
 		}
 		if client == nil {
-			client = &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 30 * time.Second}
+			client = &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 30 * time.Second,
+				Transport: &kafka.Transport{SASL: b.SASL()}}
 		}
 		n, err := b.reproduce(client, h.topic, h.part, start, recs)
 		if err != nil {

@@ -35,7 +35,9 @@ data=(--data-dir "$tmp/data")
 for a in "$@"; do
   case "$a" in --brokers|--brokers=*) data=() ;; esac
 done
-"$bin" log serve --addr "127.0.0.1:$port" "${data[@]}" --long-poll-timeout 2s "$@" >"$tmp/server.log" 2>&1 &
+# The suite's CORS preflight comes from https://example.com, an origin a
+# loopback server refuses unless --cors-origin names it.
+"$bin" log serve --addr "127.0.0.1:$port" "${data[@]}" --long-poll-timeout 2s --cors-origin https://example.com "$@" >"$tmp/server.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break

@@ -68,6 +68,7 @@ import (
 
 	"github.com/forklab/forklab/internal/kafkadial"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
 )
 
 // Config configures a Log.
@@ -103,6 +104,15 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Logf logs operational events; nil discards them.
 	Logf func(format string, args ...any)
+	// SASL, when set, authenticates every connection to Kafka (the
+	// embedded broker with tokens: broker.Credentials).
+	SASL sasl.Mechanism
+	// RecordKeyFile, when set, is the file holding the secret that
+	// authenticates the records the log writes (HeaderMAC,
+	// recordkey.go), created if missing (mode 0600): the log then folds
+	// in no record it did not write. Empty trusts every record with
+	// forklab's headers.
+	RecordKeyFile string
 	// Sync, when set, makes what Kafka acknowledged in a partition
 	// durable; it runs after every produce, before the writes it carried
 	// are answered. The embedded broker's SyncPartition (fdatasync of the
@@ -221,6 +231,8 @@ type Log struct {
 	transport *kafka.Transport
 	parts     []*partition
 	cache     *cache
+	// key authenticates records (Config.RecordKeyFile); nil trusts all.
+	key *recordKey
 
 	// readSlots holds a token per read-path fetch request in flight
 	// (maxReadFetches; read.go).
@@ -255,7 +267,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("kafkalog: no brokers")
 	}
-	tr := &kafka.Transport{DialTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MetadataTTL: 5 * time.Second}
+	tr := &kafka.Transport{DialTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MetadataTTL: 5 * time.Second, SASL: cfg.SASL}
 	l := &Log{
 		cfg:       cfg,
 		transport: tr,
@@ -277,6 +289,12 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if err != nil {
 		l.transport.CloseIdleConnections()
 		return nil, err
+	}
+	if cfg.RecordKeyFile != "" {
+		if l.key, err = l.loadRecordKey(ctx, cfg.RecordKeyFile, n); err != nil {
+			l.transport.CloseIdleConnections()
+			return nil, err
+		}
 	}
 	for p := 0; p < n; p++ {
 		l.parts = append(l.parts, newPartition(l, int32(p)))

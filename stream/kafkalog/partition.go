@@ -51,6 +51,12 @@ type partition struct {
 	// queue that long signals enough (gather).
 	want   atomic.Int64
 	enough chan struct{}
+	// mac authenticates the records the partition goroutine writes and
+	// reads back (recordkey.go); nil without a record key.
+	mac *macer
+	// foreign counts the records a resync or rebuild found that the log
+	// did not write, since the last log line about them.
+	foreign int
 }
 
 // op is one write request handed to the partition goroutine.
@@ -184,7 +190,8 @@ func (t *tx) rollback() {
 
 func newPartition(l *Log, id int32) *partition {
 	return &partition{l: l, id: id, ops: make(chan *op, 4096), exited: make(chan struct{}),
-		gens: map[string]int64{}, removed: map[string]int64{}, tx: newTx(), enough: make(chan struct{}, 1)}
+		gens: map[string]int64{}, removed: map[string]int64{}, tx: newTx(), enough: make(chan struct{}, 1),
+		mac: l.key.newMacer(l.cfg.Topic, id)}
 }
 
 // maxBatchRecords bounds the records group-committed in one produce request.
@@ -410,6 +417,9 @@ func (p *partition) flush(ops []*op) {
 		recs := make([]kafka.Record, len(writes))
 		for i, w := range writes {
 			recs[i] = w.rec.kafkaRecord()
+			if p.mac != nil {
+				recs[i].Headers = append(recs[i].Headers, p.mac.header([]byte(w.rec.stream), w.rec.value, recs[i].Headers))
+			}
 		}
 		var journaled func() error
 		if j := p.l.cfg.Journal; j != nil {
@@ -440,6 +450,19 @@ func (p *partition) flush(ops []*op) {
 				err = fmt.Errorf("the write landed but could not be synced to disk: %w", serr)
 			}
 		}
+		// Behind records the log did not write (a foreign producer's, or
+		// records without forklab's headers), the batch stands: the fold
+		// skips them, so it decides as if they were not there. It is made
+		// durable where it landed before it is acknowledged.
+		foreign := 0
+		if err == nil && offsets[0] != p.next {
+			foreign = p.foreignBetween(p.next, offsets[0])
+			if foreign > 0 {
+				if derr := p.durable(); derr != nil {
+					err = fmt.Errorf("the write landed but could not be synced to disk: %w", derr)
+				}
+			}
+		}
 		if st != nil {
 			t3 = time.Now()
 			st.Sync.Add(n * int64(t3.Sub(t2)))
@@ -448,7 +471,7 @@ func (p *partition) flush(ops []*op) {
 		case err != nil:
 			p.l.cfg.Logf("kafkalog: write to %s/%d failed, resyncing from Kafka: %v", p.l.cfg.Topic, p.id, err)
 			err = &Error{Kind: Unavailable, Msg: "Kafka did not acknowledge the write; it may still land: retry (with the same Producer-Seq a write that landed is answered as a duplicate)", Err: err}
-		case offsets[0] != p.next:
+		case offsets[0] != p.next && foreign == 0:
 			// Records this log did not write sit before the batch: a
 			// write it gave up on that landed late, or another writer.
 			// The batch was decided without them; the fold of Kafka's
@@ -456,6 +479,9 @@ func (p *partition) flush(ops []*op) {
 			p.l.cfg.Logf("kafkalog: %s/%d holds records %d to %d this log did not write; resyncing", p.l.cfg.Topic, p.id, p.next, offsets[0]-1)
 			err = errf(Unavailable, "Kafka holds records this service did not write before this one; the write landed but is not acknowledged: retry (with the same Producer-Seq it is answered as a duplicate)")
 		default:
+			if foreign > 0 {
+				p.l.cfg.Logf("kafkalog: %s/%d: skipped %d records at offsets %d to %d that this log did not write (%s)", p.l.cfg.Topic, p.id, foreign, p.next, offsets[0]-1, p.foreignWhy())
+			}
 			for i, w := range writes {
 				w.commit(offsets[i])
 			}
@@ -510,6 +536,57 @@ func (p *partition) flush(ops []*op) {
 			}
 		}
 	}
+}
+
+// foreignBetween reads the records at Kafka offsets from to to-1, which a
+// batch landed behind, and returns how many there are when none of them
+// is the log's own (a record the fold takes: forklab's headers and, with
+// a record key, a valid MAC; recordkey.go), 0 otherwise: one is the log's
+// (a write it gave up on that landed late), or they could not be read.
+func (p *partition) foreignBetween(from, to int64) int {
+	ctx, cancel := context.WithTimeout(context.Background(), p.l.cfg.WriteTimeout)
+	defer cancel()
+	n := 0
+	for at := from; at < to; {
+		recs, _, _, err := p.l.fetchBatch(ctx, p.id, at, 1<<20)
+		if err != nil || len(recs) == 0 {
+			return 0
+		}
+		for _, f := range recs {
+			if f.koff >= to {
+				return n
+			}
+			if p.l.key.trusted(p.mac, f.koff, f.key, f.value, f.headers) {
+				if _, ok, err := decodeRecord(f.key, f.value, f.headers, f.time); ok && err == nil {
+					return 0
+				}
+			}
+			n++
+			at = f.koff + 1
+		}
+	}
+	return n
+}
+
+// foreignWhy says which records the log takes as its own.
+func (p *partition) foreignWhy() string {
+	if p.mac != nil {
+		return "no valid " + HeaderMAC + " header"
+	}
+	return "no forklab headers"
+}
+
+// durable makes what Kafka holds in the partition durable without the
+// journal's frame for the last batch (which named other offsets): a
+// checkpoint of the broker's files, or the partition's sync.
+func (p *partition) durable() error {
+	if j := p.l.cfg.Journal; j != nil {
+		return j.Checkpoint(p.id)
+	}
+	if p.l.cfg.Sync != nil {
+		return p.l.cfg.Sync(p.id)
+	}
+	return nil
 }
 
 // write produces the records in one produce request with acks=all and

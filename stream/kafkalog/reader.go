@@ -27,8 +27,7 @@ func (l *Log) newPartReader(part int32) *partReader { return &partReader{l: l, p
 func (r *partReader) read(ctx context.Context, from int64, maxBytes int, fn func(f fetched)) (int64, error) {
 	if r.conn == nil {
 		var err error
-		var d kafka.Dialer
-		d.Timeout = 10 * time.Second
+		d := kafka.Dialer{Timeout: 10 * time.Second, SASLMechanism: r.l.cfg.SASL}
 		for _, b := range r.l.cfg.Brokers {
 			if r.conn, err = d.DialLeader(ctx, "tcp", b, r.l.cfg.Topic, int(r.part)); err == nil {
 				break

@@ -127,6 +127,10 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 	var last fetched
 	apply := func(f fetched) {
 		last = f
+		if !p.l.key.trusted(p.mac, f.koff, f.key, f.value, f.headers) {
+			p.foreign++ // not the log's: never folded in (recordkey.go)
+			return
+		}
 		r, ok, err := decodeRecord(f.key, f.value, f.headers, f.time)
 		if err != nil {
 			p.l.cfg.Logf("kafkalog: skipping record %s/%d@%d: %v", p.l.cfg.Topic, p.id, f.koff, err)
@@ -182,6 +186,10 @@ func (p *partition) catchUp(ctx context.Context, initial bool) error {
 		if testHookResyncApplied != nil {
 			testHookResyncApplied()
 		}
+	}
+	if p.foreign > 0 {
+		p.l.cfg.Logf("kafkalog: %s/%d: skipped %d records this log did not write (%s)", p.l.cfg.Topic, p.id, p.foreign, p.foreignWhy())
+		p.foreign = 0
 	}
 	if from > p.next {
 		p.applied += from - p.next

@@ -139,7 +139,7 @@ func (r *record) headers() []kafka.Header {
 	if r.reason != "" {
 		str(HeaderReason, r.reason)
 	}
-	h := make([]kafka.Header, n)
+	h := make([]kafka.Header, n, n+1) // room for HeaderMAC
 	for i, x := range spans[:n] {
 		h[i] = kafka.Header{Key: x.key, Value: buf[x.start:x.end:x.end]}
 	}

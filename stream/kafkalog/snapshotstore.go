@@ -141,9 +141,11 @@ func (l *Log) readManifests(ctx context.Context) (map[string][]byte, error) {
 
 // readSnapshotRange calls fn for the records of a snapshot topic partition
 // from offset first to last (-1, -1: all of it); a nil value is a
-// tombstone.
+// tombstone. With a record key, a record without a valid MAC (not the
+// log's: recordkey.go) is skipped: a snapshot is state the log trusts.
 func (l *Log) readSnapshotRange(ctx context.Context, part int, first, last int64, fn func(key string, value []byte, offset int64)) error {
 	t := l.cfg.SnapshotTopic
+	mac := l.key.newMacer(t, int32(part))
 	res, err := l.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{
 		t: {kafka.FirstOffsetOf(part), kafka.LastOffsetOf(part)}}})
 	if err != nil {
@@ -198,6 +200,9 @@ func (l *Log) readSnapshotRange(ctx context.Context, part int, first, last int64
 				if v, err = protocol.ReadAll(r.Value); err != nil {
 					return err
 				}
+			}
+			if !mac.valid(k, v, r.Headers) {
+				continue
 			}
 			fn(string(k), v, r.Offset)
 		}
@@ -359,6 +364,14 @@ func (l *Log) writeSnapshot(ctx context.Context, p *partition, snap *partSnapsho
 		m = &manifest{Version: snapshotVersion, Topic: l.cfg.Topic, Partition: p.id, Slot: slot}
 	}
 	pc := piece{Covered: snap.Covered, Bytes: len(b), First: -1}
+	chunkMAC := l.key.newMacer(l.cfg.SnapshotTopic, chunkPartition)
+	record := func(m *macer, key string, value []byte) kafka.Record {
+		r := kafka.Record{Key: kafka.NewBytes([]byte(key)), Value: kafka.NewBytes(value)}
+		if m != nil {
+			r.Headers = []kafka.Header{m.header([]byte(key), value, nil)}
+		}
+		return r
+	}
 	var recs []kafka.Record
 	size := 0
 	flush := func() error {
@@ -382,7 +395,7 @@ func (l *Log) writeSnapshot(ctx context.Context, p *partition, snap *partSnapsho
 	for i := 0; i*snapshotChunk < len(b) || i == 0; i++ {
 		c := b[i*snapshotChunk : min(len(b), (i+1)*snapshotChunk)]
 		pc.Chunks = append(pc.Chunks, crc32.Checksum(c, castagnoli))
-		recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(chunkKey(p.id, m.Slot, delta, i))), Value: kafka.NewBytes(c)})
+		recs = append(recs, record(chunkMAC, chunkKey(p.id, m.Slot, delta, i), c))
 		if size += len(c); size >= 2<<20 {
 			if err := flush(); err != nil {
 				return err
@@ -406,7 +419,7 @@ func (l *Log) writeSnapshot(ctx context.Context, p *partition, snap *partSnapsho
 	next.Written = time.Now().UTC()
 	mb, _ := json.Marshal(next)
 	res, err := l.producer.Produce(ctx, &kafka.ProduceRequest{Topic: l.cfg.SnapshotTopic, Partition: manifestPartition,
-		RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(kafka.Record{Key: kafka.NewBytes([]byte(manifestKey(p.id))), Value: kafka.NewBytes(mb)})})
+		RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(record(l.key.newMacer(l.cfg.SnapshotTopic, manifestPartition), manifestKey(p.id), mb))})
 	if err == nil && res.Error != nil {
 		err = res.Error
 	}

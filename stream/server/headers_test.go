@@ -213,11 +213,14 @@ func TestClientGoneNotLogged(t *testing.T) {
 	defer stop(svc)
 	var logged []string
 	var mu sync.Mutex
-	h := server.New(server.Config{Log: svc.Log, Logf: func(f string, a ...any) {
+	h, err := server.New(server.Config{Log: svc.Log, Logf: func(f string, a ...any) {
 		mu.Lock()
 		defer mu.Unlock()
 		logged = append(logged, fmt.Sprintf(f, a...))
 	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, q := range []string{"?offset=-1", "?offset=-1&live=sse"} {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()

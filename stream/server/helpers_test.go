@@ -54,7 +54,7 @@ func do(t *testing.T, method, url string, h map[string]string, body string) resp
 }
 
 // doHeader is do with a full header: a name may carry several values,
-// each sent as its own field line.
+// each sent as its own field line; a Host entry is the request's Host.
 func doHeader(t *testing.T, method, url string, h http.Header, body string) resp {
 	t.Helper()
 	var rd io.Reader
@@ -67,6 +67,9 @@ func doHeader(t *testing.T, method, url string, h http.Header, body string) resp
 	}
 	for k, v := range h {
 		req.Header[k] = v
+	}
+	if host := h.Get("Host"); host != "" {
+		req.Host = host // the client sends req.Host, not a Host field
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -50,6 +50,15 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Tokens turns on bearer-token authentication; nil serves everyone.
 	Tokens *Tokens
+	// CORSOrigins are the origins, besides loopback ones, whose pages
+	// may use the service from a browser (--cors-origin), each as
+	// ParseOrigin accepts it; "*" allows every origin. A request from any
+	// other origin is refused with 403 (browser.go).
+	CORSOrigins []string
+	// LoopbackHostsOnly refuses with 403 a request whose Host is not a
+	// loopback name or address (DNS rebinding; browser.go). The service
+	// sets it when it listens on loopback without tokens.
+	LoopbackHostsOnly bool
 	// Logf logs failures; nil discards them.
 	Logf func(format string, args ...any)
 	// Stages, when set, accumulates where append requests spend their
@@ -62,6 +71,10 @@ type Server struct {
 	cfg       Config
 	closing   chan struct{}
 	closeOnce sync.Once
+	// origins are Config.CORSOrigins as ParseOrigin returns them;
+	// anyOrigin: one of them is "*".
+	origins   map[string]bool
+	anyOrigin bool
 }
 
 // Shutdown makes waiting long-polls answer at once (204 with the tail) and
@@ -82,8 +95,17 @@ func (s *Server) liveContext(ctx context.Context) (context.Context, context.Canc
 	return ctx, cancel
 }
 
-// New returns a Server for cfg.
-func New(cfg Config) *Server {
+// New returns a Server for cfg; an origin of cfg.CORSOrigins that
+// ParseOrigin refuses is an error.
+func New(cfg Config) (*Server, error) {
+	origins := map[string]bool{}
+	for _, o := range cfg.CORSOrigins {
+		p, err := ParseOrigin(o)
+		if err != nil {
+			return nil, err
+		}
+		origins[p] = true
+	}
 	if cfg.BasePath == "" {
 		cfg.BasePath = "/v1/stream/"
 	}
@@ -111,7 +133,7 @@ func New(cfg Config) *Server {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	return &Server{cfg: cfg, closing: make(chan struct{})}
+	return &Server{cfg: cfg, closing: make(chan struct{}), origins: origins, anyOrigin: origins["*"]}, nil
 }
 
 // Protocol header names (§13.2, §5.2.1).
@@ -152,6 +174,7 @@ var (
 	vNosniff     = []string{"nosniff"}
 	vCrossOrigin = []string{"cross-origin"}
 	vAnyOrigin   = []string{"*"}
+	vVaryOrigin  = []string{"Origin"}
 	vExposed     = []string{exposed}
 )
 
@@ -159,7 +182,10 @@ var (
 // security headers (§12.7) and CORS, as "Name: value" lines each ended by
 // CRLF, for answers written outside the handler: the service's refusals of
 // connections over its limits (429, 503). Without them a browser client
-// sees a CORS failure, not the status and its Retry-After.
+// sees a CORS failure, not the status and its Retry-After. These answers
+// are written before the request is read, so they cannot name its origin:
+// they allow every origin to see the refusal, which carries no stream data
+// and did nothing.
 func CommonHeaders() string {
 	return "X-Content-Type-Options: " + vNosniff[0] + "\r\n" +
 		"Cross-Origin-Resource-Policy: " + vCrossOrigin[0] + "\r\n" +
@@ -175,9 +201,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// them; Set and Del replace the slice), so no allocation per response.
 	h["X-Content-Type-Options"] = vNosniff
 	h["Cross-Origin-Resource-Policy"] = vCrossOrigin
-	h["Access-Control-Allow-Origin"] = vAnyOrigin
 	h["Access-Control-Expose-Headers"] = vExposed
 	s.writeDeadline(w)
+	if !s.checkBrowser(w, r) {
+		return
+	}
 
 	if !strings.HasPrefix(r.URL.Path, s.cfg.BasePath) {
 		fail(w, http.StatusNotFound, "not found: streams live under %s", s.cfg.BasePath)

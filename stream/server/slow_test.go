@@ -82,7 +82,7 @@ func TestTrickledBody(t *testing.T) {
 	hw := highWatermark(t, svc)
 	c := dialFrom(t, svc, "127.0.0.1")
 	defer c.Close()
-	fmt.Fprintf(c, "POST /v1/stream/slow HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n")
+	fmt.Fprintf(c, "POST /v1/stream/slow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n")
 	t0 := time.Now()
 	go trickle(c, strings.Repeat("x", 100), 100*time.Millisecond)
 	res, errText := readAnswer(t, c, 5*time.Second)
@@ -121,7 +121,7 @@ func TestTrickledHeaders(t *testing.T) {
 	c := dialFrom(t, svc, "127.0.0.1")
 	defer c.Close()
 	t0 := time.Now()
-	go trickle(c, "GET /v1/stream/x HTTP/1.1\r\nHost: x\r\nX-Slow: "+strings.Repeat("y", 200)+"\r\n\r\n", 100*time.Millisecond)
+	go trickle(c, "GET /v1/stream/x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "+strings.Repeat("y", 200)+"\r\n\r\n", 100*time.Millisecond)
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	b, err := io.ReadAll(c)
 	took := time.Since(t0)
@@ -143,7 +143,7 @@ func TestIdleConnectionClosed(t *testing.T) {
 	defer stop(svc)
 	c := dialFrom(t, svc, "127.0.0.1")
 	defer c.Close()
-	fmt.Fprintf(c, "HEAD /v1/stream/none HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprintf(c, "HEAD /v1/stream/none HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	if res, e := readAnswer(t, c, 3*time.Second); res == nil || res.StatusCode != 404 {
 		t.Fatalf("HEAD: %v %s", res, e)
 	}
@@ -187,7 +187,7 @@ func TestConnectionsPerClient(t *testing.T) {
 	// Another client is served.
 	other := dialFrom(t, svc, "127.0.0.2")
 	defer other.Close()
-	fmt.Fprintf(other, "HEAD /v1/stream/none HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprintf(other, "HEAD /v1/stream/none HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	if res, e := readAnswer(t, other, 3*time.Second); res == nil || res.StatusCode != 404 {
 		t.Fatalf("another client: %v %s, want 404", res, e)
 	}
@@ -196,7 +196,7 @@ func TestConnectionsPerClient(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		c := dialFrom(t, svc, "127.0.0.1")
-		fmt.Fprintf(c, "HEAD /v1/stream/none HTTP/1.1\r\nHost: x\r\n\r\n")
+		fmt.Fprintf(c, "HEAD /v1/stream/none HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 		res, _ := readAnswer(t, c, 3*time.Second)
 		c.Close()
 		if res != nil && res.StatusCode == 404 {
@@ -235,7 +235,7 @@ func TestManySlowClients(t *testing.T) {
 			defer wg.Done()
 			c := dialFrom(t, svc, "127.0.0.1")
 			defer c.Close()
-			fmt.Fprintf(c, "POST /v1/stream/many HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n")
+			fmt.Fprintf(c, "POST /v1/stream/many HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n")
 			go trickle(c, strings.Repeat("x", 1000), 200*time.Millisecond)
 			res, e := readAnswer(t, c, 10*time.Second)
 			mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/forklab/forklab/stream/broker"
@@ -54,6 +55,13 @@ type Config struct {
 	// AllowUnauthenticated permits listening beyond loopback without
 	// tokens.
 	AllowUnauthenticated bool
+	// KafkaUnauthenticated leaves the embedded broker's Kafka port open
+	// to every client on the machine although TokenFile is set (for
+	// forklab log sink, kcat, workers). Without it, with tokens, the
+	// broker takes only the service's own connections (SASL with
+	// credentials the service makes up at each start and keeps to
+	// itself): the port is no way around the tokens.
+	KafkaUnauthenticated bool
 	// HeaderTimeout bounds the time a client may take to send a request's
 	// headers; default 10s. The body's time is Server.BodyTimeout.
 	HeaderTimeout time.Duration
@@ -77,6 +85,10 @@ const (
 	DefaultMaxConnsPerClient = 256
 	DefaultMaxConns          = 4096
 )
+
+// RecordKeyName is the file in the data directory that holds the
+// embedded broker's record key (kafkalog.Config.RecordKeyFile).
+const RecordKeyName = "record-key.json"
 
 // Service is a running session-log service.
 type Service struct {
@@ -102,9 +114,17 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("--addr %q: %w", cfg.Addr, err)
 	}
 	ln := cfg.Listener
-	if cfg.TokenFile == "" && !cfg.AllowUnauthenticated && !loopback(host) {
+	if cfg.TokenFile == "" && !cfg.AllowUnauthenticated && !server.LoopbackName(host) {
 		closeListener(ln)
 		return nil, ErrUnsafeListen
+	}
+	// On loopback without tokens, a request must name a loopback host: a
+	// web page that rebinds its own name to 127.0.0.1 does not.
+	cfg.Server.LoopbackHostsOnly = cfg.TokenFile == "" && server.LoopbackName(host)
+	for _, o := range cfg.Server.CORSOrigins {
+		if _, err := server.ParseOrigin(o); err != nil {
+			return nil, fmt.Errorf("--cors-origin: %w", err)
+		}
 	}
 	if cfg.TokenFile != "" {
 		t, err := server.LoadTokens(cfg.TokenFile)
@@ -131,14 +151,19 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		// larger of the batch and record limits, and at least 16 MiB;
 		// its journal holds at least two such batches.
 		maxMsg := max(16<<20, 2*max(cfg.Log.MaxBatchBytes, cfg.Log.MaxRecordBytes)+4<<20)
+		var creds *broker.Credentials
+		if cfg.TokenFile != "" && !cfg.KafkaUnauthenticated {
+			creds = broker.NewCredentials()
+		}
 		b, err := broker.Start(broker.Config{DataDir: cfg.DataDir, Port: cfg.EmbeddedPort, NoSync: cfg.NoSync,
-			KfakeSync: cfg.KfakeSync, MaxMessageBytes: maxMsg, JournalBytes: int64(maxMsg)})
+			KfakeSync: cfg.KfakeSync, MaxMessageBytes: maxMsg, JournalBytes: int64(maxMsg), Credentials: creds})
 		if err != nil {
 			ln.Close()
 			return nil, err
 		}
 		s.Broker = b
 		brokers = b.Addrs()
+		cfg.Log.SASL = b.SASL()
 		topic := cfg.Log.Topic
 		if topic == "" {
 			topic = kafkalog.DefaultTopic
@@ -146,6 +171,11 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		cfg.Log.Sync = func(part int32) error { return b.SyncPartition(topic, part) }
 		if j := b.Journal(topic); j != nil && !cfg.NoJournal {
 			cfg.Log.Journal = journal{j}
+		}
+		if cfg.Log.RecordKeyFile == "" {
+			// Only the log writes the topic: records anyone else
+			// produces to the broker are never folded in.
+			cfg.Log.RecordKeyFile = filepath.Join(cfg.DataDir, RecordKeyName)
 		}
 		snapTopic := cfg.Log.SnapshotTopic
 		if snapTopic == "" {
@@ -176,8 +206,14 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
+	h, err := server.New(cfg.Server)
+	if err != nil {
+		ln.Close()
+		l.Close()
+		s.closeBroker()
+		return nil, fmt.Errorf("--cors-origin: %w", err)
+	}
 	s.ln = newLimitListener(ln, cfg.MaxConnsPerClient, cfg.MaxConns)
-	h := server.New(cfg.Server)
 	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: cfg.IdleTimeout,
 		MaxHeaderBytes: 64 << 10}
 	s.srv.RegisterOnShutdown(h.Shutdown)
@@ -189,14 +225,6 @@ func closeListener(ln net.Listener) {
 	if ln != nil {
 		ln.Close()
 	}
-}
-
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Wait blocks until the HTTP server stops on its own and returns its error.

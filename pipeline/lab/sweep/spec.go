@@ -328,6 +328,25 @@ func DefaultSpec() Spec {
 // ModelKeys are the model's parameters a grid may vary beside the world's.
 var ModelKeys = []string{"temperature", "no_tool"}
 
+// sameNumber reports whether a decoded JSON or YAML value is the number f.
+func sameNumber(v any, f float64) bool {
+	switch n := v.(type) {
+	case float64:
+		return n == f
+	case int:
+		return float64(n) == f
+	}
+	return false
+}
+
+// modelField is m's field named by one of ModelKeys.
+func modelField(m fork.Model, key string) float64 {
+	if key == "temperature" {
+		return m.Temperature
+	}
+	return m.NoTool
+}
+
 // Config is one point of a spec's grid.
 type Config struct {
 	ID     int          `json:"config_id"`
@@ -803,12 +822,14 @@ func ReadSpecFile(path string, base Spec) (Spec, error) {
 	}
 	// The model's noise is one value or a grid axis, never both (Resolve
 	// checks the world's parameters; the model is a struct, whose keys the
-	// decoded spec no longer tells apart from their defaults).
+	// decoded spec no longer tells apart from their defaults). A value
+	// equal to base's is no single value: a manifest's spec holds the
+	// model's fields whatever the grid varies, and is a spec file too.
 	if g, ok := top["grid"].(map[string]any); ok {
 		if m, ok := top["model"].(map[string]any); ok {
 			for _, k := range ModelKeys {
 				_, inGrid := g[k]
-				if v, inModel := m[k]; inGrid && inModel {
+				if v, inModel := m[k]; inGrid && inModel && !sameNumber(v, modelField(base.Model, k)) {
 					return base, fmt.Errorf("spec %s: model: %s is given a single value (model: %s: %v) and is a grid axis too (grid: %s: %s): keep one of the two", path, k, k, v, k, listAny(g[k]))
 				}
 			}

@@ -665,3 +665,28 @@ func TestGridRefusesSingleValuesAndRepeats(t *testing.T) {
 		t.Fatalf("resolved twice:\n%s\n%s", a, b)
 	}
 }
+
+// A manifest's spec is a spec file (the README says so): with a grid over
+// the model's temperature it holds model.temperature too, at its default,
+// which ReadSpecFile refused as "a single value and a grid axis" (found by
+// FuzzSpecFile; testdata/specs/manifest-grid.json is the resolved spec of
+// grid-temperature.yaml).
+func TestManifestSpecWithModelGridReads(t *testing.T) {
+	s, err := sweep.ReadSpecFile("../../../testdata/specs/manifest-grid.json", sweep.DefaultSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Configs) != 2 || r.Configs[0].Model.Temperature != 0 || r.Configs[1].Model.Temperature != 0.1 {
+		t.Fatalf("configs %+v, want temperature 0 and 0.1", r.Configs)
+	}
+	// A value other than the default is still a conflict.
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "s.json"), []byte(`{"model":{"temperature":0.2},"grid":{"temperature":[0,0.1]}}`), 0o644)
+	if _, err := sweep.ReadSpecFile(filepath.Join(dir, "s.json"), sweep.DefaultSpec()); err == nil || !strings.Contains(err.Error(), "keep one of the two") {
+		t.Fatalf("model temperature 0.2 and a temperature grid: %v", err)
+	}
+}
