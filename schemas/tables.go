@@ -37,8 +37,15 @@ import (
 // world-agnostic: every table's columns are the fixed ones below plus the
 // columns a world's declaration (pipeline/world.Declaration) names, and
 // rows carry a status ('ok' or 'error') so a failed run is a row, never a
-// label. schemas/README.md lists what changed.
-const SchemaVersion = 2
+// label. Version 3 keys rows by run: run_id on tasks, checkpoints,
+// branches and pairs, seed nullable (a recorded run may have none).
+// schemas/README.md lists what changed.
+const SchemaVersion = 3
+
+// OldestReadable is the oldest schema version this forklab reads: a
+// version 2 directory is read as version 3 (its files have no run_id; the
+// views give the decimal seed, as for any seed population).
+const OldestReadable = 2
 
 // Tables lists the per-shard table folders of a results directory, in
 // write order.
@@ -113,6 +120,25 @@ func TypeOf(k world.Kind) Type {
 	return Varchar
 }
 
+// seed is the seed column of tasks, checkpoints, branches and pairs:
+// required in a seed population's files, NULL for a recorded run without
+// one (left out of a file where every run has none).
+var seed = Column{Name: "seed", Type: BigInt, Nullable: true, Omittable: true,
+	Description: "the task seed; NULL for a recorded run that has none"}
+
+// RunID is the run_id column of tasks, checkpoints, branches and pairs
+// (schema version 3): a recorded run's id (its record's run_id, its
+// session's stream, its agent's id). A seed population's files leave it
+// out: the views give the decimal seed there (schemas/README.md, "Rows
+// keyed by run").
+var RunID = Column{Name: "run_id", Type: Varchar, Nullable: true, Omittable: true,
+	Description: "the run: a recorded run's id; the decimal seed for a seed population (the views fill it in; the files leave it out)"}
+
+// Metadata is the tasks table's metadata column: what a recorded run's
+// source says about it beyond its checkpoint, as JSON.
+var Metadata = Column{Name: "metadata", Type: Varchar, Nullable: true, Omittable: true,
+	Description: "what a recorded run's source says about it, as JSON (a record's other keys, an agent's metadata); NULL for none"}
+
 var status = []Column{
 	{Name: "status", Type: Varchar, Dict: true, Description: "'ok', or 'error' when the run, branch or pair failed (errors are rows, never labels)"},
 	{Name: "error", Type: Varchar, Nullable: true, Omittable: true, Description: "what failed, when status is 'error'"},
@@ -162,22 +188,24 @@ func Params() []Column {
 // Tasks is the tasks table of world d: one row per (config, seed).
 // Partitioned by config_id.
 func Tasks(d world.Declaration) []Column {
-	cols := []Column{{Name: "seed", Type: BigInt, Description: "the task seed"}}
+	cols := []Column{seed}
 	cols = append(cols, status...)
-	return append(cols, declared(d.Task, "", true)...)
+	cols = append(cols, declared(d.Task, "", true)...)
+	return append(cols, RunID, Metadata)
 }
 
 // Checkpoints is the checkpoints table of world d: one row per (config,
 // seed, fork step), the run stopped at the fork. Partitioned by config_id
 // and fork_step.
 func Checkpoints(d world.Declaration) []Column {
-	cols := []Column{{Name: "seed", Type: BigInt, Description: "the task seed"}}
+	cols := []Column{seed}
 	cols = append(cols, status...)
 	cols = append(cols, Column{Name: "over", Type: Boolean, Nullable: true, Description: "the run had ended before reaching the fork step"})
 	cols = append(cols, declared(d.Features, "", true)...)
 	cols = append(cols, declared(d.Hidden, HiddenPrefix, true)...)
 	cols = append(cols, costColumns("cost_", costType, "what reaching the fork cost")...)
-	return append(cols, Column{Name: "checkpoint", Type: Varchar, Nullable: true, Description: "the checkpoint's JSON, what forklab fork --checkpoint reads"})
+	cols = append(cols, Column{Name: "checkpoint", Type: Varchar, Nullable: true, Description: "the checkpoint's JSON, what forklab fork --checkpoint reads"})
+	return append(cols, RunID)
 }
 
 // Branches is the branches table: one row per (config, seed, fork step,
@@ -185,7 +213,7 @@ func Checkpoints(d world.Declaration) []Column {
 // fork_step.
 func Branches(d world.Declaration) []Column {
 	cols := []Column{
-		{Name: "seed", Type: BigInt, Description: "the task seed"},
+		seed,
 		{Name: "arm", Type: Varchar, Dict: true, Description: "off, on, placebo, aa or policy"},
 		{Name: "replica", Type: Integer, Description: "the replica, from 0"},
 	}
@@ -194,7 +222,8 @@ func Branches(d world.Declaration) []Column {
 		Column{Name: "intervened", Type: Boolean, Nullable: true, Description: "the arm's intervention was applied at the fork"},
 		Column{Name: "success", Type: Boolean, Nullable: true, Description: "the branch met the task's goal"})
 	cols = append(cols, costColumns("cost_", costType, "what the branch cost from the fork to its end, the intervention included,")...)
-	return append(cols, Column{Name: "details", Type: Varchar, Nullable: true, Omittable: true, Description: "outcome details an agent reports, JSON (NULL for built-in worlds)"})
+	cols = append(cols, Column{Name: "details", Type: Varchar, Nullable: true, Omittable: true, Description: "outcome details an agent reports, JSON (NULL for built-in worlds)"})
+	return append(cols, RunID)
 }
 
 // Pairs is the pairs table of world d: one row per (config, seed, fork
@@ -203,7 +232,7 @@ func Branches(d world.Declaration) []Column {
 // Partitioned by config_id and fork_step.
 func Pairs(d world.Declaration) []Column {
 	cols := []Column{
-		{Name: "seed", Type: BigInt, Description: "the task seed"},
+		seed,
 		{Name: "arm", Type: Varchar, Dict: true, Description: "the treatment arm"},
 		{Name: "replicas", Type: Integer, Description: "replicas per side"},
 	}
@@ -218,7 +247,8 @@ func Pairs(d world.Declaration) []Column {
 		Column{Name: "fault", Type: Boolean, Nullable: true, Description: "the declared fault flag's value (NULL when the world declares none)"})
 	cols = append(cols, declared(d.Features, "", true)...)
 	cols = append(cols, declared(d.Hidden, HiddenPrefix, true)...)
-	return append(cols, costColumns("extra_", func(string) Type { return Double }, "the arm's mean branch cost minus off's,")...)
+	cols = append(cols, costColumns("extra_", func(string) Type { return Double }, "the arm's mean branch cost minus off's,")...)
+	return append(cols, RunID)
 }
 
 // TableColumns returns the columns of a per-shard table ("tasks",

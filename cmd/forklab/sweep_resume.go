@@ -16,7 +16,7 @@ import (
 // goes on with the spec stored with the interrupted sweep; the others
 // (--workers, -q, --max-error-rate, …) may change on a resume.
 var identityFlags = []string{"seeds", "fork-at", "arms", "replicas", "policy", "unit-seeds",
-	"world", "param", "temperature", "no-tool", "agent"}
+	"world", "param", "temperature", "no-tool", "agent", "runs"}
 
 // specFlagGiven says whether the user set any flag that sets a key of the
 // spec: one of identityFlags or a world parameter's own flag (--p-stall).
@@ -56,7 +56,7 @@ func specSummary(s sweep.Spec) string {
 	for i, a := range s.Arms {
 		arms[i] = string(a)
 	}
-	parts := []string{"world " + s.World, "seeds " + s.Seeds.String(), "fork at " + strings.Join(steps, ","),
+	parts := []string{"world " + s.World, s.PopulationText(), "fork at " + strings.Join(steps, ","),
 		"arms " + strings.Join(arms, ","), fmt.Sprintf("%d replica(s)", s.Replicas)}
 	if len(s.Grid) > 0 {
 		parts = append(parts, fmt.Sprintf("a grid of %d axes", len(s.Grid)))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -104,7 +105,7 @@ func (r *builtinRecords[S]) record(rec *Record) error {
 		if !res.Forks[fi].Absent {
 			return BadRecord(rec.Where, "two checkpoints at fork step %d", c.ForkStep)
 		}
-		if !sameParams(c.Params, r.inst.Params) || c.Model != l.Model {
+		if !reflect.DeepEqual(c.Params, r.inst.Params) && !sameParams(c.Params, r.inst.Params) || c.Model != l.Model {
 			return BadRecord(rec.Where, "its checkpoint was taken with other parameters or another model than the sweep's (%s): sweep it with the checkpoint's (--param, --temperature, --no-tool)", configDiff(c.Params, c.Model, r.inst.Params, l.Model))
 		}
 		if err := fork.Verify(*l, c); err != nil {
@@ -142,14 +143,24 @@ func (r *builtinRecords[S]) record(rec *Record) error {
 	case seeded:
 		res.Seed = seed
 	case rec.Seed != nil:
-		res.Seed, seeded = *rec.Seed, true
+		res.Seed = *rec.Seed
 	default:
 		res.Seed, res.NoSeed = RunKey(rec.RunID), true
 	}
-	if seeded {
+	switch {
+	case seeded:
+		// What the seed drew: a state keeps its task (Verify replayed
+		// the seed's run to it).
+		for fi := range res.Forks {
+			if !res.Forks[fi].Absent && res.Forks[fi].Err == "" {
+				res.Task = w.Task(&r.states[fi], res.Task)
+				break
+			}
+		}
+	case rec.Seed != nil:
 		start := w.Start(res.Seed)
 		res.Task = w.Task(&start, res.Task)
-	} else {
+	default:
 		res.Task = nullValues(res.Task, len(d.Task))
 	}
 	K := r.plan.Replicas

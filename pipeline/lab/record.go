@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -69,6 +70,28 @@ type RecordFork struct {
 	// the run should have one (a session still running, short of the
 	// fork step): the fork is an error row.
 	Err string
+}
+
+// Clone returns a copy of r that shares nothing with it: a source reuses
+// its Record, and a runner that keeps records past the next read clones
+// them.
+func (r *Record) Clone() *Record {
+	c := *r
+	if r.Seed != nil {
+		s := *r.Seed
+		c.Seed = &s
+	}
+	c.Task, c.Metadata = bytes.Clone(r.Task), bytes.Clone(r.Metadata)
+	c.Forks = make([]RecordFork, len(r.Forks))
+	for i, f := range r.Forks {
+		f.Checkpoint, f.Features, f.Hidden, f.Cost = bytes.Clone(f.Checkpoint), bytes.Clone(f.Features), bytes.Clone(f.Hidden), bytes.Clone(f.Cost)
+		if f.Over != nil {
+			o := *f.Over
+			f.Over = &o
+		}
+		c.Forks[i] = f
+	}
+	return &c
 }
 
 // ErrRecord marks a recorded run the sweep cannot use at all: its

@@ -141,6 +141,7 @@ var ReservedColumns = []string{
 	"label", "quadrant", "fault", "world", "world_version", "params",
 	"temperature", "no_tool", "feature", "param", "type", "value_num", "value_text",
 	"split", "cell", "n",
+	"run_id", "metadata",
 }
 
 // Feature returns the declared feature named name, its position, and

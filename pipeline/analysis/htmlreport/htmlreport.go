@@ -176,7 +176,7 @@ func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 	p := &page{CSS: template.CSS(styleCSS), Title: "forklab report · " + filepath.Base(filepath.Clean(dir)), Dir: dir, Result: s.Result, SearchNote: s.SearchNote,
 		Incomplete: report.IncompleteLine(m), Replicas: report.ReplicasLine(m), Noise: report.ParamsLine(m)}
 	configs := len(m.Configs) > 1
-	p.Facts = []string{"world " + m.Spec.World, "seeds " + m.Spec.Seeds.String(), "fork at " + report.List(m.Spec.ForkAt),
+	p.Facts = []string{"world " + m.Spec.World, m.Spec.PopulationText(), "fork at " + report.List(m.Spec.ForkAt),
 		"arms " + report.List(m.Spec.Arms), fmt.Sprintf("replicas %d", m.Spec.Replicas)}
 	if configs {
 		p.Facts = append(p.Facts, fmt.Sprintf("%d configurations", len(m.Configs)))
@@ -342,10 +342,10 @@ func policies(r *search.Result, m sweep.Manifest, qini *results.Table) ([]policy
 			views = append(views, v)
 			continue
 		}
-		v.Header = fmt.Sprintf("arm on · %s · cap: at most %s %s · %d search / %d held-out pairs (%.0f%% of seeds held out)",
-			v.Title, report.Count(int64(o.MaxHarm), "harm"), report.ScopeText(o.Scope, r.World), g.Chosen.Search.Pairs, g.Chosen.Holdout.Pairs, 100*o.Holdout)
+		v.Header = fmt.Sprintf("arm on · %s · cap: at most %s %s · %d search / %d held-out pairs (%.0f%% of %s held out)",
+			v.Title, report.Count(int64(o.MaxHarm), "harm"), report.ScopeText(o.Scope, r.World), g.Chosen.Search.Pairs, g.Chosen.Holdout.Pairs, 100*o.Holdout, report.Runs(m))
 		v.Chosen, v.Candidates = g.Chosen.Trigger, len(g.Candidates)
-		v.Table = table{Groups: []group{{"", 2}, {"search seeds", 5}, {"held-out seeds", 6 + len(costs)}},
+		v.Table = table{Groups: []group{{"", 2}, {"search " + report.Runs(m), 5}, {"held-out " + report.Runs(m), 6 + len(costs)}},
 			Columns: []string{"trigger", "cap", "fires", "rescued", "harmed", "harmed clean", "net",
 				"fires", "rescued", "harmed", "harmed clean", "net", "harm rate ≤ (95%)"}}
 		for _, k := range costs {
@@ -437,6 +437,9 @@ func parameters(m sweep.Manifest) ([]kv, table, table, string) {
 	kvs := []kv{
 		{"world", s.World}, {"seeds", s.Seeds.String() + fmt.Sprintf(" (%d seeds)", s.Seeds.Len())},
 		{"fork at", report.List(s.ForkAt)}, {"arms", report.List(s.Arms)}, {"replicas", fmt.Sprint(s.Replicas)},
+	}
+	if r := s.Runs; r != nil {
+		kvs[1] = kv{"runs", fmt.Sprintf("%d recorded runs: %s (%s, %d bytes, crc32c %s)", r.Count, r.Source, r.Format, r.Bytes, r.CRC32C)}
 	}
 	for _, prm := range m.Declaration.Params {
 		kvs = append(kvs, kv{prm.Name, s.Params.Text(prm.Name)})

@@ -642,8 +642,8 @@ func ReadManifest(dir string) (Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("%s/%s is corrupt: %v: %w", dir, ManifestName, err, ErrNotResults)
 	}
-	if m.SchemaVersion != schemas.SchemaVersion {
-		return m, fmt.Errorf("%s/%s has schema_version %d; this forklab reads %d: rerun the sweep with this forklab: %w", dir, ManifestName, m.SchemaVersion, schemas.SchemaVersion, ErrNotResults)
+	if m.SchemaVersion < schemas.OldestReadable || m.SchemaVersion > schemas.SchemaVersion {
+		return m, fmt.Errorf("%s/%s has schema_version %d; this forklab reads %d to %d: rerun the sweep with this forklab: %w", dir, ManifestName, m.SchemaVersion, schemas.OldestReadable, schemas.SchemaVersion, ErrNotResults)
 	}
 	return m, nil
 }

@@ -97,7 +97,7 @@ func (s Spec) ShardSeeds() uint64 {
 	perSeed := uint64(len(s.ForkAt) * len(s.Arms) * s.Replicas)
 	base := max(uint64(1024), rowsPerShard/perSeed)
 	base -= base % 64
-	n := s.Seeds.Len()
+	n := s.Population().Len()
 	if n <= base {
 		return base
 	}
@@ -110,14 +110,15 @@ func (s Spec) ShardSeeds() uint64 {
 // holding them all in memory; it stops when f returns false.
 func (r Resolved) Units(f func(Unit) bool) {
 	size := r.Spec.ShardSeeds()
+	pop := r.Spec.Population()
 	for _, c := range r.Configs {
 		i := 0
-		for lo := r.Spec.Seeds.Start; lo < r.Spec.Seeds.End; lo += size {
-			if !f(Unit{Config: c.ID, Index: i, Seeds: Range{lo, min(lo+size, r.Spec.Seeds.End)}}) {
+		for lo := pop.Start; lo < pop.End; lo += size {
+			if !f(Unit{Config: c.ID, Index: i, Seeds: Range{lo, min(lo+size, pop.End)}}) {
 				return
 			}
 			i++
-			if lo > r.Spec.Seeds.End-size { // lo+size would pass End (or overflow)
+			if lo > pop.End-size { // lo+size would pass End (or overflow)
 				break
 			}
 		}
@@ -127,7 +128,7 @@ func (r Resolved) Units(f func(Unit) bool) {
 // UnitCount is the number of units of the resolved spec.
 func (r Resolved) UnitCount() uint64 {
 	size := r.Spec.ShardSeeds()
-	n := (r.Spec.Seeds.Len() + size - 1) / size
+	n := (r.Spec.Population().Len() + size - 1) / size
 	return n * uint64(len(r.Configs))
 }
 
@@ -189,7 +190,7 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, SweepID: opt.SweepID,
 		Spec: spec.redacted(), Declaration: r.Decl, Configs: r.Configs, Rows: map[string]int64{}, StartedAt: time.Now().UTC()}
 	var res Result
-	layouts, err := newLayouts(r.Decl)
+	layouts, err := layoutsFor(r.Decl, spec.Runs)
 	if err != nil {
 		return res, err
 	}
@@ -360,6 +361,12 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	}
 	m.MaxErrorRate = spec.ErrorRateLimit()
 	m.Incomplete = m.ErrorRate > m.MaxErrorRate
+	if r.Source != nil {
+		// Read as it was listed, or not published.
+		if err := r.Source.Check(); err != nil {
+			return res, err
+		}
+	}
 	if err := removeTemps(st.Dir); err != nil {
 		return res, fmt.Errorf("staging %s: %w", st.Dir, err)
 	}
@@ -636,7 +643,9 @@ type layouts struct {
 	tasks, checkpoints, branches, pairs *layout
 }
 
-func layoutOf(table string, cols []schemas.Column, reported func(string) bool) (*layout, error) {
+// layoutOf is the layout of a table of columns cols; expected says which
+// omittable columns the files of a sweep without errors hold (nil: none).
+func layoutOf(table string, cols []schemas.Column, expected func(string) bool) (*layout, error) {
 	specs := make([]colSpec, len(cols))
 	for i, c := range cols {
 		var t colType
@@ -655,24 +664,40 @@ func layoutOf(table string, cols []schemas.Column, reported func(string) bool) (
 				t = colDict
 			}
 		}
-		specs[i] = colSpec{name: c.Name, typ: t, nullable: c.Optional, omittable: c.Omittable}
-		if cost, ok := strings.CutPrefix(c.Name, "cost_"); ok && reported != nil && reported(cost) {
-			specs[i].expected = true
-		}
-		if cost, ok := strings.CutPrefix(c.Name, "extra_"); ok && reported != nil && reported(cost) {
-			specs[i].expected = true
-		}
+		specs[i] = colSpec{name: c.Name, typ: t, nullable: c.Optional, omittable: c.Omittable, expected: expected != nil && expected(c.Name)}
 	}
 	return newLayout(table, specs)
 }
 
-func newLayouts(d world.Declaration) (*layouts, error) {
+func newLayouts(d world.Declaration) (*layouts, error) { return layoutsFor(d, nil) }
+
+// layoutsFor is newLayouts for a sweep of population runs (nil: seeds):
+// the files of a recorded population hold run_id, and metadata when its
+// records carry some.
+func layoutsFor(d world.Declaration, runs *Runs) (*layouts, error) {
+	expected := func(name string) bool {
+		if cost, ok := strings.CutPrefix(name, "cost_"); ok {
+			return d.Cost.Reports(cost)
+		}
+		if cost, ok := strings.CutPrefix(name, "extra_"); ok {
+			return d.Cost.Reports(cost)
+		}
+		switch name {
+		case "seed":
+			return true
+		case "run_id":
+			return runs != nil
+		case "metadata":
+			return runs != nil && runs.Metadata
+		}
+		return false
+	}
 	var ls layouts
 	for _, t := range []struct {
 		name string
 		dst  **layout
 	}{{"tasks", &ls.tasks}, {"checkpoints", &ls.checkpoints}, {"branches", &ls.branches}, {"pairs", &ls.pairs}} {
-		l, err := layoutOf(t.name, schemas.TableColumns(t.name, d), d.Cost.Reports)
+		l, err := layoutOf(t.name, schemas.TableColumns(t.name, d), expected)
 		if err != nil {
 			return nil, err
 		}
@@ -796,12 +821,14 @@ type unitWriter struct {
 	// cols of the declared values in each table: the first feature column
 	// of checkpoints and pairs, the first task column of tasks.
 	cpFeat, pairFeat, taskCol int
-	kinds                     []colType // features, then hidden
-	taskKinds                 []colType
-	faultIdx                  int
-	costReported              [4]bool
-	unreported, unreportedErr int
-	progressBatch             int
+	// the run_id column of each table, and the tasks' metadata
+	taskRun, taskMeta, cpRun, brRun, prRun int
+	kinds                                  []colType // features, then hidden
+	taskKinds                              []colType
+	faultIdx                               int
+	costReported                           [4]bool
+	unreported, unreportedErr              int
+	progressBatch                          int
 
 	// per unit
 	errors int64
@@ -818,7 +845,9 @@ func newUnitWriter(r Resolved, ls *layouts, dir string, opt Options, s *syncer, 
 	w := &unitWriter{r: r, ls: ls, dir: dir, opt: opt, sync: s, done: done, plan: r.Plan(), runners: map[int]lab.Runner{},
 		tasks: newTableFile(ls.tasks, 0), forks: make([]forkTables, len(r.Spec.ForkAt)),
 		cpFeat: ls.checkpoints.index("over") + 1, pairFeat: ls.pairs.index("fault") + 1, taskCol: ls.tasks.index("error") + 1,
-		faultIdx: r.Decl.FaultIndex()}
+		faultIdx: r.Decl.FaultIndex(),
+		taskRun:  ls.tasks.index("run_id"), taskMeta: ls.tasks.index("metadata"), cpRun: ls.checkpoints.index("run_id"),
+		brRun: ls.branches.index("run_id"), prRun: ls.pairs.index("run_id")}
 	for i := range w.forks {
 		w.forks[i] = forkTables{checkpoints: newTableFile(ls.checkpoints, checkpointBatch),
 			branches: newTableFile(ls.branches, 0), pairs: newTableFile(ls.pairs, 0)}
@@ -851,9 +880,12 @@ func (w *unitWriter) runner(c Config) (lab.Runner, error) {
 	}
 	var rn lab.Runner
 	var err error
-	if w.opt.Runners != nil {
+	switch {
+	case w.opt.Runners != nil:
 		rn, err = w.opt.Runners(c, w.plan)
-	} else {
+	case w.r.Spec.Runs != nil:
+		rn, err = w.recordRunner(c)
+	default:
 		var inst lab.Instance
 		if inst, err = w.r.Def.Open(c.Params, c.Model); err == nil {
 			w.insts = append(w.insts, inst)
@@ -865,6 +897,28 @@ func (w *unitWriter) runner(c Config) (lab.Runner, error) {
 	}
 	w.runners[c.ID] = rn
 	return rn, nil
+}
+
+// recordRunner returns the runner of configuration c of a recorded
+// population: the world's record runner over the opened source.
+func (w *unitWriter) recordRunner(c Config) (lab.Runner, error) {
+	if w.r.Source == nil {
+		return nil, fmt.Errorf("the recorded population %s is not open (Resolved.OpenRuns)", w.r.Spec.Runs.Source)
+	}
+	inst, err := w.r.Def.Open(c.Params, c.Model)
+	if err != nil {
+		return nil, err
+	}
+	w.insts = append(w.insts, inst)
+	rec, ok := inst.(lab.Recorder)
+	if !ok {
+		return nil, fmt.Errorf("world %s cannot fork recorded runs", w.r.Decl.Name)
+	}
+	rr, err := rec.Recorded(w.plan)
+	if err != nil {
+		return nil, err
+	}
+	return recordRunner{rr: rr, src: w.r.Source}, nil
 }
 
 // progress reports finished seeds in batches of at least progressBatch
@@ -944,9 +998,22 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 	// Commit the files; the syncer writes the ledger entry once the last
 	// of them is in place, while this worker goes on with the next unit.
 	n := 0
-	w.each(func(*tableFile) error { n++; return nil })
+	w.each(func(t *tableFile) error {
+		if t.empty() {
+			t.abort() // a fork step none of a recorded unit's runs has: no file
+			t.skipped = true
+		} else {
+			n++
+		}
+		return nil
+	})
 	uf := &unitFiles{entry: ledgerEntry{Unit: u, Errors: w.errors, Cost: w.cost, Labels: slices.Clone(w.labels)}, left: n, dir: w.dir, done: w.done}
-	if err = w.each(func(t *tableFile) error { return t.commit(w.sync, uf.add) }); err != nil {
+	if err = w.each(func(t *tableFile) error {
+		if t.skipped {
+			return nil
+		}
+		return t.commit(w.sync, uf.add)
+	}); err != nil {
 		return e, fmt.Errorf("%s: %w", where, err)
 	}
 	// The syncer fills uf.entry's files from here on; the caller gets the
@@ -1102,9 +1169,15 @@ func putStatus(t *tableFile, errText string, keep *[]string) {
 // checkpoint, branches and pairs.
 func (w *unitWriter) seed(res *lab.SeedResult) error {
 	t := w.tasks
-	t.putInt64(0, int64(res.Seed))
+	putSeed(t, res)
 	putStatus(t, res.Err, &w.taskErr)
 	putValues(t, w.taskCol, w.taskKinds, res.Task, res.Err != "")
+	putRun(t, w.taskRun, res)
+	if len(res.Metadata) > 0 {
+		t.putString(w.taskMeta, string(res.Metadata))
+	} else {
+		t.putNull(w.taskMeta)
+	}
 	if flushed, err := t.end(); err != nil {
 		return err
 	} else if flushed {
@@ -1120,10 +1193,13 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		if forkErr == "" {
 			f = &res.Forks[i]
 			forkErr = f.Err
+			if f.Absent {
+				continue // a recorded run without a checkpoint here
+			}
 		}
 		// checkpoints
 		cp := ft.checkpoints
-		cp.putInt64(0, int64(res.Seed))
+		putSeed(cp, res)
 		putStatus(cp, forkErr, &ft.errs)
 		if forkErr != "" {
 			cp.putNull(3)
@@ -1134,12 +1210,13 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 			cp.putBool(3, f.Over)
 			putValues(cp, w.cpFeat, w.kinds[:nf], f.Features, false)
 			putValues(cp, w.cpFeat+nf, w.kinds[nf:], f.Hidden, false)
-			w.putCost(cp, w.cpFeat+len(w.kinds), f.Cost, false)
+			w.putCost(cp, w.cpFeat+len(w.kinds), f.Cost, f.NoCost)
 			start := len(ft.arena)
 			ft.arena = append(ft.arena, f.Checkpoint...)
 			cp.putString(w.cpFeat+len(w.kinds)+4, unsafe.String(unsafe.SliceData(ft.arena[start:]), len(f.Checkpoint)))
 			w.cost = w.cost.Add(f.Cost)
 		}
+		putRun(cp, w.cpRun, res)
 		if flushed, err := cp.end(); err != nil {
 			return err
 		} else if flushed {
@@ -1149,7 +1226,7 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		br := ft.branches
 		for ai, arm := range w.plan.Arms {
 			for rep := range K {
-				br.putInt64(0, int64(res.Seed))
+				putSeed(br, res)
 				br.putString(1, string(arm))
 				br.putInt32(2, int32(rep))
 				bErr := forkErr
@@ -1176,6 +1253,7 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 					}
 					w.cost = w.cost.Add(b.Cost)
 				}
+				putRun(br, w.brRun, res)
 				if flushed, err := br.end(); err != nil {
 					return err
 				} else if flushed && cp.rows == 0 {
@@ -1214,7 +1292,7 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 			if pErr == "" {
 				pErr = armErr
 			}
-			pr.putInt64(0, int64(res.Seed))
+			putSeed(pr, res)
 			pr.putString(1, string(arm))
 			pr.putInt32(2, int32(K))
 			putStatus2(pr, 3, pErr, &ft.errs)
@@ -1266,6 +1344,7 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 					}
 				}
 			}
+			putRun(pr, w.prRun, res)
 			if _, err := pr.end(); err != nil {
 				return err
 			}
@@ -1278,6 +1357,27 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		w.progress(1, seedErrs, false)
 	}
 	return nil
+}
+
+// putSeed writes the seed column (0) of a row of res: NULL for a
+// recorded run without a seed.
+func putSeed(t *tableFile, res *lab.SeedResult) {
+	if res.NoSeed {
+		t.putNull(0)
+	} else {
+		t.putInt64(0, int64(res.Seed))
+	}
+}
+
+// putRun writes the run_id column (i) of a row of res: a recorded run's
+// id; NULL for a seed's run, whose files leave the column out (the views
+// give its decimal seed).
+func putRun(t *tableFile, i int, res *lab.SeedResult) {
+	if res.RunID == "" {
+		t.putNull(i)
+	} else {
+		t.putString(i, res.RunID)
+	}
 }
 
 // putValuesAt writes features then hidden values from column i on.
