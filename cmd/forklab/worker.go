@@ -81,6 +81,7 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 				Queue: scaleout.Queue{Brokers: splitList(brokers), Name: queue, Partitions: partitions, DialTimeout: dialTimeout},
 				ID:    id, Parallel: parallel, SessionTimeout: sessionTimeout, MaxUnits: maxUnits,
 				Version: version, Logf: logf, Debug: debug,
+				Token: os.Getenv("FORKLAB_TOKEN"),
 				OpenAgent: func(ctx context.Context, a sweep.AgentSpec) (scaleout.Agent, error) {
 					if agentCmd != "" {
 						a.Command = agentCmd

@@ -255,32 +255,38 @@ func armSupported(d world.Declaration, arm fork.Arm) bool {
 
 // startCall is the start request of seed, decoding into res.
 func (i *Instance) startCall(seed uint64, forkSteps []int, res *lab.SeedResult) *call {
-	d := &i.def.init.World
 	return &call{method: MethodStart, units: 1,
 		params: StartParams{Seed: seed, ForkSteps: forkSteps, Params: i.params, Model: i.model},
-		decode: func(raw json.RawMessage) error {
-			var r StartResult
-			if err := decodeResult("start.result", raw, &r); err != nil {
+		decode: i.decodeRun("start.result", forkSteps, res)}
+}
+
+// decodeRun decodes a start result (or a load result, of the same shape:
+// schema names which) of forkSteps into res.
+func (i *Instance) decodeRun(schema string, forkSteps []int, res *lab.SeedResult) func(json.RawMessage) error {
+	d := &i.def.init.World
+	return func(raw json.RawMessage) error {
+		var r StartResult
+		if err := decodeResult(schema, raw, &r); err != nil {
+			return err
+		}
+		if len(r.Forks) != len(forkSteps) {
+			return fmt.Errorf("result.forks has %d entries for %d fork steps asked", len(r.Forks), len(forkSteps))
+		}
+		var err error
+		if res.Task, err = parseValues("result.task", d.Task, r.Task, res.Task[:0]); err != nil {
+			return err
+		}
+		for k := range r.Forks {
+			where := fmt.Sprintf("result.forks[%d]", k)
+			if *r.Forks[k].ForkStep != forkSteps[k] {
+				return fmt.Errorf("%s.fork_step is %d, but fork step %d was asked there", where, *r.Forks[k].ForkStep, forkSteps[k])
+			}
+			if err := parseFork(where, d, &r.Forks[k], &res.Forks[k]); err != nil {
 				return err
 			}
-			if len(r.Forks) != len(forkSteps) {
-				return fmt.Errorf("result.forks has %d entries for %d fork steps asked", len(r.Forks), len(forkSteps))
-			}
-			var err error
-			if res.Task, err = parseValues("result.task", d.Task, r.Task, res.Task[:0]); err != nil {
-				return err
-			}
-			for k := range r.Forks {
-				where := fmt.Sprintf("result.forks[%d]", k)
-				if *r.Forks[k].ForkStep != forkSteps[k] {
-					return fmt.Errorf("%s.fork_step is %d, but fork step %d was asked there", where, *r.Forks[k].ForkStep, forkSteps[k])
-				}
-				if err := parseFork(where, d, &r.Forks[k], &res.Forks[k]); err != nil {
-					return err
-				}
-			}
-			return nil
-		}}
+		}
+		return nil
+	}
 }
 
 // branchCall is the branch request of every arm and replica of one
