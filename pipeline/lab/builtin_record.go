@@ -35,7 +35,6 @@ type builtinRecords[S any] struct {
 	states []S // the decoded state of each fork step present
 	final  S
 	hist   []world.Action
-	vals   []world.Value
 }
 
 // RunRecords forks every record next yields, in order.
@@ -185,12 +184,20 @@ func (r *builtinRecords[S]) record(rec *Record) error {
 	return nil
 }
 
-// agrees compares what record fork rf says of its checkpoint (features,
-// hidden truth, over) with what the world computed into f: a difference
-// is the fork's error text (an error row: reported, never silently
-// overridden); a value the declaration refuses is a RecordError.
+// agrees is Disagreement with the world's own computation.
 func (r *builtinRecords[S]) agrees(where string, rf *RecordFork, f *ForkResult) (string, error) {
 	d := &r.inst.Lab.Decl
+	return Disagreement(where, d, "world "+d.Name+" computes from its checkpoint", "from the checkpoint", rf, f)
+}
+
+// Disagreement compares what record fork rf says of its checkpoint
+// (features, hidden truth, over) with what the world computed into f, by
+// says how ("world counter computes from its checkpoint") and from how it
+// is named in the message ("from the checkpoint"). A difference is the
+// fork's error text — an error row: reported, never silently overridden —
+// naming the record, the field and both values; a value the declaration
+// refuses is a *RecordError.
+func Disagreement(where string, d *world.Declaration, by, from string, rf *RecordFork, f *ForkResult) (string, error) {
 	for _, g := range []struct {
 		name   string
 		raw    json.RawMessage
@@ -200,19 +207,19 @@ func (r *builtinRecords[S]) agrees(where string, rf *RecordFork, f *ForkResult) 
 		if g.raw == nil {
 			continue
 		}
-		var err error
-		if r.vals, err = ParseObject(g.name, g.fields, g.raw, r.vals[:0]); err != nil {
+		vals, err := ParseObject(g.name, g.fields, g.raw, nil)
+		if err != nil {
 			return "", &RecordError{Where: where, Err: err}
 		}
 		for k, fd := range g.fields {
-			if r.vals[k] != g.have[k] {
-				return fmt.Sprintf("%s: %s disagree with what world %s computes from its checkpoint: %s.%s is %s in the record, %s from the checkpoint",
-					where, g.name, d.Name, g.name, fd.Name, valueText(fd, r.vals[k]), valueText(fd, g.have[k])), nil
+			if vals[k] != g.have[k] {
+				return fmt.Sprintf("%s: %s disagree with what %s: %s.%s is %s in the record, %s %s",
+					where, g.name, by, g.name, fd.Name, valueText(fd, vals[k]), valueText(fd, g.have[k]), from), nil
 			}
 		}
 	}
 	if rf.Over != nil && *rf.Over != f.Over {
-		return fmt.Sprintf("%s: over disagrees with what world %s computes from its checkpoint: %t in the record, %t from the checkpoint", where, d.Name, *rf.Over, f.Over), nil
+		return fmt.Sprintf("%s: over disagrees with what %s: %t in the record, %t %s", where, by, *rf.Over, f.Over, from), nil
 	}
 	return "", nil
 }

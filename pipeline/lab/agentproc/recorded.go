@@ -210,29 +210,16 @@ type agentRecords struct {
 // units buffered, once.
 func (r *agentRecords) Costly() bool { return true }
 
-// recBlock is a run of consecutive records forked together.
-type recBlock struct {
-	recs    []*lab.Record
-	results []*lab.SeedResult
-	done    chan struct{}
-	err     error
-	skipped bool
-	dearest world.Cost
-}
-
 // RunRecords forks the records next yields, blocks of them at once (as
 // many blocks in flight as twice the pool's processes), and emits them in
 // order.
 func (r *agentRecords) RunRecords(ctx context.Context, next lab.Records, emit func(*lab.SeedResult) error) error {
 	def := r.inst.def
-	size := 1
-	if b := def.init.Capabilities.Batch; b > 1 {
-		size = min(b, maxBatchSeeds)
-	}
+	size := def.blockSize()
 	inner, cancel := context.WithCancel(ctx)
 	defer cancel()
 	window := make(chan struct{}, 2*def.pool.cfg.Parallel)
-	blocks := make(chan *recBlock, cap(window)+1)
+	blocks := make(chan *block, cap(window)+1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(1)
@@ -247,12 +234,12 @@ func (r *agentRecords) RunRecords(ctx context.Context, next lab.Records, emit fu
 			case <-inner.Done():
 			}
 			if n == 0 {
-				b := &recBlock{skipped: true, done: make(chan struct{})}
+				b := &block{skipped: true, done: make(chan struct{})}
 				close(b.done)
 				blocks <- b
 				return
 			}
-			b := &recBlock{done: make(chan struct{})}
+			b := &block{done: make(chan struct{})}
 			for uint64(len(b.recs)) < n {
 				rec, err := next(inner)
 				if err != nil {
@@ -275,7 +262,7 @@ func (r *agentRecords) RunRecords(ctx context.Context, next lab.Records, emit fu
 				continue
 			}
 			wg.Add(1)
-			go func(b *recBlock) {
+			go func(b *block) {
 				defer wg.Done()
 				defer close(b.done)
 				if err := r.play(inner, b); err != nil {
@@ -286,42 +273,12 @@ func (r *agentRecords) RunRecords(ctx context.Context, next lab.Records, emit fu
 			blocks <- b
 		}
 	}()
-	for b := range blocks {
-		<-b.done
-		if b.skipped {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			wg.Wait()
-			return ErrStopped
-		}
-		if b.err != nil {
-			cancel()
-			drainRecs(blocks)
-			return b.err
-		}
-		for _, res := range b.results {
-			if err := emit(res); err != nil {
-				cancel()
-				drainRecs(blocks)
-				return err
-			}
-		}
-		<-window
-	}
-	return nil
-}
-
-func drainRecs(blocks <-chan *recBlock) {
-	go func() {
-		for range blocks {
-		}
-	}()
+	return emitBlocks(ctx, blocks, window, cancel, &wg, emit)
 }
 
 // play fills b.results: loads, inspects and branches, the agent's pool
 // serving them.
-func (r *agentRecords) play(ctx context.Context, b *recBlock) error {
+func (r *agentRecords) play(ctx context.Context, b *block) error {
 	i := r.inst
 	d := &i.def.init.World
 	b.results = make([]*lab.SeedResult, len(b.recs))
@@ -386,7 +343,7 @@ func (r *agentRecords) play(ctx context.Context, b *recBlock) error {
 			x.f.Err = "inspect: " + errText(x.c.err)
 			continue
 		}
-		if msg, err := agrees(x.rec.Where, d, x.rf, x.f); err != nil {
+		if msg, err := lab.Disagreement(x.rec.Where, d, "agent world "+d.Name+"'s inspect computes from its checkpoint", "from inspect", x.rf, x.f); err != nil {
 			return err
 		} else if msg != "" {
 			x.f.Err = msg
@@ -514,44 +471,6 @@ func (r *agentRecords) fromRecord(rec *lab.Record, res *lab.SeedResult) error {
 		}
 	}
 	return nil
-}
-
-// agrees compares what a record says of its checkpoint (features, hidden
-// truth, over) with what the agent's inspect computed into f: a
-// difference is the fork's error text; a value the declaration refuses is
-// a RecordError.
-func agrees(where string, d *world.Declaration, rf *lab.RecordFork, f *lab.ForkResult) (string, error) {
-	for _, g := range []struct {
-		name   string
-		raw    json.RawMessage
-		fields []world.Field
-		have   []world.Value
-	}{{"features", rf.Features, d.Features, f.Features}, {"hidden", rf.Hidden, d.Hidden, f.Hidden}} {
-		if g.raw == nil {
-			continue
-		}
-		vals, err := lab.ParseObject(g.name, g.fields, g.raw, nil)
-		if err != nil {
-			return "", &lab.RecordError{Where: where, Err: err}
-		}
-		for k, fd := range g.fields {
-			if vals[k] != g.have[k] {
-				return fmt.Sprintf("%s: %s disagree with what agent world %s's inspect computes from its checkpoint: %s.%s is %s in the record, %s from inspect",
-					where, g.name, d.Name, g.name, fd.Name, valueText(fd, vals[k]), valueText(fd, g.have[k])), nil
-			}
-		}
-	}
-	if rf.Over != nil && *rf.Over != f.Over {
-		return fmt.Sprintf("%s: over disagrees with what agent world %s's inspect computes from its checkpoint: %t in the record, %t from inspect", where, d.Name, *rf.Over, f.Over), nil
-	}
-	return "", nil
-}
-
-func valueText(f world.Field, v world.Value) string {
-	if v.Null {
-		return "null"
-	}
-	return v.Text(f.Kind)
 }
 
 // decodeStrictJSON decodes b into v, numbers kept exact, unknown keys

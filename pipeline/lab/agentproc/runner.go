@@ -43,6 +43,7 @@ func (r *runner) Costly() bool { return true }
 // block is a run of consecutive seeds played together.
 type block struct {
 	lo, hi  uint64
+	recs    []*lab.Record // a recorded population's runs (RunRecords)
 	results []*lab.SeedResult
 	done    chan struct{}
 	err     error
@@ -70,10 +71,7 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 		}
 		defer j.close()
 	}
-	size := uint64(1)
-	if b := def.init.Capabilities.Batch; b > 1 {
-		size = uint64(min(b, maxBatchSeeds))
-	}
+	size := uint64(def.blockSize())
 	inner, cancel := context.WithCancel(ctx)
 	defer cancel()
 	window := make(chan struct{}, 2*def.pool.cfg.Parallel)
@@ -112,6 +110,15 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 			blocks <- b
 		}
 	}()
+	return emitBlocks(ctx, blocks, window, cancel, &wg, emit)
+}
+
+// emitBlocks emits the results of blocks, in order, each once it is done,
+// freeing a slot of window after each: the emitting half of a runner
+// (Run, and a recorded population's RunRecords). A skipped block ends it
+// with ErrStopped once the blocks in progress are done (or ctx's error);
+// a block's error, or emit's, cancels the rest.
+func emitBlocks(ctx context.Context, blocks <-chan *block, window <-chan struct{}, cancel func(), wg *sync.WaitGroup, emit func(*lab.SeedResult) error) error {
 	for b := range blocks {
 		<-b.done
 		if b.skipped {
@@ -137,6 +144,15 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 		<-window
 	}
 	return nil
+}
+
+// blockSize is how many seeds (or recorded runs) a block of work holds:
+// one, or as many as a batch line takes (at most maxBatchSeeds).
+func (d *Definition) blockSize() int {
+	if b := d.init.Capabilities.Batch; b > 1 {
+		return min(b, maxBatchSeeds)
+	}
+	return 1
 }
 
 // drain empties blocks until the dispatcher closes it (after ctx's

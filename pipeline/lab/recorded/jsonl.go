@@ -108,9 +108,7 @@ func openJSONL(path string, o Options) (*jsonlSource, error) {
 		fileCRC, blkCRC uint32
 		lineNo          int64
 		rec             lab.Record
-		steps           = map[int]bool{}
-		hseed           = maphash.MakeSeed()
-		ids             []uint64
+		t               = newTally(o)
 	)
 	for {
 		line, start, err := lr.next()
@@ -127,7 +125,7 @@ func openJSONL(path string, o Options) (*jsonlSource, error) {
 			blkCRC = crc32.Update(blkCRC, castagnoli, line)
 			continue
 		}
-		if uint64(len(ids))%blockRecords == 0 {
+		if uint64(len(t.ids))%blockRecords == 0 {
 			if len(s.blocks) > 0 {
 				s.blocks[len(s.blocks)-1].crc = blkCRC
 			}
@@ -135,35 +133,30 @@ func openJSONL(path string, o Options) (*jsonlSource, error) {
 			blkCRC = 0
 		}
 		blkCRC = crc32.Update(blkCRC, castagnoli, line)
-		if err := parseRecord(body, path+" line "+strconv.FormatInt(lineNo, 10), &rec); err != nil {
+		if err := t.add(body, path+" line "+strconv.FormatInt(lineNo, 10), &rec); err != nil {
 			return nil, err
 		}
-		step, err := recordStep(&rec, o)
-		if err != nil {
-			return nil, err
-		}
-		steps[step] = true
-		s.listing.Metadata = s.listing.Metadata || len(rec.Metadata) > 0
-		ids = append(ids, maphash.String(hseed, rec.RunID))
-		if len(ids) == 1024 && lr.off > 0 {
+		if len(t.ids) == 1024 && lr.off > 0 {
 			// Room for every run at once, as the first lines' length
 			// foretells (a tenth more): growing by doubling would hold
 			// twice the ids for a moment.
-			ids = slices.Grow(ids, int(s.size/(lr.off/1024+1)*11/10))
+			t.ids = slices.Grow(t.ids, int(s.size/(lr.off/1024+1)*11/10))
 		}
 	}
-	if len(ids) == 0 {
+	if len(t.ids) == 0 {
 		return nil, fmt.Errorf("runs %s holds no record: a record is one line {\"run_id\": …, \"checkpoint\": …}", path)
 	}
 	s.blocks[len(s.blocks)-1].crc = blkCRC
 	if lr.off != s.size {
 		return nil, fmt.Errorf("runs %s %w: it had %d bytes when the sweep began listing it, %d by the end", path, ErrChanged, s.size, lr.off)
 	}
-	if err := s.duplicates(ids, hseed); err != nil {
-		return nil, err
+	if t.repeats() {
+		if err := s.duplicates(t); err != nil {
+			return nil, err
+		}
 	}
-	s.listing = Listing{Format: FormatJSONL, Runs: uint64(len(ids)), Bytes: s.size, CRC32C: crcText(fileCRC),
-		ForkSteps: sortedSteps(steps), Metadata: s.listing.Metadata}
+	s.listing = Listing{Format: FormatJSONL, Runs: uint64(len(t.ids)), Bytes: s.size, CRC32C: crcText(fileCRC),
+		ForkSteps: sortedSteps(t.steps), Metadata: t.meta}
 	return s, nil
 }
 
@@ -212,19 +205,59 @@ func recordStep(rec *lab.Record, o Options) (int, error) {
 	return step, nil
 }
 
-// duplicates reports the first run id two records share: ids are the
-// hashes of the run ids in file order; records whose hashes collide are
-// read again to compare their ids and name their lines.
-func (s *jsonlSource) duplicates(ids []uint64, hseed maphash.Seed) error {
-	slices.Sort(ids)
-	dup := map[uint64]bool{}
-	for i := 1; i < len(ids); i++ {
-		if ids[i] == ids[i-1] {
-			dup[ids[i]] = true
+// tally is what listing a file counts of its records: the fork steps they
+// are at, whether any has metadata, and the hash of each run id (8 bytes a
+// run), to find run ids listed twice.
+type tally struct {
+	o     Options
+	steps map[int]bool
+	meta  bool
+	seed  maphash.Seed
+	ids   []uint64
+}
+
+func newTally(o Options) *tally {
+	return &tally{o: o, steps: map[int]bool{}, seed: maphash.MakeSeed()}
+}
+
+// add reads the record b (where names it) into rec, checks it, and counts
+// it.
+func (t *tally) add(b []byte, where string, rec *lab.Record) error {
+	if err := parseRecord(b, where, rec); err != nil {
+		return err
+	}
+	step, err := recordStep(rec, t.o)
+	if err != nil {
+		return err
+	}
+	t.steps[step] = true
+	t.meta = t.meta || len(rec.Metadata) > 0
+	t.ids = append(t.ids, maphash.String(t.seed, rec.RunID))
+	return nil
+}
+
+// repeats sorts the hashes and reports whether two are equal: two runs may
+// share an id (or their hashes collide), which only reading them again
+// tells apart.
+func (t *tally) repeats() bool {
+	slices.Sort(t.ids)
+	for i := 1; i < len(t.ids); i++ {
+		if t.ids[i] == t.ids[i-1] {
+			return true
 		}
 	}
-	if len(dup) == 0 {
-		return nil
+	return false
+}
+
+// duplicates reports the first run id two records share: the records
+// whose hashes t found equal are read again to compare their ids and name
+// their lines.
+func (s *jsonlSource) duplicates(t *tally) error {
+	dup := map[uint64]bool{}
+	for i := 1; i < len(t.ids); i++ {
+		if t.ids[i] == t.ids[i-1] {
+			dup[t.ids[i]] = true
+		}
 	}
 	f, err := os.Open(s.path)
 	if err != nil {
@@ -240,7 +273,7 @@ func (s *jsonlSource) duplicates(ids []uint64, hseed maphash.Seed) error {
 			return nil // hash collisions only
 		}
 		body := bytes.TrimSpace(line)
-		if len(body) == 0 || parseRecord(body, "", &rec) != nil || !dup[maphash.String(hseed, rec.RunID)] {
+		if len(body) == 0 || parseRecord(body, "", &rec) != nil || !dup[maphash.String(t.seed, rec.RunID)] {
 			continue
 		}
 		if first, ok := seen[rec.RunID]; ok {
@@ -256,14 +289,18 @@ func (s *jsonlSource) Close() error { return nil }
 
 // Check compares the file's size and modification time with the
 // listing's.
-func (s *jsonlSource) Check() error {
-	fi, err := os.Stat(s.path)
+func (s *jsonlSource) Check() error { return checkFile(s.path, s.size, s.mtime) }
+
+// checkFile reports a file that is not of size bytes, modified at mtime,
+// as it was when the sweep listed it.
+func checkFile(path string, size int64, mtime time.Time) error {
+	fi, err := os.Stat(path)
 	if err != nil {
-		return fmt.Errorf("runs %s %w: %v", s.path, ErrChanged, err)
+		return fmt.Errorf("runs %s %w: %v", path, ErrChanged, err)
 	}
-	if fi.Size() != s.size || !fi.ModTime().Equal(s.mtime) {
+	if fi.Size() != size || !fi.ModTime().Equal(mtime) {
 		return fmt.Errorf("runs %s %w: it was written to (%d bytes, modified %s; it had %d bytes, modified %s): sweep a copy that nothing writes to",
-			s.path, ErrChanged, fi.Size(), fi.ModTime().UTC().Format(time.RFC3339Nano), s.size, s.mtime.UTC().Format(time.RFC3339Nano))
+			path, ErrChanged, fi.Size(), fi.ModTime().UTC().Format(time.RFC3339Nano), size, mtime.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
 }

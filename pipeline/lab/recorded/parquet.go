@@ -5,10 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"hash/crc32"
-	"hash/maphash"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,46 +69,32 @@ func openParquet(ctx context.Context, path string, o Options) (*parquetSource, e
 	}
 	defer rows.Close()
 	var (
-		rec   lab.Record
-		steps = map[int]bool{}
-		hseed = maphash.MakeSeed()
-		ids   []uint64
-		row   int64
-		text  string
+		rec  lab.Record
+		t    = newTally(o)
+		row  int64
+		text string
 	)
 	for rows.Next() {
 		if err := rows.Scan(&row, &text); err != nil {
 			return nil, fmt.Errorf("runs %s: %w", path, err)
 		}
-		where := path + " row " + strconv.FormatInt(row+1, 10)
-		if err := parseRecord([]byte(text), where, &rec); err != nil {
+		if err := t.add([]byte(text), path+" row "+strconv.FormatInt(row+1, 10), &rec); err != nil {
 			return nil, err
 		}
-		step, err := recordStep(&rec, o)
-		if err != nil {
-			return nil, err
-		}
-		steps[step] = true
-		s.listing.Metadata = s.listing.Metadata || len(rec.Metadata) > 0
-		ids = append(ids, maphash.String(hseed, rec.RunID))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("runs %s: %w", path, duck.Message(err))
 	}
-	if len(ids) == 0 {
+	if len(t.ids) == 0 {
 		return nil, fmt.Errorf("runs %s holds no record: a record is a row with run_id and checkpoint", path)
 	}
-	slices.Sort(ids)
-	for i := 1; i < len(ids); i++ {
-		if ids[i] == ids[i-1] {
-			if err := s.duplicates(ctx, db); err != nil {
-				return nil, err
-			}
-			break
+	if t.repeats() {
+		if err := s.duplicates(ctx, db); err != nil {
+			return nil, err
 		}
 	}
-	s.listing = Listing{Format: FormatParquet, Runs: uint64(len(ids)), Bytes: s.size, CRC32C: crc,
-		ForkSteps: sortedSteps(steps), Metadata: s.listing.Metadata}
+	s.listing = Listing{Format: FormatParquet, Runs: uint64(len(t.ids)), Bytes: s.size, CRC32C: crc,
+		ForkSteps: sortedSteps(t.steps), Metadata: t.meta}
 	return s, s.Check()
 }
 
@@ -164,17 +148,7 @@ func (s *parquetSource) Close() error { return nil }
 
 // Check compares the file's size and modification time with the
 // listing's.
-func (s *parquetSource) Check() error {
-	fi, err := os.Stat(s.path)
-	if err != nil {
-		return fmt.Errorf("runs %s %w: %v", s.path, ErrChanged, err)
-	}
-	if fi.Size() != s.size || !fi.ModTime().Equal(s.mtime) {
-		return fmt.Errorf("runs %s %w: it was written to (%d bytes, modified %s; it had %d bytes, modified %s): sweep a copy that nothing writes to",
-			s.path, ErrChanged, fi.Size(), fi.ModTime().UTC().Format(time.RFC3339Nano), s.size, s.mtime.UTC().Format(time.RFC3339Nano))
-	}
-	return nil
-}
+func (s *parquetSource) Check() error { return checkFile(s.path, s.size, s.mtime) }
 
 // Read reads rows [lo, hi) through DuckDB, after checking that the file is
 // as it was listed.

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/lab"
@@ -18,11 +17,10 @@ import (
 	"github.com/forklab/forklab/pipeline/lab/recorded"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
 	"github.com/forklab/forklab/pipeline/sessions/session"
+	"github.com/forklab/forklab/pipeline/sessions/sessiontest"
 	"github.com/forklab/forklab/pipeline/world"
 	_ "github.com/forklab/forklab/pipeline/worlds/counter"
 	"github.com/forklab/forklab/stream/client"
-	"github.com/forklab/forklab/stream/kafkalog"
-	"github.com/forklab/forklab/stream/service"
 )
 
 // golden is the equivalence test's population: the checkpoints forklab
@@ -338,7 +336,7 @@ func TestAgentListing(t *testing.T) {
 // does not answer are refused.
 func TestLogSource(t *testing.T) {
 	ctx := context.Background()
-	svc := startLog(t)
+	svc := sessiontest.StartLog(t)
 	base := svc.URL
 	c := client.New(base)
 	def, _ := lab.Lookup("counter")
@@ -416,21 +414,4 @@ func TestLogSource(t *testing.T) {
 	if _, err := next(ctx); !errors.Is(err, lab.ErrRecord) || !strings.Contains(err.Error(), "stream junk/x: is not a session") {
 		t.Fatalf("junk: %v", err)
 	}
-}
-
-func startLog(t testing.TB) *service.Service {
-	t.Helper()
-	svc, err := service.Start(context.Background(), service.Config{
-		Addr: "127.0.0.1:0", DataDir: t.TempDir(), NoSync: true,
-		Log: kafkalog.Config{Logf: func(string, ...any) {}},
-	})
-	if err != nil {
-		t.Fatalf("start log: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		svc.Close(ctx)
-	})
-	return svc
 }
