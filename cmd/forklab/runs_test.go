@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // goldenRuns is the first equivalence test's population (issue 23): the
@@ -268,4 +269,54 @@ func manifestRuns(t *testing.T, dir string) string {
 	}
 	r := m.Spec.Runs
 	return fmt.Sprintf("%s %s %d", r.Source, r.Format, r.Runs)
+}
+
+// A file written to while the sweep reads it is refused, exit 2, naming
+// the lines that changed (or the file's new size and time, found before
+// publishing), and nothing is published: here a record near the end is
+// edited in place once the sweep has finished its first unit.
+func TestRunsFileChangedWhileRead(t *testing.T) {
+	b, err := os.ReadFile(goldenRuns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var text strings.Builder
+	const n = 60000
+	for i := range n {
+		l := lines[i%len(lines)]
+		fmt.Fprintf(&text, `{"run_id":"x%06d",%s`+"\n", i, l[strings.Index(l, `"checkpoint"`):])
+	}
+	path := filepath.Join(t.TempDir(), "runs.jsonl")
+	if err := os.WriteFile(path, []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "o")
+	p := startProc(t, "sweep", "sweep", "--runs", path, "--unit-seeds", "500", "--workers", "1", "--out", out, "-q")
+	for i := 0; ; i++ {
+		if m, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".o.forklab-staging", ".forklab-units", "c0-s*.json")); len(m) > 0 {
+			break
+		}
+		if i == 6000 || p.exited() {
+			t.Fatalf("the sweep wrote no unit (exited %t): %s", p.exited(), p.errb)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := strings.Index(text.String(), `"run_id":"x059990"`)
+	if _, err := f.WriteAt([]byte(`"run_id":"y059990"`), int64(at)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	<-p.done
+	code := p.cmd.ProcessState.ExitCode()
+	if stderr := p.errb.String(); code != 2 || !strings.Contains(stderr, "changed while the sweep read it") || !strings.Contains(stderr, "nothing was published") {
+		t.Errorf("exit %d, %q; want 2 and the change named", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "manifest.json")); err == nil {
+		t.Error("a manifest was published")
+	}
 }
