@@ -8,12 +8,16 @@
 #                       process (BENCH_DIST_SEEDS, default 4,000,000; best of
 #                       BENCH_DIST_COUNT, default 3; a few minutes)
 #   chaos-distributed   the chaos tests' long versions: over 12,000,000
-#                       counter seeds, 12 workers SIGKILLed mid-unit, 2
-#                       stopped for good, the coordinator killed and
-#                       restarted; through the Python example agent over
-#                       400,000 seeds, 10 kills, 2 stops; each result
-#                       byte-identical to the single-process sweep, with the
-#                       same report (about 20 minutes on a busy machine)
+#                       counter seeds on 3 brokers behind proxies, with the
+#                       CPU busy: 12 workers SIGKILLed mid-unit, 40 more a
+#                       second apart, 2 stopped for good, the coordinator
+#                       killed and restarted, the brokers SIGKILLed and
+#                       restarted, the network cut for 10s, every unit
+#                       allowed one failed attempt; through the Python
+#                       example agent over 400,000 seeds, 10 kills, 2 stops;
+#                       each result byte-identical to the single-process
+#                       sweep, with the same report (about 20 minutes on a
+#                       busy machine)
 #
 # The machine's other users skew wall times: compare the CPU seconds too.
 

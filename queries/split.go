@@ -19,8 +19,18 @@ func Split(text string) []string {
 			out = append(out, s)
 		}
 	}
+	// ident: the byte before i belongs to an identifier (or a number),
+	// where DuckDB's lexer takes a $ as part of the name (a$$x$ is one
+	// identifier), not as the start of a $tag$ string.
+	ident := false
 	for i := 0; i < len(text); {
-		switch c := text[i]; {
+		c := text[i]
+		if c == '$' && ident {
+			i++
+			continue
+		}
+		ident = false
+		switch {
 		case c == ';':
 			emit(i)
 			i++
@@ -38,9 +48,10 @@ func Split(text string) []string {
 			}
 		case c == '/' && strings.HasPrefix(text[i:], "/*"):
 			i = skipBlockComment(text, i)
-		case c == '$' && (i == 0 || !isIdent(text[i-1])):
+		case c == '$':
 			i = skipDollar(text, i)
 		default:
+			ident = isIdent(c)
 			i++
 		}
 	}

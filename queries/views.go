@@ -79,11 +79,17 @@ type View struct {
 //     (the list profile, in declaration order), split and label spelt
 //     out: the small table slices, the policy search, the Qini curve and
 //     the costs read;
+//   - score_counts, score_cells: for a world that declares a score, the ok
+//     pairs counted per score difference (score_diff), by configuration,
+//     fork step and arm, and by bucket profile too: the frequency tables
+//     the summary's and the slices' mean difference, paired t interval
+//     and Wilcoxon test read (pair_groups then counts by score_diff too);
+//     empty for a pass/fail world;
 //   - feature_buckets: each bucket present, its label and edges.
 //
 // Only the generated views (the file views, config_params, features,
 // hidden, feature_catalog, feature_ranges, pair_groups, feature_values,
-// pair_cells) depend on the declaration; the queries of this package read them and nothing
+// pair_cells, score_counts, score_cells) depend on the declaration; the queries of this package read them and nothing
 // world-specific. pair_groups reads every pair; a caller running several
 // queries materialises it once (CREATE TEMP TABLE pair_groups AS FROM
 // main.pair_groups shadows the view; see results.DB.Prepare).
@@ -129,8 +135,14 @@ func ViewDefs(d world.Declaration) ([]View, error) {
 			Select: featureBins},
 		{Name: "pair_cells", Comment: "pair_groups with each feature replaced by its bucket (profile: the bucket keys in feature order)",
 			Select: g.cells()},
+		{Name: "score_counts", Comment: "ok pairs with a score counted per configuration, fork step, arm and score difference: what the summary's score statistics read (empty for a pass/fail world)",
+			Select: ScoreCounts(d, "pair_rows", "count(*)")},
+		{Name: "score_cells", Comment: "ok pairs with a score counted per configuration, fork step, arm, bucket profile and score difference: what the slices' score statistics read (empty for a pass/fail world)",
+			Select: g.scoreCells()},
 		{Name: "feature_buckets", Comment: "one row per configuration, fork step, feature and bucket present: its key, label and edges",
 			Select: featureBuckets},
+		{Name: "example_cells", Comment: "rescued and harmed pairs grouped as pair_cells groups them (profile: the bucket keys in feature order), with each group's two smallest seeds: what slice_examples reads",
+			Select: g.examples()},
 	}, nil
 }
 
@@ -209,15 +221,16 @@ func (g gen) checkpointColumns() []column {
 
 func (g gen) branchColumns() []column {
 	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"run_id", "VARCHAR"}, {"arm", "VARCHAR"}, {"replica", "INTEGER"},
-		{"status", "VARCHAR"}, {"error", "VARCHAR"}, {"intervened", "BOOLEAN"}, {"success", "BOOLEAN"}}
+		{"status", "VARCHAR"}, {"error", "VARCHAR"}, {"intervened", "BOOLEAN"}, {"success", "BOOLEAN"}, {"score", "DOUBLE"}}
 	cols = append(cols, costColumns("cost_", costType)...)
-	return append(cols, column{"details", "VARCHAR"})
+	return append(cols, column{"details", "VARCHAR"}, column{"transcript", "VARCHAR"})
 }
 
 func (g gen) pairColumns() []column {
 	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"run_id", "VARCHAR"}, {"arm", "VARCHAR"}, {"replicas", "INTEGER"},
 		{"status", "VARCHAR"}, {"error", "VARCHAR"}, {"control_wins", "INTEGER"}, {"treatment_wins", "INTEGER"},
-		{"control_success", "BOOLEAN"}, {"treatment_success", "BOOLEAN"}, {"label", "VARCHAR"}, {"quadrant", "VARCHAR"}, {"fault", "BOOLEAN"}}
+		{"control_success", "BOOLEAN"}, {"treatment_success", "BOOLEAN"}, {"label", "VARCHAR"}, {"quadrant", "VARCHAR"}, {"fault", "BOOLEAN"},
+		{"score_control", "DOUBLE"}, {"score_treated", "DOUBLE"}, {"score_diff", "DOUBLE"}}
 	cols = append(cols, fields("", g.d.Features)...)
 	cols = append(cols, fields("hidden_", g.d.Hidden)...)
 	return append(cols, costColumns("extra_", func(string) string { return "DOUBLE" })...)
@@ -366,7 +379,26 @@ const heldOut = "CASE WHEN p.seed IS NOT NULL THEN ((CAST(p.seed & 4294967295 AS
 // feature_ranges row by row (the view); PairGroups passes what
 // feature_ranges said, so the pass groups raw integers.
 func (g gen) groups(narrow map[string]bool) string {
-	var cols, small []string
+	cols, from := g.groupedFeatures(narrow)
+	if g.d.Score != nil {
+		// A scored world's pairs are counted by their score difference
+		// too (score_counts, score_cells); pair_cells sums it away.
+		cols = append(cols, "p.score_diff")
+	}
+	return "SELECT p.config_id, p.fork_step, p.arm, p.status,\n       " + heldOut + " AS held_out,\n" +
+		"       p.quadrant, p.fault,\n       " + strings.Join(cols, ",\n       ") + ",\n" +
+		"       count(*) AS n,\n" +
+		"       " + exactSum("extra_steps") + ", " + exactSum("extra_tokens") + ",\n" +
+		"       " + exactSum("extra_usd") + ", " + exactSum("extra_seconds") + "\n" +
+		"FROM " + from + "\nGROUP BY ALL"
+}
+
+// groupedFeatures are the feature columns pair_groups groups pairs by
+// (pair_rows AS p; a wide int or a float truncated to Digits significant
+// digits, a narrow int as it is: narrow nil decides per row from
+// feature_ranges), and the FROM clause they need.
+func (g gen) groupedFeatures(narrow map[string]bool) (cols []string, from string) {
+	var small []string
 	for i, f := range g.d.Features {
 		col := "p." + ident(f.Name)
 		switch {
@@ -380,16 +412,11 @@ func (g gen) groups(narrow map[string]bool) string {
 		}
 		cols = append(cols, col)
 	}
-	from := "pair_rows AS p"
+	from = "pair_rows AS p"
 	if len(small) > 0 {
 		from += ", (SELECT " + strings.Join(small, ", ") + " FROM feature_ranges) AS r"
 	}
-	return "SELECT p.config_id, p.fork_step, p.arm, p.status,\n       " + heldOut + " AS held_out,\n" +
-		"       p.quadrant, p.fault,\n       " + strings.Join(cols, ",\n       ") + ",\n" +
-		"       count(*) AS n,\n" +
-		"       " + exactSum("extra_steps") + ", " + exactSum("extra_tokens") + ",\n" +
-		"       " + exactSum("extra_usd") + ", " + exactSum("extra_seconds") + "\n" +
-		"FROM " + from + "\nGROUP BY ALL"
+	return cols, from
 }
 
 // PairCounts is the query of pair_counts over from, counting pairs with
@@ -398,6 +425,21 @@ func (g gen) groups(narrow map[string]bool) string {
 func PairCounts(from, n string) string {
 	return "SELECT config_id, fork_step, arm, status, quadrant, CAST(" + n + " AS BIGINT) AS n\n" +
 		"FROM " + from + "\nGROUP BY ALL"
+}
+
+// ScoreCounts is the query of score_counts over from for world d: the ok
+// pairs with a score counted per configuration, fork step, arm and score
+// difference (score_diff), with n (count(*) over pair_rows; sum(n) over
+// pair_groups, as results.DB.Materialize reads it): the frequency table
+// the summary's mean difference, paired t interval and Wilcoxon test read.
+// For a pass/fail world it is an empty relation of the same columns.
+func ScoreCounts(d world.Declaration, from, n string) string {
+	if d.Score == nil {
+		return "SELECT CAST(NULL AS INTEGER) AS config_id, CAST(NULL AS INTEGER) AS fork_step, CAST(NULL AS VARCHAR) AS arm,\n" +
+			"       CAST(NULL AS DOUBLE) AS score_diff, CAST(NULL AS BIGINT) AS n\nWHERE false"
+	}
+	return "SELECT config_id, fork_step, arm, score_diff, CAST(" + n + " AS BIGINT) AS n\n" +
+		"FROM " + from + "\nWHERE status = 'ok' AND score_diff IS NOT NULL\nGROUP BY ALL"
 }
 
 // PairGroups returns the query of the view pair_groups for world d with
@@ -562,23 +604,31 @@ func key(i int, f world.Field) string {
 		e, x, x, strings.Join(whens, "\n                "), e)
 }
 
-// cells is pair_cells: pair_groups with every feature replaced by its
-// bucket key, the keys in declaration order as the list profile.
-func (g gen) cells() string {
-	var edges, keys, profile []string
+// buckets returns what pair_cells and score_cells bucket pair_groups by:
+// each feature's bucket key expression (AS kN), the profile list of them,
+// and the relation holding the numeric features' edges (b).
+func (g gen) buckets() (keys []string, profile, bins string) {
+	var edges, ks []string
 	for i, f := range g.d.Features {
 		if numeric(f) {
 			edges = append(edges, fmt.Sprintf("max(edges) FILTER (WHERE feature_order = %d) AS e%d", i+1, i+1))
 		}
 		keys = append(keys, fmt.Sprintf("%s AS k%d", key(i, f), i+1))
-		profile = append(profile, fmt.Sprintf("k%d", i+1))
+		ks = append(ks, fmt.Sprintf("k%d", i+1))
 	}
-	bins := "(SELECT 1) AS b"
+	bins = "(SELECT 1) AS b"
 	if len(edges) > 0 {
 		bins = "(SELECT " + strings.Join(edges, ", ") + " FROM feature_bins) AS b"
 	}
+	return keys, "[" + strings.Join(ks, ", ") + "]", bins
+}
+
+// cells is pair_cells: pair_groups with every feature replaced by its
+// bucket key, the keys in declaration order as the list profile.
+func (g gen) cells() string {
+	keys, profile, bins := g.buckets()
 	return `SELECT config_id, fork_step, arm, status, split, label, quadrant, fault,
-       [` + strings.Join(profile, ", ") + `] AS profile,
+       ` + profile + ` AS profile,
        n, extra_steps, extra_tokens, extra_usd, extra_seconds
 FROM (
     SELECT g.config_id, g.fork_step, g.arm, g.status,
@@ -591,6 +641,57 @@ FROM (
            sum(g.extra_steps) AS extra_steps, sum(g.extra_tokens) AS extra_tokens,
            sum(g.extra_usd) AS extra_usd, sum(g.extra_seconds) AS extra_seconds
     FROM pair_groups AS g, ` + bins + `
+    GROUP BY ALL
+)`
+}
+
+// examples is example_cells: the rescued and harmed pairs grouped as
+// pair_groups groups pairs (groupedFeatures), each group with its two
+// smallest seeds, then each feature replaced by its bucket key as cells
+// does. The two smallest seeds of a slice are the two smallest of its
+// cells', so slice_examples.sql reads these few rows, not every pair.
+func (g gen) examples() string {
+	cols, from := g.groupedFeatures(nil)
+	var edges, keys []string
+	for i, f := range g.d.Features {
+		if numeric(f) {
+			edges = append(edges, fmt.Sprintf("max(edges) FILTER (WHERE feature_order = %d) AS e%d", i+1, i+1))
+		}
+		keys = append(keys, key(i, f))
+	}
+	bins := "(SELECT 1) AS b"
+	if len(edges) > 0 {
+		bins = "(SELECT " + strings.Join(edges, ", ") + " FROM feature_bins) AS b"
+	}
+	return `SELECT g.config_id, g.fork_step, g.arm, g.label,
+       [` + strings.Join(keys, ",\n        ") + `] AS profile,
+       g.seeds
+FROM (
+    SELECT p.config_id, p.fork_step, p.arm, p.label,
+           ` + strings.Join(cols, ",\n           ") + `,
+           min(p.seed, 2) AS seeds
+    FROM ` + from + `
+    WHERE p.status = 'ok' AND p.label IN ('rescued', 'harmed')
+    GROUP BY ALL
+) AS g, ` + bins
+}
+
+// scoreCells is score_cells: pair_groups' ok pairs with a score, each
+// feature replaced by its bucket key as in pair_cells, counted per score
+// difference; empty for a pass/fail world.
+func (g gen) scoreCells() string {
+	if g.d.Score == nil {
+		return "SELECT CAST(NULL AS INTEGER) AS config_id, CAST(NULL AS INTEGER) AS fork_step, CAST(NULL AS VARCHAR) AS arm,\n" +
+			"       CAST(NULL AS DOUBLE[]) AS profile, CAST(NULL AS DOUBLE) AS score_diff, CAST(NULL AS HUGEINT) AS n\nWHERE false"
+	}
+	keys, profile, bins := g.buckets()
+	return `SELECT config_id, fork_step, arm, ` + profile + ` AS profile, score_diff, n
+FROM (
+    SELECT g.config_id, g.fork_step, g.arm,
+           ` + strings.Join(keys, ",\n           ") + `,
+           g.score_diff, sum(g.n) AS n
+    FROM pair_groups AS g, ` + bins + `
+    WHERE g.status = 'ok' AND g.score_diff IS NOT NULL
     GROUP BY ALL
 )`
 }

@@ -12,7 +12,8 @@
 //	params/       one row per configuration and world parameter
 //	tasks/        one row per (config, seed): the task drawn for the seed
 //	checkpoints/  one row per (config, seed, fork step): the run at the fork
-//	branches/     one row per (config, seed, fork step, arm, replica)
+//	branches/     one row per (config, seed, fork step, arm, replica), with
+//	              the branch's transcript when one was kept
 //	pairs/        one row per (config, seed, fork step, treatment arm): the
 //	              majority outcome of the arm against the control arm off
 //
@@ -37,14 +38,17 @@ import (
 // world-agnostic: every table's columns are the fixed ones below plus the
 // columns a world's declaration (pipeline/world.Declaration) names, and
 // rows carry a status ('ok' or 'error') so a failed run is a row, never a
-// label. Version 3 keys rows by run: run_id on tasks, checkpoints,
-// branches and pairs, seed nullable (a recorded run may have none).
-// schemas/README.md lists what changed.
+// label. Version 3 keys rows by run (run_id on tasks, checkpoints,
+// branches and pairs, seed nullable: a recorded run may have none) and adds
+// branches.noise_key (issue 22), the graded outcome (branches.score;
+// pairs.score_control, score_treated, score_diff), branches.transcript and
+// the other columns schemas/README.md lists under "v3".
 const SchemaVersion = 3
 
 // OldestReadable is the oldest schema version this forklab reads: a
-// version 2 directory is read as version 3 (its files have no run_id; the
-// views give the decimal seed, as for any seed population).
+// version 2 directory is read as version 3 (version 3 only added columns,
+// which the views give as NULL over older files; its files have no run_id,
+// and the views give the decimal seed, as for any seed population).
 const OldestReadable = 2
 
 // Tables lists the per-shard table folders of a results directory, in
@@ -216,15 +220,25 @@ func Branches(d world.Declaration) []Column {
 		seed,
 		{Name: "arm", Type: Varchar, Dict: true, Description: "off, on, placebo, aa or policy"},
 		{Name: "replica", Type: Integer, Description: "the replica, from 0"},
+		{Name: "noise_key", Type: Varchar, Nullable: true, Description: "16 lowercase hex digits: the key the branch's noise was drawn from (fork.BranchKey; an agent is sent it as noise_key); NULL when the checkpoint failed and no branch was drawn"},
 	}
 	cols = append(cols, status...)
 	cols = append(cols,
 		Column{Name: "intervened", Type: Boolean, Nullable: true, Description: "the arm's intervention was applied at the fork"},
-		Column{Name: "success", Type: Boolean, Nullable: true, Description: "the branch met the task's goal"})
+		Column{Name: "success", Type: Boolean, Nullable: true, Description: "the branch met the task's goal"},
+		Column{Name: "score", Type: Double, Nullable: true, Omittable: true, Description: "the branch's graded outcome, within the declared score's range (NULL for a pass/fail world)"})
 	cols = append(cols, costColumns("cost_", costType, "what the branch cost from the fork to its end, the intervention included,")...)
-	cols = append(cols, Column{Name: "details", Type: Varchar, Nullable: true, Omittable: true, Description: "outcome details an agent reports, JSON (NULL for built-in worlds)"})
-	return append(cols, RunID)
+	return append(cols,
+		Column{Name: "details", Type: Varchar, Nullable: true, Omittable: true, Description: "outcome details an agent reports, JSON (NULL for built-in worlds)"},
+		Column{Name: TranscriptColumn, Type: Varchar, Nullable: true, Omittable: true, Description: "what the branch did after the fork, step by step: a JSON array of step objects (docs/agent-protocol.md, Transcripts); an agent's when it sends one, a built-in world's when the sweep ran with --transcripts, else NULL (forklab show replays the branch)"},
+		RunID)
 }
+
+// TranscriptColumn is the branches table's column of transcripts. It is
+// omittable: the files of a sweep that kept no transcript leave it out, so
+// transcripts cost nothing when they are off, and a reader that does not
+// name it (every query but forklab show's) never reads their bytes.
+const TranscriptColumn = "transcript"
 
 // Pairs is the pairs table of world d: one row per (config, seed, fork
 // step, treatment arm), the arm against the control off on the same
@@ -244,7 +258,10 @@ func Pairs(d world.Declaration) []Column {
 		Column{Name: "treatment_success", Type: Boolean, Nullable: true, Description: "the arm succeeded by strict majority"},
 		Column{Name: "label", Type: Varchar, Nullable: true, Dict: true, Description: "rescued, harmed or unchanged; NULL on error"},
 		Column{Name: "quadrant", Type: Varchar, Nullable: true, Dict: true, Description: "persuadable, sleeping_dog, sure_thing or lost_cause; NULL on error"},
-		Column{Name: "fault", Type: Boolean, Nullable: true, Description: "the declared fault flag's value (NULL when the world declares none)"})
+		Column{Name: "fault", Type: Boolean, Nullable: true, Description: "the declared fault flag's value (NULL when the world declares none)"},
+		Column{Name: "score_control", Type: Double, Nullable: true, Omittable: true, Description: "off's mean score over its replicas (NULL for a pass/fail world, and on error)"},
+		Column{Name: "score_treated", Type: Double, Nullable: true, Omittable: true, Description: "the arm's mean score over its replicas"},
+		Column{Name: "score_diff", Type: Double, Nullable: true, Omittable: true, Description: "score_treated - score_control, rounded to 12 significant digits of the score's range (world.ScoreSpec.RoundDiff) so that equal differences are equal"})
 	cols = append(cols, declared(d.Features, "", true)...)
 	cols = append(cols, declared(d.Hidden, HiddenPrefix, true)...)
 	cols = append(cols, costColumns("extra_", func(string) Type { return Double }, "the arm's mean branch cost minus off's,")...)

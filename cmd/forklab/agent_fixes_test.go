@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -116,7 +117,7 @@ func TestAgentPidIsTheAgents(t *testing.T) {
 func TestAgentNoProbeProcess(t *testing.T) {
 	dir := t.TempDir()
 	count, out := filepath.Join(dir, "count"), filepath.Join(dir, "x")
-	mustRun(t, "sweep", "--agent", faultyAgent(t, "--count "+count), "--seeds", "0:100", "--out", out, "-q")
+	mustRun(t, "sweep", "--agent", faultyAgent(t, "--count "+count), "--parallel", "1", "--seeds", "0:100", "--out", out, "-q")
 	b, _ := os.ReadFile(count)
 	if n := strings.Count(string(b), "initialize -\n"); n != 1 {
 		t.Errorf("%d initialize requests for --parallel 1, want 1", n)
@@ -144,7 +145,7 @@ func TestAgentOverCheckpoints(t *testing.T) {
 		t.Errorf("pairs of over runs:\n%s", got)
 	}
 	rows := sweepErrors(t, faultyAgent(t, "--over-flip"), "--fork-at", "9")
-	if !strings.Contains(rows, `success is false: the run was over at the checkpoint (start said "over": true), so every branch must report its final success`) {
+	if !strings.Contains(rows, `success is false: the run was over at the checkpoint (start said "over": true), so every branch must report its final outcome`) {
 		t.Errorf("an over run whose arms disagree: %s", rows)
 	}
 }
@@ -288,4 +289,40 @@ func TestAgentSweepWarnings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Issue 22 item 5: an agent broken on every request stops the sweep early
+// with exit 7, quoting its cause — the line it wrote on stdout, or the end
+// of its stderr when it crashed on import — and nothing published; fixed,
+// the same sweep with --resume finishes as one that never failed.
+func TestAgentFailFast(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "x")
+	all := make([]string, 50)
+	for i := range all {
+		all[i] = fmt.Sprint(i)
+	}
+	args := []string{"--seeds", "0:3000", "--fork-at", "2", "--out", out, "-q"}
+	_, errs, code := run(t, append([]string{"sweep", "--agent", faultyAgent(t, "--garbage "+strings.Join(all, ","))}, args...)...)
+	if code != 7 || !strings.Contains(errs, "forklab: sweep stopped early: the agent is failing: ") ||
+		!strings.Contains(errs, `wrote a malformed start reply: the line is not JSON: "Traceback (most recent call last): seed `) ||
+		!strings.Contains(errs, "run the same sweep again with --resume") {
+		t.Fatalf("a sweep of an agent that prints on stdout: exit %d, stderr %q; want 7 quoting the line", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(out, "manifest.json")); err == nil {
+		t.Fatal("a sweep stopped early published its results")
+	}
+	crash := filepath.Join(dir, "crash.py")
+	if err := os.WriteFile(crash, []byte("import langgraph_is_not_installed_here\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code = run(t, append([]string{"sweep", "--agent", pythonBin(t) + " " + crash}, args...)...)
+	if code != 7 || !strings.Contains(errs, "the agent is failing: its first process failed before it declared its world") ||
+		!strings.Contains(errs, `exited with status 1 during initialize; its stderr ends "ModuleNotFoundError: No module named 'langgraph_is_not_installed_here'"`) {
+		t.Fatalf("a sweep of an agent that crashes on import: exit %d, stderr %q; want 7 quoting its stderr", code, errs)
+	}
+	mustRun(t, append([]string{"sweep", "--agent", seedCore(t), "--resume"}, args...)...)
+	whole := filepath.Join(dir, "whole")
+	mustRun(t, "sweep", "--agent", seedCore(t), "--seeds", "0:3000", "--fork-at", "2", "--out", whole, "-q")
+	sameParquet(t, "resumed after failing fast against never failed", parquetFiles(t, out), parquetFiles(t, whole))
 }

@@ -66,7 +66,14 @@ fails).`,
 				return err
 			}
 			removeTmp := func() {}
-			if logDir == "" {
+			if logDir != "" {
+				// A folder that takes no file (read-only, not permitted) is
+				// the user's to change, before any agent runs (exit 2, as
+				// every writer's output).
+				if err := writableDir(logDir); err != nil {
+					return asInput(fmt.Errorf("--log-dir: %w", err))
+				}
+			} else {
 				// Removed after a pass, kept after a failure (the agents'
 				// stderr), and removed on a signal (atomicfile.Cleanup).
 				if logDir, removeTmp, err = atomicfile.TempDir("", "forklab-agent-check-"); err != nil {
@@ -122,13 +129,19 @@ fails).`,
 	f.StringArrayVar(&environment, "agent-env", nil, "KEY=VALUE added to the agent's environment (repeatable)")
 	agentCmd.AddCommand(check)
 
-	var worldName string
+	var (
+		worldName   string
+		transcripts bool
+	)
 	serve := &cobra.Command{
 		Use:   "serve --world NAME",
 		Short: "Serve a built-in world over forklab-agent/1 on stdin and stdout",
 		Long: `serve answers forklab-agent/1 (docs/agent-protocol.md) for a built-in world on
 its standard input and output: a reference agent. Sweeping a world through it
-gives the same Parquet files, byte for byte, as sweeping it in process.`,
+gives the same Parquet files, byte for byte, as sweeping it in process.
+--transcripts adds each branch's transcript to its reply, as an agent may
+(docs/agent-protocol.md, Transcripts): the sweep keeps them as it would with
+sweep --transcripts in process.`,
 		Example: `  forklab sweep --agent 'forklab agent serve --world counter' --out served
   forklab agent check 'forklab agent serve --world toolloop'`,
 		Args: cobra.NoArgs,
@@ -137,10 +150,11 @@ gives the same Parquet files, byte for byte, as sweeping it in process.`,
 			if err != nil {
 				return asInput(fmt.Errorf("--world: %w", err))
 			}
-			return agentproc.Serve(cmd.Context(), def, os.Stdin, os.Stdout)
+			return agentproc.ServeWith(cmd.Context(), def, os.Stdin, os.Stdout, agentproc.ServeOptions{Transcripts: transcripts})
 		},
 	}
 	serve.Flags().StringVar(&worldName, "world", "counter", "the built-in world to serve (forklab worlds lists them)")
+	serve.Flags().BoolVar(&transcripts, "transcripts", false, "send each branch's transcript (its steps after the fork) with its outcome")
 	// A protocol server that writes no file: a signal ends it at once, as
 	// its parent (a sweep that stops its agents) expects.
 	ownSignals(serve)

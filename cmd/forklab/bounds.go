@@ -218,7 +218,7 @@ const (
 var specFlags = map[string]string{
 	"seeds": "seeds", "fork_at": "fork-at", "replicas": "replicas", "unit_seeds": "unit-seeds",
 	"agent.parallel": "parallel", "agent.timeout": "timeout", "agent.retries": "retries",
-	"max_error_rate": "max-error-rate", "max_cost": "max-cost",
+	"max_error_rate": "max-error-rate", "max_cost": "max-cost", "transcripts": "transcripts",
 }
 
 // specErr words a refusal of the resolved spec (a sweep.KeyError) with the
@@ -257,4 +257,15 @@ func trimNotFloat(err error) string {
 func dialTimeoutFlag(fs *pflag.FlagSet, p *time.Duration, usagePrefix string) {
 	durationFlag(fs, p, "dial-timeout", kafkadial.DefaultTimeout, kafkadial.MinTimeout, kafkadial.MaxTimeout,
 		usagePrefix+"how long to keep trying to reach Kafka (connect, find or create the topics) before giving up")
+}
+
+// retryForFlag defines --retry-for for the commands that run until their
+// work is done (worker, sweep --distributed, log sink --follow): how long
+// a Kafka cluster may stay out of reach once they are running (a broker
+// restarting, a network cut) before they stop with exit 1 and a message
+// saying so; rebalances and timeouts meanwhile are retried with backoff
+// (internal/kafkadial.Watch).
+func retryForFlag(fs *pflag.FlagSet, p *time.Duration, usagePrefix string) {
+	durationFlag(fs, p, "retry-for", kafkadial.DefaultRetryFor, kafkadial.MinRetryFor, kafkadial.MaxRetryFor,
+		usagePrefix+"how long Kafka may stay out of reach once running (a broker restarting, a network cut) before giving up; retried with backoff meanwhile")
 }

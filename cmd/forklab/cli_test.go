@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -49,19 +47,7 @@ func TestMain(m *testing.M) {
 // run runs forklab with args and returns stdout, stderr and the exit status.
 func run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(forklabBin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return out.String(), errb.String(), 0
-	case errors.As(err, &ee):
-		return out.String(), errb.String(), ee.ExitCode()
-	}
-	t.Fatalf("run forklab %v: %v", args, err)
-	return "", "", -1
+	return runIn(t, "", args...)
 }
 
 // mustRefuse runs forklab with args and fails t unless it exits 2 with

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/forklab/forklab/internal/atomicfile"
 	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -25,9 +26,10 @@ has written DIR/events/ or forklab log sink DIR/sink/ — the session events
 (events, session_events). The sink's later files show in the view without a
 rerun.
 
-Paths are relative to DIR, so the directory can be moved: open the database
-from inside it (cd DIR && duckdb -readonly results.duckdb), or set DuckDB's
-file_search_path to DIR (docs/bi.md shows Python and BI tools).
+The views read DIR by its absolute path, so a BI tool or the duckdb CLI opens
+the database from any working directory (duckdb -readonly DIR/results.duckdb).
+If DIR moves, run forklab db again in its new place, or set DuckDB's
+file_search_path to it (docs/bi.md shows Python and BI tools).
 
 Every view checks first that the manifest.json it finds is this sweep's, so
 opened from another results directory it fails, naming both, rather than show
@@ -41,13 +43,13 @@ readers holding the old one open (a BI tool, duckdb -readonly) are no obstacle;
 it adds events when they appear, and copies anything else stored in the old
 file.`,
 		Example: `  forklab db out
-  cd out && duckdb -readonly results.duckdb -c "SELECT * FROM summary"    # the duckdb CLI, from duckdb.org
+  duckdb -readonly out/results.duckdb -c "SELECT * FROM summary"          # the duckdb CLI, from duckdb.org
   forklab sql out "SELECT * FROM summary"                                 # the same views, no CLI needed`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			info, err := export.WriteDB(cmd.Context(), args[0])
 			var pe *duck.PathError
-			if errors.Is(err, sweep.ErrNotResults) || errors.As(err, &pe) {
+			if errors.Is(err, sweep.ErrNotResults) || errors.As(err, &pe) || errors.Is(err, atomicfile.ErrBadOutput) {
 				return asInput(err)
 			}
 			if err != nil {
@@ -55,8 +57,8 @@ file.`,
 			}
 			abs, _ := filepath.Abs(args[0])
 			fmt.Fprintf(os.Stderr, "wrote %s: views %s; macros %s\n", info.Path, strings.Join(info.Views, ", "), strings.Join(info.Macros, ", "))
-			fmt.Fprintf(os.Stderr, "open it with the duckdb CLI (duckdb.org) or a BI tool: cd %s && duckdb -readonly %s; forklab sql %s \"SELECT …\" reads the same views without either\n",
-				shellQuote(abs), export.DBName, shellQuote(args[0]))
+			fmt.Fprintf(os.Stderr, "open it with the duckdb CLI (duckdb.org) or a BI tool, from any directory: duckdb -readonly %s; forklab sql %s \"SELECT …\" reads the same views without either\n",
+				shellQuote(filepath.Join(abs, export.DBName)), shellQuote(args[0]))
 			return nil
 		},
 	}

@@ -11,12 +11,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/forklab/forklab/internal/netcut"
 	"github.com/forklab/forklab/pipeline/lab/scaleout"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 )
@@ -168,20 +170,45 @@ type chaosPlan struct {
 	// cluster runs it on forklab kafka serve's 3-broker cluster instead
 	// of forklab log serve's embedded broker.
 	cluster bool
+	// faults puts the broker (forklab kafka serve, brokers of them,
+	// persisted to a data directory) behind netcut proxies it advertises,
+	// SIGKILLs it once mid-sweep and starts it again, then cuts the
+	// network for cutFor.
+	faults  bool
+	brokers int
+	cutFor  time.Duration
+	// churn SIGKILLs a worker (mid-unit or not, replaced at once) every
+	// churnEvery, churn times in all, from the first kill on.
+	churn      int
+	churnEvery time.Duration
+	// load keeps that many goroutines busy on the CPU while the sweep
+	// runs.
+	load int
 }
 
-// The distributed sweep under chaos: 3 worker processes on the embedded
-// broker (the long version: on the 3-broker cluster); the driver SIGKILLs workers at random while they are in the
-// middle of a unit (the unit's attempt record is left "running", the proof),
-// starts new ones, stops some for good, and kills and restarts the
-// coordinator once. Every unit is finished, none lost: the files are the
-// single-process sweep's byte for byte, the manifest lists the same rows
-// and checksums. FORKLAB_CHAOS_DISTRIBUTED=1 (make chaos-distributed) runs
-// the long version: 12 kills, 2 stops, and the same report.
+// The distributed sweep under chaos, every unit allowed a single failed
+// attempt (--max-attempts 1: a kill counted as a failure would turn its
+// unit into error rows): 3 worker processes; the driver SIGKILLs workers
+// while they are in the middle of a unit (the unit's attempt record is
+// left "running", the proof), starts new ones, stops some for good, kills
+// and restarts the coordinator once, SIGKILLs the broker (its data
+// directory kept) and starts it again, cuts the network for longer than
+// the session timeout, and kills a worker every second for a while, all
+// with the CPU busy. Every unit is finished, none lost, none failed: the
+// files are the single-process sweep's byte for byte, the manifest lists
+// the same rows and checksums and no error. FORKLAB_CHAOS_DISTRIBUTED=1
+// (make chaos-distributed) runs the long version on 3 brokers behind 3
+// proxies: 12 kills mid-unit, 2 stops, 40 kills a second apart, and the
+// same report. Before issue 25, the coordinator stopped at the broker's
+// restart ("the results topic readers stopped"), workers exited on
+// "fetch: [27] Rebalance In Progress" and "i/o timeout", and each kill
+// was a failed attempt.
 func TestDistributedChaos(t *testing.T) {
-	plan := chaosPlan{spec: []string{"--seeds", "0:1200000", "--unit-seeds", "100000", "--p-stall", "0.1", "--temperature", "0.05"}, kills: 3, stops: 1, coordinatorKill: true}
+	plan := chaosPlan{spec: []string{"--seeds", "0:1200000", "--unit-seeds", "50000", "--p-stall", "0.1", "--temperature", "0.05"},
+		kills: 3, stops: 1, coordinatorKill: true, faults: true, brokers: 1, cutFor: 7 * time.Second, churn: 4, churnEvery: time.Second, load: 2}
 	if os.Getenv("FORKLAB_CHAOS_DISTRIBUTED") != "" {
-		plan = chaosPlan{spec: []string{"--seeds", "0:12000000", "--p-stall", "0.1", "--temperature", "0.05"}, kills: 12, stops: 2, coordinatorKill: true, report: true, cluster: true}
+		plan = chaosPlan{spec: []string{"--seeds", "0:12000000", "--p-stall", "0.1", "--temperature", "0.05"}, kills: 12, stops: 2,
+			coordinatorKill: true, report: true, faults: true, brokers: 3, cutFor: 10 * time.Second, churn: 40, churnEvery: time.Second, load: 4}
 	}
 	runChaos(t, plan)
 }
@@ -207,13 +234,128 @@ func TestDistributedAgentChaos(t *testing.T) {
 	runChaos(t, plan)
 }
 
+// faultyKafka is forklab kafka serve as its own process, its brokers
+// behind netcut proxies they advertise, persisted to a data directory so
+// that a SIGKILLed cluster starts again with its topics, records and
+// groups' offsets.
+type faultyKafka struct {
+	t        *testing.T
+	args     []string
+	addrFile string
+	proc     *proc
+	proxies  []*netcut.Proxy
+}
+
+func startFaultyKafka(t *testing.T, brokers int) *faultyKafka {
+	t.Helper()
+	var ports, adv []string
+	k := &faultyKafka{t: t}
+	for range brokers {
+		port := freePort(t)
+		p, err := netcut.Start("0", "127.0.0.1:"+port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		ports, adv, k.proxies = append(ports, port), append(adv, p.Addr()), append(k.proxies, p)
+	}
+	k.addrFile = filepath.Join(t.TempDir(), "kafka.addrs")
+	k.args = []string{"kafka", "serve", "--brokers", strconv.Itoa(brokers), "--ports", strings.Join(ports, ","),
+		"--advertise", strings.Join(adv, ","), "--data-dir", t.TempDir(), "--addr-file", k.addrFile}
+	k.start()
+	t.Cleanup(func() { k.proc.cmd.Process.Signal(syscall.SIGTERM); <-k.proc.done })
+	return k
+}
+
+func (k *faultyKafka) start() {
+	k.t.Helper()
+	os.Remove(k.addrFile) // a SIGKILLed cluster leaves it
+	k.proc = startProc(k.t, "kafka serve", k.args...)
+	k.proc.waitUp(k.t, func() bool {
+		b, err := os.ReadFile(k.addrFile)
+		return err == nil && len(b) > 0
+	})
+}
+
+// waitUp waits up to a minute until ready, failing the test if p exits
+// first.
+func (p *proc) waitUp(t *testing.T, ready func() bool) {
+	t.Helper()
+	for range 1200 {
+		if ready() {
+			return
+		}
+		if p.exited() {
+			t.Fatalf("forklab %s: %v: %s", p.name, p.err, p.errb)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("forklab %s did not come up: %s", p.name, p.errb)
+}
+
+// kill SIGKILLs the cluster's process, waits a moment, and starts it again
+// on the same ports and data directory.
+func (k *faultyKafka) kill(down time.Duration) {
+	k.proc.cmd.Process.Signal(syscall.SIGKILL)
+	<-k.proc.done
+	time.Sleep(down)
+	k.start()
+}
+
+func (k *faultyKafka) cut(d time.Duration) {
+	for _, p := range k.proxies {
+		p.Cut()
+	}
+	time.Sleep(d)
+	for _, p := range k.proxies {
+		p.Restore()
+	}
+}
+
+func (k *faultyKafka) brokers() string {
+	var a []string
+	for _, p := range k.proxies {
+		a = append(a, p.Addr())
+	}
+	return strings.Join(a, ",")
+}
+
+// burn keeps n goroutines busy on the CPU until the returned stop is
+// called.
+func burn(n int) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			x := uint64(1)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				for range 100000 {
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+			}
+		})
+	}
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
 // runChaos runs plan and checks the result against the single-process sweep.
 func runChaos(t *testing.T, plan chaosPlan) {
 	began := time.Now()
 	var broker string
-	if plan.cluster {
+	var kafka *faultyKafka
+	switch {
+	case plan.faults:
+		kafka = startFaultyKafka(t, plan.brokers)
+		broker = kafka.brokers()
+	case plan.cluster:
 		broker = startCluster(t)
-	} else {
+	default:
 		broker = startBroker(t)
 	}
 	spec := plan.spec
@@ -221,9 +363,15 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	mustRun(t, append([]string{"sweep", "--out", single, "-q"}, spec...)...)
 
 	out := filepath.Join(t.TempDir(), "out")
+	attempts := "20"
+	if plan.faults {
+		attempts = "1" // nothing but the unit may fail it
+	}
 	coordArgs := append([]string{"sweep", "--distributed", "--brokers", broker, "--queue", "chaos", "--partitions", "12",
-		"--max-attempts", "20", "--lease", "2s", "--out", out}, spec...)
+		"--max-attempts", attempts, "--lease", "2s", "--out", out}, spec...)
 	t.Logf("%s: the single-process sweep is done", time.Since(began).Round(time.Millisecond))
+	stopBurn := burn(plan.load)
+	defer stopBurn()
 	coord := startProc(t, "coordinator", coordArgs...)
 	var (
 		mu      sync.Mutex
@@ -248,15 +396,46 @@ func runChaos(t *testing.T, plan chaosPlan) {
 		}
 	}()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13))
-	kills, stops, coordKilled := 0, 0, false
+	kills, stops, churned, coordKilled := 0, 0, 0, false
+	brokerKilled, cut := false, false
+	faultDone := make(chan string, 2)
 	var killed []string // attempt files left running by a kill
 	next := time.Now().Add(300 * time.Millisecond)
+	var nextChurn time.Time
 	deadline := time.Now().Add(15 * time.Minute)
 	for !coord.exited() {
 		if time.Now().After(deadline) {
 			t.Fatalf("the sweep did not finish in 15 minutes; coordinator: %s", coord.errb)
 		}
 		time.Sleep(20 * time.Millisecond)
+		select {
+		case what := <-faultDone:
+			t.Logf("%s: %s", time.Since(began).Round(time.Millisecond), what)
+			if what == "broker restarted" {
+				go func() { time.Sleep(2 * time.Second); kafka.cut(plan.cutFor); faultDone <- "network restored" }()
+			}
+			cut = cut || what == "network restored"
+		default:
+		}
+		if plan.churn > churned && !nextChurn.IsZero() && time.Now().After(nextChurn) {
+			// Any worker, mid-unit or not, replaced at once.
+			var ids []string
+			for id, w := range workers {
+				if !w.exited() {
+					ids = append(ids, id)
+				}
+			}
+			if len(ids) > 0 {
+				slices.Sort(ids)
+				id := ids[rng.IntN(len(ids))]
+				workers[id].cmd.Process.Signal(syscall.SIGKILL)
+				<-workers[id].done
+				delete(workers, id)
+				startWorker()
+				churned++
+			}
+			nextChurn = time.Now().Add(plan.churnEvery)
+		}
 		if kills >= plan.kills && stops >= plan.stops || time.Now().Before(next) {
 			continue
 		}
@@ -272,6 +451,7 @@ func runChaos(t *testing.T, plan chaosPlan) {
 		if len(victims) == 0 {
 			continue
 		}
+		slices.Sort(victims)
 		id, file, _ := strings.Cut(victims[rng.IntN(len(victims))], "\x00")
 		w := workers[id]
 		if kills < plan.kills {
@@ -288,6 +468,13 @@ func runChaos(t *testing.T, plan chaosPlan) {
 				coord.cmd.Process.Signal(syscall.SIGKILL)
 				<-coord.done
 				coord = startProc(t, "coordinator", coordArgs...)
+			}
+			if plan.faults && !brokerKilled {
+				brokerKilled = true
+				go func() { kafka.kill(2 * time.Second); faultDone <- "broker restarted" }()
+			}
+			if plan.churn > 0 && nextChurn.IsZero() {
+				nextChurn = time.Now().Add(plan.churnEvery)
 			}
 		} else {
 			// Stopped for good: it finishes its unit and leaves; one
@@ -306,14 +493,25 @@ func runChaos(t *testing.T, plan chaosPlan) {
 		}
 		next = time.Now().Add(time.Duration(300+rng.IntN(700)) * time.Millisecond)
 	}
+	if brokerKilled {
+		for !cut {
+			select {
+			case what := <-faultDone:
+				cut = what == "network restored"
+			case <-time.After(time.Minute):
+				t.Fatal("the network was not restored")
+			}
+		}
+	}
 	if coord.err != nil {
 		t.Fatalf("coordinator: %v: %s", coord.err, coord.errb)
 	}
 	if plan.coordinatorKill && !strings.Contains(coord.errb.String(), "picking up sweep") {
 		t.Errorf("the restarted coordinator did not pick the sweep up: %s", coord.errb)
 	}
-	if kills < plan.kills || stops < plan.stops {
-		t.Fatalf("the sweep finished after %d of %d kills and %d of %d stops: make it longer", kills, plan.kills, stops, plan.stops)
+	if kills < plan.kills || stops < plan.stops || churned < plan.churn {
+		t.Fatalf("the sweep finished after %d of %d kills mid-unit, %d of %d stops and %d of %d kills a second apart: make it longer",
+			kills, plan.kills, stops, plan.stops, churned, plan.churn)
 	}
 	// Every killed attempt was left mid-unit, and was redone.
 	for _, f := range killed {
@@ -331,10 +529,11 @@ func runChaos(t *testing.T, plan chaosPlan) {
 			t.Errorf("worker %s: %v: %s", id, w.err, w.errb)
 		}
 	}
-	t.Logf("%s: the distributed sweep is done: %d workers killed mid-unit, %d stopped, coordinator killed and restarted: %v; %d workers started in all",
-		time.Since(began).Round(time.Millisecond), kills, stops, coordKilled, nextID)
+	t.Logf("%s: the distributed sweep is done: %d workers killed mid-unit, %d more a second apart, %d stopped, coordinator killed and restarted: %v, broker killed and restarted: %v, network cut for %s: %v; %d workers started in all",
+		time.Since(began).Round(time.Millisecond), kills, churned, stops, coordKilled, brokerKilled, plan.cutFor, cut, nextID)
+	stopBurn()
 	sameSweep(t, single, out, plan.report)
-	if plan.cluster {
+	if plan.cluster || plan.faults && plan.brokers == 3 {
 		assertReplicated(t, broker, "chaos.units")
 		assertReplicated(t, broker, "chaos.results")
 	}
@@ -344,11 +543,13 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	}
 }
 
-// A unit whose world kills the worker process (the faulty world's
-// crash=exit) is tried --max-attempts times, each by a new worker, and
-// written as error rows naming the silent attempts; the other units finish
-// as the counter's, and the sweep completes (exit status 5: its numbers are
-// incomplete). On the 3-broker cluster.
+// A unit whose world kills the process running it (the faulty world's
+// crash=exit) is tried --max-attempts times and written as error rows
+// naming each crash: the worker's supervising process sees its member
+// process die mid-unit, marks the attempt failed with the exit status and
+// the process's last words, and starts the member again. The workers stay
+// up; the other units finish as the counter's, and the sweep completes
+// (exit status 5: its numbers are incomplete). On the 3-broker cluster.
 func TestDistributedPoisonUnitKillsWorkers(t *testing.T) {
 	broker := startCluster(t)
 	out := filepath.Join(t.TempDir(), "out")
@@ -371,7 +572,6 @@ func TestDistributedPoisonUnitKillsWorkers(t *testing.T) {
 		}
 		return n
 	}
-	crashed := 0
 	deadline := time.Now().Add(5 * time.Minute)
 	for !coord.exited() {
 		if time.Now().After(deadline) {
@@ -389,13 +589,17 @@ func TestDistributedPoisonUnitKillsWorkers(t *testing.T) {
 	if code := coord.cmd.ProcessState.ExitCode(); code != 5 || !strings.Contains(coord.errb.String(), "INCOMPLETE: 50000 of 250000 pairs (20.00%) are errors") {
 		t.Fatalf("coordinator: exit %d: %s", code, coord.errb)
 	}
+	crashed := 0
 	for _, w := range workers {
-		if w.exited() && w.cmd.ProcessState.ExitCode() == 3 {
-			crashed++
+		if w.exited() {
+			t.Errorf("worker exited (%v): the supervisor should have started its member again: %s", w.err, w.errb)
 		}
+		w.cmd.Process.Signal(syscall.SIGTERM)
+		<-w.done
+		crashed += strings.Count(w.errb.String(), "crashed in the middle of a unit (exit status 3): its attempt is marked failed; starting it again")
 	}
-	if crashed != 2 {
-		t.Errorf("%d workers exited with the faulty world's status 3, want 2 (the attempt limit)", crashed)
+	if len(workers) != 2 || crashed != 2 {
+		t.Errorf("%d workers started, %d member processes crashed; want 2 workers and 2 crashes (the attempt limit)", len(workers), crashed)
 	}
 	got := mustRun(t, "sql", out, `SELECT status, min(seed) AS lo, max(seed) AS hi, count(*) AS pairs, count(label) AS labelled FROM pairs GROUP BY status ORDER BY status`, "--format", "csv")
 	// Unit 2 holds seeds 100000:150000.
@@ -405,7 +609,7 @@ func TestDistributedPoisonUnitKillsWorkers(t *testing.T) {
 	}
 	reason := mustRun(t, "sql", out, `SELECT DISTINCT error FROM pairs WHERE status = 'error'`, "--format", "csv")
 	if !strings.Contains(reason, "unit c0-s000002 failed 2 attempts, the retry limit, and was not run again: attempt 1 (worker ") ||
-		strings.Count(reason, "the worker stopped while running it (no heartbeat since") != 2 {
+		strings.Count(reason, "the worker process running it crashed (exit status 3): faulty: seed 120000: exiting") != 2 {
 		t.Fatalf("error text: %s", reason)
 	}
 	counter := filepath.Join(t.TempDir(), "counter")

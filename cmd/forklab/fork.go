@@ -156,7 +156,8 @@ features, none elsewhere.`,
 				if err != nil {
 					return err
 				}
-				spec := &sweep.AgentSpec{Command: agentLine, Environment: env, Timeout: sweep.Duration(timeout)}
+				// One process: a fork asks one branch at a time.
+				spec := &sweep.AgentSpec{Command: agentLine, Environment: env, Timeout: sweep.Duration(timeout), Parallel: 1}
 				if file != "" {
 					// Rows of an agent sweep's checkpoints table: the
 					// agent's branch finishes each.
@@ -242,6 +243,9 @@ features, none elsewhere.`,
 				iv := ""
 				if o.Intervened {
 					iv = "intervened; "
+				}
+				if o.Score != nil {
+					iv += fmt.Sprintf("score %g; ", *o.Score)
 				}
 				fmt.Fprintf(w, "seed %d · fork step %d · arm %s · replica %d: %s (%s%d steps after the fork; final observation %s)\n",
 					o.Seed, o.ForkStep, o.Arm, o.Replica, verdictOf(o.Success), iv, o.Cost.Steps, o.Final)

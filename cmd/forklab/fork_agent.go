@@ -27,7 +27,7 @@ import (
 // prints the branch's outcome (forklab fork --stream --agent). spec is the
 // agent: its command, --agent-env and --timeout.
 func forkAgent(ctx context.Context, spec *sweep.AgentSpec, log *client.Client, stream, offset, child string, arm fork.Arm, replica int, rule *policy.Rule, asJSON bool) error {
-	def, err := openAgent(ctx, spec)
+	def, err := openAgent(ctx, spec, false)
 	if err != nil {
 		return asInput(err)
 	}
@@ -239,7 +239,7 @@ func forkAgentCheckpoints(ctx context.Context, spec *sweep.AgentSpec, file strin
 	if len(cps) == 0 {
 		return asInput(fmt.Errorf("read checkpoint %s: no checkpoint in the file", file))
 	}
-	def, err := openAgent(ctx, spec)
+	def, err := openAgent(ctx, spec, false)
 	if err != nil {
 		return asInput(err)
 	}

@@ -80,7 +80,7 @@ warning, as forklab log sink skips it.`,
 				name += ".parquet"
 			}
 			path := filepath.Join(out, "events", name)
-			if err := checkOutput(path, overwrite); err != nil {
+			if err := checkOutput(path, overwrite, "events"); err != nil {
 				return err
 			}
 			var rows []schemas.SessionEvent

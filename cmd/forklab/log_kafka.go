@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -31,7 +32,7 @@ func init() {
 	var (
 		brokers           int
 		dataDir, addrFile string
-		ports             string
+		ports, advertise  string
 		sync              bool
 	)
 	cmd := &cobra.Command{
@@ -63,6 +64,17 @@ log-cluster-test), Kafka consumer groups. It is not a production broker.`,
 				}
 				if len(cfg.Ports) != brokers {
 					return usageErr("--ports names %d ports for %d brokers", len(cfg.Ports), brokers)
+				}
+			}
+			if advertise != "" {
+				cfg.Advertise = splitList(advertise)
+				if len(cfg.Advertise) != brokers {
+					return usageErr("--advertise names %d addresses for %d brokers", len(cfg.Advertise), brokers)
+				}
+				for _, a := range cfg.Advertise {
+					if _, p, err := net.SplitHostPort(a); err != nil || p == "" {
+						return usageErr("--advertise %q: want host:port,… (one per broker)", advertise)
+					}
 				}
 			}
 			if sync && dataDir == "" {
@@ -102,6 +114,7 @@ log-cluster-test), Kafka consumer groups. It is not a production broker.`,
 	f.StringVar(&dataDir, "data-dir", "", "persist the cluster's data here (default: in memory)")
 	f.StringVar(&ports, "ports", "", "the brokers' ports on 127.0.0.1, comma-separated (default: free ports)")
 	f.StringVar(&addrFile, "addr-file", "", "write the bootstrap addresses (host:port,…) to this file once the cluster listens; removed on exit")
+	f.StringVar(&advertise, "advertise", "", "the brokers' addresses as clients must dial them, host:port,… one per broker (Kafka's advertised.listeners: a port forward, a proxy; default: the listening addresses)")
 	f.BoolVar(&sync, "sync", false, "fsync every produced batch before acknowledging it (needs --data-dir)")
 	ownSignals(cmd)
 	kafkaCmd.AddCommand(cmd)

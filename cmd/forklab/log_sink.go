@@ -44,6 +44,9 @@ cron and each run appends what is new (a run with nothing new writes
 nothing); --rotate-interval is refused there. With --follow it long-polls
 and closes a batch every --rotate-records events or --rotate-interval after
 its first record; SIGINT or SIGTERM commit the open batch and stop.
+Either way a Kafka it cannot read (a broker restarting, a network cut) is
+retried from the last commit with backoff; out of reach for longer than
+--retry-for, it ends the run (exit 1, saying so).
 
 Records retention removed before the sink read them are reported as gaps
 with their size (and kept in the state file), never skipped silently.
@@ -59,6 +62,9 @@ In a results directory, forklab db adds the files to the events view.`,
 			}
 			if fi, err := os.Stat(cfg.Out); err == nil && !fi.IsDir() {
 				return usageErr("--out %s is a file; give a directory", cfg.Out)
+			}
+			if err := sweep.CheckOutput(filepath.Join(cfg.Out, sink.Dir), sink.Dir); err != nil {
+				return asInput(err)
 			}
 			if c.Flags().Changed("rotate-interval") && !cfg.Follow {
 				return usageErr("--rotate-interval applies with --follow: a run without it closes a batch every --rotate-records events and at its end")
@@ -116,6 +122,7 @@ In a results directory, forklab db adds the files to the events view.`,
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "the log's Kafka bootstrap brokers, host:port,…")
 	f.StringVar(&cfg.Topic, "topic", "forklab.streams", "the log's data topic")
 	dialTimeoutFlag(f, &cfg.DialTimeout, "without --follow: ")
+	retryForFlag(f, &cfg.RetryFor, "")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only gaps and the summary")
 	ownSignals(cmd)
 	logCmd.AddCommand(cmd)

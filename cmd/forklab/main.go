@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/spf13/cobra"
@@ -146,7 +147,11 @@ func onSignals(args []string) (context.Context, *atomic.Bool) {
 
 func main() {
 	ignoreFileSizeSignal()
+	// A crash inside DuckDB is a failure (exit 1) in one line; what was
+	// being written goes first.
+	duck.OnCrash(func(string) { atomicfile.Cleanup() })
 	refuseRepeats(rootCmd)
+	guardOutputs(rootCmd)
 	ctx, interrupted := onSignals(os.Args[1:])
 	err := rootCmd.ExecuteContext(ctx)
 	if err == nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/analysis/report"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/analysis/search"
@@ -170,6 +171,13 @@ func ruleFile(dir string, g *search.Group) string {
 // file belongs to db's sweep (sweep.DeriveOutput).
 func writeRule(path string, db *results.DB, g *search.Group, opt search.Options, overwrite bool) error {
 	rule := g.Chosen.Rule
+	// Where it was chosen: a sweep applies it there only (sweep.PolicyScope),
+	// and says whether a rerun's seeds are the ones it was searched on.
+	m := db.Manifest
+	if c := g.ConfigID; c >= 0 && c < len(m.Configs) {
+		rule.Params, rule.Model = m.Configs[c].Params, &m.Configs[c].Model
+	}
+	rule.Search = &policy.Split{Start: m.Spec.Seeds.Start, End: m.Spec.Seeds.End, Holdout: opt.Holdout}
 	rule.Note = fmt.Sprintf("chosen by forklab policy on %s (config %d, fork step %d): most search rescues with at most %d harms on %s runs; search %d rescued / %d harmed, held out %d rescued / %d harmed",
 		db.Dir, g.ConfigID, g.ForkStep, opt.MaxHarm, opt.Scope, g.Chosen.Search.Rescued, g.Chosen.Search.Harmed, g.Chosen.Holdout.Rescued, g.Chosen.Holdout.Harmed)
 	b, err := rule.Encode()

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/internal/duck"
-	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/analysis/htmlreport"
 	"github.com/forklab/forklab/pipeline/analysis/report"
 	"github.com/forklab/forklab/pipeline/analysis/results"
@@ -37,19 +36,21 @@ its held-out check, cost and uplift (Qini) curve, and a Result paragraph.
 
 --html FILE also writes the same report as one self-contained HTML page with
 charts (rescued against harmed per slice, the policy frontier, the Qini curve,
-replicas and seeds) and the sweep's parameters: it fetches nothing from the
-network and opens offline in any browser. An existing FILE needs --overwrite.`,
+replicas and seeds), the first rescued and harmed pairs of every slice linked
+to their side-by-side views (as forklab show prints them, embedded in the
+page), and the sweep's parameters: it fetches nothing from the network and
+opens offline in any browser. An existing FILE needs --overwrite; FILE may
+not be one of DIR's own files (its tables, manifest.json).`,
 		Example: `  forklab report out
   forklab report out --html out/report.html --overwrite
   forklab report out/rerun --brief`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out *export.Output
-			if htmlOut != "" {
-				var err error
-				if out, err = export.CreateOutput(htmlOut, overwrite); err != nil {
-					return asInput(fmt.Errorf("--html: %w", err))
-				}
+			out, err := createHTML(htmlOut, overwrite)
+			if err != nil {
+				return err
+			}
+			if out != nil {
 				defer out.Abort()
 			}
 			if timing {
@@ -67,6 +68,13 @@ network and opens offline in any browser. An existing FILE needs --overwrite.`,
 			s, err := report.Collect(cmd.Context(), db)
 			if err != nil {
 				return err
+			}
+			if out != nil {
+				// The page links a few rescued and harmed pairs of every
+				// slice to their views (forklab show), embedded.
+				if err := report.CollectExamples(cmd.Context(), db, s); err != nil {
+					return err
+				}
 			}
 			write := report.WriteSections
 			if brief {

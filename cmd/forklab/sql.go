@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/forklab/forklab/pipeline/analysis/export"
+	"github.com/forklab/forklab/queries"
 	"github.com/spf13/cobra"
 )
 
@@ -121,6 +122,7 @@ that is not compressed by its name (table, parquet, arrow), is refused.`,
 			return err
 		},
 	}
+	cmd.Long += "\n\n" + macrosHelp()
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		// pflag takes a query that starts with a comment for a flag.
 		// A flag's name never holds white space.
@@ -158,4 +160,15 @@ func readQuery(path string) (string, error) {
 		return "", fmt.Errorf("read the query: %w", err)
 	}
 	return string(b), nil
+}
+
+// macrosHelp lists the statistics macros every query can call, each with
+// its arguments, and what they compute (queries/stats.sql's header).
+func macrosHelp() string {
+	var sigs []string
+	for _, m := range queries.Macros() {
+		sigs = append(sigs, m.Name+"("+m.Args+")")
+	}
+	return "Statistics macros (queries/stats.sql): " + strings.Join(sigs, ", ") + ".\n" +
+		"  " + strings.ReplaceAll(queries.MacrosHelp(), "\n", "\n  ")
 }

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
@@ -27,15 +26,15 @@ import (
 
 func init() {
 	var (
-		seeds, forkAt, arms, specFile, policyFile, out string
-		runs                                           string
-		replicas, workers                              int
-		overwrite, quiet, resume                       bool
-		wf                                             *worldFlags
-		af                                             *agentFlags
-		fromLog, logPrefix, token                      string
-		logParallel                                    int
-		sf                                             *scaleFlags
+		seeds, forkAt, arms, specFile, policyFile, out        string
+		runs                                                  string
+		replicas, workers                                     int
+		overwrite, quiet, resume, transcripts, policyAnywhere bool
+		wf                                                    *worldFlags
+		af                                                    *agentFlags
+		fromLog, logPrefix, token                             string
+		logParallel                                           int
+		sf                                                    *scaleFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "sweep",
@@ -70,6 +69,12 @@ the fold of its events up to the fork step's offset, and each branch is a
 child stream PREFIX/cCONFIG/sSEED/fSTEP/ARM/rREPLICA forked from that offset.
 The tables are the in-memory sweep's, byte for byte, for any world.
 
+--transcripts keeps every branch's steps after the fork (action,
+observation, cost) in the branches table's transcript column. Without it a
+built-in world's sweep keeps none (recording them costs about a third of
+its speed) and forklab show plays a branch again from its checkpoint, which is
+exact; an agent's transcripts are kept whenever it sends them.
+
 With --agent CMD the world is an external agent speaking forklab-agent/1
 (docs/agent-protocol.md): --parallel processes of it, each request bounded by
 --timeout, a crashed or hung process killed and restarted, a failed request
@@ -99,14 +104,23 @@ A sweep writes into a hidden directory beside --out and replaces --out in one
 atomic step when it is complete: interrupted or failed, --out holds the old
 sweep, whole. What was derived from the old sweep inside --out (report.html,
 policy.json, a rerun/ sweep, results.duckdb, …) goes with it; your own files
-stay. Every flag and spec key is range-checked before anything runs; a sweep
+stay where they are: into a directory that holds them (--overwrite), or the
+working directory (--out .), the sweep is published in place, its manifest
+last. Every flag and spec key is range-checked before anything runs; a sweep
 holds at most 65,536 units and 2^53 branch rows (8,589,934,592 seeds with the
 default unit size; docs/scale-out.md), and a larger seed range is refused
 naming the largest that fits.
 
+An agent that fails — every one of its first attempts (20 of them, or 3
+or more in the first 30 seconds, before any succeeded), or more than
+--fail-on-error (50%) of its last 100 — stops the sweep within a minute,
+quoting the last failure (a line it wrote where a reply was expected, its
+exit status, the end of its stderr).
+
 Exit status: 0 done; 5 done, but more than --max-error-rate of the pairs
 are errors (the numbers are incomplete; --resume plays the failed units
-again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
+again); 6 stopped at --max-cost (resumable); 7 stopped early because the
+agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 		Example: `  forklab sweep --seeds 0:300 --fork-at 3 --out out
   forklab sweep --seeds 0:10000 --fork-at 1-4 --arms off,on,placebo,aa --temperature 0.1 --replicas 5 --out noisy
   forklab sweep --from-log http://127.0.0.1:4437 --seeds 0:300 --out from-log
@@ -119,6 +133,10 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := sf.check(cmd, resume, fromLog != ""); err != nil {
 				return err
+			}
+			// Not into another sweep's own files (its pairs/, …).
+			if err := sweep.CheckOutput(out); err != nil {
+				return asInput(err)
 			}
 			if fromLog == "" {
 				for _, name := range []string{"log-prefix", "log-parallel"} {
@@ -147,7 +165,13 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				if err != nil {
 					return asInput(err)
 				}
-				if dir != "" {
+				if dir == "" {
+					if _, err := os.Stat(sweep.StagingDir(out)); err == nil {
+						// Stopped before its first write, the spec: the
+						// flags' defaults are not the sweep it was.
+						return asInput(fmt.Errorf("--resume: the interrupted sweep of %s recorded no spec (it stopped before its first write, the spec, was done), so its spec is unknown and none of its work is kept: run it again with its spec flags or --spec, without --resume (forklab sweep --seeds … --out %s)", out, out))
+					}
+				} else {
 					if agentSweep(stored, dir) {
 						return usageErr("--resume: the sweep of %s ran an external agent (world %s), and an agent's command is not stored with its sweep: run the forklab sweep command it was started with again (its --agent CMD or --spec, and the same flags), adding --resume", out, decl.Name)
 					}
@@ -189,6 +213,14 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			if fl.Changed("replicas") {
 				spec.Replicas = replicas
 			}
+			if fl.Changed("transcripts") {
+				spec.Transcripts = transcripts
+			}
+			if fromLog != "" && spec.Transcripts {
+				// Its runners play sessions on the log, which record every
+				// step; none would reach the table.
+				return usageErr("--transcripts (spec key transcripts) and --from-log exclude each other: a sweep played on the session log keeps every step there already (forklab log read, forklab log export)")
+			}
 			if err := af.apply(&spec); err != nil {
 				return asInput(err)
 			}
@@ -201,6 +233,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 					return asInput(err)
 				}
 				spec.Policy = &r
+			}
+			if fl.Changed("policy-anywhere") {
+				spec.PolicyAnywhere = policyAnywhere
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -221,7 +256,10 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				if err := spec.Agent.Validate(); err != nil {
 					return specErr(err, fl.Changed, nil)
 				}
-				if ext, err = openAgent(ctx, spec.Agent); err != nil {
+				if ext, err = openAgent(ctx, spec.Agent, true); err != nil {
+					if errors.Is(err, agentproc.ErrFailing) {
+						return exitError{7, errors.New(failingMessage(err, "sweep", spec.Agent.Command, "run the same sweep again"))}
+					}
 					return asInput(err)
 				}
 				defer ext.Close()
@@ -259,6 +297,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 			if w := sweep.ReplicasWarning(resolved.Decl, resolved.Spec.Replicas); w != "" && !quiet {
 				fmt.Fprintf(os.Stderr, "forklab: warning: %s\n", w)
 			}
+			if w := sweep.PolicyAnywhereLine(resolved.Spec, resolved.Decl, resolved.Configs); w != "" && !quiet {
+				fmt.Fprintf(os.Stderr, "forklab: warning: %s\n", w)
+			}
 			if sf.shard != "" || sf.distributed {
 				return sf.run(cmd, resolved, ext, out, overwrite, quiet, workers)
 			}
@@ -282,20 +323,22 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				// at most one seed's cost (agentproc/budget.go).
 				ext.SetBudget(spec.MaxCost)
 				if !fl.Changed("workers") {
-					opt.Workers = max(1, spec.Agent.Parallel)
+					opt.Workers = ext.Pool().Parallel()
 				}
 				if !quiet {
 					// Where the logs are while the sweep runs (its staging
 					// directory), and where they will be once it is published.
 					fmt.Fprintf(os.Stderr, "forklab sweep: agent %q: world %s %s, %d process(es); its stderr goes to %s (%s once the sweep is published)\n",
-						spec.Agent.Command, resolved.Decl.Name, resolved.Decl.Version, max(1, spec.Agent.Parallel), logs, filepath.Join(out, sweep.AgentLogs))
+						spec.Agent.Command, resolved.Decl.Name, resolved.Decl.Version, ext.Pool().Parallel(), logs, filepath.Join(out, sweep.AgentLogs))
 				}
 			}
 			if !quiet && isatty.IsTerminal(os.Stderr.Fd()) {
 				prog.bar = progressbar.NewOptions64(prog.total, progressbar.OptionSetWriter(os.Stderr),
 					progressbar.OptionSetDescription("sweep"), progressbar.OptionShowCount(),
 					progressbar.OptionShowIts(), progressbar.OptionSetItsString("pairs"),
-					progressbar.OptionSetPredictTime(true),
+					// The ETA is the description's (etaText): none while
+					// most pairs are errors.
+					progressbar.OptionSetPredictTime(false), progressbar.OptionSetElapsedTime(true),
 					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
 			} else {
 				prog.lines = !quiet && ext != nil
@@ -319,7 +362,7 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				if !quiet {
 					fmt.Fprintf(os.Stderr, "playing the sweep's sessions on %s under %s/\n", fromLog, logPrefix)
 				}
-				opt.Runners = agent.Runners(c, resolved, agent.PlayOptions{Prefix: logPrefix, Parallel: logParallel,
+				opt.Runners = agent.Runners(c, resolved, agent.PlayOptions{Prefix: logPrefix, Parallel: logParallel, RetryFor: sf.retryFor,
 					Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...) }})
 			}
 			res, err := sweep.Run(ctx, resolved, st, opt)
@@ -343,11 +386,19 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 				if ctx.Err() != nil {
 					return exitError{130, fmt.Errorf("sweep interrupted; %s is as it was before; the finished work is kept for forklab sweep --resume", out)}
 				}
+				if errors.Is(err, agentproc.ErrFailing) {
+					return exitError{7, errors.New(failingMessage(err, "sweep", spec.Agent.Command,
+						fmt.Sprintf("run the same sweep again with --resume: %s is as it was before, and every seed finished so far is kept", out)))}
+				}
 				if errors.Is(err, agentproc.ErrStopped) {
 					prog.mu.Lock()
 					msg := prog.stopMessage(out)
 					prog.mu.Unlock()
 					return exitError{6, errors.New(msg)}
+				}
+				if _, _, dir, _ := sweep.ResumeSpec(out); dir == "" {
+					// Its first write, the spec, failed: nothing to resume.
+					return fmt.Errorf("%w (nothing of the sweep was kept: run it again once the cause is fixed)", err)
 				}
 				return fmt.Errorf("%w (the finished work is kept for forklab sweep --resume)", err)
 			}
@@ -375,16 +426,12 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 						errs = fmt.Sprintf("   errors %d (no label)", l.Errors)
 					}
 					fmt.Printf("%s vs off · %s: rescued %d   harmed %d   unchanged %d   net %+d%s\n", l.Arm, where, l.Rescued, l.Harmed, l.Unchanged, l.Net(), errs)
+					if t := sweep.PolicySample(resolved.Spec); t != "" && l.Arm == fork.Policy {
+						fmt.Printf("  %s\n", t)
+					}
 				}
 			}
-			// The DuckDB database for BI tools: views over the tables just
-			// written (pipeline/analysis/export; docs/bi.md).
-			if _, err := export.WriteDB(ctx, out); err != nil {
-				if ctx.Err() != nil {
-					return exitError{130, fmt.Errorf("interrupted after %s was published: its results.duckdb was not written (run forklab db %s)", out, out)}
-				}
-				return fmt.Errorf("write %s/results.duckdb: %w", out, err)
-			}
+			writeDB(ctx, out)
 			if m.Errors > 0 {
 				pairs := m.Rows["pairs"]
 				msg := fmt.Sprintf("%d of %d pairs (%.2f%%) are errors, not labels; the table counts the other %d", m.Errors, pairs, 100*m.ErrorRate, pairs-m.Errors)
@@ -412,7 +459,9 @@ again); 6 stopped at --max-cost (resumable); 130 interrupted (resumable).`,
 	f.BoolVar(&resume, "resume", false, "continue the interrupted sweep of --out, keeping the units it finished; with no --spec and no flag setting a spec key, with the spec stored with it (an external agent's sweep needs its --agent and flags again)")
 	intFlag(f, &workers, "workers", 0, 0, maxWorkers, "parallel workers (0: one per CPU); never changes the output")
 	f.StringVar(&specFile, "spec", "", "sweep spec file (.json, .yaml); flags override it")
-	f.StringVar(&policyFile, "policy", "", "guard rule for the policy arm (forklab policy writes one)")
+	f.StringVar(&policyFile, "policy", "", "guard rule for the policy arm (forklab policy writes one); applied only at the fork step, world version, parameters and model it was chosen for")
+	f.BoolVar(&transcripts, "transcripts", false, "keep every branch's steps (action, observation, cost) in the branches table; off, forklab show replays a built-in world's branch from its checkpoint (an agent's transcripts are kept whenever it sends them)")
+	f.BoolVar(&policyAnywhere, "policy-anywhere", false, "apply --policy's rule at another fork step, world version, parameters or model than it was chosen for (the manifest and the report say so)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary line")
 	f.StringVar(&fromLog, "from-log", "", "play every run and branch as a session on this session log (URL) and fork them from their offsets")
 	markURLFlag(f, "from-log")

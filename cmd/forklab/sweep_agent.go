@@ -31,6 +31,7 @@ type agentFlags struct {
 	retries      int
 	env          []string
 	maxErrorRate string
+	failOnError  string
 	maxCost      string
 	unitSeeds    int
 }
@@ -38,11 +39,12 @@ type agentFlags struct {
 func addAgentFlags(fs *pflag.FlagSet) *agentFlags {
 	f := &agentFlags{fs: fs}
 	fs.StringVar(&f.command, "agent", "", "sweep an external agent: the shell command that starts one agent process, speaking forklab-agent/1 (docs/agent-protocol.md)")
-	intFlag(fs, &f.parallel, "parallel", 1, 1, sweep.MaxAgentParallel, "agent processes run at once (with --agent)")
+	intFlag(fs, &f.parallel, "parallel", 0, 0, sweep.MaxAgentParallel, "agent processes run at once (with --agent; 0: one per CPU)")
 	durationFlag(fs, &f.timeout, "timeout", agentproc.DefaultTimeout, time.Millisecond, sweep.MaxAgentTimeout, "time an agent may take per run or branch before it is killed and restarted")
 	intFlag(fs, &f.retries, "retries", agentproc.DefaultRetries, 0, sweep.MaxAgentRetries, "times a failed agent request is retried (with backoff) before its pairs become error rows")
 	fs.StringArrayVar(&f.env, "agent-env", nil, "KEY=VALUE added to the agent's environment (repeatable; values are not recorded)")
 	fs.StringVar(&f.maxErrorRate, "max-error-rate", "1%", "share of error pairs above which the sweep is reported incomplete and exits 5: 1%, 0.05")
+	fs.StringVar(&f.failOnError, "fail-on-error", "50%", "with --agent: stop the sweep (resumably, exit 7) once more than this share of the agent's last 100 attempts failed (its first attempts all failing stop it too); 100% for no limit")
 	fs.StringVar(&f.maxCost, "max-cost", "", "with --agent, in one process: stop cleanly (resumably, exit 6) once the cost reported so far reaches this, overshooting by at most one seed's cost: 5 (US dollars) or tokens=2000000,usd=5")
 	intFlag(fs, &f.unitSeeds, "unit-seeds", 0, 0, sweep.MaxUnitSeeds, "seeds per unit of work and file (0: automatic)")
 	return f
@@ -61,7 +63,7 @@ func (f *agentFlags) apply(spec *sweep.Spec) error {
 		}
 		spec.Agent.Command = f.command
 	}
-	for _, name := range []string{"parallel", "timeout", "retries", "agent-env"} {
+	for _, name := range []string{"parallel", "timeout", "retries", "agent-env", "fail-on-error"} {
 		if set(name) && spec.Agent == nil {
 			return fmt.Errorf("--%s applies to an external agent: give --agent CMD (or agent: in the spec file)", name)
 		}
@@ -75,6 +77,13 @@ func (f *agentFlags) apply(spec *sweep.Spec) error {
 	if set("retries") {
 		r := f.retries
 		spec.Agent.Retries = &r
+	}
+	if set("fail-on-error") {
+		r, err := parseShare(f.failOnError)
+		if err != nil {
+			return fmt.Errorf("--fail-on-error: %w", err)
+		}
+		spec.Agent.FailOnError = &r
 	}
 	if len(f.env) > 0 {
 		env, err := envMap(f.env)
@@ -150,15 +159,38 @@ func parseCostLimit(s string) (map[string]float64, error) {
 	return out, nil
 }
 
-// openAgent starts the spec's agent and learns its declaration.
-func openAgent(ctx context.Context, a *sweep.AgentSpec) (*agentproc.Definition, error) {
-	cfg := agentproc.Config{Command: agentproc.Command{Line: a.Command, Env: a.Environment}, Parallel: a.Parallel,
+// openAgent starts the spec's agent and learns its declaration. With batch
+// (a sweep, a worker), its work stops once the agent is failing
+// (agentproc.FailFast, the spec's agent.fail_on_error), and the agents'
+// standard error stays off forklab's own until the caller names their log
+// directory.
+func openAgent(ctx context.Context, a *sweep.AgentSpec, batch bool) (*agentproc.Definition, error) {
+	cfg := agentproc.Config{Command: agentproc.Command{Line: a.Command, Env: a.Environment}, Parallel: a.Parallel, HoldStderr: batch,
 		Timeout: time.Duration(a.Timeout), Retries: agentproc.DefaultRetries, Client: agentproc.ClientInfo{Name: "forklab", Version: version},
 		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "forklab: warning: %s\n", msg) }}
 	if a.Retries != nil {
 		cfg.Retries = *a.Retries
 	}
+	if batch {
+		cfg.FailFast = &agentproc.FailFast{MaxRate: agentproc.DefaultFailOnError}
+		if a.FailOnError != nil {
+			cfg.FailFast.MaxRate = *a.FailOnError
+		}
+	}
 	return agentproc.Open(ctx, cfg)
+}
+
+// failingMessage says why a sweep (what) stopped early because its agent
+// is failing (exit 7): the rule, the last failure as its error row would
+// say it (the line the agent wrote, its exit status, the end of its
+// stderr), and what to do: fix the agent, then again.
+func failingMessage(err error, what, command, again string) string {
+	var fe *agentproc.FailingError
+	if !errors.As(err, &fe) {
+		return err.Error()
+	}
+	return fmt.Sprintf("%s stopped early: the agent is failing: %s.\n  the last failure: %s\n  fix the agent (forklab agent check %s shows what is wrong), then %s",
+		what, fe.Rule, fe.Last, shellQuote(command), again)
 }
 
 // sweepProgress is the progress of a sweep for people: a bar on a
@@ -223,6 +255,20 @@ func (p *sweepProgress) seeds(n, errs int) {
 	p.update()
 }
 
+// etaText is the time left at the rate so far — or, while most pairs
+// finished so far are errors, no figure: a failing agent's rate says
+// nothing of when a sweep will end (and fail-fast will stop it first).
+func etaText(done, errs, total int64, elapsed time.Duration) string {
+	switch {
+	case done > 0 && 2*errs > done:
+		return "ETA ? (most pairs are errors)"
+	case done == 0 || elapsed <= 0:
+		return "ETA ?"
+	}
+	rate := float64(done) / elapsed.Seconds()
+	return "ETA " + (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second).String()
+}
+
 func (p *sweepProgress) keep(c world.Cost) {
 	p.mu.Lock()
 	p.kept = p.kept.Add(c)
@@ -252,20 +298,16 @@ func (p *sweepProgress) update() {
 	if p.def != nil {
 		desc += " · " + costText(p.decl, c)
 	}
+	eta := etaText(p.done, p.errs, p.total, time.Since(p.start))
 	if p.bar != nil {
-		p.bar.Describe(desc)
+		p.bar.Describe(desc + " · " + eta)
 		p.bar.Set64(p.done)
 		return
 	}
 	if p.lines && time.Since(p.lastLine) >= 10*time.Second {
 		p.lastLine = time.Now()
-		el := time.Since(p.start).Seconds()
-		rate := float64(p.done) / max(el, 1e-9)
-		eta := "?"
-		if rate > 0 {
-			eta = (time.Duration(float64(p.total-p.done)/rate) * time.Second).Round(time.Second).String()
-		}
-		fmt.Fprintf(os.Stderr, "forklab sweep: %d/%d pairs · %s · %.1f pairs/s · ETA %s\n", p.done, p.total, desc, rate, eta)
+		rate := float64(p.done) / max(time.Since(p.start).Seconds(), 1e-9)
+		fmt.Fprintf(os.Stderr, "forklab sweep: %d/%d pairs · %s · %.1f pairs/s · %s\n", p.done, p.total, desc, rate, eta)
 	}
 }
 

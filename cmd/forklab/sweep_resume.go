@@ -15,8 +15,8 @@ import (
 // the sweep computes). --resume given with none of them (and no --spec)
 // goes on with the spec stored with the interrupted sweep; the others
 // (--workers, -q, --max-error-rate, …) may change on a resume.
-var identityFlags = []string{"seeds", "fork-at", "arms", "replicas", "policy", "unit-seeds",
-	"world", "param", "temperature", "no-tool", "agent", "runs"}
+var identityFlags = []string{"seeds", "fork-at", "arms", "replicas", "policy", "policy-anywhere", "unit-seeds",
+	"world", "param", "temperature", "no-tool", "agent", "transcripts", "runs"}
 
 // specFlagGiven says whether the user set any flag that sets a key of the
 // spec: one of identityFlags or a world parameter's own flag (--p-stall).

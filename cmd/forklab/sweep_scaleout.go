@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/forklab/forklab/internal/kafkadial"
 	"github.com/forklab/forklab/pipeline/analysis/export"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/scaleout"
@@ -34,6 +35,7 @@ type scaleFlags struct {
 	maxAttempts int
 	lease       time.Duration
 	dialTimeout time.Duration
+	retryFor    time.Duration
 }
 
 func addScaleFlags(f *pflag.FlagSet) *scaleFlags {
@@ -45,6 +47,8 @@ func addScaleFlags(f *pflag.FlagSet) *scaleFlags {
 	intFlag(f, &sf.partitions, "partitions", scaleout.DefaultPartitions, 1, 100000, "--distributed: partitions of the units topic (the most workers busy at once); grows an existing topic")
 	intFlag(f, &sf.maxAttempts, "max-attempts", 3, 1, 100, "--distributed: attempts at a unit before it is written as error rows")
 	dialTimeoutFlag(f, &sf.dialTimeout, "--distributed: ")
+	durationFlag(f, &sf.retryFor, "retry-for", kafkadial.DefaultRetryFor, kafkadial.MinRetryFor, kafkadial.MaxRetryFor,
+		"--distributed: how long Kafka may stay out of reach once running (a broker restarting, a network cut) before giving up; --from-log: how long the session log may; retried with backoff meanwhile")
 	durationFlag(f, &sf.lease, "lease", 10*time.Second, time.Second, 24*time.Hour, "--distributed: how long a unit whose worker went silent counts as still running")
 	return sf
 }
@@ -70,6 +74,9 @@ func (sf *scaleFlags) check(cmd *cobra.Command, resume, fromLog bool) error {
 			if fl.Changed(name) {
 				return usageErr("--%s applies only with --distributed", name)
 			}
+		}
+		if fl.Changed("retry-for") && !fromLog {
+			return usageErr("--retry-for applies only with --distributed or --from-log")
 		}
 		return nil
 	}
@@ -163,7 +170,7 @@ func (sf *scaleFlags) run(cmd *cobra.Command, r sweep.Resolved, ext *agentproc.D
 		ext.SetJournal(st.JournalDir())
 		ext.SetLogDir(filepath.Join(st.Dir, sweep.AgentLogs, "share-"+strconv.Itoa(sf.share.I)))
 		if !cmd.Flags().Changed("workers") {
-			workers = max(1, r.Spec.Agent.Parallel)
+			workers = ext.Pool().Parallel()
 		}
 	}
 	return runShare(ctx, r, out, sf.share, overwrite, quiet, workers)
@@ -171,7 +178,7 @@ func (sf *scaleFlags) run(cmd *cobra.Command, r sweep.Resolved, ext *agentproc.D
 
 // coordinate runs the coordinator of a distributed sweep.
 func (sf *scaleFlags) coordinate(ctx context.Context, r sweep.Resolved, out string, overwrite, quiet bool) error {
-	q := scaleout.Queue{Brokers: splitList(sf.brokers), Name: sf.queue, Partitions: sf.partitions, DialTimeout: sf.dialTimeout}
+	q := scaleout.Queue{Brokers: splitList(sf.brokers), Name: sf.queue, Partitions: sf.partitions, DialTimeout: sf.dialTimeout, RetryFor: sf.retryFor}
 	logf := func(f string, a ...any) {
 		if !quiet {
 			fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...)
@@ -180,12 +187,7 @@ func (sf *scaleFlags) coordinate(ctx context.Context, r sweep.Resolved, out stri
 	total := int64(r.Spec.Population().Len()) * int64(len(r.Configs))
 	bar := seedBar("sweep", total, quiet)
 	var lastLine time.Time
-	var heard time.Time
-	hinted := false
 	progress := func(s scaleout.Status) {
-		if s.Workers > 0 || s.Done > 0 {
-			heard = time.Now()
-		}
 		what := fmt.Sprintf("units %d/%d · %d workers · %d running", s.Done, s.Units, s.Workers, s.Running)
 		if s.Failed > 0 {
 			what += fmt.Sprintf(" · %d attempts failed", s.Failed)
@@ -200,10 +202,6 @@ func (sf *scaleFlags) coordinate(ctx context.Context, r sweep.Resolved, out stri
 		case !quiet && time.Since(lastLine) >= 10*time.Second:
 			lastLine = time.Now()
 			fmt.Fprintf(os.Stderr, "forklab sweep: %s · seeds %d/%d\n", what, s.SeedsDone, s.Seeds)
-		}
-		if !quiet && !hinted && heard.IsZero() && time.Since(s.Since) > 15*time.Second {
-			hinted = true
-			logf("no worker has reported yet: start some with forklab worker --brokers %s --queue %s", sf.brokers, q.Name)
 		}
 	}
 	start := time.Now()
@@ -258,6 +256,9 @@ func runShare(ctx context.Context, r sweep.Resolved, out string, sh scaleout.Sha
 	if err != nil {
 		if ctx.Err() != nil {
 			return exitError{130, fmt.Errorf("share %s interrupted; the units it finished are kept: run it again to go on", sh)}
+		}
+		if errors.Is(err, agentproc.ErrFailing) {
+			return exitError{7, errors.New(failingMessage(err, "share "+sh.String(), r.Spec.Agent.Command, "run the share again: the units and seeds it finished are kept"))}
 		}
 		if errors.Is(err, sweep.ErrFinished) {
 			return asInput(err)
@@ -336,16 +337,27 @@ wait ran out; 2: DIR holds nothing to finalize.`,
 	return cmd
 }
 
+// writeDB writes the results.duckdb of out, a sweep just published: the
+// DuckDB database for BI tools, views over its tables
+// (pipeline/analysis/export; docs/bi.md). The sweep is published whatever
+// happens here, so its exit status stays the sweep's: a failure (DuckDB
+// out of memory under ulimit -v, an interrupt) is a warning line, -q or
+// not, naming the command that writes the file.
+func writeDB(ctx context.Context, out string) {
+	if _, err := export.WriteDB(ctx, out); err != nil {
+		why := err.Error()
+		if ctx.Err() != nil {
+			why = "interrupted"
+		}
+		fmt.Fprintf(os.Stderr, "forklab: warning: %s is published, but its results.duckdb was not written (%s): forklab db %s writes it\n", out, why, out)
+	}
+}
+
 // published writes out's results.duckdb and the summary line of a sweep
 // just published; a sweep with more error pairs than its max_error_rate
 // exits 5, as forklab sweep does.
 func published(ctx context.Context, out string, res sweep.Result, start time.Time, quiet bool) error {
-	if _, err := export.WriteDB(ctx, out); err != nil {
-		if ctx.Err() != nil {
-			return exitError{130, fmt.Errorf("interrupted after %s was published: its results.duckdb was not written (run forklab db %s)", out, out)}
-		}
-		return fmt.Errorf("write %s/results.duckdb: %w", out, err)
-	}
+	writeDB(ctx, out)
 	m := res.Manifest
 	if !quiet {
 		fmt.Fprintf(os.Stderr, "wrote %s: %d tasks, %d checkpoints, %d branches, %d pairs in %s\n",

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +24,7 @@ func init() {
 		partitions         int
 		sessionTimeout     time.Duration
 		dialTimeout        time.Duration
+		retryFor           time.Duration
 		verbose, quiet     bool
 		debug              bool
 		agentCmd           string
@@ -48,17 +52,27 @@ own environment, and --agent-env KEY=VALUE. Every seed an agent finished is
 journaled in the output directory, so a unit redone after a worker was
 killed pays for none of them twice.
 
-A unit whose attempts fail --max-attempts times (set by the coordinator) is
-written as error rows naming each failure. A worker that cannot start a
-sweep's agent records that as a failed attempt at the unit it took (the
-coordinator shows it), puts the unit back and stops (exit 1). A worker that
-cannot write the output directory stops with the error and leaves the unit
-to the others.
+Each member of the group (--parallel of them) runs in a process of its own
+that this one supervises: a member process that dies in the middle of a unit
+(a world that exits, a segfault, the OOM killer) is a failed attempt at the
+unit, recorded with how it ended, and the member is started again; a worker
+killed as a whole (its machine lost, preempted) is not: its units are run
+again elsewhere, with no attempt counted. A unit whose attempts fail
+--max-attempts times (set by the coordinator) is written as error rows naming
+each failure. A worker that cannot start a sweep's agent records that as a
+failed attempt at the unit it took (the coordinator shows it), puts the unit
+back and stops (exit 1). A worker that cannot write the output directory
+stops with the error and leaves the unit to the others.
+
+Rebalances, fetch timeouts, a broker restarting, a network cut are retried
+with backoff; only Kafka out of reach for longer than --retry-for (5m) stops
+the worker (exit 1, saying so).
 
 The first SIGINT or SIGTERM lets the running units finish and leaves the
 group; a second one stops at once (the units go to other workers).
 
-Exit status 0: drained; 1: stopped by an error (named).`,
+Exit status 0: drained; 1: stopped by an error (named), or Kafka out of
+reach for longer than --retry-for.`,
 		Example: `  forklab worker --brokers kafka-0:9092,kafka-1:9092,kafka-2:9092
   forklab worker --brokers 127.0.0.1:9092 --parallel 2 -v
   forklab worker --brokers 127.0.0.1:9092 --agent 'python3 /opt/agents/seed_core.py' --agent-env OPENAI_API_KEY=$KEY`,
@@ -77,8 +91,8 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			w, err := scaleout.NewWorker(ctx, scaleout.WorkerConfig{
-				Queue: scaleout.Queue{Brokers: splitList(brokers), Name: queue, Partitions: partitions, DialTimeout: dialTimeout},
+			wcfg := scaleout.WorkerConfig{
+				Queue: scaleout.Queue{Brokers: splitList(brokers), Name: queue, Partitions: partitions, DialTimeout: dialTimeout, RetryFor: retryFor},
 				ID:    id, Parallel: parallel, SessionTimeout: sessionTimeout, MaxUnits: maxUnits,
 				Version: version, Logf: logf, Debug: debug,
 				Token: os.Getenv("FORKLAB_TOKEN"),
@@ -87,35 +101,12 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 						a.Command = agentCmd
 					}
 					a.Environment = env
-					return openAgent(ctx, &a)
-				}})
-			if err != nil {
-				return err
+					return openAgent(ctx, &a, true)
+				}}
+			if member := os.Getenv(scaleout.ChildEnv); member != "" {
+				return runMember(ctx, cancel, wcfg, member)
 			}
-			sigs := make(chan os.Signal, 2)
-			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-			defer signal.Stop(sigs)
-			go func() {
-				<-sigs
-				if !quiet {
-					fmt.Fprintf(os.Stderr, "forklab worker %s: finishing the running units (again to stop at once)\n", w.ID())
-				}
-				w.Drain()
-				<-sigs
-				cancel()
-			}()
-			if !quiet {
-				q := scaleout.Queue{Name: queue}
-				fmt.Fprintf(os.Stderr, "forklab worker %s: taking units from %s as group %s\n", w.ID(), q.UnitsTopic(), q.Group())
-			}
-			start := time.Now()
-			err = w.Run(ctx)
-			if !quiet {
-				s := w.Stats()
-				fmt.Fprintf(os.Stderr, "forklab worker %s: %d units run, %d found done already, %d written as error rows, %d attempts failed, in %s\n",
-					w.ID(), s.Units, s.Again, s.Poison, s.Failed, time.Since(start).Round(time.Second))
-			}
-			return err
+			return superviseMembers(ctx, cancel, wcfg, quiet)
 		},
 	}
 	f := cmd.Flags()
@@ -123,6 +114,7 @@ Exit status 0: drained; 1: stopped by an error (named).`,
 	f.StringVar(&queue, "queue", scaleout.DefaultQueue, "queue name: topics QUEUE.units and QUEUE.results, group QUEUE.workers")
 	intFlag(f, &partitions, "partitions", scaleout.DefaultPartitions, 1, 100000, "partitions of the units topic if this worker creates it")
 	dialTimeoutFlag(f, &dialTimeout, "")
+	retryForFlag(f, &retryFor, "")
 	f.StringVar(&id, "id", "", "worker name in reports and attempt records (default HOST-PID)")
 	intFlag(f, &parallel, "parallel", 0, 0, maxWorkers, "units run at once, each a member of the group (0: one per CPU)")
 	intFlag(f, &maxUnits, "max-units", 0, 0, sweep.MaxUnits, "leave after finishing this many units (0: never)")
@@ -145,4 +137,98 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// superviseMembers runs the worker: each member of the group in a process
+// of its own (forklab worker again, with scaleout.ChildEnv), supervised
+// by this one, so that a unit that crashes its process is told from a
+// worker that vanished (scaleout.Supervise).
+func superviseMembers(ctx context.Context, cancel context.CancelFunc, cfg scaleout.WorkerConfig, quiet bool) error {
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		cfg.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	cfg.ID = scaleout.CleanID(cfg.ID)
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = runtime.GOMAXPROCS(0)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	drain := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		<-sigs
+		if !quiet {
+			fmt.Fprintf(os.Stderr, "forklab worker %s: finishing the running units (again to stop at once)\n", cfg.ID)
+		}
+		close(drain)
+		<-sigs
+		cancel()
+	}()
+	if !quiet {
+		fmt.Fprintf(os.Stderr, "forklab worker %s: taking units from %s as group %s\n", cfg.ID, cfg.Queue.UnitsTopic(), cfg.Queue.Group())
+	}
+	start := time.Now()
+	st, err := scaleout.Supervise(ctx, scaleout.SuperviseConfig{ID: cfg.ID, Members: cfg.Parallel, MaxUnits: cfg.MaxUnits,
+		Logf: func(f string, a ...any) {
+			fmt.Fprintf(os.Stderr, "forklab worker %s: "+f+"\n", append([]any{cfg.ID}, a...)...)
+		},
+		Command: func(k int) *exec.Cmd {
+			c := exec.Command(self, os.Args[1:]...)
+			c.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d", scaleout.ChildEnv, cfg.ID, k))
+			ownProcessGroup(c) // ^C reaches this process, which passes it on
+			return c
+		}}, drain)
+	if !quiet {
+		crashed := ""
+		if st.Crashes > 0 {
+			crashed = fmt.Sprintf(", %d member %s crashed mid-unit", st.Crashes, plural(st.Crashes, "process", "processes"))
+		}
+		fmt.Fprintf(os.Stderr, "forklab worker %s: %d units run, %d found done already, %d written as error rows, %d attempts failed%s, in %s\n",
+			cfg.ID, st.Units, st.Again, st.Poison, st.Failed, crashed, time.Since(start).Round(time.Second))
+	}
+	return err
+}
+
+// runMember runs one member of a supervised worker: member is "ID K".
+// It says where its attempts are on file descriptor 3 and exits at once
+// when its supervisor dies (its standard input ends).
+func runMember(ctx context.Context, cancel context.CancelFunc, cfg scaleout.WorkerConfig, member string) error {
+	id, k, ok := strings.Cut(member, " ")
+	n, err := strconv.Atoi(k)
+	if !ok || err != nil {
+		return fmt.Errorf("%s=%q: want \"ID K\"", scaleout.ChildEnv, member)
+	}
+	scaleout.ExitWithParent(os.Stdin)
+	status := os.NewFile(3, "supervisor")
+	closeOnExec(status)
+	closeOnExec(os.Stdin)
+	link := scaleout.NewChildLink(status)
+	cfg.ID, cfg.FirstMember, cfg.Parallel, cfg.MaxUnits = id, n, 1, 0
+	link.Configure(&cfg)
+	w, err := scaleout.NewWorker(ctx, cfg)
+	if err != nil {
+		link.End(scaleout.WorkerStats{}, err)
+		os.Exit(1)
+	}
+	link.Ready()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		<-sigs
+		w.Drain()
+		<-sigs
+		cancel()
+	}()
+	err = w.Run(ctx)
+	link.End(w.Stats(), err)
+	if err != nil {
+		os.Exit(1) // the supervisor says it
+	}
+	return nil
 }

@@ -112,5 +112,16 @@ func printWorld(out io.Writer, d world.Declaration) {
 	}
 	section("COST")
 	fmt.Fprintf(tw, "  %s\t%s\n", strings.Join(d.Cost.Fields, ", "), d.Cost.Description)
+	if sc := d.Score; sc != nil {
+		section("SCORE (every branch's graded outcome; columns score, score_control, score_treated, score_diff)")
+		r := fmt.Sprintf("[%g, %g]", sc.Min, sc.Max)
+		if sc.Threshold != nil {
+			r += fmt.Sprintf(", success is score >= %g", *sc.Threshold)
+		}
+		if sc.Unit != "" {
+			r += ", " + sc.Unit
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", r, sc.Description)
+	}
 	tw.Flush()
 }

@@ -3,8 +3,10 @@
 
 The world logic below -- new_run, step, refresh, finish -- is the seed's
 reference core, unchanged (testdata/seed/seed_reference.py). Around it, this
-file speaks forklab-agent/1 (docs/agent-protocol.md): JSON-RPC 2.0, one JSON
-object per line on stdin and stdout, log lines on stderr.
+file declares the world and answers start, branch and fold; the Python SDK
+(sdk/python: forklab_agent) speaks forklab-agent/1 for it
+(docs/agent-protocol.md): JSON-RPC 2.0, one JSON object per line on stdin and
+stdout, log lines on stderr.
 
     forklab sweep --agent 'python3 examples/agents/seed_core.py' --seeds 0:300 --fork-at 3 --out x
     forklab agent check 'python3 examples/agents/seed_core.py'
@@ -17,6 +19,11 @@ log (docs/agent-protocol.md, "Sessions on the log"):
     forklab fork --stream demo --offset OFFSET --arm on --agent 'python3 examples/agents/seed_core.py'
 """
 import argparse, copy, json, os, random, sys, time, urllib.error, urllib.parse, urllib.request
+
+# The SDK of this repository (sdk/python), by path; pip install ./sdk/python
+# makes it importable from anywhere.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python"))
+from forklab_agent import Agent, BadCheckpoint, InvalidParams
 
 # ---------------------------------------------------------------------------
 # The seed's reference core, unchanged.
@@ -52,7 +59,6 @@ def finish(s):
 # ---------------------------------------------------------------------------
 # What forklab sees: the declaration, and the run around the core's state.
 
-PROTOCOL = "forklab-agent/1"
 BASE_BUDGET = 7
 
 DECLARATION = {
@@ -133,58 +139,27 @@ class Run:
         }
 
 # ---------------------------------------------------------------------------
-# forklab-agent/1
-
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
-RUN_FAILED, BAD_CHECKPOINT, UNSUPPORTED_PROTOCOL = -32000, -32001, -32002
-
-
-class RPCError(Exception):
-    def __init__(self, code, message, data=None):
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
+# forklab-agent/1, through the Python SDK (sdk/python, docs/sdk-python.md):
+# it speaks the protocol, checks params against the schemas (a seed, fork
+# steps, declared arms and interventions) and every reply against the
+# schemas and the declaration. What is left here is the agent.
 
 
-def is_int(x):
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def need(params, key, check, what):
-    if key not in params or not check(params[key]):
-        raise RPCError(INVALID_PARAMS, "params.%s must be %s" % (key, what))
-    return params[key]
-
-
-def m_initialize(p):
-    versions = need(p, "protocol_versions", lambda v: isinstance(v, list), "a list of versions")
-    if PROTOCOL not in versions:
-        raise RPCError(UNSUPPORTED_PROTOCOL, "this agent speaks %s only" % PROTOCOL, {"supported": [PROTOCOL]})
-    return {"protocol_version": PROTOCOL, "agent": {"name": "seed_core.py", "version": "1"},
-            "world": DECLARATION, "capabilities": {"fold": True, "batch": 256}}
-
-
-def m_start(p):
-    seed, steps, params, model = p.get("seed"), p.get("fork_steps"), p.get("params"), p.get("model")
-    if type(seed) is not int or seed < 0:
-        raise RPCError(INVALID_PARAMS, "params.seed must be a non-negative integer")
-    if type(steps) is not list or not steps or any(type(x) is not int or x < 1 for x in steps) or steps != sorted(set(steps)):
-        raise RPCError(INVALID_PARAMS, "params.fork_steps must be a list of fork steps (integers >= 1), ascending without repeats")
-    if type(params) is not dict or params:
-        raise RPCError(INVALID_PARAMS, "params.params must be an object; seed_core declares no parameters")
-    if type(model) is not dict or model.get("temperature", 0) != 0:
-        raise RPCError(INVALID_PARAMS, "params.model.temperature: seed_core plays the seed's greedy agent only (temperature 0)")
-    run = Run(seed)
+def start(p):
+    if p["model"]["temperature"] != 0:
+        raise InvalidParams("params.model.temperature: seed_core plays the seed's greedy agent only (temperature 0)")
+    run = Run(p["seed"])
     s = run.s
     task = {"budget": s["budget"], "slack": s["budget"] - BASE_BUDGET, "freeze_at": s["freeze_at"]}
     forks = []
-    for f in steps:
+    for f in p["fork_steps"]:
         run.advance(f)
         forks.append(run.fork(f))
     return {"task": task, "forks": forks}
 
 
 def read_checkpoint(cp):
-    """The run a checkpoint holds, or BAD_CHECKPOINT: a branch may come to a
+    """The run a checkpoint holds, or BadCheckpoint: a branch may come to a
     process that never saw the start, so the checkpoint is all it has."""
     try:
         s = cp["state"]
@@ -195,95 +170,32 @@ def read_checkpoint(cp):
             return Run(cp["seed"], s, cp["repeat_run"])
     except (KeyError, TypeError):
         pass
-    raise RPCError(BAD_CHECKPOINT, "params.checkpoint is not a seed_core checkpoint (want seed, fork_step, state, repeat_run)")
+    raise BadCheckpoint("params.checkpoint is not a seed_core checkpoint (want seed, fork_step, state, repeat_run)")
 
 
-def m_branch(p):
-    base = read_checkpoint(p.get("checkpoint"))
-    branches = p.get("branches")
-    if not isinstance(branches, list) or not branches:
-        raise RPCError(INVALID_PARAMS, "params.branches must be a non-empty list")
+def branch(p):
+    base = read_checkpoint(p["checkpoint"])
     out = []
-    for i, b in enumerate(branches):
-        if not isinstance(b, dict) or b.get("arm") not in ("off", "on", "aa", "policy"):
-            raise RPCError(INVALID_PARAMS, "params.branches[%d].arm must be off, on, aa or policy" % i)
-        iv = b.get("intervention")
-        if iv not in (None, "refresh"):
-            raise RPCError(INVALID_PARAMS, "params.branches[%d].intervention: seed_core knows refresh only, got %r" % (i, iv))
+    for b in p["branches"]:
         s = dict(base.s)                     # the fork (the state holds scalars only)
-        if iv == "refresh":
+        if b["intervention"] == "refresh":
             refresh(s)
         success = finish(s)
         out.append({"success": success, "cost": {"steps": s["steps"] - base.s["steps"]}})
     return {"branches": out}
 
 
-def m_fold(p):
-    events = need(p, "events", lambda v: isinstance(v, list), "a list of events")
-    run, _ = fold(events)
+def fork_at_events(p):
+    """fold: the run a session's events describe, as a checkpoint at its step."""
+    run, _ = fold(p["events"])
     if run is None:
-        raise RPCError(INVALID_PARAMS, "params.events hold no start event before the offset: nothing to fork")
+        raise InvalidParams("params.events hold no start event before the offset: nothing to fork")
     f = run.fork(run.s["steps"])
     f["seed"] = run.seed
     return f
 
 
-def m_shutdown(p):
-    return {}
-
-
-METHODS = {"initialize": m_initialize, "start": m_start, "branch": m_branch, "fold": m_fold, "shutdown": m_shutdown}
-
-
-def handle(req):
-    """Answers one request object; returns (response, shut down?)."""
-    rid = req.get("id") if isinstance(req, dict) else None
-    if not isinstance(rid, (int, str)) or isinstance(rid, bool):
-        rid = None
-    try:
-        if not isinstance(req, dict) or req.get("jsonrpc") != "2.0" or not isinstance(req.get("method"), str) or rid is None:
-            raise RPCError(INVALID_REQUEST, "not a JSON-RPC 2.0 request with an id")
-        method = METHODS.get(req["method"])
-        if method is None:
-            raise RPCError(METHOD_NOT_FOUND, "method %r not found" % req["method"])
-        params = req.get("params", {})
-        if not isinstance(params, dict):
-            raise RPCError(INVALID_PARAMS, "params must be an object")
-        return {"jsonrpc": "2.0", "id": rid, "result": method(params)}, req["method"] == "shutdown"
-    except RPCError as e:
-        err = {"code": e.code, "message": e.message}
-        if e.data is not None:
-            err["data"] = e.data
-        return {"jsonrpc": "2.0", "id": rid, "error": err}, False
-    except Exception as e:  # a bug here: say so, keep serving
-        print("seed_core: %r" % e, file=sys.stderr)
-        return {"jsonrpc": "2.0", "id": rid, "error": {"code": INTERNAL_ERROR, "message": repr(e)}}, False
-
-
-def serve():
-    dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
-    out = sys.stdout
-    for raw in sys.stdin.buffer:
-        if not raw.strip():
-            continue
-        try:
-            msg = json.loads(raw)
-        except ValueError as e:
-            reply, done = {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": "not JSON: %s" % e}}, False
-        else:
-            if isinstance(msg, list):       # a batch (capabilities.batch)
-                if not msg:
-                    reply, done = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": "an empty batch"}}, False
-                else:
-                    pairs = [handle(m) for m in msg]
-                    reply, done = [r for r, _ in pairs], any(d for _, d in pairs)
-            else:
-                reply, done = handle(msg)
-        out.write(dumps(reply))
-        out.write("\n")
-        out.flush()
-        if done:
-            return
+agent = Agent(DECLARATION, start=start, branch=branch, fold=fork_at_events, batch=256, name="seed_core.py", version="1")
 
 # ---------------------------------------------------------------------------
 # Sessions on the log: every action is an event on a Durable Streams stream,
@@ -304,22 +216,22 @@ def fold(events):
         if t == "incarnation":
             continue
         if finished:
-            raise RPCError(INVALID_PARAMS, "params.events[%d]: an event after the outcome" % i)
+            raise InvalidParams("params.events[%d]: an event after the outcome" % i)
         if t == "start":
-            if run is not None or e.get("agent") != "seed_core" or not is_int(e.get("seed")):
-                raise RPCError(INVALID_PARAMS, "params.events[%d]: a second start, or a start of another agent" % i)
+            if run is not None or e.get("agent") != "seed_core" or type(e.get("seed")) is not int:
+                raise InvalidParams("params.events[%d]: a second start, or a start of another agent" % i)
             run = Run(e["seed"])
         elif t == "action":
             if run is None:
-                raise RPCError(INVALID_PARAMS, "params.events[%d]: an action before the start" % i)
+                raise InvalidParams("params.events[%d]: an action before the start" % i)
             a = run.act()
             if (a, run.s["steps"], run.s["obs"]) != (e.get("action"), e.get("step"), e.get("obs")):
-                raise RPCError(INVALID_PARAMS, "params.events[%d]: the replay took %s to step %d (obs %d), the event says %s to %s (obs %s)"
+                raise InvalidParams("params.events[%d]: the replay took %s to step %d (obs %d), the event says %s to %s (obs %s)"
                                % (i, a, run.s["steps"], run.s["obs"], e.get("action"), e.get("step"), e.get("obs")))
         elif t == "outcome":
             finished = True
         else:
-            raise RPCError(INVALID_PARAMS, "params.events[%d]: unknown event type %r" % (i, t))
+            raise InvalidParams("params.events[%d]: unknown event type %r" % (i, t))
     return run, finished
 
 
@@ -450,7 +362,7 @@ def main():
         ap.add_argument("--delay", type=float, default=0, help="seconds to pause before each action")
         ap.add_argument("--token", default=os.environ.get("FORKLAB_TOKEN"))
         return run_session(ap.parse_args(sys.argv[2:]))
-    serve()
+    agent.serve()
     return 0
 
 

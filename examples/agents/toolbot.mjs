@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // toolbot.mjs — a small customer-support agent loop, speaking forklab-agent/1
-// (docs/agent-protocol.md) on stdin/stdout. Node 18+, no dependencies.
+// (docs/agent-protocol.md) on stdin/stdout through the Node SDK (sdk/node,
+// docs/sdk-node.md). Node 18+; the SDK has no dependencies.
 //
 //   forklab agent check 'node examples/agents/toolbot.mjs'
 //   forklab sweep --agent 'node examples/agents/toolbot.mjs' --parallel 2 --seeds 0:2000 --fork-at 2 --arms off,on,placebo,aa --out toolbot
@@ -35,13 +36,11 @@
 //    draws keyed by the seed, the model's by the seed before the fork and by
 //    the branch's noise_key after it. Same request, same outcome;
 //  - task seeds go up to 2^63-2, beyond what a JavaScript number holds
-//    exactly: lines are read and written with the protocol document's
-//    recipe for exact integers (exactParse, exactStringify), so seed
-//    9007199254740993 is that seed, not 9007199254740992.
+//    exactly: the SDK reads a seed above 2^53 as a BigInt (and writes it
+//    back exactly), so seed 9007199254740993 is that seed, not
+//    9007199254740992; `task:${seed}` spells both kinds the same.
 
-import { createInterface } from "node:readline";
-
-const PROTOCOL = "forklab-agent/1";
+import { serve, BadCheckpoint } from "../../sdk/node/src/index.js";
 
 const DECLARATION = {
   name: "toolbot",
@@ -215,63 +214,19 @@ function features(r) {
 const cost = (turns, tokens) => ({ steps: turns, tokens, usd: Math.round(tokens * 2) / 1e6 });
 
 // ---------------------------------------------------------------------------
-// forklab-agent/1
+// forklab-agent/1, through the SDK (sdk/node, docs/sdk-node.md): it checks
+// the declaration, the requests' params (the seed, the declared parameters
+// with their defaults, the interventions) and the replies, and owns the
+// JSON-RPC transport and the exact integers.
 
-class RPCError extends Error {
-  constructor(code, message, data) { super(message); this.code = code; this.data = data; }
-}
-const INVALID_PARAMS = -32602, BAD_CHECKPOINT = -32001;
+serve({
+  declaration: DECLARATION,
+  agent: { name: "toolbot.mjs", version: "1" },
 
-// A seed is an integer in [0, 2^63-2]: a number up to 2^53, a BigInt above
-// (exactParse). Both spell the same digits in the draws' keys.
-const isSeed = (s) => (typeof s === "bigint" ? s >= 0n && s < 2n ** 63n - 1n : Number.isSafeInteger(s) && s >= 0);
-
-// forklab-agent/1 recipe: exact integers (docs/agent-protocol.md, "start").
-// JSON.parse reads every number as a double, exact up to 2^53 only; a seed
-// can be up to 2^63-2. exactParse reads an integer literal beyond 2^53 as a
-// BigInt (numbers inside strings are left alone); exactStringify writes a
-// BigInt back as a JSON number. A string value beginning with U+0000 gets
-// one more on the way in and loses it on the way out, so that no string
-// ("\u0000bigint:42") is read as an integer.
-const BIG = "\u0000bigint:";
-const exactParse = (line) => JSON.parse(
-  line.replace(/"(?:[^"\\]|\\.)*"(?=(\s*:)?)|(?<![\d.eE+-])-?\d{16,}(?![\d.eE])/g, (t, key) =>
-    t[0] !== '"' ? (Number.isSafeInteger(Number(t)) ? t : `"\\u0000bigint:${t}"`)
-      : key === undefined && t.startsWith('"\\u0000') ? '"\\u0000' + t.slice(1) : t),
-  (k, v) => (typeof v !== "string" || v[0] !== "\u0000" ? v : v.startsWith(BIG) ? BigInt(v.slice(BIG.length)) : v.slice(1)));
-const exactStringify = (v) => JSON.stringify(v, (k, x) =>
-    typeof x === "bigint" ? BIG + x : typeof x === "string" && x[0] === "\u0000" ? "\u0000" + x : x)
-  .replace(/"(?:[^"\\]|\\.)*"(?=(\s*:)?)/g, (t, key) => key !== undefined ? t
-    : /^"\\u0000bigint:-?\d+"$/.test(t) ? t.slice(14, -1) : t.startsWith('"\\u0000\\u0000') ? '"' + t.slice(7) : t);
-
-function readParams(p) {
-  if (typeof p !== "object" || p === null || Array.isArray(p)) throw new RPCError(INVALID_PARAMS, "params.params must be an object");
-  const out = {};
-  for (const d of DECLARATION.params) {
-    const v = d.name in p ? p[d.name] : d.default;
-    if (typeof v !== "number" || v < d.min || v > d.max || (d.type === "int" && !Number.isInteger(v)))
-      throw new RPCError(INVALID_PARAMS, `params.params.${d.name} must be a ${d.type} in [${d.min}, ${d.max}]`);
-    out[d.name] = v;
-  }
-  for (const k of Object.keys(p)) if (!(k in out)) throw new RPCError(INVALID_PARAMS, `params.params.${k} is not a parameter of toolbot`);
-  return out;
-}
-
-const methods = {
-  initialize(p) {
-    if (!Array.isArray(p.protocol_versions) || !p.protocol_versions.includes(PROTOCOL))
-      throw new RPCError(-32002, `this agent speaks ${PROTOCOL} only`, { supported: [PROTOCOL] });
-    return { protocol_version: PROTOCOL, agent: { name: "toolbot.mjs", version: "1" }, world: DECLARATION, capabilities: {} };
-  },
-
-  start(p) {
-    if (!isSeed(p.seed)) throw new RPCError(INVALID_PARAMS, "params.seed must be an integer in [0, 2^63-2]");
-    if (!Array.isArray(p.fork_steps) || p.fork_steps.length === 0 || !p.fork_steps.every((k) => Number.isInteger(k) && k >= 1))
-      throw new RPCError(INVALID_PARAMS, "params.fork_steps must be a list of integers >= 1");
-    const params = readParams(p.params);
-    const r = newRun(p.seed, params);
-    const t = task(p.seed, params);
-    const forks = p.fork_steps.map((k) => {
+  start({ seed, fork_steps, params }) {
+    const r = newRun(seed, params);
+    const t = task(seed, params);
+    const forks = fork_steps.map((k) => {
       while (!over(r) && r.turns < k) act(r, `run:${r.seed}`);
       return {
         fork_step: k, over: over(r), checkpoint: structuredClone(r), features: features(r),
@@ -282,16 +237,11 @@ const methods = {
     return { task: { hard_message: t.hard, nickname: t.nickname }, forks };
   },
 
-  branch(p) {
-    const cp = p.checkpoint;
-    if (typeof cp !== "object" || cp === null || !Array.isArray(cp.transcript) || !isSeed(cp.seed) || typeof cp.params !== "object")
-      throw new RPCError(BAD_CHECKPOINT, "params.checkpoint is not a toolbot checkpoint (want seed, params, transcript, …)");
-    if (!Array.isArray(p.branches) || p.branches.length === 0) throw new RPCError(INVALID_PARAMS, "params.branches must be a non-empty list");
+  branch({ checkpoint: cp, branches }) {
+    if (typeof cp !== "object" || cp === null || !Array.isArray(cp.transcript) || cp.seed === undefined || typeof cp.params !== "object")
+      throw new BadCheckpoint("params.checkpoint is not a toolbot checkpoint (want seed, params, transcript, …)");
     return {
-      branches: p.branches.map((b, i) => {
-        if (![null, "reread_message", "think"].includes(b.intervention))
-          throw new RPCError(INVALID_PARAMS, `params.branches[${i}].intervention: toolbot knows reread_message and think, got ${JSON.stringify(b.intervention)}`);
-        if (typeof b.noise_key !== "string") throw new RPCError(INVALID_PARAMS, `params.branches[${i}].noise_key must be a string`);
+      branches: branches.map((b) => {
         const r = structuredClone(cp); // the fork
         if (b.intervention) act(r, b.noise_key, b.intervention);
         while (!over(r)) act(r, b.noise_key);
@@ -303,40 +253,4 @@ const methods = {
       }),
     };
   },
-
-  shutdown() { return {}; },
-};
-
-function handle(req) {
-  const id = req && (typeof req.id === "number" || typeof req.id === "string") ? req.id : null;
-  try {
-    if (!req || req.jsonrpc !== "2.0" || typeof req.method !== "string" || id === null) throw new RPCError(-32600, "not a JSON-RPC 2.0 request with an id");
-    const m = Object.hasOwn(methods, req.method) ? methods[req.method] : null;
-    if (!m) throw new RPCError(-32601, `method ${JSON.stringify(req.method)} not found`);
-    const params = req.params ?? {};
-    if (typeof params !== "object" || Array.isArray(params)) throw new RPCError(INVALID_PARAMS, "params must be an object");
-    return { jsonrpc: "2.0", id, result: m(params) };
-  } catch (e) {
-    if (e instanceof RPCError) return { jsonrpc: "2.0", id, error: { code: e.code, message: e.message, ...(e.data ? { data: e.data } : {}) } };
-    console.error("toolbot:", e); // a bug: say so on stderr, keep serving
-    return { jsonrpc: "2.0", id, error: { code: -32603, message: String(e) } };
-  }
-}
-
-const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
-for await (const line of rl) {
-  if (!line.trim()) continue;
-  let req;
-  try {
-    req = exactParse(line);
-  } catch (e) {
-    process.stdout.write(exactStringify({ jsonrpc: "2.0", id: null, error: { code: -32700, message: `not JSON: ${e.message}` } }) + "\n");
-    continue;
-  }
-  const reply = handle(req);
-  if (req && req.method === "shutdown" && reply.result) {
-    process.stdout.write(exactStringify(reply) + "\n", () => process.exit(0));
-    break;
-  }
-  process.stdout.write(exactStringify(reply) + "\n");
-}
+});

@@ -60,6 +60,7 @@ func open(path string, readOnly bool) (*sql.DB, error) {
 	if strings.Contains(path, "?") {
 		return nil, fmt.Errorf("open duckdb %s: a database path cannot hold '?'", path)
 	}
+	handleTerminate()
 	q := url.Values{}
 	for k, v := range startup {
 		q[k] = v

@@ -19,6 +19,10 @@ type Builtin[S any] struct {
 	// StateJSON, if set, appends a state's JSON (the bytes json.Marshal
 	// writes) faster than reflection.
 	StateJSON func(s *S, b []byte) []byte
+	// ObservationJSON, if set, appends the JSON of a state's observation
+	// (the bytes json.Marshal writes of World.Observe) faster than
+	// reflection: transcripts hold one per step.
+	ObservationJSON func(s *S, b []byte) []byte
 	// MaxSteps, if set, returns the most steps any run can take with the
 	// given parameters.
 	MaxSteps func(world.Params) int
@@ -57,7 +61,7 @@ func (b Builtin[S]) OpenLab(params world.Params, model fork.Model) (*BuiltinInst
 	if b.StateJSON != nil {
 		enc.StateJSON(b.StateJSON)
 	}
-	inst := &BuiltinInstance[S]{Lab: l, Params: params, Encoder: enc, new: b.New}
+	inst := &BuiltinInstance[S]{Lab: l, Params: params, Encoder: enc, new: b.New, obsJSON: b.ObservationJSON}
 	if b.MaxSteps != nil {
 		inst.maxSteps = b.MaxSteps(params)
 	}
@@ -71,6 +75,13 @@ type BuiltinInstance[S any] struct {
 	Encoder  *fork.Encoder[S]
 	maxSteps int
 	new      func(world.Params) (world.World[S], error)
+	obsJSON  func(s *S, b []byte) []byte
+}
+
+// Transcripts returns an encoder of the transcripts of this instance's
+// branches.
+func (i *BuiltinInstance[S]) Transcripts() *TranscriptEncoder[S] {
+	return NewTranscriptEncoder(i.Lab.World, i.obsJSON)
 }
 
 // MaxSteps is the most steps a run can take, or 0 when unknown.
@@ -109,18 +120,28 @@ func (i *BuiltinInstance[S]) fork(forkStep int, s *S, hist []world.Action, f *Fo
 
 // Branch decodes, verifies and forks a checkpoint.
 func (i *BuiltinInstance[S]) Branch(checkpoint []byte, arm fork.Arm, replica int, rule func([]world.Value) bool) (Outcome, error) {
+	return i.branch(checkpoint, arm, replica, rule, false)
+}
+
+// Replay is Branch with the branch's transcript: the steps the sweep's
+// runner records with Plan.Transcripts, byte for byte.
+func (i *BuiltinInstance[S]) Replay(checkpoint []byte, arm fork.Arm, replica int, rule func([]world.Value) bool) (Outcome, error) {
+	return i.branch(checkpoint, arm, replica, rule, true)
+}
+
+func (i *BuiltinInstance[S]) branch(checkpoint []byte, arm fork.Arm, replica int, rule func([]world.Value) bool, transcript bool) (Outcome, error) {
 	c, err := fork.DecodeCheckpoint[S](checkpoint, i.Lab.Decl)
 	if err != nil {
 		return Outcome{}, err
 	}
-	lab := i.Lab
+	lab, inst := i.Lab, i
 	if !sameParams(c.Params, i.Params) || c.Model != lab.Model {
 		// The checkpoint's own configuration decides its branches.
-		other, err := (Builtin[S]{Decl: lab.Decl, New: i.new}).OpenLab(c.Params, c.Model)
+		other, err := (Builtin[S]{Decl: lab.Decl, New: i.new, ObservationJSON: i.obsJSON}).OpenLab(c.Params, c.Model)
 		if err != nil {
 			return Outcome{}, fmt.Errorf("%w: %v", fork.ErrCheckpoint, err)
 		}
-		lab = other.Lab
+		lab, inst = other.Lab, other
 	}
 	if err := fork.Verify(lab, c); err != nil {
 		return Outcome{}, err
@@ -134,14 +155,33 @@ func (i *BuiltinInstance[S]) Branch(checkpoint []byte, arm fork.Arm, replica int
 		fires = rule(w.Features(&c.State, nil))
 	}
 	seed := w.Seed(&c.State)
-	var final S
-	ok, iv := lab.Branch(&final, &c.State, seed, c.ForkStep, arm, replica, fires)
+	var (
+		final S
+		enc   *TranscriptEncoder[S]
+		trace fork.Trace[S]
+	)
+	if transcript {
+		enc = inst.Transcripts()
+		enc.Begin(nil, w.Cost(&c.State))
+		trace = enc.Trace()
+	}
+	ok, iv := lab.BranchTrace(&final, &c.State, seed, c.ForkStep, arm, replica, fires, trace)
 	obs, err := json.Marshal(w.Observe(&final))
 	if err != nil {
 		return Outcome{}, err
 	}
-	return Outcome{Seed: seed, ForkStep: c.ForkStep, Final: obs,
-		BranchResult: BranchResult{Success: ok, Intervened: iv, Cost: w.Cost(&final).Sub(w.Cost(&c.State))}}, nil
+	out := Outcome{Seed: seed, ForkStep: c.ForkStep, Final: obs,
+		BranchResult: BranchResult{Success: ok, Intervened: iv, Cost: w.Cost(&final).Sub(w.Cost(&c.State))}}
+	if sc, scored := w.(world.Scorer[S]); scored {
+		x := sc.Score(&final)
+		out.Score = &x
+	}
+	if enc != nil {
+		if out.Transcript, err = enc.End(); err != nil {
+			return Outcome{}, fmt.Errorf("transcript: %w", err)
+		}
+	}
+	return out, nil
 }
 
 func sameParams(a, b world.Params) bool {
@@ -155,7 +195,12 @@ func (i *BuiltinInstance[S]) Runner(plan Plan) (Runner, error) {
 	if err := CheckPlan(i.Lab.Decl, plan); err != nil {
 		return nil, err
 	}
-	return &builtinRunner[S]{inst: i, plan: plan}, nil
+	r := &builtinRunner[S]{inst: i, plan: plan}
+	if plan.Transcripts {
+		r.enc = i.Transcripts()
+		r.trace = r.enc.Trace()
+	}
+	return r, nil
 }
 
 // builtinRunner plays seeds through fork.Lab, reusing its buffers. The
@@ -167,6 +212,9 @@ type builtinRunner[S any] struct {
 	res      SeedResult
 	hist     []world.Action
 	s, final S
+	// enc and trace record transcripts when the plan asks for them.
+	enc   *TranscriptEncoder[S]
+	trace fork.Trace[S]
 }
 
 func (r *builtinRunner[S]) Run(ctx context.Context, lo, hi uint64, emit func(*SeedResult) error) error {
@@ -174,6 +222,7 @@ func (r *builtinRunner[S]) Run(ctx context.Context, lo, hi uint64, emit func(*Se
 	w := l.World
 	decl := &l.Decl
 	K := r.plan.Replicas
+	scorer, scored := w.(world.Scorer[S])
 	for seed := lo; seed < hi; seed++ {
 		if seed&1023 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -201,8 +250,20 @@ func (r *builtinRunner[S]) Run(ctx context.Context, lo, hi uint64, emit func(*Se
 			for ai, arm := range r.plan.Arms {
 				for rep := range K {
 					b := &f.Branches[ai*K+rep]
-					b.Success, b.Intervened = l.Branch(final, s, seed, f.ForkStep, arm, rep, f.Fires)
+					if r.enc != nil {
+						r.enc.Begin(b.Transcript, at)
+					}
+					b.Success, b.Intervened = l.BranchTrace(final, s, seed, f.ForkStep, arm, rep, f.Fires, r.trace)
 					b.Cost = w.Cost(final).Sub(at)
+					if scored {
+						f.SetScore(ai*K+rep, scorer.Score(final))
+					}
+					if r.enc != nil {
+						var err error
+						if b.Transcript, err = r.enc.End(); err != nil {
+							return fmt.Errorf("seed %d fork step %d: transcript: %w", seed, f.ForkStep, err)
+						}
+					}
 				}
 			}
 		}
@@ -242,7 +303,13 @@ func (p *builtinPlay[S]) Choose(key uint64) world.Action {
 }
 func (p *builtinPlay[S]) Step(a world.Action) { p.inst.Lab.World.Step(&p.s, a) }
 func (p *builtinPlay[S]) Success() bool       { return p.inst.Lab.World.Success(&p.s) }
-func (p *builtinPlay[S]) Observe() any        { return p.inst.Lab.World.Observe(&p.s) }
+func (p *builtinPlay[S]) Score() (float64, bool) {
+	if sc, ok := p.inst.Lab.World.(world.Scorer[S]); ok {
+		return sc.Score(&p.s), true
+	}
+	return 0, false
+}
+func (p *builtinPlay[S]) Observe() any { return p.inst.Lab.World.Observe(&p.s) }
 func (p *builtinPlay[S]) Task(dst []world.Value) []world.Value {
 	return p.inst.Lab.World.Task(&p.s, dst)
 }

@@ -24,7 +24,12 @@ func (i *BuiltinInstance[S]) Recorded(plan Plan) (RecordRunner, error) {
 	if err := CheckPlan(i.Lab.Decl, plan); err != nil {
 		return nil, err
 	}
-	return &builtinRecords[S]{inst: i, plan: plan}, nil
+	r := &builtinRecords[S]{inst: i, plan: plan}
+	if plan.Transcripts {
+		r.enc = i.Transcripts()
+		r.trace = r.enc.Trace()
+	}
+	return r, nil
 }
 
 // builtinRecords forks recorded checkpoints of a Go world.
@@ -35,6 +40,10 @@ type builtinRecords[S any] struct {
 	states []S // the decoded state of each fork step present
 	final  S
 	hist   []world.Action
+	// enc and trace record transcripts when the plan asks for them, as
+	// the seeds' runner does.
+	enc   *TranscriptEncoder[S]
+	trace fork.Trace[S]
 }
 
 // RunRecords forks every record next yields, in order.
@@ -163,6 +172,7 @@ func (r *builtinRecords[S]) record(rec *Record) error {
 		res.Task = nullValues(res.Task, len(d.Task))
 	}
 	K := r.plan.Replicas
+	scorer, scored := w.(world.Scorer[S])
 	for fi := range res.Forks {
 		f := &res.Forks[fi]
 		if f.Absent || f.Err != "" {
@@ -176,8 +186,20 @@ func (r *builtinRecords[S]) record(rec *Record) error {
 		for ai, arm := range r.plan.Arms {
 			for rep := range K {
 				b := &f.Branches[ai*K+rep]
-				b.Success, b.Intervened = l.Branch(&r.final, st, res.Seed, f.ForkStep, arm, rep, f.Fires)
+				if r.enc != nil {
+					r.enc.Begin(b.Transcript, at)
+				}
+				b.Success, b.Intervened = l.BranchTrace(&r.final, st, res.Seed, f.ForkStep, arm, rep, f.Fires, r.trace)
 				b.Cost = w.Cost(&r.final).Sub(at)
+				if scored {
+					f.SetScore(ai*K+rep, scorer.Score(&r.final))
+				}
+				if r.enc != nil {
+					var err error
+					if b.Transcript, err = r.enc.End(); err != nil {
+						return fmt.Errorf("%s fork step %d: transcript: %w", rec.Where, f.ForkStep, err)
+					}
+				}
 			}
 		}
 	}

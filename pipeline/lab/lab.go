@@ -39,6 +39,15 @@ type Plan struct {
 	// Fires is the policy arm's guard rule over a checkpoint's features
 	// (declaration order); nil when the plan has no policy arm.
 	Fires func(features []world.Value) bool
+	// Transcripts asks a built-in world's runner for every branch's
+	// transcript (BranchResult.Transcript; transcript.go). An external
+	// agent's runner keeps the transcripts the agent sends, asked or not.
+	Transcripts bool
+
+	// SweepID is the sweep's id (its manifest's sweep_id), which an
+	// external agent is told with every branch (docs/agent-protocol.md,
+	// "branch"); "" outside a sweep. It never changes what is computed.
+	SweepID string
 }
 
 // Branches is the number of branches per fork: arms × replicas.
@@ -89,6 +98,19 @@ type ForkResult struct {
 	// no rows there. NoCost: what reaching the fork cost is unknown (a
 	// recorded run that does not say): the cost columns are NULL.
 	Absent, NoCost bool
+	// scores backs the Score of Branches (SetScore), reused from seed to
+	// seed so that a scored world's runner allocates nothing per branch.
+	scores []float64
+}
+
+// SetScore sets branch j's score to x, in storage the ForkResult keeps
+// from seed to seed.
+func (f *ForkResult) SetScore(j int, x float64) {
+	if len(f.scores) < len(f.Branches) {
+		f.scores = make([]float64, len(f.Branches))
+	}
+	f.scores[j] = x
+	f.Branches[j].Score = &f.scores[j]
 }
 
 // BranchResult is one finished branch.
@@ -98,12 +120,20 @@ type BranchResult struct {
 	Err        string `json:"error,omitempty"`
 	Intervened bool   `json:"intervened"`
 	Success    bool   `json:"success"`
+	// Score is the branch's graded outcome when the world declares one
+	// (world.ScoreSpec), within its range; nil for a pass/fail world. A
+	// runner may point it into its own storage (ForkResult.SetScore).
+	Score *float64 `json:"score,omitempty"`
 	// Cost is what the branch cost from the fork to its end, the
 	// intervention included.
 	Cost world.Cost `json:"cost"`
 	// Details is optional outcome JSON an agent reports (nil for built-in
 	// worlds).
 	Details json.RawMessage `json:"details,omitempty"`
+	// Transcript is what the branch did after the fork, step by step: a
+	// JSON array of step objects (transcript.go), compact; nil when the
+	// plan did not ask a built-in world for it, or an agent sent none.
+	Transcript json.RawMessage `json:"transcript,omitempty"`
 }
 
 // Outcome is one branch finished from a checkpoint (forklab fork).
@@ -157,6 +187,15 @@ type Instance interface {
 	Close() error
 }
 
+// Replayer is an Instance that plays one branch of a checkpoint again and
+// records its transcript: every built-in world (its branches are
+// deterministic). forklab show replays the branches a sweep kept no
+// transcript of.
+type Replayer interface {
+	// Replay is Branch with the outcome's Transcript filled.
+	Replay(checkpoint []byte, arm fork.Arm, replica int, rule func([]world.Value) bool) (Outcome, error)
+}
+
 // Play is one run of a world played turn by turn: what a session on the
 // log replays and continues. Its methods follow world.World's on the run's
 // own state.
@@ -170,6 +209,9 @@ type Play interface {
 	// Step applies one action.
 	Step(a world.Action)
 	Success() bool
+	// Score is the run's graded outcome, and whether the world reports
+	// one (world.Scorer).
+	Score() (float64, bool)
 	// Observe is what the agent sees now, as a JSON-ready value.
 	Observe() any
 	// Task, Features and Hidden append the run's task draws, features
@@ -308,7 +350,7 @@ func (r *SeedResult) Resize(d *world.Declaration, plan Plan) {
 		f.Branches = f.Branches[:n]
 		for j := range f.Branches {
 			b := &f.Branches[j]
-			*b = BranchResult{Details: b.Details[:0]}
+			*b = BranchResult{Details: b.Details[:0], Transcript: b.Transcript[:0]}
 		}
 	}
 }

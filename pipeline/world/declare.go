@@ -123,10 +123,19 @@ type Declaration struct {
 	Interventions []Intervention `json:"interventions"`
 	// Cost is the cost model.
 	Cost CostModel `json:"cost"`
+	// Score, if set, declares a graded outcome every branch reports
+	// beside success (score.go); nil for a pass/fail world.
+	Score *ScoreSpec `json:"score,omitempty"`
 	// Nondeterministic is set by an agent whose outcomes vary between
 	// identical requests (a real model sampled above temperature 0): its
 	// sweeps need replicas. Built-in worlds are deterministic.
 	Nondeterministic bool `json:"nondeterministic,omitempty"`
+	// Volatile lists JSON paths (JSONPath patterns) into start's result
+	// that change from run to run and mean nothing — a framework's
+	// checkpoint ids, timestamps, message ids: forklab agent check's
+	// repeatability comparison ignores them. Nothing else reads them: the
+	// checkpoint is stored and handed back as the agent wrote it.
+	Volatile []string `json:"volatile,omitempty"`
 }
 
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
@@ -136,11 +145,11 @@ var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 // must not take.
 var ReservedColumns = []string{
 	"config_id", "fork_step", "seed", "status", "error", "over", "checkpoint",
-	"arm", "replica", "replicas", "intervened", "success", "details",
+	"arm", "replica", "replicas", "intervened", "success", "details", "transcript",
 	"control_wins", "treatment_wins", "control_success", "treatment_success",
 	"label", "quadrant", "fault", "world", "world_version", "params",
 	"temperature", "no_tool", "feature", "param", "type", "value_num", "value_text",
-	"split", "cell", "n",
+	"split", "cell", "n", "score", "score_control", "score_treated", "score_diff",
 	"run_id", "metadata",
 }
 
@@ -332,6 +341,14 @@ func (d Declaration) Validate() error {
 		if len(d.Actions) > 0 && !slices.Contains(d.Actions, iv.Action) {
 			return fmt.Errorf("world %s: the %s intervention's action %q is not among the actions (%s)", d.Name, iv.Arm, iv.Action, strings.Join(d.Actions, ", "))
 		}
+	}
+	if d.Score != nil {
+		if err := d.Score.validate(d.Name); err != nil {
+			return err
+		}
+	}
+	if err := d.validateVolatile(); err != nil {
+		return err
 	}
 	if !slices.Contains(d.Cost.Fields, CostSteps) {
 		return fmt.Errorf("world %s: cost fields must include %q", d.Name, CostSteps)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,6 +35,11 @@ type ClusterConfig struct {
 	// MinInsyncReplicas is the cluster's min.insync.replicas; default 2
 	// (1 with a single broker).
 	MinInsyncReplicas int
+	// Advertise, if set, holds one host:port per broker: the address the
+	// broker gives clients in its metadata instead of the one it listens
+	// on (Kafka's advertised.listeners), for a broker reached through a
+	// port forward or a proxy (the fault tests' netcut proxy).
+	Advertise []string
 }
 
 // Cluster is a running development cluster.
@@ -67,6 +73,20 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 	}
 	if len(cfg.Ports) > 0 {
 		opts = append(opts, kfake.Ports(cfg.Ports...))
+	}
+	if len(cfg.Advertise) > 0 {
+		if len(cfg.Advertise) != cfg.Brokers {
+			return nil, fmt.Errorf("cluster: %d advertised addresses for %d brokers", len(cfg.Advertise), cfg.Brokers)
+		}
+		next := 0 // kfake opens the brokers' listeners in order
+		opts = append(opts, kfake.ListenFn(func(network, addr string) (net.Listener, error) {
+			l, err := net.Listen(network, addr)
+			if err != nil || next >= len(cfg.Advertise) {
+				return l, err
+			}
+			next++
+			return advertised{l, cfg.Advertise[next-1]}, nil
+		}))
 	}
 	unlock := func() {}
 	if cfg.DataDir != "" {
@@ -104,3 +124,16 @@ func (c *Cluster) Close() {
 	c.c.Close()
 	c.unlock()
 }
+
+// advertised is a listener that names another address than its own.
+type advertised struct {
+	net.Listener
+	addr string
+}
+
+func (a advertised) Addr() net.Addr { return advAddr(a.addr) }
+
+type advAddr string
+
+func (a advAddr) Network() string { return "tcp" }
+func (a advAddr) String() string  { return string(a) }

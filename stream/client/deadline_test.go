@@ -76,12 +76,15 @@ func TestAppenderThroughHeldProduce(t *testing.T) {
 // and resends the same seq; a server that never answers makes Append fail
 // after MaxAttempts × AttemptTimeout, not hang.
 func TestAppenderAttemptTimeout(t *testing.T) {
-	var calls atomic.Int32
+	var calls, neverCalls atomic.Int32
 	var seqs sync.Map
 	never := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := calls.Add(1)
 		seqs.Store(n, r.Header.Get("Producer-Seq"))
+		if r.URL.Path == "/v1/stream/never" {
+			neverCalls.Add(1)
+		}
 		if n == 1 || r.URL.Path == "/v1/stream/never" {
 			select {
 			case <-never:
@@ -119,6 +122,9 @@ func TestAppenderAttemptTimeout(t *testing.T) {
 	}
 	if d := time.Since(t0); d > 5*time.Second {
 		t.Fatalf("append to a server that never answers took %s, want about 3 × 100 ms", d)
+	}
+	if n := neverCalls.Load(); n != 3 {
+		t.Fatalf("%d attempts at the server that never answers, want MaxAttempts 3", n)
 	}
 }
 

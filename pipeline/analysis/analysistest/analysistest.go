@@ -17,8 +17,10 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,6 +49,17 @@ type Pair struct {
 	// Extra is the treatment's mean cost minus the control's, per cost
 	// field (world.CostFields order); nil where not reported.
 	Extra [4]*float64
+	// Score is score_control, score_treated and score_diff for a world
+	// that declares a score; nil otherwise (and on an error pair). Open
+	// stores Score[2] as given: make it with ScoreOf.
+	Score *[3]float64
+}
+
+// ScoreOf is the Score of a pair whose sides' mean scores are control and
+// treated in world d: the difference rounded as the sweep stores it
+// (world.ScoreSpec.RoundDiff).
+func ScoreOf(d world.Declaration, control, treated float64) *[3]float64 {
+	return &[3]float64{control, treated, d.Score.RoundDiff(treated - control)}
 }
 
 // Label is the pair's label: rescued, harmed or unchanged ("" for an
@@ -148,9 +161,10 @@ func Open(t testing.TB, d world.Declaration, pairs []Pair) *sql.DB {
 		strings.Join(append(append([]string{}, fcols...), hcols...), ", ") +
 		", cost_steps BIGINT, cost_tokens BIGINT, cost_usd DOUBLE, cost_seconds DOUBLE, checkpoint VARCHAR, run_id VARCHAR)")
 	exec("CREATE TABLE branches (config_id INTEGER, fork_step INTEGER, seed BIGINT, arm VARCHAR, replica INTEGER, status VARCHAR, error VARCHAR, " +
-		"intervened BOOLEAN, success BOOLEAN, cost_steps BIGINT, cost_tokens BIGINT, cost_usd DOUBLE, cost_seconds DOUBLE, details VARCHAR, run_id VARCHAR)")
+		"intervened BOOLEAN, success BOOLEAN, score DOUBLE, cost_steps BIGINT, cost_tokens BIGINT, cost_usd DOUBLE, cost_seconds DOUBLE, details VARCHAR, run_id VARCHAR)")
 	exec("CREATE TABLE pair_rows (config_id INTEGER, fork_step INTEGER, seed BIGINT, arm VARCHAR, replicas INTEGER, status VARCHAR, error VARCHAR, " +
 		"control_wins INTEGER, treatment_wins INTEGER, control_success BOOLEAN, treatment_success BOOLEAN, label VARCHAR, quadrant VARCHAR, fault BOOLEAN, " +
+		"score_control DOUBLE, score_treated DOUBLE, score_diff DOUBLE, " +
 		strings.Join(fcols, ", ") + ", extra_steps DOUBLE, extra_tokens DOUBLE, extra_usd DOUBLE, extra_seconds DOUBLE, run_id VARCHAR)")
 	configs := map[int]bool{}
 	conn, err := db.Conn(context.Background())
@@ -166,13 +180,18 @@ func Open(t testing.TB, d world.Declaration, pairs []Pair) *sql.DB {
 			configs[p.ConfigID] = true
 			row := []driver.Value{int32(p.ConfigID), int32(p.ForkStep), p.Seed, p.Arm, int32(1)}
 			if p.Error {
-				row = append(row, "error", "failed", int32(0), int32(0), nil, nil, nil, nil, nil)
+				row = append(row, "error", "failed", int32(0), int32(0), nil, nil, nil, nil, nil, nil, nil, nil)
 			} else {
 				var fault driver.Value
 				if p.Fault != nil {
 					fault = *p.Fault
 				}
 				row = append(row, "ok", nil, int32(0), int32(0), p.Control, p.Treatment, p.Label(), p.quadrant(), fault)
+				if p.Score != nil {
+					row = append(row, p.Score[0], p.Score[1], p.Score[2])
+				} else {
+					row = append(row, nil, nil, nil)
+				}
 			}
 			for i, f := range d.Features {
 				v := world.NullValue()
@@ -810,6 +829,7 @@ func gain(p Pair) float64 {
 func ReadPairs(t testing.TB, db *sql.DB, d world.Declaration) []Pair {
 	t.Helper()
 	cols := []string{"config_id", "fork_step", "seed", "arm", "status", "control_success", "treatment_success", "fault"}
+	cols = append(cols, "score_control", "score_treated", "score_diff")
 	for _, f := range d.Features {
 		cols = append(cols, `"`+f.Name+`"`)
 	}
@@ -834,6 +854,10 @@ func ReadPairs(t testing.TB, db *sql.DB, d world.Declaration) []Pair {
 		if b, ok := vals[7].(bool); ok {
 			p.Fault = &b
 		}
+		if c, ok := vals[8].(float64); ok {
+			p.Score = &[3]float64{c, vals[9].(float64), vals[10].(float64)}
+		}
+		vals = append(vals[:8], vals[11:]...)
 		for i, f := range d.Features {
 			v := vals[8+i]
 			switch {
@@ -857,4 +881,82 @@ func ReadPairs(t testing.TB, db *sql.DB, d world.Declaration) []Pair {
 		out = append(out, p)
 	}
 	return out
+}
+
+// Scores are the paired score differences (Score[2]) of the ok pairs of a
+// group or a slice, in the order of the pairs.
+type Scores map[Group][]float64
+
+// ScoreDiffs collects the score differences of the ok pairs of each
+// configuration, fork step and arm, and of each slice (as Slices cuts
+// them): what summary.sql's and slices.sql's mean_score_diff, paired t
+// interval and Wilcoxon test read, for stats.PairedT and stats.Wilcoxon to
+// compute again pair by pair.
+func ScoreDiffs(d world.Declaration, pairs []Pair) (Scores, map[SliceKey][]float64) {
+	cuts := Cuts(d, pairs)
+	groups, slices := Scores{}, map[SliceKey][]float64{}
+	for _, p := range pairs {
+		if p.Error || p.Score == nil {
+			continue
+		}
+		g := Group{p.ConfigID, p.ForkStep, p.Arm}
+		groups[g] = append(groups[g], p.Score[2])
+		for i, f := range d.Features {
+			label := "null"
+			if k, ok := cuts[i].Key(f, p.Features[i]); ok {
+				label = cuts[i].Label(f, k)
+			}
+			k := SliceKey{g, f.Name, label}
+			slices[k] = append(slices[k], p.Score[2])
+		}
+	}
+	return groups, slices
+}
+
+// ScoresGolden is testdata/stats/scores.json, the reference values of the
+// graded-outcome statistics that testdata/stats/gen_scores.py computes
+// with SciPy, mpmath and statsmodels.
+type ScoresGolden struct {
+	// T975 holds [df, t(0.975; df)].
+	T975 [][]float64 `json:"t975"`
+	// Wilcoxon holds samples of differences, their nonzero count and
+	// scipy.stats.wilcoxon's p (nil: every difference is 0).
+	Wilcoxon []struct {
+		Name string    `json:"name"`
+		D    []float64 `json:"d"`
+		N    int64     `json:"n"`
+		P    *float64  `json:"p"`
+	} `json:"wilcoxon"`
+	// PairedT holds the same samples' mean and paired t interval (nil
+	// ends: fewer than two differences).
+	PairedT []struct {
+		Name string    `json:"name"`
+		D    []float64 `json:"d"`
+		Mean float64   `json:"mean"`
+		Lo   *float64  `json:"lo"`
+		Hi   *float64  `json:"hi"`
+	} `json:"paired_t"`
+	// Holm holds p-values and statsmodels' Holm adjustment of them.
+	Holm []struct {
+		P        []float64 `json:"p"`
+		Adjusted []float64 `json:"adjusted"`
+	} `json:"holm"`
+}
+
+// LoadScores reads testdata/stats/scores.json from a test three folders
+// below the repository's root (pipeline/analysis/X).
+func LoadScores(t testing.TB) ScoresGolden {
+	t.Helper()
+	b, err := os.ReadFile("../../../testdata/stats/scores.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g ScoresGolden
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.T975) < 100 || len(g.Wilcoxon) < 10 || len(g.PairedT) != len(g.Wilcoxon) || len(g.Holm) < 4 {
+		t.Fatal("testdata/stats/scores.json is incomplete")
+	}
+	return g
 }

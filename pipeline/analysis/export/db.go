@@ -64,10 +64,11 @@ type DBInfo struct {
 //     the files are gone. The sink's new files show in the view as they
 //     come, without a rerun.
 //
-// The database holds no data, only definitions, with paths relative to
-// DIR: DuckDB resolves them against its working directory or its
-// file_search_path setting, so `cd DIR && duckdb results.duckdb` works
-// wherever DIR has been moved (see docs/bi.md). Opened from another
+// The database holds no data, only definitions. Its views read DIR's files
+// by DIR's absolute path, so a BI tool or the duckdb CLI opens it from any
+// working directory; DuckDB's file_search_path, when set, takes the place
+// of that path (dirExpr), so a moved directory is read by setting it, or
+// by running forklab db there again (see docs/bi.md). Pointed at another
 // results directory, those paths would find that directory's files: every
 // view that reads files checks first that manifest.json is its own sweep's
 // (ownSweep) and fails, naming both, if it is not.
@@ -80,7 +81,8 @@ type DBInfo struct {
 // finished results directory (wraps sweep.ErrNotResults); its files not
 // those of its manifest, by size and rows (wraps sweep.ErrMismatch); the old file held
 // open for writing by another program (DuckDB's lock error, with what to
-// do), or not a DuckDB database.
+// do), or not a DuckDB database; DIR taking no new file (read-only, not
+// permitted: wraps atomicfile.ErrBadOutput).
 func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	m, err := sweep.ReadManifest(dir)
 	if err != nil {
@@ -93,6 +95,9 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	// truncated or added) is refused, as report, sql and policy refuse it:
 	// its views would show BI tools partial data (sweep.ErrMismatch).
 	if err := sweep.Verify(dir, m, false); err != nil {
+		return DBInfo{}, err
+	}
+	if err := sweep.VerifyContent(dir, m); err != nil {
 		return DBInfo{}, err
 	}
 	abs, err := filepath.Abs(dir)
@@ -116,7 +121,16 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	// one, removed (with its write-ahead log) on error and on a signal.
 	tmp, release, err := atomicfile.TempName(final, ".wal")
 	if err != nil {
-		return DBInfo{}, fmt.Errorf("write %s: %w", info.Path, err)
+		if errors.Is(err, atomicfile.ErrInterrupted) {
+			return DBInfo{}, fmt.Errorf("write %s: %w", info.Path, err)
+		}
+		// The directory takes no file (read-only, not permitted): the
+		// user's to change, as every writer's output (exit 2).
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return DBInfo{}, fmt.Errorf("%w %s: %v", atomicfile.ErrBadOutput, info.Path, err)
 	}
 	defer release()
 
@@ -200,14 +214,14 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 		comments[name] = Question(queries.MustGet(name)) + " (queries/" + name + ".sql)"
 	}
 	for _, v := range append([]string{ownSweepName}, info.Views...) {
-		add("COMMENT ON VIEW " + v + " IS " + quote(comments[v]+". Paths are relative to the results directory: run duckdb from it, or SET file_search_path to it."))
+		add("COMMENT ON VIEW " + v + " IS " + quote(comments[v]+". It reads the results directory "+abs+" (moved? run forklab db in its new place, or SET file_search_path to it)."))
 	}
 	add("COMMIT")
 	add("CHECKPOINT forklab_new")
 	add("USE memory")
 	add("DETACH forklab_new")
 	for _, s := range stmts {
-		if _, err := db.ExecContext(ctx, s); err != nil {
+		if _, err := db.ExecContext(ctx, results.DirPaths(s, dirExpr(abs))); err != nil {
 			db.ExecContext(ctx, "ROLLBACK")
 			return DBInfo{}, fmt.Errorf("write %s: %s: %w", info.Path, firstLine(s), results.QueryError(err))
 		}
@@ -244,6 +258,19 @@ func WriteDB(ctx context.Context, dir string) (DBInfo, error) {
 	return info, nil
 }
 
+// dirExpr is the directory results.duckdb's views read their files in, as
+// a SQL expression DuckDB folds when it binds a view: DuckDB's
+// file_search_path when it is set (one directory: the results directory,
+// wherever it moved), else dir, the absolute path of the directory the
+// database was written for. DuckDB resolves a relative path against its
+// working directory, never against the database file (duckdb/duckdb#2342),
+// so relative paths would fail in a BI tool, whose working directory is
+// its own; an absolute one works from anywhere until the directory moves,
+// and forklab db (or the next sweep into it) writes it again.
+func dirExpr(dir string) string {
+	return "coalesce(nullif(current_setting('file_search_path'), ''), " + quote(dir) + ")"
+}
+
 // ownSweepName is the view that says whether manifest.json is the sweep a
 // results.duckdb was written for.
 const ownSweepName = "forklab_sweep"
@@ -272,7 +299,7 @@ func ownSweepView(manifest []byte, dir string) string {
 		started = "at an unknown time"
 	}
 	own := "results.duckdb holds the views of the sweep in " + dir + " (started " + started + ")"
-	where := "open results.duckdb from that directory (or the one it moved to), or SET file_search_path to it alone"
+	where := "run forklab db in that directory (or the one it moved to), or SET file_search_path to it alone"
 	found := "CASE WHEN filename LIKE '/%' THEN filename ELSE filename || ' in DuckDB''s working directory' END"
 	return "CREATE OR REPLACE VIEW " + ownSweepName + " AS\n" +
 		"SELECT CASE\n" +

@@ -84,7 +84,7 @@ func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 	if !reflect.DeepEqual(info.Views, wantViews) || !info.Events || len(wantViews) < 13 {
 		t.Fatalf("views %v (events %v), want %v", info.Views, info.Events, wantViews)
 	}
-	if want := []string{"z95", "wilson_lo", "wilson_hi", "mcnemar_p", "newcombe_phi", "newcombe_lo", "newcombe_hi"}; !reflect.DeepEqual(info.Macros, want) {
+	if want := []string{"z95", "wilson_lo", "wilson_hi", "mcnemar_p", "newcombe_phi", "newcombe_lo", "newcombe_hi", "t975", "wilcoxon_p"}; !reflect.DeepEqual(info.Macros, want) {
 		t.Fatalf("macros %v, want %v", info.Macros, want)
 	}
 	if _, err := os.Stat(filepath.Join(dir, DBName+".wal")); err == nil {
@@ -101,7 +101,9 @@ func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 	}
 	defer ref.Close() // results.Open defines the events view itself
 	t.Chdir(moved)
-	db := openDB(t, DBName+"?access_mode=read_only")
+	// Moved, the database reads the directory named by file_search_path
+	// (its views name the directory it was written in otherwise).
+	db := openDB(t, DBName+"?access_mode=read_only&file_search_path="+moved)
 
 	// The definitions are stored; nothing else is.
 	tables := queryAll(t, db, "SELECT table_name FROM duckdb_tables()")
@@ -164,7 +166,8 @@ func TestResultsDBMovedReadOnlyRunsEveryQuery(t *testing.T) {
 			}
 			// The macro evaluates the same in both catalogs.
 			args := map[string]string{"z95": "", "wilson_lo": "3, 10", "wilson_hi": "3, 10",
-				"mcnemar_p": "75, 83", "newcombe_phi": "70, 75, 83, 72", "newcombe_lo": "70, 75, 83, 72", "newcombe_hi": "70, 75, 83, 72"}[obj]
+				"mcnemar_p": "75, 83", "newcombe_phi": "70, 75, 83, 72", "newcombe_lo": "70, 75, 83, 72", "newcombe_hi": "70, 75, 83, 72",
+				"t975": "12", "wilcoxon_p": "24, 7, 0"}[obj]
 			a := scalar(t, att, "SELECT results."+obj+"("+args+")")
 			b := scalar(t, att, "SELECT memory."+obj+"("+args+")")
 			if fmt.Sprint(a) != fmt.Sprint(b) {
@@ -244,8 +247,12 @@ func writeEvents(t *testing.T, path string, forkStep int32) {
 	}
 }
 
-// From another working directory the views need file_search_path, which a
-// BI tool passes as a connection setting; ATTACH works the same way.
+// results.duckdb opened from another working directory, as a BI tool's
+// file dialog opens it, with a plain DuckDB connection and no setting
+// (issue 26: "IO Error: No files found that match the pattern
+// "pairs/*/*/*.parquet""): its views read the directory by its absolute
+// path. With file_search_path set (a moved directory), they read that;
+// ATTACH works the same way.
 func TestResultsDBFromElsewhere(t *testing.T) {
 	ctx := context.Background()
 	dir := resultstest.Dir(t, sweep.DefaultSpec())
@@ -255,11 +262,37 @@ func TestResultsDBFromElsewhere(t *testing.T) {
 	abs, _ := filepath.Abs(dir)
 	t.Chdir(t.TempDir())
 
-	lost := openDB(t, filepath.Join(abs, DBName)+"?access_mode=read_only")
-	if _, err := lost.Exec("SELECT count(*) FROM pairs"); err == nil || !strings.Contains(err.Error(), `No files found that match the pattern "pairs/*/*/*.parquet"`) {
-		t.Errorf("without file_search_path from elsewhere: %v", err)
+	plain, err := sql.Open("duckdb", filepath.Join(abs, DBName)+"?access_mode=read_only")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := scalar(t, plain, "SELECT count(*) FROM pairs"); n != int64(300) {
+		t.Errorf("pairs from another directory: %v rows, want 300", n)
+	}
+	if got := fmt.Sprint(queryAll(t, plain, "SELECT rescued, harmed, unchanged, net FROM summary").Rows); got != "[[75 83 142 -8]]" {
+		t.Errorf("summary from another directory: %s, want the seed's 75 rescued, 83 harmed, 142 unchanged, net -8", got)
+	}
+	plain.Close()
+
+	// Moved: the recorded path finds nothing; file_search_path, or
+	// forklab db in the new place, reads it again.
+	moved := filepath.Join(t.TempDir(), "moved")
+	if err := os.Rename(abs, moved); err != nil {
+		t.Fatal(err)
+	}
+	lost := openDB(t, filepath.Join(moved, DBName)+"?access_mode=read_only")
+	if _, err := lost.Exec("SELECT count(*) FROM pairs"); err == nil || !strings.Contains(err.Error(), abs+"/pairs/*/*/*.parquet") {
+		t.Errorf("moved, without file_search_path: %v", err)
 	}
 	lost.Close()
+	found := openDB(t, filepath.Join(moved, DBName)+"?access_mode=read_only&file_search_path="+moved)
+	if n := scalar(t, found, "SELECT count(*) FROM pairs"); n != int64(300) {
+		t.Errorf("moved, with file_search_path: %v rows, want 300", n)
+	}
+	found.Close()
+	if err := os.Rename(moved, abs); err != nil {
+		t.Fatal(err)
+	}
 
 	db := openDB(t, filepath.Join(abs, DBName)+"?access_mode=read_only&file_search_path="+abs)
 	if n := scalar(t, db, "SELECT count(*) FROM pairs"); n != int64(300) {
@@ -372,7 +405,8 @@ func TestResultsDBAttachedUnderAnyName(t *testing.T) {
 	}
 	abs, _ := filepath.Abs(dir)
 	args := map[string]string{"z95": "", "wilson_lo": "3, 10", "wilson_hi": "3, 10", "mcnemar_p": "75, 83",
-		"newcombe_phi": "70, 75, 83, 72", "newcombe_lo": "70, 75, 83, 72", "newcombe_hi": "70, 75, 83, 72"}
+		"newcombe_phi": "70, 75, 83, 72", "newcombe_lo": "70, 75, 83, 72", "newcombe_hi": "70, 75, 83, 72",
+		"t975": "12", "wilcoxon_p": "24, 7, 0"}
 	direct := openDB(t, "")
 	if _, err := direct.Exec(queries.MustGet("stats")); err != nil {
 		t.Fatal(err)
@@ -421,13 +455,22 @@ func TestResultsDBRefusesAnotherSweep(t *testing.T) {
 	path := filepath.Join(ownAbs, DBName)
 
 	t.Chdir(other)
+	// From inside the other directory, it reads its own sweep by its
+	// absolute path.
+	inside := openDB(t, path+"?access_mode=read_only")
+	if n := scalar(t, inside, "SELECT count(*) FROM pairs"); n != int64(300) {
+		t.Errorf("opened inside another results directory: %v pairs, want its own 300", n)
+	}
+	inside.Close()
+	// Pointed at both: no directory is read.
+	both := openDB(t, path+"?access_mode=read_only&file_search_path="+ownAbs+","+otherAbs)
+	if _, err := both.Exec("SELECT count(*) FROM pairs"); err == nil {
+		t.Errorf("file_search_path of two directories: no error")
+	}
+	both.Close()
 	for _, tc := range []struct{ dsn, found string }{
-		// From inside the other directory.
-		{path + "?access_mode=read_only", "the manifest.json it reads, ./manifest.json in DuckDB's working directory, is another sweep's"},
 		// Pointed at it.
 		{path + "?access_mode=read_only&file_search_path=" + otherAbs, "the manifest.json it reads, " + filepath.Join(otherAbs, "manifest.json") + ", is another sweep's"},
-		// Pointed at both: the Parquet globs would read both sweeps.
-		{path + "?access_mode=read_only&file_search_path=" + ownAbs + "," + otherAbs, "finds a manifest.json in several directories"},
 	} {
 		db := openDB(t, tc.dsn)
 		for _, v := range []string{"pairs", "tasks", "configs", "checkpoints", "branches", "manifest", "summary", "slices", "policy_search"} {

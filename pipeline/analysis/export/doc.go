@@ -4,8 +4,9 @@
 //
 //   - WriteDB writes DIR/results.duckdb, a DuckDB database of views (no
 //     copied data) over the directory's Parquet tables, the report queries
-//     as views, and the statistics macros, with paths relative to DIR so
-//     the directory can be moved. BI tools and the duckdb CLI open it.
+//     as views, and the statistics macros, reading DIR by its absolute
+//     path (or DuckDB's file_search_path, once it moved). BI tools and the
+//     duckdb CLI open it from any working directory.
 //   - Query runs ad hoc SQL over a results directory and writes the result
 //     as an aligned table, CSV, JSON, JSON Lines, Parquet, or Arrow IPC
 //     (file or stream). CSV, JSON and Parquet go through DuckDB's COPY,

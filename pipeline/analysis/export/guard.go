@@ -83,6 +83,14 @@ func checkStatement(a Allow, n int, stmt string, kind duckdb.StmtType) error {
 }
 
 var (
+	// loggingCall names a function that sets up or clears DuckDB's log,
+	// anywhere in a statement (in a string given to query(), too).
+	loggingCall = regexp.MustCompile(`(?i)\b(?:enable_logging|disable_logging|truncate_duckdb_logs)\b`)
+	// dynamicPivot is a statement that starts with PIVOT or UNPIVOT.
+	dynamicPivot = regexp.MustCompile(`(?is)^(?:PIVOT|UNPIVOT|PIVOT_WIDER|PIVOT_LONGER)\b`)
+	// writeHead is a statement that starts with a keyword of one that
+	// writes.
+	writeHead      = regexp.MustCompile(`(?is)^(?:COPY|EXPORT|IMPORT|INSERT|UPDATE|DELETE|MERGE|CREATE|DROP|ALTER|ATTACH|DETACH|INSTALL|LOAD|TRUNCATE|VACUUM|CHECKPOINT|FORCE)\b`)
 	explainAnalyze = regexp.MustCompile(`(?is)^EXPLAIN\s+(?:ANALY[SZ]E\s+|\(\s*ANALY[SZ]E[^)]*\)\s*)(.*)$`)
 	variableSet    = regexp.MustCompile(`(?is)^(?:SET|RESET)\s+VARIABLE\b`)
 	useStmt        = regexp.MustCompile(`(?is)^USE\b`)
@@ -149,6 +157,12 @@ func sandboxHint(err error, dir string) error {
 		path := "PATH"
 		if m := deniedPath.FindStringSubmatch(msg); m != nil {
 			path = m[1]
+		}
+		if rel, err := filepath.Rel(dir, path); err == nil && filepath.IsAbs(path) && rel != ".." && !strings.HasPrefix(rel, "../") {
+			if strings.ContainsAny(rel, "*?[{") {
+				return &Refused{"--allow-path", fmt.Sprintf("%s\nforklab sql grants the results directory %s file by file, so that no statement can write into it, and DuckDB expands a glob only in a directory it may write: read the tables through the views (pairs, branches, …) or name each file", msg, dir)}
+			}
+			return &Refused{"--allow-writes", fmt.Sprintf("%s\nforklab sql lets no statement create, change or remove anything in the results directory %s: queries read its table files, through the views or by their absolute paths; write elsewhere (--allow-writes --allow-path PATH)", msg, dir)}
 		}
 		if !filepath.IsAbs(path) && path != "PATH" {
 			// DuckDB checks a path before resolving it, so a relative one

@@ -1,6 +1,9 @@
 package export
 
-import "github.com/forklab/forklab/internal/atomicfile"
+import (
+	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/pipeline/lab/sweep"
+)
 
 // ErrExists reports an output file that already exists when replacing it
 // was not asked for (atomicfile.ErrExists).
@@ -19,9 +22,13 @@ var ErrBadOutput = atomicfile.ErrBadOutput
 type Output = atomicfile.File
 
 // CreateOutput starts writing path (atomicfile.Output): it refuses a path
-// that is not a regular file, an existing file unless overwrite, and a
-// folder that takes no file. The temporary name keeps the final name's
+// inside a results directory's own files (sweep.CheckOutput: its manifest,
+// its tables' partitions, …), a path that is not a regular file, an
+// existing file unless overwrite, and a folder that takes no file. The temporary name keeps the final name's
 // extensions (DuckDB picks compression from them: .csv.gz is gzipped).
 func CreateOutput(path string, overwrite bool) (*Output, error) {
+	if err := sweep.CheckOutput(path); err != nil {
+		return nil, err
+	}
 	return atomicfile.Output(path, overwrite)
 }

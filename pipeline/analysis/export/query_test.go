@@ -473,3 +473,23 @@ func TestQueryArrow(t *testing.T) {
 		t.Error("a failed arrow export left a file")
 	}
 }
+
+// A grid's summary carries its parameter values by name (issue 26: SELECT
+// p_stall … FROM summary JOIN configs USING (config_id) failed; the values
+// were in config_params only): summary_by_config is summary with them.
+// testdata/specs/grid-stall.yaml's two configurations over 2,000 seeds.
+func TestSummaryByConfig(t *testing.T) {
+	spec, err := sweep.ReadSpecFile("../../../testdata/specs/grid-stall.yaml", sweep.DefaultSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := resultstest.Open(t, spec)
+	got, err := runSQL(t, db, "SELECT p_stall, arm, rescued, harmed, net FROM summary_by_config", Options{Format: CSV})
+	if want := "p_stall,arm,rescued,harmed,net\n0.0,on,505,502,3\n0.2,on,201,235,-34\n"; err != nil || got != want {
+		t.Errorf("summary_by_config: %q, %v; want %q", got, err, want)
+	}
+	same, err := runSQL(t, db, "SELECT count(*) AS n FROM (SELECT * EXCLUDE (p_stall, target, base_budget, slack, freeze_at, p_obs_noise, p_refresh_fail) FROM summary_by_config EXCEPT ALL SELECT * FROM summary)", Options{Format: CSV})
+	if err != nil || same != "n\n0\n" {
+		t.Errorf("summary_by_config without the parameters differs from summary: %q, %v", same, err)
+	}
+}

@@ -3,7 +3,7 @@ package export
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -12,6 +12,10 @@ import (
 	"github.com/forklab/forklab/internal/duck"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 )
+
+// ErrSeveral reports text that DuckDB's parser reads as more than one
+// statement where forklab's split of the query found one.
+var ErrSeveral = errors.New("DuckDB reads it as more than one statement")
 
 // spillSlice is the number of rows read back at a time: one DuckDB row
 // group.
@@ -30,15 +34,27 @@ type shape struct {
 func (s shape) query() bool { return s.kind == duckdb.STATEMENT_TYPE_SELECT }
 
 // describe prepares stmt (DuckDB's syntax and binder errors come back with
-// their position in stmt) and returns its shape.
+// their position in stmt) and returns its shape. DuckDB itself extracts the
+// statements of stmt, and unless it finds exactly one, describe fails
+// (ErrSeveral) having prepared and run none: what describe returns is the
+// shape of the one statement DuckDB runs for stmt, whatever forklab's own
+// split of the text made of it. (duckdb-go's PrepareContext would run
+// every statement but the last one to prepare it.)
 func describe(ctx context.Context, conn *sql.Conn, stmt string) (sh shape, err error) {
+	if err := ctx.Err(); err != nil {
+		return sh, err
+	}
 	err = conn.Raw(func(dc any) error {
-		p, ok := dc.(driver.ConnPrepareContext)
+		c, ok := dc.(*duckdb.Conn)
 		if !ok {
-			return fmt.Errorf("duckdb connection %T cannot prepare", dc)
+			return fmt.Errorf("duckdb connection is a %T", dc)
 		}
-		st, err := p.PrepareContext(ctx, stmt)
+		st, err := c.Prepare(stmt)
 		if err != nil {
+			var de *duckdb.Error
+			if !errors.As(err, &de) && strings.Contains(err.Error(), "multi-statement") {
+				return ErrSeveral
+			}
 			return &QueryFailed{results.QueryError(err)}
 		}
 		defer st.Close()
@@ -46,28 +62,54 @@ func describe(ctx context.Context, conn *sql.Conn, stmt string) (sh shape, err e
 		if !ok {
 			return fmt.Errorf("duckdb statement is a %T", st)
 		}
-		if sh.kind, err = ds.StatementType(); err != nil {
-			return err
-		}
-		n, err := ds.ColumnCount()
+		sh, err = shapeOf(ds)
+		return err
+	})
+	return sh, err
+}
+
+// shapeOf is a prepared statement's shape.
+func shapeOf(ds *duckdb.Stmt) (sh shape, err error) {
+	if sh.kind, err = ds.StatementType(); err != nil {
+		return sh, err
+	}
+	n, err := ds.ColumnCount()
+	if err != nil {
+		return sh, err
+	}
+	for i := 0; i < n; i++ {
+		name, err := ds.ColumnName(i)
 		if err != nil {
-			return err
+			return sh, err
 		}
-		for i := 0; i < n; i++ {
-			name, err := ds.ColumnName(i)
-			if err != nil {
-				return err
-			}
-			// A type duckdb-go cannot describe is left to DuckDB's own
-			// writers (nil); the table format still renders it as text.
-			var t duckdb.TypeInfo
-			if ti, err := ds.ColumnTypeInfo(i); err == nil {
-				t = ti
-			}
-			sh.cols = append(sh.cols, name)
-			sh.types = append(sh.types, t)
+		// A type duckdb-go cannot describe is left to DuckDB's own
+		// writers (nil); the table format still renders it as text.
+		var t duckdb.TypeInfo
+		if ti, err := ds.ColumnTypeInfo(i); err == nil {
+			t = ti
 		}
-		return nil
+		sh.cols = append(sh.cols, name)
+		sh.types = append(sh.types, t)
+	}
+	return sh, nil
+}
+
+// describeLast is describe for a statement DuckDB parses into several
+// (a PIVOT over the data's values): it runs all but the last, as
+// duckdb-go's PrepareContext does, and returns the last one's shape.
+func describeLast(ctx context.Context, conn *sql.Conn, stmt string) (sh shape, err error) {
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(*duckdb.Conn)
+		if !ok {
+			return fmt.Errorf("duckdb connection is a %T", dc)
+		}
+		st, err := c.PrepareContext(ctx, stmt)
+		if err != nil {
+			return &QueryFailed{results.QueryError(err)}
+		}
+		defer st.Close()
+		sh, err = shapeOf(st.(*duckdb.Stmt))
+		return err
 	})
 	return sh, err
 }

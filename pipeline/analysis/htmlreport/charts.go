@@ -25,12 +25,17 @@ type niceTicks struct {
 }
 
 func (t niceTicks) Ticks(min, max float64) []plot.Tick {
+	if !finite(min) || !finite(max) || max < min {
+		// An axis over an infinite or empty range has no ticks: the loop
+		// below would never end (an HTML report grew to 24 GB on one).
+		return nil
+	}
 	step := t.step
-	if step <= 0 {
+	if step <= 0 || (max-min)/step > maxTicks {
 		step = niceStep((max - min) / 5)
 	}
 	var ticks []plot.Tick
-	for i := math.Ceil(min / step * 2); i/2*step <= max; i++ {
+	for i := math.Ceil(min / step * 2); i/2*step <= max && len(ticks) < 2*maxTicks; i++ {
 		v := i / 2 * step
 		tick := plot.Tick{Value: v}
 		if math.Mod(i, 2) == 0 {
@@ -40,6 +45,12 @@ func (t niceTicks) Ticks(min, max float64) []plot.Tick {
 	}
 	return ticks
 }
+
+// maxTicks bounds the labelled ticks of an axis, whatever its range.
+const maxTicks = 100
+
+// finite says x is neither infinite nor NaN.
+func finite(x float64) bool { return !math.IsInf(x, 0) && !math.IsNaN(x) }
 
 // niceStep is the smallest of 1, 2, 5 × 10^k at least x.
 func niceStep(x float64) float64 {
@@ -63,6 +74,10 @@ func niceStep(x float64) float64 {
 type logTicks struct{ label func(float64) string }
 
 func (t logTicks) Ticks(min, max float64) []plot.Tick {
+	if !(min > 0) || !finite(max) || max < min {
+		// log10(0) is −Inf: the loop below would never end.
+		return niceTicks{label: t.label}.Ticks(min, max)
+	}
 	var ticks []plot.Tick
 	labelled := 0
 	for k := math.Floor(math.Log10(min)); k <= math.Ceil(math.Log10(max)); k++ {

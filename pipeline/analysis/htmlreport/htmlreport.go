@@ -13,8 +13,10 @@
 // candidate trigger as a point (harms against rescues) on the search seeds
 // beside the held-out seeds, the chosen one marked, and the uplift (Qini)
 // curve; for noisy sweeps how the counts and interval widths change with
-// the number of replicas voted and of seeds; the Result paragraphs; and
-// the sweep's parameters from its manifest.
+// the number of replicas voted and of seeds; the Result paragraphs; the
+// first rescued and harmed pairs of every slice, linked from its table to
+// their side-by-side views (package pairview), embedded; and the sweep's
+// parameters from its manifest.
 package htmlreport
 
 import (
@@ -30,9 +32,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/forklab/forklab/pipeline/analysis/pairview"
 	"github.com/forklab/forklab/pipeline/analysis/report"
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/analysis/search"
+	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 )
 
@@ -44,19 +48,24 @@ var styleCSS string
 
 var pageTmpl = template.Must(template.New("page").Parse(pageHTML))
 
-// Write collects the report of the results in db (report.Collect) and
-// writes it to w as an HTML page.
+// Write collects the report of the results in db (report.Collect, and
+// the pairs of every slice: report.CollectExamples) and writes it to w as
+// an HTML page.
 func Write(ctx context.Context, w io.Writer, db *results.DB) error {
 	s, err := report.Collect(ctx, db)
 	if err != nil {
+		return err
+	}
+	if err := report.CollectExamples(ctx, db, s); err != nil {
 		return err
 	}
 	return Render(w, s, db.Manifest, db.Dir)
 }
 
 // Render writes the HTML page of the report sections s of the results
-// directory dir, whose manifest is m. It fails only if a chart cannot be
-// drawn or w fails.
+// directory dir, whose manifest is m, with the pair views of s.Examples
+// when they were collected. It fails only if a chart cannot be drawn or w
+// fails.
 func Render(w io.Writer, s *report.Sections, m sweep.Manifest, dir string) error {
 	p, err := build(s, m, dir)
 	if err != nil {
@@ -74,8 +83,10 @@ type page struct {
 	Noise       string
 	Incomplete  string // report.IncompleteLine: the sweep has too many error pairs
 	Replicas    string // report.ReplicasLine: a nondeterministic world's replicas
+	Anywhere    string // sweep.PolicyAnywhereLine: a rule applied outside where it was chosen
 	Headlines   []headline
 	SliceGroups []sliceGroup
+	Scored      bool // the world declares a score
 	Policies    []policyView
 	SearchNote  string
 	Convergence []convGroup
@@ -84,6 +95,16 @@ type page struct {
 	Configs     table
 	Outputs     table
 	SpecJSON    string
+	// Pairs are the views of the pairs the slice tables link to
+	// (report.Examples), and PairCSS their style.
+	Pairs   []pairEntry
+	PairCSS template.CSS
+}
+
+// pairEntry is one embedded pair view.
+type pairEntry struct {
+	ID, Summary string
+	View        template.HTML
 }
 
 type kv struct{ Key, Value string }
@@ -103,7 +124,11 @@ type cell struct {
 	Text  string
 	Num   bool
 	Class string
+	// Links follow Text: in-page links (#ID) to embedded pair views.
+	Links []link
 }
+
+type link struct{ Text, Href, Class string }
 
 // Classes is the cell's class attribute: num for right-aligned numbers,
 // then its own class.
@@ -121,6 +146,8 @@ type headline struct {
 	HarmRate, HarmLo, HarmHi            string
 	FlipRate, FlipLo, FlipHi            string
 	Cost, Errors                        string
+	Score                               string // report.ScoreLine, for a scored world
+	Sample                              string // report.SampleTag: the policy arm in-sample or not
 	Bar                                 []segment
 	Arm                                 string
 	Primary                             bool
@@ -174,7 +201,8 @@ type convGroup struct {
 
 func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 	p := &page{CSS: template.CSS(styleCSS), Title: "forklab report · " + filepath.Base(filepath.Clean(dir)), Dir: dir, Result: s.Result, SearchNote: s.SearchNote,
-		Incomplete: report.IncompleteLine(m), Replicas: report.ReplicasLine(m), Noise: report.ParamsLine(m)}
+		Incomplete: report.IncompleteLine(m), Replicas: report.ReplicasLine(m), Noise: report.ParamsLine(m),
+		Anywhere: sweep.PolicyAnywhereLine(m.Spec, m.Declaration, m.Configs)}
 	configs := len(m.Configs) > 1
 	p.Facts = []string{"world " + m.Spec.World, m.Spec.PopulationText(), "fork at " + report.List(m.Spec.ForkAt),
 		"arms " + report.List(m.Spec.Arms), fmt.Sprintf("replicas %d", m.Spec.Replicas)}
@@ -187,13 +215,22 @@ func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 	for _, r := range summary {
 		h := headlineOf(r, configs, r.Str("arm") == primary)
 		h.Cost = report.CostLine(report.CostsOf(costs, r))
+		h.Sample = report.SampleTag(m, r)
 		if e := r.Int("errors"); e > 0 {
 			h.Errors = report.Count(e, "pair") + " errored (a checkpoint or branch failed): not labelled, not counted"
 		}
 		p.Headlines = append(p.Headlines, h)
 	}
 	var err error
-	if p.SliceGroups, err = sliceGroups(s.Slices.Records(), configs, primary); err != nil {
+	p.Scored = s.World.Score != nil
+	var links map[string][]link
+	if s.Examples != nil {
+		if p.Pairs, links, err = pairs(s.Examples, dir, len(m.Configs)); err != nil {
+			return nil, err
+		}
+		p.PairCSS = template.CSS(pairview.CSS)
+	}
+	if p.SliceGroups, err = sliceGroups(s.Slices.Records(), configs, primary, links, p.Scored); err != nil {
 		return nil, err
 	}
 	if s.Search != nil {
@@ -252,7 +289,7 @@ func headlineOf(r results.Row, configs, primary bool) headline {
 		RescueRate: pct(r.Float("rescue_rate")), RescueLo: pct(r.Float("rescue_lo")), RescueHi: pct(r.Float("rescue_hi")),
 		HarmRate: pct(r.Float("harm_rate")), HarmLo: pct(r.Float("harm_lo")), HarmHi: pct(r.Float("harm_hi")),
 		FlipRate: pct(r.Float("flip_rate")), FlipLo: pct(r.Float("flip_lo")), FlipHi: pct(r.Float("flip_hi")),
-		Arm: r.Str("arm"), Primary: primary,
+		Arm: r.Str("arm"), Primary: primary, Score: report.ScoreLine(r),
 	}
 	for _, seg := range []struct {
 		class, name string
@@ -285,11 +322,45 @@ func armKey(r results.Row) string {
 	return fmt.Sprint(r.Int("config_id"), "/", r.Int("fork_step"), "/", r.Str("arm"))
 }
 
-func sliceGroups(rs []results.Row, configs bool, primary string) ([]sliceGroup, error) {
+// sliceKey names a slice: configuration, fork step, arm, feature, value.
+func sliceKey(r results.Row) string {
+	return fmt.Sprint(r.Int("config_id"), "/", r.Int("fork_step"), "/", r.Str("arm"), "/", r.Str("feature"), "/", r.Str("value"))
+}
+
+// pairs renders the views of ex and the links to them of every slice (by
+// sliceKey): rescued seeds, then harmed ones.
+func pairs(ex *report.Examples, dir string, configs int) ([]pairEntry, map[string][]link, error) {
+	var out []pairEntry
+	for _, v := range ex.Views {
+		id := report.ID(v.Config, v.ForkStep, v.Arm, v.Seed)
+		h, err := pairview.Fragment(v, "", dir, configs)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, pairEntry{ID: id, Summary: v.Title(configs) + " — " + v.Pair.Label, View: h})
+	}
+	links := map[string][]link{}
+	for _, r := range ex.Slices.Records() {
+		k := sliceKey(r)
+		for _, seed := range report.Seeds(r) {
+			links[k] = append(links[k], link{Text: fmt.Sprint(seed), Class: r.Str("label"),
+				Href: "#" + report.ID(int(r.Int("config_id")), int(r.Int("fork_step")), fork.Arm(r.Str("arm")), seed)})
+		}
+	}
+	return out, links, nil
+}
+
+func sliceGroups(rs []results.Row, configs bool, primary string, links map[string][]link, scored bool) ([]sliceGroup, error) {
 	var groups []sliceGroup
 	for _, cur := range runs(rs, armKey) {
 		g := sliceGroup{Title: groupTitle(cur[0], configs), Open: cur[0].Str("arm") == primary,
-			Table: table{Columns: []string{"feature", "value", "pairs", "rescued", "harmed", "unchanged", "net", "net rate [95% CI]", "McNemar p"}}}
+			Table: table{Columns: []string{"feature", "value", "pairs", "rescued", "harmed", "unchanged", "net", "net rate [95% CI]", "McNemar p", "Holm-adjusted"}}}
+		if scored {
+			g.Table.Columns = append(g.Table.Columns, "score diff [95% CI]", "Wilcoxon p", "Holm-adjusted")
+		}
+		if links != nil {
+			g.Table.Columns = append(g.Table.Columns, "pairs to look at (rescued, harmed)")
+		}
 		for _, feat := range runs(cur, func(r results.Row) string { return r.Str("feature") }) {
 			svg, err := sliceChart(feat[0].Str("feature"), feat)
 			if err != nil {
@@ -301,7 +372,16 @@ func sliceGroups(rs []results.Row, configs bool, primary string) ([]sliceGroup, 
 			g.Table.Rows = append(g.Table.Rows, []cell{{Text: r.Str("feature")}, {Text: r.Str("value")}, num(r.Int("pairs")),
 				num(r.Int("rescued")), num(r.Int("harmed")), num(r.Int("unchanged")), {Text: signed(r.Int("net")), Num: true, Class: netClass(r.Int("net"))},
 				{Text: fmt.Sprintf("%s [%s, %s]", pct(r.Float("net_rate")), pct(r.Float("net_lo")), pct(r.Float("net_hi"))), Num: true},
-				{Text: pval(r.Float("mcnemar_p")), Num: true}})
+				{Text: pval(r.Float("mcnemar_p")), Num: true}, {Text: pval(r.Float("mcnemar_p_adj")), Num: true}})
+			if scored {
+				row := &g.Table.Rows[len(g.Table.Rows)-1]
+				*row = append(*row, cell{Text: report.ScoreInterval(r), Num: true}, cell{Text: pvalOrNA(r, "wilcoxon_p"), Num: true},
+					cell{Text: pvalOrNA(r, "wilcoxon_p_adj"), Num: true})
+			}
+			if links != nil {
+				row := &g.Table.Rows[len(g.Table.Rows)-1]
+				*row = append(*row, cell{Links: links[sliceKey(r)]})
+			}
 		}
 		groups = append(groups, g)
 	}
@@ -311,6 +391,15 @@ func sliceGroups(rs []results.Row, configs bool, primary string) ([]sliceGroup, 
 		}
 	}
 	return groups, nil
+}
+
+// pvalOrNA is column c's p-value, "n/a" when it is NULL (a slice whose
+// score differences are all 0).
+func pvalOrNA(r results.Row, c string) string {
+	if r[c] == nil {
+		return report.NA
+	}
+	return pval(r.Float(c))
 }
 
 // oneDecimal formats x with one decimal, never "-0.0".

@@ -2,6 +2,7 @@ package htmlreport
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/xml"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"html"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -247,6 +249,87 @@ func TestWriteCollects(t *testing.T) {
 	}
 	if !strings.HasPrefix(buf.String(), "<!DOCTYPE html>") || !strings.HasSuffix(strings.TrimSpace(buf.String()), "</html>") {
 		t.Error("Write did not produce a whole page")
+	}
+}
+
+var (
+	pairLinkRe = regexp.MustCompile(`<a href="#(pair-[^"]+)" class="(rescued|harmed)"`)
+	pairIDRe   = regexp.MustCompile(`<details class="pairview-entry" id="(pair-[^"]+)">`)
+)
+
+// The seed's sweep's page links, in every slice's table, its first two
+// rescued and first two harmed seeds (as the brute-force reference finds
+// them from the pairs files) to their views, each embedded once in the
+// page and showing that pair: the same_obs = true slice of arm on links
+// rescued seeds 0 and 5, and seed 5's view is forklab show's.
+func TestSlicesLinkTheirPairs(t *testing.T) {
+	db := resultstest.Open(t, sweep.DefaultSpec())
+	var buf bytes.Buffer
+	if err := Write(context.Background(), &buf, db); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	checkSelfContained(t, page)
+	ids := map[string]int{}
+	for _, m := range pairIDRe.FindAllStringSubmatch(page, -1) {
+		ids[m[1]]++
+	}
+	links := pairLinkRe.FindAllStringSubmatch(page, -1)
+	if len(links) < 20 || len(ids) < 4 {
+		t.Fatalf("%d links to %d embedded pairs", len(links), len(ids))
+	}
+	for _, l := range links {
+		if ids[l[1]] != 1 {
+			t.Errorf("link #%s: %d views with that id", l[1], ids[l[1]])
+		}
+	}
+	for id, n := range ids {
+		if n != 1 {
+			t.Errorf("view %s embedded %d times", id, n)
+		}
+	}
+	// The reference's first seeds of each slice, by label.
+	d := db.Manifest.Declaration
+	first := map[string][]int64{}
+	pairs := analysistest.ReadPairs(t, db.SQL(), d)
+	slices.SortFunc(pairs, func(a, b analysistest.Pair) int { return cmp.Compare(a.Seed, b.Seed) })
+	for _, p := range pairs {
+		if p.Arm != string(fork.On) || (p.Label() != string(fork.Rescued) && p.Label() != string(fork.Harmed)) {
+			continue
+		}
+		k := fmt.Sprintf("%s/%v", p.Label(), p.Features[0].Bool()) // same_obs
+		if len(first[k]) < 2 {
+			first[k] = append(first[k], p.Seed)
+		}
+	}
+	for _, c := range []struct {
+		value string
+		label fork.Label
+		key   string
+	}{{"true", fork.Rescued, "rescued/true"}, {"false", fork.Harmed, "harmed/false"}} {
+		want := fmt.Sprintf(`<td>same_obs</td><td>%s</td>`, c.value)
+		i := strings.Index(page, want)
+		if i < 0 {
+			t.Fatalf("no row %s", want)
+		}
+		row := page[i : i+strings.Index(page[i:], "</tr>")]
+		for _, seed := range first[c.key] {
+			link := fmt.Sprintf(`<a href="#pair-c0-f3-on-s%d-r0" class="%s"`, seed, c.label)
+			if !strings.Contains(row, link) {
+				t.Errorf("row same_obs %s lacks %s:\n%s", c.value, link, row)
+			}
+		}
+	}
+	if first["rescued/true"][1] != 5 {
+		t.Fatalf("the reference's second rescued seed of same_obs true is %d, not 5", first["rescued/true"][1])
+	}
+	i := strings.Index(page, `id="pair-c0-f3-on-s5-r0"`)
+	view := page[i : i+strings.Index(page[i:], "</details>")]
+	for _, s := range []string{"seed 5 · fork step 3 · on vs off · replica 0 — rescued", "rescued (persuadable): off failed, on succeeded",
+		`<tr class="pv-part" title="the branches part here"><td>4</td>`, "<td>failed · cost steps 5</td><td>succeeded · cost steps 5</td>"} {
+		if !strings.Contains(view, s) {
+			t.Errorf("seed 5's view lacks %q", s)
+		}
 	}
 }
 

@@ -18,11 +18,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/forklab/forklab/internal/jsondup"
+	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/world"
 )
 
@@ -52,12 +54,121 @@ type Rule struct {
 	// ConfigID and ForkStep say which configuration and fork step of the
 	// sweep the rule was searched on (informational; nil when not from a
 	// search).
-	ConfigID *int        `json:"config_id,omitempty"`
-	ForkStep *int        `json:"fork_step,omitempty"`
-	Never    bool        `json:"never,omitempty"`
-	All      []Condition `json:"all"`
+	ConfigID *int `json:"config_id,omitempty"`
+	ForkStep *int `json:"fork_step,omitempty"`
+	// Params and Model are that configuration's world parameters (all of
+	// them) and model noise; Search the seeds the rule was searched on.
+	// forklab policy records them; a sweep applies the rule only at its
+	// fork step, with its parameters and model and the world version it
+	// names (Scope), unless told to apply it anywhere. nil in a rule
+	// written by hand: it applies anywhere.
+	Params world.Params `json:"params,omitempty"`
+	Model  *fork.Model  `json:"model,omitempty"`
+	Search *Split       `json:"search,omitempty"`
+	Never  bool         `json:"never,omitempty"`
+	All    []Condition  `json:"all"`
 	// Note is free text for people: where the rule came from.
 	Note string `json:"note,omitempty"`
+}
+
+// Split is the seeds a rule was searched on: those of the sweep's range
+// [Start, End) not held out at share Holdout (HeldOut).
+type Split struct {
+	Start   uint64  `json:"start"`
+	End     uint64  `json:"end"`
+	Holdout float64 `json:"holdout"`
+}
+
+// HeldOut reports whether seed is held out of the search at share holdout:
+// ((seed mod 2^32) × 2654435761 mod 2^32) / 2^32 < holdout, Knuth's
+// multiplicative hash, as forklab policy's SQL splits the pairs
+// (queries/views.go, heldOut).
+func HeldOut(seed uint64, holdout float64) bool {
+	h := ((seed & 0xffffffff) * 2654435761) & 0xffffffff
+	return float64(h) < holdout*4294967296
+}
+
+// exactCount bounds the seeds Searched counts one by one.
+const exactCount = 1 << 26
+
+// Searched returns how many seeds of [start, end) the rule was searched on
+// (nil Search: 0), and whether the count is exact: beyond 2^26 seeds in
+// common it is the overlap times the search share, rounded.
+func (r Rule) Searched(start, end uint64) (n uint64, exact bool) {
+	if r.Search == nil {
+		return 0, true
+	}
+	lo, hi := max(start, r.Search.Start), min(end, r.Search.End)
+	if lo >= hi {
+		return 0, true
+	}
+	if hi-lo > exactCount {
+		return uint64(math.Round(float64(hi-lo) * (1 - r.Search.Holdout))), false
+	}
+	for s := lo; s < hi; s++ {
+		if !HeldOut(s, r.Search.Holdout) {
+			n++
+		}
+	}
+	return n, true
+}
+
+// Scope lists where a sweep would apply the rule outside what it was
+// chosen for, one phrase each ("fork step 2, the rule's is 3",
+// "p_stall 0.2, the rule's is 0", "world version 3, the rule's is 2"):
+// its world version, fork steps, and the parameters and model of its
+// configurations (params: by id). Nothing for what the rule does not
+// record (a hand-written rule).
+func (r Rule) Scope(d world.Declaration, forkSteps []int, params map[int]world.Params, models map[int]fork.Model) []string {
+	var out []string
+	if r.WorldVersion != d.Version {
+		out = append(out, fmt.Sprintf("world version %s, the rule's is %s", d.Version, r.WorldVersion))
+	}
+	if r.ForkStep != nil {
+		for _, f := range forkSteps {
+			if f != *r.ForkStep {
+				out = append(out, fmt.Sprintf("fork step %d, the rule's is %d", f, *r.ForkStep))
+			}
+		}
+	}
+	ids := make([]int, 0, len(params))
+	for id := range params {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	// Both sides in their canonical types (a file's numbers are JSON's).
+	canon := func(p world.Params) world.Params {
+		if q, err := d.Resolve(p); err == nil {
+			return q
+		}
+		return p
+	}
+	ruleParams := canon(r.Params)
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if r.Params != nil {
+			cp := canon(params[id])
+			for _, p := range d.Params {
+				got, want := cp.Text(p.Name), ruleParams.Text(p.Name)
+				if _, ok := r.Params[p.Name]; ok && got != want && !seen[p.Name+"="+got] {
+					seen[p.Name+"="+got] = true
+					out = append(out, fmt.Sprintf("%s %s, the rule's is %s", p.Name, got, want))
+				}
+			}
+		}
+		if r.Model != nil {
+			m := models[id]
+			if m.Temperature != r.Model.Temperature && !seen[fmt.Sprint("t", m.Temperature)] {
+				seen[fmt.Sprint("t", m.Temperature)] = true
+				out = append(out, fmt.Sprintf("temperature %g, the rule's is %g", m.Temperature, r.Model.Temperature))
+			}
+			if m.NoTool != r.Model.NoTool && !seen[fmt.Sprint("n", m.NoTool)] {
+				seen[fmt.Sprint("n", m.NoTool)] = true
+				out = append(out, fmt.Sprintf("no_tool %g, the rule's is %g", m.NoTool, r.Model.NoTool))
+			}
+		}
+	}
+	return out
 }
 
 // Validate checks the rule's own shape: its version, never without
@@ -77,6 +188,9 @@ func (r Rule) Validate() error {
 			return fmt.Errorf("condition %d: unknown operator %q (known: %s)", i+1, c.Op, strings.Join(Ops, " "))
 		}
 	}
+	if sp := r.Search; sp != nil && (sp.Start >= sp.End || !(sp.Holdout > 0 && sp.Holdout < 1)) {
+		return fmt.Errorf("search: want start < end and a holdout strictly between 0 and 1, got %+v", *sp)
+	}
 	return nil
 }
 
@@ -84,14 +198,23 @@ func (r Rule) Validate() error {
 // version, an unknown feature (naming the known ones), a value of the wrong
 // type, an operator the feature's type does not allow.
 func (r Rule) Check(d world.Declaration) error {
+	if r.WorldVersion != d.Version && r.World == d.Name {
+		if err := r.Validate(); err != nil {
+			return err
+		}
+		return fmt.Errorf("the rule is for world %s version %s, this sweep plays version %s: search it again", r.World, r.WorldVersion, d.Version)
+	}
+	return r.checkFeatures(d)
+}
+
+// checkFeatures is Check without the world version: the rule's world,
+// features, values and operators.
+func (r Rule) checkFeatures(d world.Declaration) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
 	if r.World != d.Name {
 		return fmt.Errorf("the rule is for world %s, not %s", r.World, d.Name)
-	}
-	if r.WorldVersion != d.Version {
-		return fmt.Errorf("the rule is for world %s version %s, this sweep plays version %s: search it again", r.World, r.WorldVersion, d.Version)
 	}
 	for i, c := range r.All {
 		f, _, ok := d.Feature(c.Feature)
@@ -136,8 +259,22 @@ func (r Rule) Compile(d world.Declaration) (func(features []world.Value) bool, e
 	if err := r.Check(d); err != nil {
 		return nil, err
 	}
+	return r.compile(d), nil
+}
+
+// CompileAnywhere is Compile for a rule applied outside the world version
+// it was chosen for (forklab sweep --policy-anywhere): its world, features
+// and values must still fit.
+func (r Rule) CompileAnywhere(d world.Declaration) (func(features []world.Value) bool, error) {
+	if err := r.checkFeatures(d); err != nil {
+		return nil, err
+	}
+	return r.compile(d), nil
+}
+
+func (r Rule) compile(d world.Declaration) func(features []world.Value) bool {
 	if r.Never {
-		return func([]world.Value) bool { return false }, nil
+		return func([]world.Value) bool { return false }
 	}
 	type cond struct {
 		i    int
@@ -173,7 +310,7 @@ func (r Rule) Compile(d world.Declaration) (func(features []world.Value) bool, e
 			}
 		}
 		return true
-	}, nil
+	}
 }
 
 func compare(x float64, op string, v float64) bool {

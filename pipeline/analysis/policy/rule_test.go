@@ -166,3 +166,51 @@ func TestEncodeKeepsOperatorsReadable(t *testing.T) {
 		t.Errorf("every-op.json encoded again:\n%s\nwant the file's bytes:\n%s", out, b)
 	}
 }
+
+// Every operator a rule accepts, on each numeric kind, with the feature
+// one step below its bound, equal to it and one step above (issue 25 H: a
+// rule's < evaluated as <= went unnoticed, > was tested at its bound and <
+// was not). A bool compares as 0 and 1.
+func TestEveryOperatorAtItsBound(t *testing.T) {
+	want := map[string][3]bool{ // below, equal, above
+		"=": {false, true, false}, "!=": {true, false, true},
+		"<": {true, false, false}, "<=": {true, true, false},
+		">": {false, false, true}, ">=": {false, true, true},
+	}
+	if len(want) != len(Ops) {
+		t.Fatalf("Ops is %v; the table covers %d operators", Ops, len(want))
+	}
+	for _, tc := range []struct {
+		feature string
+		bound   string
+		values  [3]world.Value
+	}{
+		{"count", "2", [3]world.Value{world.IntValue(1), world.IntValue(2), world.IntValue(3)}},
+		{"ratio", "0.25", [3]world.Value{world.FloatValue(0.2499999999999999), world.FloatValue(0.25), world.FloatValue(0.2500000000000001)}},
+		{"flag", "true", [3]world.Value{world.BoolValue(false), world.BoolValue(true), {}}},
+	} {
+		for _, op := range Ops {
+			if tc.feature == "flag" && op != "=" && op != "!=" {
+				continue // a bool takes = and != only (TestBadRules)
+			}
+			r, err := Decode([]byte(rule(`"all": [{"feature": "` + tc.feature + `", "op": "` + op + `", "value": ` + tc.bound + `}]`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fires, err := r.Compile(kinds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range tc.values {
+				if tc.feature == "flag" && i == 2 {
+					continue // no bool above true
+				}
+				fs := []world.Value{world.BoolValue(true), world.IntValue(2), world.FloatValue(0.25), world.EnumValue("busy"), world.NullValue()}
+				fs[map[string]int{"flag": 0, "count": 1, "ratio": 2}[tc.feature]] = v
+				if got := fires(fs); got != want[op][i] {
+					t.Errorf("%s with %s %v: fires %t, want %t", r, tc.feature, []string{"below", "at", "above"}[i], got, want[op][i])
+				}
+			}
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/forklab/forklab/pipeline/analysis/results"
 	"github.com/forklab/forklab/pipeline/analysis/results/resultstest"
 	"github.com/forklab/forklab/pipeline/analysis/search"
+	"github.com/forklab/forklab/pipeline/analysis/stats"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/world"
@@ -69,6 +70,7 @@ func checkReference(t *testing.T, db *results.DB) (*Sections, []analysistest.Pai
 			t.Errorf("no slices of declared feature %s", f.Name)
 		}
 	}
+	checkScores(t, d, s, pairs)
 
 	if s.Search == nil {
 		t.Fatalf("no policy search: %s", s.SearchNote)
@@ -105,6 +107,71 @@ func checkReference(t *testing.T, db *results.DB) (*Sections, []analysistest.Pai
 		}
 	}
 	return s, pairs
+}
+
+// checkScores compares the summary's and the slices' score statistics
+// (mean difference, paired t interval, Wilcoxon p and n) with
+// pipeline/analysis/stats computed pair by pair, and the slices'
+// Holm-adjusted p-values with stats.Holm over each arm's slices; a
+// pass/fail world's score columns are NULL.
+func checkScores(t *testing.T, d world.Declaration, s *Sections, pairs []analysistest.Pair) {
+	t.Helper()
+	groups, slices := analysistest.ScoreDiffs(d, pairs)
+	check := func(what string, r results.Row, diffs []float64) {
+		t.Helper()
+		cols := []string{"mean_score_diff", "score_diff_lo", "score_diff_hi", "wilcoxon_p"}
+		if d.Score == nil {
+			for _, c := range append(cols, "wilcoxon_n") {
+				if r[c] != nil {
+					t.Errorf("%s: %s = %v in a pass/fail world", what, c, r[c])
+				}
+			}
+			return
+		}
+		mean, iv := stats.PairedT(diffs)
+		p, n := stats.Wilcoxon(diffs)
+		for i, want := range []float64{mean, iv.Lo, iv.Hi, p} {
+			got, null := r.Float(cols[i]), r[cols[i]] == nil
+			if null != math.IsNaN(want) || (!null && math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want))) {
+				t.Errorf("%s: %s = %v, reference %v (%d differences)", what, cols[i], r[cols[i]], want, len(diffs))
+			}
+		}
+		if r.Int("wilcoxon_n") != n {
+			t.Errorf("%s: wilcoxon_n = %d, reference %d", what, r.Int("wilcoxon_n"), n)
+		}
+	}
+	ranked := int64(0)
+	for _, r := range s.Summary.Records() {
+		g := analysistest.Group{ConfigID: int(r.Int("config_id")), ForkStep: int(r.Int("fork_step")), Arm: r.Str("arm")}
+		check(fmt.Sprintf("summary %+v", g), r, groups[g])
+		ranked += r.Int("wilcoxon_n")
+	}
+	if d.Score != nil && ranked < 100 {
+		t.Errorf("a scored world's summary ranks only %d nonzero score differences: the comparison shows little", ranked)
+	}
+	byArm := map[analysistest.Group][]results.Row{}
+	for _, r := range s.Slices.Records() {
+		g := analysistest.Group{ConfigID: int(r.Int("config_id")), ForkStep: int(r.Int("fork_step")), Arm: r.Str("arm")}
+		check(fmt.Sprintf("slice %+v %s %s", g, r.Str("feature"), r.Str("value")), r, slices[analysistest.SliceKey{Group: g, Feature: r.Str("feature"), Value: r.Str("value")}])
+		byArm[g] = append(byArm[g], r)
+	}
+	for g, rows := range byArm {
+		for _, col := range []string{"mcnemar_p", "wilcoxon_p"} {
+			p := make([]float64, len(rows))
+			for i, r := range rows {
+				p[i] = math.NaN()
+				if r[col] != nil {
+					p[i] = r.Float(col)
+				}
+			}
+			for i, want := range stats.Holm(p) {
+				got := rows[i][col+"_adj"]
+				if (got == nil) != math.IsNaN(want) || (got != nil && rows[i].Float(col+"_adj") != want) {
+					t.Errorf("slices %+v %s %s: %s_adj = %v, Holm %v", g, rows[i].Str("feature"), rows[i].Str("value"), col, got, want)
+				}
+			}
+		}
+	}
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }

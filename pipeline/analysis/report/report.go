@@ -37,6 +37,9 @@ type Sections struct {
 	Result      []string       // paragraphs
 	// World is the sweep's world.
 	World world.Declaration
+	// Examples are a few rescued and harmed pairs of every slice and
+	// their views: nil unless CollectExamples ran (the HTML report).
+	Examples *Examples
 }
 
 // Noisy reports whether a sweep's replicas can differ: a model with
@@ -98,8 +101,8 @@ func Write(ctx context.Context, w io.Writer, db *results.DB) error {
 func WriteSections(w io.Writer, db *results.DB, s *Sections) error {
 	writeHeader(w, db)
 	writeHeadlines(w, db, s)
-	fmt.Fprintln(w, "SLICES (every pre-decision feature, by value or by quantile bucket; net rate with Newcombe 95% CI; McNemar exact p)")
-	if err := writeSlices(w, s.Slices); err != nil {
+	fmt.Fprintln(w, SlicesTitle(s.World))
+	if err := writeSlices(w, s.Slices, s.World.Score != nil); err != nil {
 		return err
 	}
 	if s.Convergence != nil {
@@ -151,6 +154,9 @@ func writeHeader(w io.Writer, db *results.DB) {
 	}
 	if line := ReplicasLine(m); line != "" {
 		fmt.Fprintln(w, line)
+	}
+	if line := sweep.PolicyAnywhereLine(m.Spec, m.Declaration, m.Configs); line != "" {
+		fmt.Fprintln(w, wrap(line, 100))
 	}
 	fmt.Fprintln(w)
 }
@@ -204,8 +210,18 @@ func ParamsLine(m sweep.Manifest) string {
 func writeHeadlines(w io.Writer, db *results.DB, s *Sections) {
 	costs := s.Costs.Records()
 	for _, r := range s.Summary.Records() {
-		writeHeadline(w, r, ConfigLabel(db.Manifest, r.Int("config_id")), CostsOf(costs, r))
+		writeHeadline(w, r, ConfigLabel(db.Manifest, r.Int("config_id")), CostsOf(costs, r), SampleTag(db.Manifest, r))
 	}
+}
+
+// SampleTag is what stands beside the policy arm's headline: whether its
+// seeds are those its rule was searched on (sweep.PolicySample); "" for
+// other arms.
+func SampleTag(m sweep.Manifest, r results.Row) string {
+	if r.Str("arm") != "policy" {
+		return ""
+	}
+	return sweep.PolicySample(m.Spec)
 }
 
 func writeResult(w io.Writer, s *Sections) {
@@ -242,7 +258,7 @@ func ConfigLabel(m sweep.Manifest, id int64) string {
 	return fmt.Sprintf("config %d (%s)", id, strings.Join(parts, ", "))
 }
 
-func writeHeadline(w io.Writer, r results.Row, config string, costs []results.Row) {
+func writeHeadline(w io.Writer, r results.Row, config string, costs []results.Row, sample string) {
 	suffix := ""
 	if config != "" {
 		suffix = " · " + config
@@ -252,6 +268,9 @@ func writeHeadline(w io.Writer, r results.Row, config string, costs []results.Ro
 		fmt.Fprintf(w, " (and %s that errored, not labelled)", Count(e, "pair"))
 	}
 	fmt.Fprintln(w)
+	if sample != "" {
+		fmt.Fprintf(w, "  %s\n", sample)
+	}
 	if r.Int("pairs") == 0 {
 		fmt.Fprintf(w, "  no labelled pair: rates, intervals and McNemar's test are %s (every pair errored)\n", NA)
 		if line := CostLine(costs); line != "" {
@@ -268,10 +287,67 @@ func writeHeadline(w io.Writer, r results.Row, config string, costs []results.Ro
 		Pct(r.Float("rescue_rate")), Pct(r.Float("rescue_lo")), Pct(r.Float("rescue_hi")),
 		Pct(r.Float("harm_rate")), Pct(r.Float("harm_lo")), Pct(r.Float("harm_hi")),
 		Pct(r.Float("flip_rate")), Pct(r.Float("flip_lo")), Pct(r.Float("flip_hi")))
+	if line := ScoreLine(r); line != "" {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
 	if line := CostLine(costs); line != "" {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
 	fmt.Fprintln(w)
+}
+
+// SlicesTitle is the slices table's title in the text report: what each
+// column holds, and which p-value to read when many slices are tested at
+// once (the Holm-adjusted one).
+func SlicesTitle(d world.Declaration) string {
+	t := "SLICES (every pre-decision feature, by value or by quantile bucket; net rate with Newcombe 95% CI; " +
+		"McNemar exact p, and p adj: Holm-adjusted over the slices of each arm, the one to read with this many slices"
+	if d.Score != nil {
+		t += "; mean score difference with paired t 95% CI; Wilcoxon signed-rank p, and its Holm-adjusted p adj"
+	}
+	return t + ")"
+}
+
+// ScoreLine is a headline's graded-outcome line for a world that declares
+// a score: "score: mean paired difference +0.0421 (95% CI +0.031 to
+// +0.0532, paired t) · Wilcoxon signed-rank p = 0.003 on 412 nonzero
+// differences"; "" for a pass/fail world.
+func ScoreLine(r results.Row) string {
+	if r["mean_score_diff"] == nil {
+		return ""
+	}
+	l := "score: mean paired difference " + ScoreSigned(r.Float("mean_score_diff"))
+	if r["score_diff_lo"] != nil {
+		l += fmt.Sprintf(" (95%% CI %s to %s, paired t)", ScoreSigned(r.Float("score_diff_lo")), ScoreSigned(r.Float("score_diff_hi")))
+	}
+	if n := r.Int("wilcoxon_n"); n > 0 {
+		l += fmt.Sprintf(" · Wilcoxon signed-rank p %s on %s", PEquals(r.Float("wilcoxon_p")), Count(n, "nonzero difference"))
+	} else {
+		l += " · every difference is 0: no Wilcoxon test"
+	}
+	return l
+}
+
+// ScoreSigned formats a score difference with its sign and three
+// significant digits: +0.0421, -0.29, +1.5, 0.
+func ScoreSigned(x float64) string {
+	if !finite(x) {
+		return NA
+	}
+	if x == 0 {
+		return "0"
+	}
+	s := strconv.FormatFloat(x, 'g', 3, 64)
+	if strings.Contains(s, "e") {
+		s = strconv.FormatFloat(x, 'f', -1, 64)
+		if r, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 3, 64), 64); err == nil {
+			s = strconv.FormatFloat(r, 'f', -1, 64)
+		}
+	}
+	if x > 0 {
+		s = "+" + s
+	}
+	return s
 }
 
 // CostsOf returns the rows of costs.sql for summary row r's configuration,
@@ -307,14 +383,43 @@ func CostLine(rows []results.Row) string {
 	return "cost: " + strings.Join(parts, "; ")
 }
 
-func writeSlices(w io.Writer, t *results.Table) error {
-	out := &results.Table{Columns: []string{"config_id", "fork_step", "arm", "feature", "value", "pairs", "rescued", "harmed", "unchanged", "net", "net rate [95% CI]", "mcnemar_p"}}
+func writeSlices(w io.Writer, t *results.Table, scored bool) error {
+	out := &results.Table{Columns: []string{"config_id", "fork_step", "arm", "feature", "value", "pairs", "rescued", "harmed", "unchanged", "net", "net rate [95% CI]", "mcnemar_p", "p adj"}}
+	if scored {
+		out.Columns = append(out.Columns, "score diff [95% CI]", "wilcoxon_p", "p adj")
+	}
 	for _, r := range t.Records() {
-		out.Rows = append(out.Rows, []any{r["config_id"], r["fork_step"], r["arm"], r["feature"], r["value"], r["pairs"],
+		row := []any{r["config_id"], r["fork_step"], r["arm"], r["feature"], r["value"], r["pairs"],
 			r["rescued"], r["harmed"], r["unchanged"], r["net"],
-			fmt.Sprintf("%s [%s, %s]", Pct(r.Float("net_rate")), Pct(r.Float("net_lo")), Pct(r.Float("net_hi"))), PValue(r.Float("mcnemar_p"))})
+			fmt.Sprintf("%s [%s, %s]", Pct(r.Float("net_rate")), Pct(r.Float("net_lo")), Pct(r.Float("net_hi"))),
+			PValue(r.Float("mcnemar_p")), PValue(r.Float("mcnemar_p_adj"))}
+		if scored {
+			row = append(row, ScoreInterval(r), PValue(nullNaN(r, "wilcoxon_p")), PValue(nullNaN(r, "wilcoxon_p_adj")))
+		}
+		out.Rows = append(out.Rows, row)
 	}
 	return WriteTable(w, out)
+}
+
+// ScoreInterval writes a row's mean score difference and its interval,
+// "+0.0421 [+0.031, +0.0532]"; the mean alone when there is no interval;
+// NA when there is no score.
+func ScoreInterval(r results.Row) string {
+	if r["mean_score_diff"] == nil {
+		return NA
+	}
+	if r["score_diff_lo"] == nil {
+		return ScoreSigned(r.Float("mean_score_diff"))
+	}
+	return fmt.Sprintf("%s [%s, %s]", ScoreSigned(r.Float("mean_score_diff")), ScoreSigned(r.Float("score_diff_lo")), ScoreSigned(r.Float("score_diff_hi")))
+}
+
+// nullNaN is column c of r, NaN when it is NULL (PValue prints NA).
+func nullNaN(r results.Row, c string) float64 {
+	if r[c] == nil {
+		return math.NaN()
+	}
+	return r.Float(c)
 }
 
 // project keeps the named columns of t, in that order.

@@ -199,7 +199,7 @@ func TestNoNaNInReport(t *testing.T) {
 	}
 	var b strings.Builder
 	writeHeadline(&b, results.Row{"arm": "on", "fork_step": int64(2), "pairs": int64(0), "errors": int64(20),
-		"net_rate": math.NaN(), "rescue_rate": math.NaN(), "mcnemar_p": 1.0}, "", nil)
+		"net_rate": math.NaN(), "rescue_rate": math.NaN(), "mcnemar_p": 1.0}, "", nil, "")
 	want := "on vs off · fork step 2 · 0 pairs (and 20 pairs that errored, not labelled)\n" +
 		"  no labelled pair: rates, intervals and McNemar's test are n/a (every pair errored)\n\n"
 	if b.String() != want {

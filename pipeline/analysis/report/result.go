@@ -67,6 +67,10 @@ func resultParagraphs(s *Sections, m sweep.Manifest) []string {
 			} else {
 				p += "); this sweep has no always-on arm to compare with."
 			}
+			if tag := sweep.PolicySample(m.Spec); strings.HasPrefix(tag, "in-sample") {
+				p += " These are in-sample figures: the rule was searched on " + strings.TrimPrefix(tag, "in-sample: the rule was searched on ") +
+					", so they flatter it; its held-out figures are those of the sweep it was searched on (forklab policy)."
+			}
 			out = append(out, p+costSentence(CostsOf(costs, r)))
 		}
 	}
@@ -149,6 +153,17 @@ func overall(r results.Row, s *Sections, m sweep.Manifest) string {
 		PEquals(r.Float("mcnemar_p")), verdict)
 	if flips := r.Int("rescued") + r.Int("harmed"); flips > 0 && float64(abs(net)) < 0.5*float64(flips) && r.Float("mcnemar_p") >= 0.05 {
 		p += fmt.Sprintf(" The small net hides %d runs that flip one way or the other.", flips)
+	}
+	if r["mean_score_diff"] != nil {
+		p += " Graded, its mean paired score difference is " + ScoreSigned(r.Float("mean_score_diff"))
+		if r["score_diff_lo"] != nil {
+			p += fmt.Sprintf(" (95%% CI %s to %s, paired t", ScoreSigned(r.Float("score_diff_lo")), ScoreSigned(r.Float("score_diff_hi")))
+			if r.Int("wilcoxon_n") > 0 {
+				p += fmt.Sprintf("; Wilcoxon signed-rank p %s", PEquals(r.Float("wilcoxon_p")))
+			}
+			p += ")"
+		}
+		p += "."
 	}
 	return p
 }

@@ -38,12 +38,19 @@ type DB struct {
 	// (Materialize); 0 when the views are live.
 	holdout float64
 	abs     string // Dir, absolute
+	// files are the files SQL on the database may read, relative to abs
+	// (slash-separated): the manifest's table files and the session
+	// events found when it was opened. The views read them by name.
+	files []string
 	// materializing is set while Materialize replaces the views of
 	// Materialized by tables.
 	materializing bool
 	// views are the views of queries.ViewDefs, created when a query first
 	// names them (ensure).
 	views []lazyView
+	// macros: the macros of queries/stats.sql exist, created with the
+	// first view or for the first query that calls one (ensureMacros).
+	macros bool
 	// Trace, when set, is told the wall time of every step Open, Materialize
 	// and Run take (forklab report --timing): what is the step's name
 	// ("open: views", "materialize: pair_groups", "queries/slices.sql").
@@ -69,17 +76,27 @@ func (r *DB) trace(what string, start time.Time) {
 // the error wraps sweep.ErrNotResults if not) and opens it, with the views
 // generated from its world's declaration (queries.ViewDefs; each is
 // created when a query first names it, see ensure), the macros of
-// queries/stats.sql and, when session events were exported or sunk into
+// queries/stats.sql (created with the first view or the first query that
+// calls one) and, when session events were exported or sunk into
 // it, the view events (EventsView). The database is in memory and
-// sandboxed (duck.Lock): SQL run on it reads only dir, writes no file, and
-// cannot change a setting.
+// sandboxed (duck.Lock): SQL run on it reads only dir's table and event
+// files, writes no file, and cannot change a setting.
 func Open(ctx context.Context, dir string) (*DB, error) {
 	return OpenSandboxed(ctx, dir, duck.Sandbox{})
 }
 
 // OpenSandboxed is Open with a wider sandbox: sb's directories and files
 // (forklab sql's output and scratch files, its --allow-path), external
-// access, extensions and settings, besides dir itself.
+// access, extensions and settings, besides dir's files.
+//
+// The sandbox grants dir's files one by one (DuckDB's allowed_paths), never
+// dir itself: a directory DuckDB may read it may also write, and a
+// statement that only reads by DuckDB's own parse can still write files
+// where the sandbox reaches (CALL enable_logging(storage = 'file', …)
+// writes CSV files into any directory it is given). So no statement can
+// create, replace or remove a file in dir; the views read the granted
+// files by name (ReadFiles), and the checksums of the table files are
+// checked first (sweep.VerifyContent).
 func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error) {
 	r := &DB{Dir: dir}
 	r.Trace, _ = ctx.Value(traceKey{}).(func(string, time.Duration))
@@ -100,6 +117,14 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 	if err := checkFiles(abs, m); err != nil {
 		return nil, err
 	}
+	files, err := eventFiles(abs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	for _, f := range m.Files {
+		files = append(files, f.Path)
+	}
+	r.files = files
 	r.trace("open: check files", start)
 	start = time.Now()
 	defs, err := queries.ViewDefs(m.Declaration)
@@ -124,25 +149,21 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 		return nil, fmt.Errorf("set parquet_metadata_cache: %w", err)
 	}
 	r.trace("open: duckdb", start)
-	start = time.Now()
-	if _, err := db.ExecContext(ctx, queries.MustGet("stats")); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("%s: queries/stats.sql: %w", dir, QueryError(err))
-	}
-	r.trace("open: queries/stats.sql", start)
 	view, events, err := EventsView(abs)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	if events {
-		if _, err := db.ExecContext(ctx, AbsPaths(view, abs)); err != nil {
+		if _, err := db.ExecContext(ctx, ReadFiles(view, abs, files)); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("%s: events view: %w", dir, QueryError(err))
 		}
 	}
 	r.events = events
-	sb.Dirs = append([]string{abs}, sb.Dirs...)
+	for _, f := range files {
+		sb.Files = append(sb.Files, filepath.Join(abs, filepath.FromSlash(f)))
+	}
 	start = time.Now()
 	err = duck.Lock(ctx, db, sb)
 	r.trace("open: lock", start)
@@ -150,13 +171,19 @@ func OpenSandboxed(ctx context.Context, dir string, sb duck.Sandbox) (*DB, error
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
+	// The report's questions as views too (created when named), so that
+	// a query file may read another's: summary_by_config reads summary.
+	if err := r.AddReportViews(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return r, nil
 }
 
 // Materialized lists the views Materialize computes once, in order: the
 // one pass over the pairs (pair_groups) and what every report query reads
-// from it.
-var Materialized = []string{"pair_groups", "pair_counts", "feature_values", "feature_bins", "pair_cells"}
+// from it (score_counts and score_cells are empty for a pass/fail world).
+var Materialized = []string{"pair_groups", "pair_counts", "feature_values", "feature_bins", "pair_cells", "score_counts", "score_cells"}
 
 // Materialize reads the pairs once, with holdout as the held-out share of
 // the split (in (0, 1)), and keeps pair_groups, pair_counts (from
@@ -199,6 +226,9 @@ func (r *DB) Materialize(ctx context.Context, holdout float64) error {
 		case "pair_counts":
 			stmts = append(stmts, "CREATE TEMP TABLE pair_counts AS\n"+queries.PairCounts("pair_groups", "sum(n)"))
 			continue
+		case "score_counts":
+			stmts = append(stmts, "CREATE TEMP TABLE score_counts AS\n"+queries.ScoreCounts(r.Manifest.Declaration, "pair_groups", "sum(n)"))
+			continue
 		}
 		// The view's own query, which reads the tables made before it.
 		for _, lv := range r.views {
@@ -226,41 +256,61 @@ func (r *DB) Materialize(ctx context.Context, holdout float64) error {
 	return nil
 }
 
-// fileArg is a relative path given to one of DuckDB's file readers.
-var fileArg = regexp.MustCompile(`(?i)\b((?:read_(?:parquet|json|json_auto|ndjson|csv|csv_auto|text|blob)|parquet_metadata)\s*\(\s*)'([^'/][^']*)'`)
-
-// AbsPaths returns SQL text with the relative paths its file readers
-// (read_parquet('pairs/…'), read_json, …, parquet_metadata) take made
-// absolute under dir.
-// The sandbox (duck.Lock) checks a path before DuckDB resolves it against
-// file_search_path, so the views forklab runs in process read absolute
-// paths; the text of queries/ keeps relative ones, for the duckdb CLI and
-// results.duckdb.
-func AbsPaths(text, dir string) string {
-	prefix := strings.ReplaceAll(strings.TrimSuffix(dir, "/")+"/", "'", "''")
-	return fileArg.ReplaceAllString(text, "${1}'"+strings.ReplaceAll(prefix, "$", "$$")+"${2}'")
-}
-
-// AddReportViews defines every report query as a view named as its file
+// AddReportViews adds every report query as a view named as its file
 // (queries.ReportViews), as results.duckdb has them, for ad hoc SQL (forklab
-// sql). Binding them takes a few tens of milliseconds, so Open leaves it out.
+// sql). Like the others, each is created when a query first names it
+// (ensure): binding them all takes a few hundred milliseconds.
 func (r *DB) AddReportViews(ctx context.Context) error {
-	if err := r.CreateViews(ctx); err != nil {
-		return err
+	defs := make([]queries.View, 0, len(r.views))
+	for _, v := range r.views {
+		defs = append(defs, v.View)
 	}
 	for _, name := range queries.ReportViews(r.events) {
-		text := queries.Split(queries.MustGet(name))[0]
-		if _, err := r.db.ExecContext(ctx, "CREATE OR REPLACE VIEW "+name+" AS\n"+text); err != nil {
-			return fmt.Errorf("%s: queries/%s.sql: %w", r.Dir, name, QueryError(err))
+		if slices.ContainsFunc(defs, func(v queries.View) bool { return v.Name == name }) {
+			continue
 		}
+		defs = append(defs, queries.View{Name: name, Select: queries.Split(queries.MustGet(name))[0]})
 	}
+	views := lazyViews(defs)
+	for i := range r.views {
+		views[i].created = r.views[i].created
+	}
+	r.views = views
 	return nil
 }
 
-// checkFiles checks dir against its manifest (sweep.Verify, without
-// reading every file): an edited manifest, a file added, removed or
-// resized since the sweep would change every number.
-func checkFiles(dir string, m sweep.Manifest) error { return sweep.Verify(dir, m, false) }
+// everyView matches what needs every view to exist: the table functions
+// that run SQL text built at run time, where a view's name need not appear
+// in the query's own text, and the catalog's listings (SHOW TABLES,
+// duckdb_views(), information_schema, …).
+var everyView = regexp.MustCompile(`(?i)\bquery(?:_table)?\s*\(|\bSHOW\s+(?:ALL\s+)?TABLES\b|\bshow_tables|\bduckdb_(?:views|tables|columns|dependencies)\b|\binformation_schema\b|\bpg_catalog\b|\bsqlite_master\b|\bpg_(?:views|tables|class)\b`)
+
+// SQLFor creates the views SQL text names (ensure; a name inside a string,
+// as in PRAGMA table_info('pairs'), counts too), and the views they read,
+// and returns the database handle to run text on: a query binds only the
+// views it reads (forklab sql "SELECT 1" binds none). Text that builds SQL
+// at run time (query(…), query_table(…)) or lists the catalog (SHOW
+// TABLES, duckdb_views(), information_schema) gets every view.
+func (r *DB) SQLFor(ctx context.Context, text string) (*sql.DB, error) {
+	text = strings.ReplaceAll(text, "'", " ")
+	var err error
+	if everyView.MatchString(stripComments(text)) {
+		err = r.ensureAll(ctx)
+	} else {
+		err = r.ensure(ctx, text)
+	}
+	return r.db, err
+}
+
+// checkFiles checks dir against its manifest: an edited manifest, a file
+// added, removed, resized (sweep.Verify) or changed (sweep.VerifyContent,
+// every file's CRC-32C) since the sweep would change every number.
+func checkFiles(dir string, m sweep.Manifest) error {
+	if err := sweep.Verify(dir, m, false); err != nil {
+		return err
+	}
+	return sweep.VerifyContent(dir, m)
+}
 
 // Close releases the database.
 func (r *DB) Close() error { return r.db.Close() }
@@ -451,6 +501,11 @@ func (r *DB) ensure(ctx context.Context, text string) error {
 	need := make([]bool, len(r.views))
 	any := false
 	text = stripComments(text)
+	if macroCall.MatchString(text) {
+		if err := r.ensureMacros(ctx); err != nil {
+			return err
+		}
+	}
 	for i := len(r.views) - 1; i >= 0; i-- {
 		v := &r.views[i]
 		if v.created || (r.materialized(v.Name) && !v.main.MatchString(text)) {
@@ -481,15 +536,44 @@ func (r *DB) ensureAll(ctx context.Context) error {
 	return r.create(ctx, need)
 }
 
-// create creates the views marked in need, in order.
+// macroCall matches a call of a macro of queries/stats.sql.
+var macroCall = func() *regexp.Regexp {
+	var names []string
+	for _, m := range queries.Macros() {
+		names = append(names, m.Name)
+	}
+	return regexp.MustCompile(`(?i)\b(?:` + strings.Join(names, "|") + `)\s*\(`)
+}()
+
+// ensureMacros creates the macros of queries/stats.sql unless they exist:
+// the views call them, and so may any query. Open leaves them out, so that
+// a query that calls none (forklab sql "SELECT 1") does not pay for them.
+func (r *DB) ensureMacros(ctx context.Context) error {
+	if r.macros {
+		return nil
+	}
+	start := time.Now()
+	if _, err := r.db.ExecContext(ctx, queries.MustGet("stats")); err != nil {
+		return fmt.Errorf("%s: queries/stats.sql: %w", r.Dir, QueryError(err))
+	}
+	r.trace("queries/stats.sql", start)
+	r.macros = true
+	return nil
+}
+
+// create creates the views marked in need, in order, and the macros
+// first.
 func (r *DB) create(ctx context.Context, need []bool) error {
+	if err := r.ensureMacros(ctx); err != nil {
+		return err
+	}
 	for i := range r.views {
 		v := &r.views[i]
 		if !need[i] || v.created {
 			continue
 		}
 		start := time.Now()
-		_, err := r.db.ExecContext(ctx, "CREATE OR REPLACE VIEW main."+v.Name+" AS\n"+AbsPaths(v.Select, r.abs))
+		_, err := r.db.ExecContext(ctx, "CREATE OR REPLACE VIEW main."+v.Name+" AS\n"+ReadFiles(v.Select, r.abs, r.files))
 		r.trace("view: "+v.Name, start)
 		if err != nil {
 			return fmt.Errorf("%s: view %s (queries.Views): %w", r.Dir, v.Name, QueryError(err))

@@ -7,11 +7,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/forklab/forklab/internal/duck"
+	"github.com/forklab/forklab/pipeline/analysis/analysistest"
 	"github.com/forklab/forklab/pipeline/analysis/stats"
+	"github.com/forklab/forklab/pipeline/world"
 	"github.com/forklab/forklab/queries"
 )
 
@@ -252,5 +255,148 @@ func TestStatsMacros(t *testing.T) {
 	}
 	if n < 20 {
 		t.Fatalf("checked only %d values", n)
+	}
+}
+
+// wilcoxonParts returns what the wilcoxon_p macro takes for differences d:
+// the rank sum of the positive ones (tied |d| at their mean rank), the
+// number of nonzero ones, and Σ(t³ − t) over the tie groups.
+func wilcoxonParts(d []float64) (tPlus float64, n int64, ties float64) {
+	counts := map[float64][2]int64{} // |d| -> all, positive
+	for _, x := range d {
+		if x == 0 {
+			continue
+		}
+		c := counts[math.Abs(x)]
+		c[0]++
+		if x > 0 {
+			c[1]++
+		}
+		counts[math.Abs(x)] = c
+		n++
+	}
+	keys := make([]float64, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var before int64
+	for _, k := range keys {
+		c := counts[k]
+		tPlus += float64(c[1]) * (float64(before) + float64(c[0]+1)/2)
+		ties += float64(c[0]*c[0]*c[0] - c[0])
+		before += c[0]
+	}
+	return tPlus, n, ties
+}
+
+// The graded-outcome macros give the reference values of
+// testdata/stats/scores.json and the Go functions: t975 to 1e-12 (the
+// table below df 101, Cornish–Fisher above), wilcoxon_p to 1e-12
+// relative, for p down to 1e-11 and z far in the tail.
+func TestScoreMacros(t *testing.T) {
+	g := analysistest.LoadScores(t)
+	db := statsDB(t)
+	for _, r := range g.T975 {
+		var got float64
+		if err := db.QueryRow(fmt.Sprintf("SELECT t975(%d)", int64(r[0]))).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(got-r[1]) > 1e-12 || math.Abs(got-stats.T975(r[0])) > 1e-10 {
+			t.Errorf("t975(%v) = %.17g, want %.17g (Go %.17g)", r[0], got, r[1], stats.T975(r[0]))
+		}
+	}
+	var null sql.NullFloat64
+	if err := db.QueryRow("SELECT t975(0)").Scan(&null); err != nil || null.Valid {
+		t.Errorf("t975(0) = %v, %v; want NULL", null, err)
+	}
+	for _, w := range g.Wilcoxon {
+		tp, n, ties := wilcoxonParts(w.D)
+		var got sql.NullFloat64
+		if err := db.QueryRow(fmt.Sprintf("SELECT wilcoxon_p(%v, %d::BIGINT, %v)", tp, n, ties)).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		goP, _ := stats.Wilcoxon(w.D)
+		switch {
+		case w.P == nil && got.Valid:
+			t.Errorf("%s: wilcoxon_p = %v, want NULL", w.Name, got.Float64)
+		case w.P != nil && (!got.Valid || relErr(got.Float64, *w.P) > 1e-12 || relErr(got.Float64, goP) > 1e-12):
+			t.Errorf("%s: wilcoxon_p = %v, want %.17g (Go %.17g)", w.Name, got, *w.P, goP)
+		}
+	}
+	// Across z, against Go's math.Erfc: both branches of the macro's erfc
+	// and the tail where p underflows.
+	for _, n := range []int64{1, 2, 5, 10, 40, 300, 5000, 1000000} {
+		nf := float64(n)
+		mean, sd := nf*(nf+1)/4, math.Sqrt(nf*(nf+1)*(2*nf+1)/24)
+		for _, z := range []float64{0, 0.3, 1, 1.96, 2.8, 2.83, 2.9, 4, 8, 12, 38, 40} {
+			tp := math.Round(2*(mean+z*sd)) / 2
+			if tp > nf*(nf+1)/2 {
+				continue
+			}
+			var got float64
+			if err := db.QueryRow(fmt.Sprintf("SELECT wilcoxon_p(%v, %d::BIGINT, 0)", tp, n)).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			want := math.Erfc(math.Abs(tp-mean) / sd / math.Sqrt2)
+			if relErr(got, want) > 1e-12 && math.Abs(got-want) > 1e-300 {
+				t.Errorf("wilcoxon_p(%v, %d, 0) = %.17g, want %.17g", tp, n, got, want)
+			}
+		}
+	}
+}
+
+func relErr(got, want float64) float64 {
+	if got == want {
+		return 0
+	}
+	return math.Abs(got-want) / math.Abs(want)
+}
+
+// summary.sql's score statistics, computed from the frequency table of
+// the differences (score_counts: mean and spread summed in the order of
+// d, tie groups' mean ranks by a running sum), give SciPy's values for the
+// samples of testdata/stats/scores.json loaded as pairs whose control
+// scores 0 and whose treated side scores d; an all-zero sample has no
+// Wilcoxon p (NULL), and one pair no interval.
+func TestSummaryScoresAgainstSciPy(t *testing.T) {
+	g := analysistest.LoadScores(t)
+	d := world.Declaration{Name: "graded", Version: "1", Features: []world.Field{{Name: "x", Kind: world.Bool}},
+		Cost:  world.CostModel{Fields: []string{world.CostSteps}},
+		Score: &world.ScoreSpec{Min: -10, Max: 10}}
+	var pairs []analysistest.Pair
+	for fs, w := range g.Wilcoxon {
+		for i, x := range w.D {
+			pairs = append(pairs, analysistest.Pair{ForkStep: fs + 1, Seed: int64(i), Arm: "on",
+				Features: []world.Value{world.BoolValue(i%2 == 0)}, Score: &[3]float64{0, x, x}})
+		}
+	}
+	db := analysistest.Open(t, d, pairs)
+	rows := analysistest.Query(t, db, queries.MustGet("summary"))
+	if len(rows) != len(g.Wilcoxon) {
+		t.Fatalf("%d summary rows for %d samples", len(rows), len(g.Wilcoxon))
+	}
+	null := func(v any) bool { return v == nil }
+	for i, r := range rows {
+		w, pt := g.Wilcoxon[i], g.PairedT[i]
+		if Int(r["wilcoxon_n"]) != w.N {
+			t.Errorf("%s: wilcoxon_n %v, want %d", w.Name, r["wilcoxon_n"], w.N)
+		}
+		switch {
+		case w.P == nil && !null(r["wilcoxon_p"]):
+			t.Errorf("%s: wilcoxon_p %v, want NULL", w.Name, r["wilcoxon_p"])
+		case w.P != nil && (null(r["wilcoxon_p"]) || relErr(Float(r["wilcoxon_p"]), *w.P) > 1e-11):
+			t.Errorf("%s: wilcoxon_p %v, want %.17g", w.Name, r["wilcoxon_p"], *w.P)
+		}
+		if math.Abs(Float(r["mean_score_diff"])-pt.Mean) > 1e-12 {
+			t.Errorf("%s: mean_score_diff %v, want %v", w.Name, r["mean_score_diff"], pt.Mean)
+		}
+		if pt.Lo == nil {
+			if !null(r["score_diff_lo"]) {
+				t.Errorf("%s: an interval from one pair: %v", w.Name, r["score_diff_lo"])
+			}
+		} else if math.Abs(Float(r["score_diff_lo"])-*pt.Lo) > 1e-9 || math.Abs(Float(r["score_diff_hi"])-*pt.Hi) > 1e-9 {
+			t.Errorf("%s: interval [%v, %v], want [%v, %v]", w.Name, r["score_diff_lo"], r["score_diff_hi"], *pt.Lo, *pt.Hi)
+		}
 	}
 }

@@ -3,14 +3,18 @@ package agentproc
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
@@ -84,7 +88,7 @@ func Check(ctx context.Context, opt CheckOptions) ([]CheckResult, error) {
 	if opt.ForkStep <= 0 {
 		opt.ForkStep = 2
 	}
-	ck := &checker{opt: opt, ctx: ctx}
+	ck := &checker{opt: opt, ctx: ctx, sweepID: "agent-check-" + randomHex(4)}
 	ck.run()
 	return ck.rows, ck.paramErr
 }
@@ -98,12 +102,15 @@ type checker struct {
 	init  *InitializeResult
 	inst  *Instance
 	steps []int
-	// per seed: the start result and the outcomes of every branch
+	// per seed: the start result (decoded, and as the agent wrote it) and
+	// the outcomes of every branch
 	starts   []*lab.SeedResult
+	startRaw []json.RawMessage
 	outcomes [][][]lab.BranchResult // seed, fork, branch (arm-major, 2 replicas)
 	arms     []fork.Arm
-	varies   bool  // the same branch asked twice gave two outcomes
-	paramErr error // Params do not fit the declaration (bad input)
+	varies   bool   // the same branch asked twice gave two outcomes
+	sweepID  string // told the agent in every branch, as a sweep tells its id
+	paramErr error  // Params do not fit the declaration (bad input)
 }
 
 const checkReplicas = 2
@@ -121,7 +128,7 @@ func (k *checker) spawn(versions []string) (*conn, *InitializeResult, error) {
 		name := fmt.Sprintf("agent-check-%d.log", k.n)
 		t = &logTarget{path: filepath.Join(k.opt.LogDir, name), shown: name, trunc: true}
 	}
-	c, err := start(k.opt.Command, fmt.Sprintf("agent process %d", k.n), t)
+	c, err := start(k.opt.Command, fmt.Sprintf("agent process %d", k.n), t, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -301,11 +308,13 @@ func (k *checker) declared() bool {
 		res := &lab.SeedResult{}
 		res.Resize(d, k.plan())
 		res.Seed = seed
-		if err := k.ask(k.inst.startCall(seed, k.steps, res)); err != nil {
+		cl := k.inst.startCall(seed, k.steps, res)
+		if err := k.ask(cl); err != nil {
 			k.add("declared values", Fail, "seed %d: %s", seed, errText(err))
 			return false
 		}
 		k.starts = append(k.starts, res)
+		k.startRaw = append(k.startRaw, cl.raw)
 	}
 	k.add("declared values", Pass, "%d seeds at fork steps %v: every task draw, feature and hidden value present, of its declared type", len(k.opt.Seeds), k.steps)
 	return true
@@ -316,34 +325,87 @@ func (k *checker) repeatableStart() {
 		k.add("start is repeatable", Skip, "the agent declares itself nondeterministic")
 		return
 	}
+	skip, err := volatileSkip(k.init.World)
+	if err != nil { // Validate refused it already: not reached
+		k.add("start is repeatable", Fail, "%v", err)
+		return
+	}
 	for i, seed := range k.opt.Seeds {
 		res := &lab.SeedResult{}
 		res.Resize(&k.init.World, k.plan())
-		if err := k.ask(k.inst.startCall(seed, k.steps, res)); err != nil {
+		cl := k.inst.startCall(seed, k.steps, res)
+		if err := k.ask(cl); err != nil {
 			k.add("start is repeatable", Fail, "seed %d, asked again: %s", seed, errText(err))
 			return
 		}
-		a, b := k.starts[i], res
-		for fi := range a.Forks {
-			if !bytes.Equal(a.Forks[fi].Checkpoint, b.Forks[fi].Checkpoint) || !sameValues(a.Forks[fi].Features, b.Forks[fi].Features) {
-				k.add("start is repeatable", Fail, "seed %d fork step %d: asked twice, the checkpoint or features differ: a run must be a function of its seed and parameters (declare \"nondeterministic\": true if it cannot be)", seed, a.Forks[fi].ForkStep)
-				return
-			}
+		if d := startDiff(k.startRaw[i], cl.raw, skip); d.path != "" {
+			k.add("start is repeatable", Fail, "seed %d: asked twice, start's results differ at %s: %s then %s. %s", seed, d.path, clipText(d.first, 60), clipText(d.now, 60), volatileAdvice(d.path))
+			return
 		}
 	}
-	k.add("start is repeatable", Pass, "the same seed twice gives the same checkpoints and features")
+	detail := "the same seed twice gives the same task, checkpoints, features and hidden truth"
+	if n := len(k.init.World.Volatile); n > 0 {
+		detail += fmt.Sprintf(" (%d volatile path%s ignored)", n, map[bool]string{true: "", false: "s"}[n == 1])
+	}
+	k.add("start is repeatable", Pass, "%s", detail)
 }
 
-func sameValues(a, b []world.Value) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
+// volatileSkip is the places of start's result the repeatability check
+// does not compare: the declaration's volatile paths, and each fork's
+// cost in seconds (wall time, which no two runs share).
+func volatileSkip(d world.Declaration) (func([]world.PathStep) bool, error) {
+	seconds, _ := world.ParseJSONPath("forks[*].cost.seconds")
+	paths := []world.JSONPath{seconds}
+	for _, v := range d.Volatile {
+		p, err := world.ParseJSONPath(v)
+		if err != nil {
+			return nil, err
 		}
+		paths = append(paths, p)
 	}
-	return true
+	return func(steps []world.PathStep) bool {
+		for _, p := range paths {
+			if p.Match(steps) {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
+
+// startDiff is the first place where two start results differ, outside
+// the places skip names; its path is "" when they agree. Numbers are
+// compared as written.
+func startDiff(a, b json.RawMessage, skip func([]world.PathStep) bool) fieldDiff {
+	decode := func(raw json.RawMessage) any {
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		var v any
+		d.Decode(&v)
+		return v
+	}
+	return firstDiff(nil, decode(a), decode(b), skip)
+}
+
+// volatileAdvice says what to do about a start result that differs at
+// path: the pattern that would name every such place ([*] for each
+// index) for the declaration's volatile, and what nondeterministic is for.
+func volatileAdvice(path string) string {
+	pattern := regexp.MustCompile(`\[\d+\]`).ReplaceAllString(path, "[*]")
+	return fmt.Sprintf("A field that changes from run to run and means nothing (an id, a timestamp) should be left out of the checkpoint or made canonical, "+
+		"or listed in the declaration's \"volatile\" (\"volatile\": [%q]), which this comparison ignores; "+
+		"declare \"nondeterministic\": true only if the run's outcome varies", pattern)
+}
+
+// clipText cuts s to n bytes (on a rune boundary), marking the cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // branchAll branches every fork of every seed on the current process.
@@ -353,7 +415,7 @@ func (k *checker) branchAll() ([][][]lab.BranchResult, error) {
 		var perFork [][]lab.BranchResult
 		for _, f := range res.Forks {
 			out := make([]lab.BranchResult, len(k.arms)*checkReplicas)
-			cl := k.inst.branchCall(res.Seed, f.ForkStep, f.Over, f.Checkpoint, k.arms, checkReplicas, false, out, 0)
+			cl := k.inst.branchCall(res.Seed, f.ForkStep, f.Over, f.Checkpoint, k.arms, checkReplicas, false, out, 0, k.sweepID)
 			if k.c == nil {
 				return nil, errors.New("no agent process to ask (an earlier one failed and a fresh one would not start)")
 			}
@@ -399,7 +461,7 @@ func (k *checker) differ(a, b [][][]lab.BranchResult) string {
 		for fi := range a[si] {
 			for bi := range a[si][fi] {
 				x, y := a[si][fi][bi], b[si][fi][bi]
-				if x.Success != y.Success || x.Cost != y.Cost || !bytes.Equal(x.Details, y.Details) {
+				if x.Success != y.Success || !sameScore(x.Score, y.Score) || x.Cost != y.Cost || !bytes.Equal(x.Details, y.Details) {
 					return fmt.Sprintf("seed %d fork step %d arm %s replica %d: %s, then %s",
 						k.starts[si].Seed, k.steps[fi], k.arms[bi/checkReplicas], bi%checkReplicas, k.outcomeText(x, !bytes.Equal(x.Details, y.Details)), k.outcomeText(y, !bytes.Equal(x.Details, y.Details)))
 				}
@@ -414,6 +476,9 @@ func (k *checker) differ(a, b [][][]lab.BranchResult) string {
 func (k *checker) outcomeText(b lab.BranchResult, details bool) string {
 	cost, _ := marshalLine(CostOf(k.init.World.Cost, b.Cost))
 	s := fmt.Sprintf("success %t, cost %s", b.Success, cost)
+	if b.Score != nil {
+		s = fmt.Sprintf("success %t, score %s, cost %s", b.Success, fmtNum(*b.Score), cost)
+	}
 	if details {
 		d := string(b.Details)
 		if d == "" {
@@ -426,6 +491,10 @@ func (k *checker) outcomeText(b lab.BranchResult, details bool) string {
 	}
 	return s
 }
+
+// sameScore reports whether two branches' scores are the same (or both
+// absent).
+func sameScore(a, b *float64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 
 func (k *checker) sameOutcome() {
 	again, err := k.branchAll()
@@ -573,6 +642,13 @@ func (k *checker) cName() string {
 }
 
 func ptr(s string) *string { return &s }
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
 
 func (k *checker) batches() {
 	if k.init.Capabilities.Batch <= 1 {

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -125,14 +124,15 @@ func execLine(line string) (string, bool) {
 }
 
 // start starts the agent process. Its standard error goes through a relay
-// to log (nil: forklab's own standard error until the relay is pointed at
-// a file). The process gets its own process group, so that killing it
-// kills whatever the shell line started.
-func start(c Command, name string, log *logTarget) (*conn, error) {
+// to log (nil: until the relay is pointed at a file, forklab's own
+// standard error, or, with hold, memory: the latest HeldBytes, written
+// to the file once there is one). The process gets its own process group,
+// so that killing it kills whatever the shell line started.
+func start(c Command, name string, log *logTarget, hold bool) (*conn, error) {
 	if strings.TrimSpace(c.Line) == "" {
 		return nil, errors.New("the agent command is empty")
 	}
-	var logf *os.File
+	var logf *logFile
 	if log != nil {
 		f, err := log.open()
 		if err != nil {
@@ -206,6 +206,9 @@ func start(c Command, name string, log *logTarget) (*conn, error) {
 		label: name, pid: pid, shellLine: line}
 	k.execd.Store(direct)
 	k.stderr = newRelay(fmt.Sprintf("%s (pid %d) started %s: %s", name, pid, time.Now().UTC().Format(time.RFC3339), c.Line), er)
+	if hold {
+		k.stderr.dst = &held{}
+	}
 	if logf != nil {
 		// Before the relay starts: nothing goes elsewhere first.
 		k.stderr.point(logf, log.shown)
@@ -434,8 +437,9 @@ type logTarget struct {
 }
 
 // relay copies an agent process's standard error to where it goes now —
-// forklab's own standard error until it is pointed at a log file (to),
-// the file after — and keeps its end for error messages. A process started
+// forklab's own standard error (or memory, held) until it is pointed at a
+// log file (to), the file after, capped and rotated (logFile) — and keeps
+// its end for error messages. A process started
 // before the sweep knows its log directory (the first one, whose
 // initialize told forklab the world) is pointed at its file once the
 // directory is known, with nothing lost. What the process had written
@@ -445,7 +449,7 @@ type logTarget struct {
 type relay struct {
 	mu     sync.Mutex
 	dst    io.Writer
-	file   *os.File
+	file   *logFile
 	shown  string
 	header string // the "--- forklab: …" line written atop each file
 	tail   []byte // the last bytes written, for last
@@ -464,26 +468,21 @@ func newRelay(header string, src *os.File) *relay {
 	return &relay{dst: os.Stderr, header: header, src: src, done: make(chan struct{})}
 }
 
-// open opens t's file: appended to, or truncated with t.trunc.
-func (t logTarget) open() (*os.File, error) {
-	if err := os.MkdirAll(filepath.Dir(t.path), 0o755); err != nil {
-		return nil, fmt.Errorf("agent log directory: %w", err)
-	}
-	flag := os.O_CREATE | os.O_WRONLY | os.O_APPEND
-	if t.trunc {
-		flag |= os.O_TRUNC
-	}
-	f, err := os.OpenFile(t.path, flag, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("agent log: %w", err)
-	}
-	return f, nil
-}
+// open opens t's file: appended to, or truncated with t.trunc; capped
+// and rotated (openLog).
+func (t logTarget) open() (*logFile, error) { return openLog(t.path, t.trunc) }
 
-// point writes the header line atop f and sends what follows there; r.mu
-// is held, or the relay is not copying yet.
-func (r *relay) point(f *os.File, shown string) {
+// point writes the header line atop f, then what was held for it, and
+// sends what follows there; r.mu is held, or the relay is not copying
+// yet.
+func (r *relay) point(f *logFile, shown string) {
 	fmt.Fprintf(f, "--- forklab: %s\n", r.header)
+	if h, ok := r.dst.(*held); ok {
+		if h.dropped > 0 {
+			fmt.Fprintf(f, "--- forklab: the first %d bytes it wrote, before its log file was known, were dropped; the last %d follow\n", h.dropped, len(h.buf))
+		}
+		f.Write(h.buf)
+	}
 	if r.file != nil {
 		r.file.Close()
 	}

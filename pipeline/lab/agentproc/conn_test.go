@@ -77,7 +77,7 @@ func TestDeclarationDiff(t *testing.T) {
 // still unread when it exits.
 func TestLastLinesBeforeExitAreRead(t *testing.T) {
 	for range 5 {
-		k, err := start(Command{Line: "seq 1 40000"}, "agent process 1", nil)
+		k, err := start(Command{Line: "seq 1 40000"}, "agent process 1", nil, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,6 +42,9 @@ func decodeResult(schema string, raw json.RawMessage, v result) error {
 	if serr := ValidateJSON(schema, "result", raw); serr != nil {
 		return serr
 	}
+	if path, lit := hugeNumber(raw); lit != "" {
+		return fmt.Errorf("result%s is %s, beyond what a float64 holds (about ±1.8e308)", path, lit)
+	}
 	if strings.HasPrefix(err.Error(), "json: ") {
 		return fmt.Errorf("result: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
@@ -67,6 +70,111 @@ func decodeStrict(raw json.RawMessage, v result) error {
 func parseValues(where string, fields []world.Field, vals Values, dst []world.Value) ([]world.Value, error) {
 	return world.ParseValues(where, fields, vals, dst)
 }
+
+// parseOutcome reads a branch entry's success and score against the
+// declared score (nil: a pass/fail world). A scored world's entries carry
+// a score within its range; a pass/fail world's carry none. Success is
+// required unless the score declares a threshold; then it is derived
+// from the score, and one given must agree with it.
+func parseOutcome(where string, spec *world.ScoreSpec, wb WireBranch) (success bool, score *float64, err error) {
+	if spec == nil {
+		if wb.Score != nil {
+			return false, nil, fmt.Errorf("%s.score is reported but the world declares no score (declare \"score\": {\"min\": …, \"max\": …} in initialize's world, or leave score out)", where)
+		}
+		if wb.Success == nil {
+			return false, nil, missing(where, "success")
+		}
+		return *wb.Success, nil, nil
+	}
+	if wb.Score == nil {
+		return false, nil, fmt.Errorf("%s.score is missing: the world declares a score in [%s, %s], which every branch reports", where, fmtNum(spec.Min), fmtNum(spec.Max))
+	}
+	x := *wb.Score
+	if err := spec.Check(x); err != nil {
+		return false, nil, fmt.Errorf("%s.%v", where, err)
+	}
+	derived, ok := spec.Success(x)
+	switch {
+	case wb.Success == nil && !ok:
+		return false, nil, fmt.Errorf("%s.success is missing: the world's score declares no threshold to derive it from", where)
+	case wb.Success == nil:
+		success = derived
+	case ok && *wb.Success != derived:
+		return false, nil, fmt.Errorf("%s.success is %t but its score %s is %s the declared threshold %s (success is score >= threshold): report the two consistently, or leave success out", where, *wb.Success, fmtNum(x), map[bool]string{true: "at or above", false: "below"}[derived], fmtNum(*spec.Threshold))
+	default:
+		success = *wb.Success
+	}
+	return success, &x, nil
+}
+
+// hugeNumber finds the first number of raw beyond what a float64 holds
+// (1e400) and returns its path below the top (".branches[0].score") and
+// its text; "" when there is none.
+func hugeNumber(raw []byte) (path, lit string) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	type frame struct {
+		obj     bool
+		key     string
+		idx     int
+		wantKey bool
+	}
+	var stack []frame
+	where := func() string {
+		var p strings.Builder
+		for _, f := range stack {
+			if f.obj {
+				p.WriteString("." + f.key)
+			} else {
+				fmt.Fprintf(&p, "[%d]", f.idx)
+			}
+		}
+		return p.String()
+	}
+	// value marks a value read in the container on top.
+	value := func() {
+		if n := len(stack); n > 0 {
+			if stack[n-1].obj {
+				stack[n-1].wantKey = true
+			} else {
+				stack[n-1].idx++
+			}
+		}
+	}
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return "", ""
+		}
+		top := len(stack) - 1
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				stack = append(stack, frame{obj: true, wantKey: true})
+			case '[':
+				stack = append(stack, frame{})
+			default:
+				stack = stack[:top]
+				value()
+			}
+			continue
+		case string:
+			if top >= 0 && stack[top].obj && stack[top].wantKey {
+				stack[top].key, stack[top].wantKey = t, false
+				continue
+			}
+		case json.Number:
+			if _, err := strconv.ParseFloat(string(t), 64); errors.Is(err, strconv.ErrRange) {
+				return where(), string(t)
+			}
+		}
+		value()
+	}
+}
+
+// fmtNum writes a number as the protocol's JSON would.
+func fmtNum(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 
 // parseCost reads a cost: exactly the declared cost fields, integers in
 // [0, 2^53] for steps and tokens, finite non-negative numbers for usd and

@@ -83,9 +83,13 @@ func TestBranchReplyErrors(t *testing.T) {
 		{`{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1}}]}`, "result.branches has 1 entries for 2 branches asked"},
 		{`{"branches":[{"success":"yes","cost":{"steps":2,"usd":0.1}},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0]"},
 		{`{"branches":[{"success":true,"cost":{"steps":2}},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0].cost.usd is missing: the cost model lists it"},
+		{`{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"transcript":{"action":"x"}},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0].transcript: got object, want array"},
+		{`{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"transcript":[{"observation":1}]},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0].transcript[0]: missing property 'action'"},
+		{`{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"transcript":[{"action":"refresh","cost":{"steps":1}}]},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0].transcript[0].cost.usd is missing: the cost model lists it"},
+		{`{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"transcript":[{"action":"refresh","cost":{"steps":1,"usd":0,"tokens":5}}]},{"success":false,"cost":{"steps":1,"usd":0}}]}`, "result.branches[0].transcript[0].cost.tokens is reported but the cost model does not list it (it lists steps, usd)"},
 	} {
 		out := make([]lab.BranchResult, 2)
-		c := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0)
+		c := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0, "")
 		err := c.decode(json.RawMessage(tc.reply))
 		switch {
 		case tc.want == "" && err != nil:
@@ -99,9 +103,18 @@ func TestBranchReplyErrors(t *testing.T) {
 			}
 		}
 	}
+	// A transcript is kept compacted, as sent.
+	out := make([]lab.BranchResult, 2)
+	reply := `{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"transcript":[ {"step": 4, "action":"refresh", "intervention":true, "observation":{"obs": 3}, "cost":{"steps":1,"usd":0.05}} ]},{"success":false,"cost":{"steps":1,"usd":0}}]}`
+	if err := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0, "").decode(json.RawMessage(reply)); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(out[0].Transcript); got != `[{"step":4,"action":"refresh","intervention":true,"observation":{"obs":3},"cost":{"steps":1,"usd":0.05}}]` || len(out[1].Transcript) != 0 {
+		t.Errorf("transcripts %s and %q", got, out[1].Transcript)
+	}
 	// The branches asked: the on arm's intervention by name, off's null,
 	// and a noise key per arm and replica.
-	c := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 2, false, make([]lab.BranchResult, 4), 0)
+	c := testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 2, false, make([]lab.BranchResult, 4), 0, "")
 	b, _ := json.Marshal(c.params)
 	want := `{"seed":7,"fork_step":3,"checkpoint":{},"branches":[` +
 		`{"arm":"off","intervention":null,"replica":0,"noise_key":"` + NoiseKey(7, 3, fork.Off, 0, false) + `"},` +
@@ -189,9 +202,9 @@ func TestStrictDecodingIsTheSchema(t *testing.T) {
 				res.Resize(&testDecl, plan)
 				return testInstance().startCall(7, []int{3}, &res).decode(b)
 			}},
-		{"branch.result", `{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"details":{"why":"ok"}},{"error":{"code":-32000,"message":"m","data":{"retryable":false}}}]}`,
+		{"branch.result", `{"branches":[{"success":true,"cost":{"steps":2,"usd":0.1},"details":{"why":"ok"},"transcript":[{"step":4,"action":"refresh","intervention":true,"tool_call":{"name":"refresh","arguments":{"hard":true}},"tool_result":"ok","observation":{"obs":3},"cost":{"steps":1,"usd":0.05}},{"action":"no_tool","observation":null}]},{"error":{"code":-32000,"message":"m","data":{"retryable":false}}}]}`,
 			func(b json.RawMessage) error {
-				return testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, make([]lab.BranchResult, 2), 0).decode(b)
+				return testInstance().branchCall(7, 3, false, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, make([]lab.BranchResult, 2), 0, "").decode(b)
 			}},
 		{"fold.result", `{"seed":5,"fork_step":2,"over":false,"checkpoint":[1,2],"features":{"same_obs":true,"mood":"wild","tokens_left":1.5},"hidden":{"stuck":false},"cost":{"steps":2,"usd":0}}`,
 			func(b json.RawMessage) error { return foldCall(&testDecl, FoldParams{}, &Folded{}).decode(b) }},
@@ -233,6 +246,70 @@ func TestStrictDecodingIsTheSchema(t *testing.T) {
 		}
 		if refused < 20 {
 			t.Errorf("%s: only %d mutations refused by the schema", tc.schema, refused)
+		}
+	}
+}
+
+// A scored world's branch entries carry a score within the declared range
+// (NaN, out of range and missing are refused, naming the entry); success
+// is derived from a declared threshold when left out and must agree with
+// it when given; a pass/fail world's entries carry no score. A run over
+// at the checkpoint reports one score on every branch.
+func TestBranchScores(t *testing.T) {
+	scored := func(threshold *float64) *Instance {
+		d := testDecl
+		d.Score = &world.ScoreSpec{Min: 0, Max: 10, Threshold: threshold, Description: "judge"}
+		return &Instance{def: &Definition{init: InitializeResult{World: d}}, params: world.Params{}}
+	}
+	const cost = `"cost":{"steps":2,"usd":0.1}`
+	for _, tc := range []struct {
+		name      string
+		inst      *Instance
+		over      bool
+		a, b      string // the two entries
+		want      string
+		successes [2]bool
+		scores    [2]float64
+	}{
+		{"scored, both given", scored(nil), false, `"success":true,"score":7.5`, `"success":false,"score":0`, "", [2]bool{true, false}, [2]float64{7.5, 0}},
+		{"threshold derives success", scored(world.Bound(7)), false, `"score":7`, `"score":6.99`, "", [2]bool{true, false}, [2]float64{7, 6.99}},
+		{"threshold and success agree", scored(world.Bound(7)), false, `"success":true,"score":10`, `"score":1e-3`, "", [2]bool{true, false}, [2]float64{10, 0.001}},
+		{"success against the threshold", scored(world.Bound(7)), false, `"success":false,"score":8`, `"score":1`,
+			"result.branches[0].success is false but its score 8 is at or above the declared threshold 7 (success is score >= threshold): report the two consistently, or leave success out", [2]bool{}, [2]float64{}},
+		{"no threshold, no success", scored(nil), false, `"score":8`, `"success":true,"score":1`,
+			"result.branches[0].success is missing: the world's score declares no threshold to derive it from", [2]bool{}, [2]float64{}},
+		{"score missing", scored(world.Bound(7)), false, `"success":true,"score":8`, `"success":true`,
+			"result.branches[1].score is missing: the world declares a score in [0, 10], which every branch reports", [2]bool{}, [2]float64{}},
+		{"score above the range", scored(nil), false, `"success":true,"score":10.5`, `"success":true,"score":1`,
+			"result.branches[0].score 10.5 is outside the declared range [0, 10]", [2]bool{}, [2]float64{}},
+		{"score below the range", scored(nil), false, `"success":true,"score":1`, `"success":true,"score":-0.5`,
+			"result.branches[1].score -0.5 is outside the declared range [0, 10]", [2]bool{}, [2]float64{}},
+		{"score a float64 cannot hold", scored(nil), false, `"success":true,"score":1e400`, `"success":true,"score":1`,
+			"result.branches[0].score is 1e400, beyond what a float64 holds (about ±1.8e308)", [2]bool{}, [2]float64{}},
+		{"score NaN", scored(nil), false, `"success":true,"score":NaN`, `"success":true,"score":1`,
+			"result.branches[0].score is NaN, which JSON does not allow", [2]bool{}, [2]float64{}},
+		{"score a string", scored(nil), false, `"success":true,"score":"7"`, `"success":true,"score":1`,
+			"result.branches[0].score: got string, want number", [2]bool{}, [2]float64{}},
+		{"pass/fail world given a score", testInstance(), false, `"success":true,"score":1`, `"success":true`,
+			`result.branches[0].score is reported but the world declares no score`, [2]bool{}, [2]float64{}},
+		{"over: the same score", scored(nil), true, `"success":true,"score":7`, `"success":true,"score":7`, "", [2]bool{true, true}, [2]float64{7, 7}},
+		{"over: another score", scored(nil), true, `"success":true,"score":7`, `"success":true,"score":6`,
+			"result.branches[1] (arm on, replica 0).score is 6 but result.branches[0] (arm off, replica 0).score is 7: the run was over at the checkpoint", [2]bool{}, [2]float64{}},
+	} {
+		reply := `{"branches":[{` + tc.a + `,` + cost + `},{` + tc.b + `,` + cost + `}]}`
+		out := make([]lab.BranchResult, 2)
+		err := tc.inst.branchCall(7, 3, tc.over, []byte(`{}`), []fork.Arm{fork.Off, fork.On}, 1, false, out, 0, "").decode(json.RawMessage(reply))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+			t.Errorf("%s: got %v\nwant %s", tc.name, err, tc.want)
+		case tc.want == "":
+			for i := range 2 {
+				if out[i].Success != tc.successes[i] || out[i].Score == nil || *out[i].Score != tc.scores[i] {
+					t.Errorf("%s: branch %d decoded success %v score %v", tc.name, i, out[i].Success, out[i].Score)
+				}
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -53,9 +54,16 @@ var _ lab.Definition = (*Definition)(nil)
 // declaration that is malformed or breaks a rule (naming the field).
 func Open(ctx context.Context, cfg Config) (*Definition, error) {
 	p := newPool(cfg)
-	s := <-p.slots
+	<-p.idle
+	s := p.take() // slot 1: no process runs yet
 	err := p.ensure(ctx, s)
-	p.slots <- s
+	p.put(s)
+	var sf startFailure
+	if errors.As(err, &sf) && cfg.FailFast != nil {
+		// The agent failed before it said what it is: it crashed on
+		// import, wrote something else first, or hung.
+		err = &FailingError{Rule: "its first process failed before it declared its world", Last: errText(sf.error), Failed: 1, Attempts: 1, last: sf.error}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: %w", cfg.Command.Line, err)
 	}
@@ -135,6 +143,10 @@ func (d *Definition) addSpent(c world.Cost, replayed bool) {
 
 // Close shuts the agent processes down.
 func (d *Definition) Close() error { return d.pool.Close() }
+
+// Failing returns the *FailingError that stopped the agent's work
+// (Config.FailFast), or nil while it has not stopped.
+func (d *Definition) Failing() error { return d.pool.brk.failure() }
 
 // Open returns the agent with one configuration's parameters (resolved
 // against its declaration) and model.
@@ -231,7 +243,7 @@ func (i *Instance) BranchAt(ctx context.Context, seed uint64, forkStep int, over
 		return lab.Outcome{}, fmt.Errorf("agent world %s declares no intervention for arm %s (its arms: %v)", d.Name, arm, d.Arms())
 	}
 	out := make([]lab.BranchResult, 1)
-	c := i.branchCall(seed, forkStep, over, checkpoint, []fork.Arm{arm}, 1, fires, out, replica)
+	c := i.branchCall(seed, forkStep, over, checkpoint, []fork.Arm{arm}, 1, fires, out, replica, "")
 	if err := i.def.pool.do(ctx, []*call{c}); err != nil {
 		return lab.Outcome{}, err
 	}
@@ -293,8 +305,17 @@ func (i *Instance) decodeRun(schema string, forkSteps []int, res *lab.SeedResult
 // checkpoint, decoding into out (arm-major). With replicas 1, firstReplica
 // numbers the only replica. over is what start (or fold) said of the
 // checkpoint: a run that is over has one outcome, which every branch of it
-// must report (docs/agent-protocol.md, "Runs that are over").
-func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint []byte, arms []fork.Arm, replicas int, fires bool, out []lab.BranchResult, firstReplica int) *call {
+// must report (docs/agent-protocol.md, "Runs that are over"). sweepID,
+// when not "", is sent with each branch's identity (BranchID), its run the
+// decimal seed.
+func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint []byte, arms []fork.Arm, replicas int, fires bool, out []lab.BranchResult, firstReplica int, sweepID string) *call {
+	return i.branchCallRun(seed, strconv.FormatUint(seed, 10), forkStep, over, checkpoint, arms, replicas, fires, out, firstReplica, sweepID)
+}
+
+// branchCallRun is branchCall for a run named run in its branches'
+// identities: a recorded run's percent-encoded run_id (its seed is then
+// the one the agent is sent: the run's own, or its run key).
+func (i *Instance) branchCallRun(seed uint64, run string, forkStep int, over bool, checkpoint []byte, arms []fork.Arm, replicas int, fires bool, out []lab.BranchResult, firstReplica int, sweepID string) *call {
 	d := &i.def.init.World
 	specs := make([]BranchSpec, 0, len(arms)*replicas)
 	for _, arm := range arms {
@@ -304,42 +325,62 @@ func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint [
 		}
 		for r := range replicas {
 			rep := firstReplica + r
-			specs = append(specs, BranchSpec{Arm: arm, Intervention: iv, Replica: rep, NoiseKey: NoiseKey(seed, forkStep, arm, rep, fires)})
+			spec := BranchSpec{Arm: arm, Intervention: iv, Replica: rep, NoiseKey: NoiseKey(seed, forkStep, arm, rep, fires)}
+			if sweepID != "" {
+				spec.BranchID = BranchID(sweepID, run, forkStep, arm, rep)
+			}
+			specs = append(specs, spec)
 		}
 	}
-	return &call{method: MethodBranch, units: len(specs),
-		params: BranchParams{Seed: seed, ForkStep: forkStep, Checkpoint: checkpoint, Branches: specs},
-		decode: func(raw json.RawMessage) error {
-			var r BranchResult
-			if err := decodeResult("branch.result", raw, &r); err != nil {
+	c := &call{method: MethodBranch, units: len(specs),
+		params: BranchParams{SweepID: sweepID, Seed: seed, ForkStep: forkStep, Checkpoint: checkpoint, Branches: specs}}
+	c.decode = func(raw json.RawMessage) error {
+		var r BranchResult
+		if err := decodeResult("branch.result", raw, &r); err != nil {
+			return err
+		}
+		if len(r.Branches) != len(specs) {
+			return fmt.Errorf("result.branches has %d entries for %d branches asked", len(r.Branches), len(specs))
+		}
+		failed := 0
+		defer func() { c.gaveUp = failed == len(specs) }()
+		for k, wb := range r.Branches {
+			b := &out[k]
+			*b = lab.BranchResult{Details: b.Details[:0], Transcript: b.Transcript[:0]}
+			if wb.Error != nil {
+				b.Err = fmt.Sprintf("the agent reported the branch failed: %s", wb.Error.Error())
+				failed++
+				continue
+			}
+			cost, err := parseCost(fmt.Sprintf("result.branches[%d].cost", k), d.Cost, wb.Cost)
+			if err != nil {
 				return err
 			}
-			if len(r.Branches) != len(specs) {
-				return fmt.Errorf("result.branches has %d entries for %d branches asked", len(r.Branches), len(specs))
+			if b.Success, b.Score, err = parseOutcome(fmt.Sprintf("result.branches[%d]", k), d.Score, wb); err != nil {
+				return err
 			}
-			for k, wb := range r.Branches {
-				b := &out[k]
-				*b = lab.BranchResult{Details: b.Details[:0]}
-				if wb.Error != nil {
-					b.Err = fmt.Sprintf("the agent reported the branch failed: %s", wb.Error.Error())
-					continue
+			b.Cost, b.Intervened = cost, specs[k].Intervention != nil
+			if len(wb.Details) > 0 && string(wb.Details) != "null" {
+				if b.Details, err = compactJSON(b.Details, wb.Details); err != nil {
+					return fmt.Errorf("result.branches[%d].details: %v", k, err)
 				}
-				cost, err := parseCost(fmt.Sprintf("result.branches[%d].cost", k), d.Cost, wb.Cost)
-				if err != nil {
+			}
+			if len(wb.Transcript) > 0 {
+				where := fmt.Sprintf("result.branches[%d].transcript", k)
+				if err := transcriptCosts(where, d.Cost, wb.Transcript); err != nil {
 					return err
 				}
-				b.Success, b.Cost, b.Intervened = *wb.Success, cost, specs[k].Intervention != nil
-				if len(wb.Details) > 0 && string(wb.Details) != "null" {
-					if b.Details, err = compactJSON(b.Details, wb.Details); err != nil {
-						return fmt.Errorf("result.branches[%d].details: %v", k, err)
-					}
+				if b.Transcript, err = compactJSON(b.Transcript, wb.Transcript); err != nil {
+					return fmt.Errorf("%s: %v", where, err)
 				}
 			}
-			if over {
-				return overAgreement(r.Branches, specs)
-			}
-			return nil
-		}}
+		}
+		if over {
+			return overAgreement(out[:len(specs)], specs)
+		}
+		return nil
+	}
+	return c
 }
 
 // overFault is a branch reply of a run that was over at the checkpoint
@@ -354,26 +395,32 @@ type overFault struct {
 func (e *overFault) Error() string { return e.msg }
 
 // overAgreement checks that every branch of a run that was over reports
-// the same success (docs/agent-protocol.md, "Runs that are over"), naming
-// the arm and replica of the first that does not.
-func overAgreement(branches []WireBranch, specs []BranchSpec) error {
+// the same success, and the same score (docs/agent-protocol.md, "Runs
+// that are over"), naming the arm and replica of the first that does not.
+// out holds the branches as decoded.
+func overAgreement(out []lab.BranchResult, specs []BranchSpec) error {
 	first := -1
 	var fault *overFault
-	for k, wb := range branches {
-		if wb.Error != nil {
+	for k := range out {
+		if out[k].Err != "" {
 			continue
 		}
 		if first < 0 {
 			first = k
 			continue
 		}
-		if *wb.Success == *branches[first].Success {
-			continue
+		a, b := &out[first], &out[k]
+		what, x, y := "success", fmt.Sprint(b.Success), fmt.Sprint(a.Success)
+		if a.Success == b.Success {
+			if a.Score == nil || b.Score == nil || *a.Score == *b.Score {
+				continue
+			}
+			what, x, y = "score", fmtNum(*b.Score), fmtNum(*a.Score)
 		}
 		if fault == nil {
-			fault = &overFault{Blamed: make([]bool, len(branches)),
-				msg: fmt.Sprintf("result.branches[%d] (arm %s, replica %d).success is %t but result.branches[%d] (arm %s, replica %d).success is %t: the run was over at the checkpoint (start said \"over\": true), so every branch must report its final success",
-					k, specs[k].Arm, specs[k].Replica, *wb.Success, first, specs[first].Arm, specs[first].Replica, *branches[first].Success)}
+			fault = &overFault{Blamed: make([]bool, len(out)),
+				msg: fmt.Sprintf("result.branches[%d] (arm %s, replica %d).%s is %s but result.branches[%d] (arm %s, replica %d).%s is %s: the run was over at the checkpoint (start said \"over\": true), so every branch must report its final outcome",
+					k, specs[k].Arm, specs[k].Replica, what, x, first, specs[first].Arm, specs[first].Replica, what, y)}
 		}
 		fault.Blamed[k] = true
 	}

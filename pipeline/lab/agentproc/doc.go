@@ -29,6 +29,18 @@
 //     one request per line, so that one bad request does not fail its
 //     neighbours; the batch counts as one try of each (Config.Warn is told
 //     of the first).
+//   - Work goes to a process that runs before an idle slot is started
+//     (Pool.take): a process is started only when the work needs one more
+//     at once, and once — its start-up, seconds for an interpreter and a
+//     framework, is not paid again. Config.Parallel defaults to one per CPU.
+//   - With Config.FailFast, an agent broken on every request stops the
+//     work within a minute instead of being restarted for hours
+//     (failfast.go): its first attempts all failing, or more than a share
+//     of its last 100; runners then return a *FailingError (ErrFailing)
+//     quoting the last failure, the seeds finished before kept.
+//   - In a sweep every branch request carries the sweep's id and each
+//     branch its identity (BranchID), which an agent may name its
+//     framework's thread after.
 //   - A runner plays a block of seeds at once across the pool (batches of
 //     requests when the agent takes them) and emits the seeds in seed order,
 //     so a sweep's files do not depend on the pool's size or timing. It is

@@ -20,6 +20,7 @@ import (
 // are checked against the schemas and decoded against the declaration the
 // document's initialize reply gives.
 func TestDocumentedMessages(t *testing.T) {
+	const docSweepID = "5c0f2a9e41d7b8c3e6a1f0d9b2c4e7a8" // the sweep the document shows
 	f, err := os.Open("../../../docs/agent-protocol.md")
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func TestDocumentedMessages(t *testing.T) {
 	inst := &Instance{def: &Definition{init: InitializeResult{World: decl}}, params: world.Params{}, model: fork.Model{NoTool: 0.5}}
 	// The bytes forklab writes for the requests the document shows.
 	cp := json.RawMessage(`{"seed":5,"fork_step":3,"state":{"v":3,"obs":0,"steps":3,"done":false,"declared":false,"frozen":true,"same_obs":true,"budget":8,"freeze_at":1},"repeat_run":3}`)
-	branch := inst.branchCall(5, 3, false, cp, []fork.Arm{fork.Off, fork.On, fork.AA}, 1, false, make([]lab.BranchResult, 3), 0)
+	branch := inst.branchCall(5, 3, false, cp, []fork.Arm{fork.Off, fork.On, fork.AA}, 1, false, make([]lab.BranchResult, 3), 0, docSweepID)
 	start := func(seed uint64) request {
 		return request{JSONRPC: "2.0", ID: int64(seed) - 3, Method: MethodStart, Params: StartParams{Seed: seed, ForkSteps: []int{3}, Params: world.Params{}, Model: fork.Model{NoTool: 0.5}}}
 	}
@@ -175,7 +176,7 @@ func TestDocumentedMessages(t *testing.T) {
 				res.Resize(&decl, lab.Plan{ForkSteps: []int{3}, Arms: []fork.Arm{fork.Off}, Replicas: 1})
 				derr = inst.startCall(5, []int{3}, &res).decode(r.Result)
 			case MethodBranch:
-				derr = inst.branchCall(5, 3, false, cp, []fork.Arm{fork.Off, fork.On, fork.AA}, 1, false, make([]lab.BranchResult, 3), 0).decode(r.Result)
+				derr = inst.branchCall(5, 3, false, cp, []fork.Arm{fork.Off, fork.On, fork.AA}, 1, false, make([]lab.BranchResult, 3), 0, docSweepID).decode(r.Result)
 			case MethodFold:
 				derr = foldCall(&decl, FoldParams{}, &Folded{}).decode(r.Result)
 			case MethodRuns:
@@ -197,8 +198,8 @@ func TestDocumentedMessages(t *testing.T) {
 
 // The document's recipe for exact integers in JavaScript works — integers
 // beyond 2^53 read as BigInts and written back as the same JSON numbers,
-// numbers inside strings and every other value untouched — and
-// examples/agents/toolbot.mjs uses it line for line.
+// numbers inside strings and every other value untouched — and the Node
+// SDK (sdk/node/src/json.js) uses it line for line.
 func TestExactIntegerRecipe(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -214,13 +215,13 @@ func TestExactIntegerRecipe(t *testing.T) {
 	if !ok || !ok2 || !ok3 {
 		t.Fatal("no js block under \"Exact integers in JavaScript\" in docs/agent-protocol.md")
 	}
-	bot, err := os.ReadFile("../../../examples/agents/toolbot.mjs")
+	sdk, err := os.ReadFile("../../../sdk/node/src/json.js")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
-		if !strings.Contains(string(bot), l) {
-			t.Errorf("examples/agents/toolbot.mjs lacks the recipe's line %s", l)
+		if !strings.Contains(string(sdk), l) {
+			t.Errorf("sdk/node/src/json.js lacks the recipe's line %s", l)
 		}
 	}
 	// The last four keys are strings (and keys) that look like the recipe's

@@ -24,7 +24,8 @@ import (
 
 // The test binary is also the agent the tests run: with AGENTPROC_TEST_AGENT
 // set it serves a built-in world over forklab-agent/1 on its stdin and
-// stdout (agentproc.Serve), with the faults AGENTPROC_TEST_FAULTS names.
+// stdout (agentproc.Serve), with the faults AGENTPROC_TEST_FAULTS names,
+// and with transcripts when AGENTPROC_TEST_TRANSCRIPTS is set.
 func TestMain(m *testing.M) {
 	if os.Getenv("AGENTPROC_TEST_AGENT") == "" {
 		os.Exit(m.Run())
@@ -39,7 +40,8 @@ func TestMain(m *testing.M) {
 	if f := os.Getenv("AGENTPROC_TEST_FAULTS"); f != "" {
 		in, out = faulty(f, os.Stdin, os.Stdout)
 	}
-	if err := agentproc.Serve(context.Background(), def, in, out); err != nil {
+	opt := agentproc.ServeOptions{Transcripts: os.Getenv("AGENTPROC_TEST_TRANSCRIPTS") != ""}
+	if err := agentproc.ServeWith(context.Background(), def, in, out, opt); err != nil {
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		os.Exit(1)
 	}
@@ -50,17 +52,28 @@ func TestMain(m *testing.M) {
 // the faults name (crash=7, garbage=21 — each a seed modulo 50) crashes
 // the process or makes it print a line that is not JSON; a branch request
 // of a seed named by hang=13 hangs it. count=FILE appends the method and seed of every request to FILE;
+// ids=FILE appends the sweep_id and branch_id of every branch asked;
+// stray=N writes a line that is not JSON before every start reply from the
+// Nth start request of the process on (stray=1: every one), as a stray
+// print does;
 // coin=1 makes every branch's success a coin flip; drop=NAME leaves a
 // feature out of start replies; retype=NAME sends a feature as a string.
 func faulty(spec string, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 	faults := map[uint64]string{}
-	var countFile string
+	var countFile, idsFile string
+	stray := 0
 	var edits []func(map[string]any)
 	for _, kv := range strings.Split(spec, ",") {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
 		case "count":
 			countFile = v
+			continue
+		case "ids":
+			idsFile = v
+			continue
+		case "stray":
+			stray, _ = strconv.Atoi(v)
 			continue
 		case "coin":
 			edits = append(edits, func(r map[string]any) {
@@ -94,29 +107,18 @@ func faulty(spec string, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 		out = &editor{w: out, edits: edits}
 	}
 	pr, pw := io.Pipe()
+	starts := 0
 	go func() {
 		sc := bufio.NewScanner(in)
 		sc.Buffer(make([]byte, 1<<20), 64<<20)
 		for sc.Scan() {
 			line := sc.Bytes()
-			var reqs []struct {
-				ID     int64  `json:"id"`
-				Method string `json:"method"`
-				Params struct {
-					Seed uint64 `json:"seed"`
-				} `json:"params"`
-			}
+			var reqs []wireRequest
 			if bytes.HasPrefix(bytes.TrimSpace(line), []byte("[")) {
 				json.Unmarshal(line, &reqs)
 			} else {
 				reqs = reqs[:0]
-				var r struct {
-					ID     int64  `json:"id"`
-					Method string `json:"method"`
-					Params struct {
-						Seed uint64 `json:"seed"`
-					} `json:"params"`
-				}
+				var r wireRequest
 				if json.Unmarshal(line, &r) == nil {
 					reqs = append(reqs, r)
 				}
@@ -126,6 +128,18 @@ func faulty(spec string, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 					f, _ := os.OpenFile(countFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 					fmt.Fprintf(f, "%s %d\n", r.Method, r.Params.Seed)
 					f.Close()
+				}
+				if idsFile != "" && r.Method == "branch" {
+					f, _ := os.OpenFile(idsFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+					for _, b := range r.Params.Branches {
+						fmt.Fprintf(f, "%s %s\n", r.Params.SweepID, b.BranchID)
+					}
+					f.Close()
+				}
+				if r.Method == "start" {
+					if starts++; stray > 0 && starts >= stray {
+						fmt.Fprintln(out, "loading model... done")
+					}
 				}
 				if r.Method != "start" && r.Method != "branch" {
 					continue
@@ -150,6 +164,19 @@ func faulty(spec string, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 		pw.Close()
 	}()
 	return pr, out
+}
+
+// wireRequest is what faulty reads of a request.
+type wireRequest struct {
+	ID     int64  `json:"id"`
+	Method string `json:"method"`
+	Params struct {
+		Seed     uint64 `json:"seed"`
+		SweepID  string `json:"sweep_id"`
+		Branches []struct {
+			BranchID string `json:"branch_id"`
+		} `json:"branches"`
+	} `json:"params"`
 }
 
 // editor rewrites the results of the response lines written through it.

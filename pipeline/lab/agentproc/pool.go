@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +24,8 @@ import (
 type Config struct {
 	// Command starts one agent process.
 	Command Command
-	// Parallel is the number of agent processes (default 1).
+	// Parallel is the number of agent processes (default DefaultParallel:
+	// one per CPU).
 	Parallel int
 	// Timeout bounds each request: a reply must come within Timeout per
 	// run or branch the request asks for (default 60s); a batch line
@@ -38,9 +40,15 @@ type Config struct {
 	// further retry, up to 30s (default 250ms).
 	Backoff time.Duration
 	// LogDir receives the agents' standard error, process N's in
-	// agent-N.log, appended to across restarts; "" leaves it on forklab's
-	// own standard error.
+	// agent-N.log, appended to across restarts, capped and rotated
+	// (LogMaxMB, LogBackups); "" leaves it on forklab's own standard
+	// error until SetLogDir.
 	LogDir string
+	// HoldStderr keeps the agents' standard error off forklab's own while
+	// no LogDir is set: it is held in memory (the latest HeldBytes of each
+	// process) and written to the log file SetLogDir names. A sweep sets
+	// it: its first process starts before the sweep knows its directory.
+	HoldStderr bool
 	// Client names forklab in initialize.
 	Client ClientInfo
 	// Warn, if set, is told (once per pool, from any goroutine) of a
@@ -49,7 +57,16 @@ type Config struct {
 	// sent one per line: a one-line warning for people, naming what the
 	// agent did and pointing at forklab agent check.
 	Warn func(string)
+	// FailFast, if set, stops the pool's work once the agent is failing
+	// (failfast.go): every request after that fails with a *FailingError
+	// saying why, and Definition.Failing returns it. nil: never.
+	FailFast *FailFast
 }
+
+// DefaultParallel is Config.Parallel's default: one agent process per CPU
+// (runtime.NumCPU), so that a sweep keeps the machine busy; --parallel
+// and the spec's agent.parallel change it.
+func DefaultParallel() int { return runtime.NumCPU() }
 
 // DefaultTimeout and DefaultRetries are Config's defaults.
 const (
@@ -63,7 +80,7 @@ const StartupTimeout = 30 * time.Second
 
 func (c *Config) fill() {
 	if c.Parallel <= 0 {
-		c.Parallel = 1
+		c.Parallel = DefaultParallel()
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
@@ -96,9 +113,15 @@ type Stats struct {
 // process may answer any request: the protocol requires an agent's
 // answers to depend only on the request. Safe for concurrent use.
 type Pool struct {
-	cfg   Config
-	slots chan *slot
-	all   []*slot
+	cfg Config
+	all []*slot
+	// idle holds a token per slot not in use; free lists those slots
+	// (under freeMu). take prefers a slot whose process runs, so that a
+	// process is started only when the work needs one more at once: its
+	// start-up is paid once, and only when it buys parallelism.
+	idle   chan struct{}
+	freeMu sync.Mutex
+	free   []*slot
 
 	mu     sync.Mutex
 	init   *InitializeResult
@@ -108,6 +131,7 @@ type Pool struct {
 	live map[int]*conn
 
 	requests    sync.Map // method -> *atomic.Int64
+	brk         *breaker // nil without Config.FailFast
 	warnedBatch atomic.Bool
 	retries     atomic.Int64
 	processes   atomic.Int64
@@ -124,14 +148,50 @@ type slot struct {
 // newPool returns a pool that starts its processes on demand.
 func newPool(cfg Config) *Pool {
 	cfg.fill()
-	p := &Pool{cfg: cfg, slots: make(chan *slot, cfg.Parallel)}
+	p := &Pool{cfg: cfg, idle: make(chan struct{}, cfg.Parallel), brk: newBreaker(cfg.FailFast)}
 	for i := range cfg.Parallel {
 		s := &slot{n: i + 1}
 		p.all = append(p.all, s)
-		p.slots <- s
+		p.put(s)
 	}
 	return p
 }
+
+// take returns an idle slot, once the caller has received a token from
+// p.idle: the one used last among those whose process runs, else the
+// lowest-numbered.
+func (p *Pool) take() *slot {
+	p.freeMu.Lock()
+	defer p.freeMu.Unlock()
+	pick := -1
+	for i := len(p.free) - 1; i >= 0; i-- {
+		if p.free[i].c != nil {
+			pick = i
+			break
+		}
+	}
+	if pick < 0 {
+		for i, s := range p.free {
+			if pick < 0 || s.n < p.free[pick].n {
+				pick = i
+			}
+		}
+	}
+	s := p.free[pick]
+	p.free = append(p.free[:pick], p.free[pick+1:]...)
+	return s
+}
+
+// put makes slot s idle again.
+func (p *Pool) put(s *slot) {
+	p.freeMu.Lock()
+	p.free = append(p.free, s)
+	p.freeMu.Unlock()
+	p.idle <- struct{}{}
+}
+
+// Parallel is the number of processes the pool runs.
+func (p *Pool) Parallel() int { return p.cfg.Parallel }
 
 // Stats returns the pool's counters.
 func (p *Pool) Stats() Stats {
@@ -174,7 +234,8 @@ func (p *Pool) Close() error {
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for range p.all {
-		s := <-p.slots
+		<-p.idle
+		s := p.take()
 		if s.c != nil {
 			wg.Add(1)
 			go func(c *conn) { defer wg.Done(); c.close() }(s.c)
@@ -192,6 +253,10 @@ type call struct {
 	// units is the work the request asks for (runs or branches): the
 	// reply's deadline is Timeout × units (of the largest in a batch).
 	units int
+	// gaveUp is set by decode when the result reports every run or branch
+	// it asked for as failed (a branch result of error entries only): for
+	// fail-fast, the attempt failed.
+	gaveUp bool
 	// decode checks and keeps a result; its error names the offending
 	// field and makes the attempt fail.
 	decode func(json.RawMessage) error
@@ -225,10 +290,15 @@ func replyCode(err error) (int, bool) {
 // backoff up to Retries times, and returns once each has succeeded or
 // failed for good (its err). Calls the agent may batch go as batch lines
 // on their first attempt; retries go one per line, so that one bad request
-// does not fail its neighbours. It returns an error only when ctx ends.
+// does not fail its neighbours. It returns an error only when ctx ends, or
+// when fail-fast stopped the pool's work (a *FailingError).
 func (p *Pool) do(ctx context.Context, calls []*call) error {
+	p.brk.begin()
 	pending := calls
 	for retry := 0; len(pending) > 0; retry++ {
+		if err := p.brk.failure(); err != nil {
+			return err
+		}
 		if retry > 0 {
 			d := p.cfg.Backoff << min(retry-1, 10)
 			d = min(d, 30*time.Second)
@@ -238,17 +308,22 @@ func (p *Pool) do(ctx context.Context, calls []*call) error {
 			case <-ctx.Done():
 				t.Stop()
 				return ctx.Err()
+			case <-p.brk.done():
+				t.Stop()
+				return p.brk.failure()
 			}
 			p.retries.Add(int64(len(pending)))
 		}
-		var s *slot
 		select {
-		case s = <-p.slots:
+		case <-p.idle:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-p.brk.done():
+			return p.brk.failure()
 		}
+		s := p.take()
 		err := p.attempt(ctx, s, pending, retry == 0)
-		p.slots <- s
+		p.put(s)
 		if err != nil {
 			return err
 		}
@@ -278,7 +353,7 @@ func (p *Pool) do(ctx context.Context, calls []*call) error {
 func (p *Pool) attempt(ctx context.Context, s *slot, calls []*call, batch bool) error {
 	for _, c := range calls {
 		c.attempts++
-		c.err, c.raw, c.reply = nil, nil, nil
+		c.err, c.raw, c.reply, c.gaveUp = nil, nil, nil, false
 	}
 	if err := p.ensure(ctx, s); err != nil {
 		if ctx.Err() != nil {
@@ -287,6 +362,7 @@ func (p *Pool) attempt(ctx context.Context, s *slot, calls []*call, batch bool) 
 		if errors.Is(err, ErrInconsistent) {
 			return err
 		}
+		p.brk.record(true, err) // a process that would not start
 		for _, c := range calls {
 			c.err = err
 		}
@@ -306,6 +382,7 @@ func (p *Pool) attempt(ctx context.Context, s *slot, calls []*call, batch bool) 
 				if errors.Is(err, ErrInconsistent) {
 					return err
 				}
+				p.brk.record(true, err)
 				for _, c := range group {
 					c.err = err
 				}
@@ -341,10 +418,27 @@ func (p *Pool) exchange(ctx context.Context, s *slot, group []*call, asBatch boo
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		p.brk.record(true, err)
 		if failGroup(group, err) && asBatch {
 			p.batchFailed(len(group), group[0].method, err)
 		}
+		return nil
 	}
+	// The line was answered: it failed only if every request in it did.
+	var cause error
+	for _, c := range group {
+		if c.err == nil && !c.gaveUp {
+			p.brk.record(false, nil)
+			return nil
+		}
+		if cause == nil {
+			cause = c.err
+			if cause == nil {
+				cause = fmt.Errorf("%s reported every branch of the %s request as failed", s.c.who(), c.method)
+			}
+		}
+	}
+	p.brk.record(true, cause)
 	return nil
 }
 
@@ -714,7 +808,7 @@ func (p *Pool) spawn(n int, logDir string) (*conn, error) {
 		lt := logTargetIn(logDir, n)
 		t = &lt
 	}
-	return start(p.cfg.Command, fmt.Sprintf("agent process %d", n), t)
+	return start(p.cfg.Command, fmt.Sprintf("agent process %d", n), t, p.cfg.HoldStderr)
 }
 
 // logTargetIn is process n's log file in dir, appended to across restarts;
@@ -736,19 +830,29 @@ func initialize(ctx context.Context, c *conn, versions []string, client ClientIn
 			return err
 		}}
 	if err := roundTrip(ctx, c, []*call{cl}, false, timeout); err != nil {
+		if cl.err == nil && ctx.Err() == nil { // not a declaration refused
+			err = startFailure{err}
+		}
 		return nil, err
 	}
 	if e := cl.reply; e != nil {
 		if e.Code == CodeUnsupportedProto {
 			return nil, fmt.Errorf("%w: %s speaks none of the protocol versions forklab offered (%s): %w", ErrAgent, c.who(), strings.Join(versions, ", "), e)
 		}
-		return nil, fmt.Errorf("%w: %s refused initialize: %w", ErrAgent, c.who(), e)
+		return nil, startFailure{fmt.Errorf("%w: %s refused initialize: %w", ErrAgent, c.who(), e)}
 	}
 	if cl.err != nil {
 		return nil, cl.err
 	}
 	return res, nil
 }
+
+// startFailure is a process that failed initialize — it exited, hung,
+// wrote something that is not the reply, or answered with an error other
+// than -32002 — as opposed to one whose declaration was refused.
+type startFailure struct{ error }
+
+func (s startFailure) Unwrap() error { return s.error }
 
 // fieldDiff is the first field in which two declarations differ: its path
 // ("world.version") and its value in each, as JSON.
@@ -772,22 +876,23 @@ func declarationDiff(first, now *InitializeResult) fieldDiff {
 		json.Unmarshal(b, &v)
 		return v
 	}
-	return firstDiff("", generic(first), generic(now))
+	return firstDiff(nil, generic(first), generic(now), nil)
 }
 
-// firstDiff walks two decoded JSON values in step and returns the first
-// place where they differ (maps by sorted key, arrays by index).
-func firstDiff(path string, a, b any) fieldDiff {
+// firstDiff walks two decoded JSON values in step from the place steps
+// names and returns the first place where they differ (maps by sorted key,
+// arrays by index), its path written as forklab writes paths
+// (world.PathText: forks[0].checkpoint.ts). skip, if not nil, names
+// places not compared, whatever they hold.
+func firstDiff(steps []world.PathStep, a, b any, skip func([]world.PathStep) bool) fieldDiff {
+	if skip != nil && len(steps) > 0 && skip(steps) {
+		return fieldDiff{}
+	}
 	show := func(v any) string {
 		b, _ := marshalLine(v) // the agent's text as it wrote it: no \u003c for <
 		return string(b)
 	}
-	join := func(k string) string {
-		if path == "" {
-			return k
-		}
-		return path + "." + k
-	}
+	at := func(s world.PathStep) []world.PathStep { return append(steps[:len(steps):len(steps)], s) }
 	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
@@ -807,13 +912,18 @@ func firstDiff(path string, a, b any) fieldDiff {
 		for _, k := range keys {
 			av, aok := x[k]
 			bv, bok := y[k]
+			here := at(world.PathStep{Key: k})
 			switch {
-			case !aok:
-				return fieldDiff{join(k), "nothing", show(bv)}
-			case !bok:
-				return fieldDiff{join(k), show(av), "nothing"}
+			case !aok || !bok:
+				if skip != nil && skip(here) {
+					continue
+				}
+				if !aok {
+					return fieldDiff{world.PathText(here), "nothing", show(bv)}
+				}
+				return fieldDiff{world.PathText(here), show(av), "nothing"}
 			}
-			if d := firstDiff(join(k), av, bv); d.path != "" {
+			if d := firstDiff(here, av, bv, skip); d.path != "" {
 				return d
 			}
 		}
@@ -824,17 +934,17 @@ func firstDiff(path string, a, b any) fieldDiff {
 			break
 		}
 		for i := range min(len(x), len(y)) {
-			if d := firstDiff(fmt.Sprintf("%s[%d]", path, i), x[i], y[i]); d.path != "" {
+			if d := firstDiff(at(world.PathStep{IsIndex: true, Index: i}), x[i], y[i], skip); d.path != "" {
 				return d
 			}
 		}
 		if len(x) != len(y) {
-			return fieldDiff{path, fmt.Sprintf("%d entries", len(x)), fmt.Sprintf("%d entries", len(y))}
+			return fieldDiff{world.PathText(steps), fmt.Sprintf("%d entries", len(x)), fmt.Sprintf("%d entries", len(y))}
 		}
 		return fieldDiff{}
 	}
 	if sa, sb := show(a), show(b); sa != sb {
-		return fieldDiff{path, sa, sb}
+		return fieldDiff{world.PathText(steps), sa, sb}
 	}
 	return fieldDiff{}
 }
@@ -896,8 +1006,12 @@ func notJSON(b []byte) error {
 	return fmt.Errorf("the line is not JSON: %s", clip(b))
 }
 
-// nonFiniteText words a NaN or Infinity found at path.
+// nonFiniteText words a NaN or Infinity found at path. A branch's score
+// is never null: it is said so there.
 func nonFiniteText(path, tok string) string {
+	if strings.HasSuffix(path, ".score") {
+		return fmt.Sprintf("%s is %s, which JSON does not allow: a score is a finite number within the declared range", path, tok)
+	}
 	return fmt.Sprintf("%s is %s, which JSON does not allow: write null or a string (a nullable field takes null)", path, tok)
 }
 

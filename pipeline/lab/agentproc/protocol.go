@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/world"
@@ -191,11 +192,19 @@ type BranchSpec struct {
 	// NoiseKey is 16 lowercase hex digits, a 64-bit key unique to (seed,
 	// fork step, arm, replica): an agent seeds its sampling from it.
 	NoiseKey string `json:"noise_key"`
+	// BranchID is the branch's identity across tools, BranchID's
+	// <sweep_id>/<run>/<fork_step>/<arm>/<replica>: an agent may name its
+	// framework's thread after it and record it in details. Sent in a
+	// sweep only (with BranchParams.SweepID).
+	BranchID string `json:"branch_id,omitempty"`
 }
 
 // BranchParams are branch's params: one checkpoint, the branches to finish
 // from it.
 type BranchParams struct {
+	// SweepID is the sweep's id, its manifest's sweep_id; "" (left out)
+	// outside a sweep (forklab fork).
+	SweepID    string          `json:"sweep_id,omitempty"`
 	Seed       uint64          `json:"seed"`
 	ForkStep   int             `json:"fork_step"`
 	Checkpoint json.RawMessage `json:"checkpoint"`
@@ -204,9 +213,16 @@ type BranchParams struct {
 
 // WireBranch is one finished branch, or its error.
 type WireBranch struct {
-	Success *bool           `json:"success,omitempty"`
+	Success *bool `json:"success,omitempty"`
+	// Score is the branch's graded outcome: required when the world
+	// declares a score, refused when it does not. With a declared
+	// threshold, success may be left out (it is score >= threshold).
+	Score   *float64        `json:"score,omitempty"`
 	Cost    *Cost           `json:"cost,omitempty"`
 	Details json.RawMessage `json:"details,omitempty"`
+	// Transcript is what the branch did after the fork, step by step
+	// (transcript.go); optional.
+	Transcript json.RawMessage `json:"transcript,omitempty"`
 	// Error, instead of the others, says the branch failed for good: its
 	// rows become error rows and forklab does not ask again (an error
 	// reply to the whole request is retried instead).
@@ -226,16 +242,21 @@ func (r *BranchResult) check(where string) error {
 		w := fmt.Sprintf("%s.branches[%d]", where, i)
 		switch {
 		case b.Error != nil:
-			if b.Success != nil || b.Cost != nil || b.Details != nil {
+			if b.Success != nil || b.Score != nil || b.Cost != nil || b.Details != nil || b.Transcript != nil {
 				return fmt.Errorf("%s: an entry holds an error or an outcome, not both", w)
 			}
-		case b.Success == nil:
+		case b.Success == nil && b.Score == nil:
 			return missing(w, "success")
 		case b.Cost == nil:
 			return missing(w, "cost")
 		default:
 			if err := b.Cost.check(w + ".cost"); err != nil {
 				return err
+			}
+			if b.Transcript != nil {
+				if err := checkTranscript(w+".transcript", b.Transcript); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -326,6 +347,16 @@ type response struct {
 	ID      json.RawMessage `json:"id"`
 	Result  json.RawMessage `json:"result"`
 	Error   *WireError      `json:"error"`
+}
+
+// BranchID is a branch's stable identity (docs/agent-protocol.md,
+// "branch"): <sweep_id>/<run>/<fork_step>/<arm>/<replica>, where run is the
+// decimal seed of a seed population, or a recorded run's run_id
+// percent-encoded as an RFC 3986 path segment (url.PathEscape); the branch
+// of a policy arm is named policy, whichever of on's and off's noise it
+// drew.
+func BranchID(sweepID, run string, forkStep int, arm fork.Arm, replica int) string {
+	return sweepID + "/" + run + "/" + strconv.Itoa(forkStep) + "/" + string(arm) + "/" + strconv.Itoa(replica)
 }
 
 // NoiseKey formats a branch's noise stream key (fork.BranchKey: the policy

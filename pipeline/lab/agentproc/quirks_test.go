@@ -59,7 +59,7 @@ func TestPidLabelIsTrue(t *testing.T) {
 		{"cd " + dir + " && python3 quirky.py; true", true},
 		{cmd.Line, false},
 	} {
-		c, err := start(Command{Line: tc.line}, "agent process 1", nil)
+		c, err := start(Command{Line: tc.line}, "agent process 1", nil, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,6 +223,11 @@ func TestMalformedRepliesRestartTheProcess(t *testing.T) {
 			if st.Processes != 3 || st.Requests[MethodInitialize] != 3 {
 				t.Errorf("%d processes started, %d initialized; want 3 (the first, then one for each retry)", st.Processes, st.Requests[MethodInitialize])
 			}
+			// Every counter Stats reports, with its known value (issue 25
+			// H: the retry count removed went unnoticed).
+			if st.Retries != 2 || st.Failed != 1 || st.Requests[MethodStart] != 3 {
+				t.Errorf("stats: %d retries, %d failed, %d start requests; want 2 (--retries 2), 1 (the run) and 3 (every attempt)", st.Retries, st.Failed, st.Requests[MethodStart])
+			}
 			if n := recorded(t, record, 3); n != 3 {
 				t.Errorf("the agent was asked to start seed 3 %d times, want 3", n)
 			}
@@ -351,6 +356,70 @@ func TestRequestLinesKeepTheAgentsBytes(t *testing.T) {
 		}
 		if strings.Count(string(line), string(raw)) == 0 || bytes.Contains(line, []byte(`\u00`)) || bytes.Contains(line, []byte(`\u202`)) {
 			t.Errorf("%T: line %s\nwant %s in it as it is", params, line, raw)
+		}
+	}
+}
+
+// agent check names where two starts of one seed differ — the first JSON
+// path, both values cut short — and says what to do: leave an id or a
+// timestamp out, make it canonical or declare it volatile; nondeterministic
+// is for runs whose outcome varies. The declaration's volatile paths are
+// not compared: declared, the same agent passes.
+func TestCheckNamesTheVolatileField(t *testing.T) {
+	for _, tc := range []struct {
+		volatile, want string
+		pass           bool
+	}{
+		{"", `seed 0: asked twice, start's results differ at forks[0].checkpoint.messages[0].id: "`, false},
+		{"forks[*].checkpoint.saved_at,forks[*].checkpoint.messages", "(2 volatile paths ignored)", true},
+	} {
+		env := map[string]string{"QUIRK_STAMP": "1"}
+		if tc.volatile != "" {
+			env["QUIRK_VOLATILE"] = tc.volatile
+		}
+		rows, _ := Check(context.Background(), CheckOptions{Command: quirky(t, env), Timeout: 10 * time.Second, Seeds: []uint64{0}, LogDir: t.TempDir()})
+		var row CheckResult
+		for _, r := range rows {
+			if r.Name == "start is repeatable" {
+				row = r
+			}
+		}
+		if ok := row.Status == Pass; ok != tc.pass || !strings.Contains(row.Detail, tc.want) {
+			t.Errorf("volatile %q: %s %q, want pass %t naming %q", tc.volatile, row.Status, row.Detail, tc.pass, tc.want)
+		}
+		if !tc.pass {
+			for _, want := range []string{" then \"", `should be left out of the checkpoint or made canonical, or listed in the declaration's "volatile" ("volatile": ["forks[*].checkpoint.`,
+				`declare "nondeterministic": true only if the run's outcome varies`} {
+				if !strings.Contains(row.Detail, want) {
+					t.Errorf("volatile %q: %q lacks %q", tc.volatile, row.Detail, want)
+				}
+			}
+		}
+	}
+}
+
+// startDiff skips the places a volatile path names, subtrees included, and
+// names the first place that differs elsewhere, object keys in sorted
+// order.
+func TestStartDiff(t *testing.T) {
+	a := json.RawMessage(`{"task":{},"forks":[{"fork_step":1,"checkpoint":{"saved_at":"1.5","messages":[{"id":"a1","role":"user"}],"z":1},"cost":{"steps":1,"seconds":0.2}}]}`)
+	b := json.RawMessage(`{"task":{},"forks":[{"fork_step":1,"checkpoint":{"saved_at":"1.7","messages":[{"id":"b2","role":"user"}],"z":2},"cost":{"steps":1,"seconds":0.3}}]}`)
+	for _, tc := range []struct {
+		volatile []string
+		want     string
+	}{
+		{nil, `forks[0].checkpoint.messages[0].id: "a1" vs "b2"`},
+		{[]string{"forks[*].checkpoint.messages[*].id"}, `forks[0].checkpoint.saved_at: "1.5" vs "1.7"`},
+		{[]string{"forks[*].checkpoint.messages", "forks[0].checkpoint.saved_at"}, `forks[0].checkpoint.z: 1 vs 2`},
+		{[]string{"forks[*].checkpoint.*"}, ``},
+	} {
+		skip, err := volatileSkip(world.Declaration{Volatile: tc.volatile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := startDiff(a, b, skip)
+		if text := got.String(); tc.want == "" && got.path != "" || tc.want != "" && text != tc.want {
+			t.Errorf("volatile %q: %q, want %q", tc.volatile, text, tc.want)
 		}
 	}
 }

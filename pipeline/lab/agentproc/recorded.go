@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"sync"
 
@@ -216,7 +217,7 @@ func (r *agentRecords) Costly() bool { return true }
 func (r *agentRecords) RunRecords(ctx context.Context, next lab.Records, emit func(*lab.SeedResult) error) error {
 	def := r.inst.def
 	size := def.blockSize()
-	inner, cancel := context.WithCancel(ctx)
+	inner, cancel := def.failFastContext(ctx)
 	defer cancel()
 	window := make(chan struct{}, 2*def.pool.cfg.Parallel)
 	blocks := make(chan *block, cap(window)+1)
@@ -273,7 +274,7 @@ func (r *agentRecords) RunRecords(ctx context.Context, next lab.Records, emit fu
 			blocks <- b
 		}
 	}()
-	return emitBlocks(ctx, blocks, window, cancel, &wg, emit)
+	return def.emitBlocks(ctx, blocks, window, cancel, &wg, emit)
 }
 
 // play fills b.results: loads, inspects and branches, the agent's pool
@@ -365,7 +366,7 @@ func (r *agentRecords) play(ctx context.Context, b *block) error {
 			if r.plan.Fires != nil {
 				f.Fires = r.plan.Fires(f.Features)
 			}
-			branches = append(branches, i.branchCall(res.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, K, f.Fires, f.Branches, 0))
+			branches = append(branches, i.branchCallRun(res.Seed, url.PathEscape(res.RunID), f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, K, f.Fires, f.Branches, 0, r.plan.SweepID))
 			where = append(where, at{k, fi})
 		}
 	}

@@ -58,6 +58,9 @@ type block struct {
 // results (error rows), not errors of Run. Run returns ErrStopped when the
 // definition was stopped (Stop, or its budget reached) before every seed
 // had started; the seeds in progress are finished and journaled first.
+// When fail-fast finds the agent failing (Config.FailFast), Run abandons
+// the seeds in progress — they would fail too — and returns the
+// *FailingError that says why; the seeds finished before are journaled.
 func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResult) error) error {
 	def := r.inst.def
 	def.mu.Lock()
@@ -72,7 +75,7 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 		defer j.close()
 	}
 	size := uint64(def.blockSize())
-	inner, cancel := context.WithCancel(ctx)
+	inner, cancel := def.failFastContext(ctx)
 	defer cancel()
 	window := make(chan struct{}, 2*def.pool.cfg.Parallel)
 	// The blocks in seed order, as the dispatcher cuts them: at most one
@@ -110,7 +113,33 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 			blocks <- b
 		}
 	}()
-	return emitBlocks(ctx, blocks, window, cancel, &wg, emit)
+	return def.emitBlocks(ctx, blocks, window, cancel, &wg, emit)
+}
+
+// failFastContext returns a context of ctx that fail-fast cancels when it
+// finds the agent failing (Config.FailFast), so that the seeds or runs in
+// progress are abandoned: they would fail too.
+func (d *Definition) failFastContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	inner, cancel := context.WithCancel(ctx)
+	if tripped := d.pool.brk.done(); tripped != nil {
+		go func() {
+			select {
+			case <-tripped:
+				cancel()
+			case <-inner.Done():
+			}
+		}()
+	}
+	return inner, cancel
+}
+
+// failing replaces err, the error that ends a run of blocks, by the
+// *FailingError that says why when fail-fast stopped it.
+func (d *Definition) failing(ctx context.Context, err error) error {
+	if f := d.pool.brk.failure(); f != nil && ctx.Err() == nil {
+		return f
+	}
+	return err
 }
 
 // emitBlocks emits the results of blocks, in order, each once it is done,
@@ -118,7 +147,7 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 // (Run, and a recorded population's RunRecords). A skipped block ends it
 // with ErrStopped once the blocks in progress are done (or ctx's error);
 // a block's error, or emit's, cancels the rest.
-func emitBlocks(ctx context.Context, blocks <-chan *block, window <-chan struct{}, cancel func(), wg *sync.WaitGroup, emit func(*lab.SeedResult) error) error {
+func (d *Definition) emitBlocks(ctx context.Context, blocks <-chan *block, window <-chan struct{}, cancel func(), wg *sync.WaitGroup, emit func(*lab.SeedResult) error) error {
 	for b := range blocks {
 		<-b.done
 		if b.skipped {
@@ -126,12 +155,12 @@ func emitBlocks(ctx context.Context, blocks <-chan *block, window <-chan struct{
 				return err
 			}
 			wg.Wait() // the seeds in progress finish and are journaled
-			return ErrStopped
+			return d.failing(ctx, ErrStopped)
 		}
 		if b.err != nil {
 			cancel()
 			drain(blocks)
-			return b.err
+			return d.failing(ctx, b.err)
 		}
 		for _, res := range b.results {
 			if err := emit(res); err != nil {
@@ -211,7 +240,7 @@ func (r *runner) play(ctx context.Context, b *block, j *journal) error {
 			if r.plan.Fires != nil {
 				f.Fires = r.plan.Fires(f.Features)
 			}
-			branches = append(branches, r.inst.branchCall(res.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, K, f.Fires, f.Branches, 0))
+			branches = append(branches, r.inst.branchCall(res.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, K, f.Fires, f.Branches, 0, r.plan.SweepID))
 		}
 	}
 	if err := def.pool.do(ctx, branches); err != nil {
@@ -278,7 +307,7 @@ func (r *runner) replay(s *journalSeed, res *lab.SeedResult) bool {
 		if r.plan.Fires != nil {
 			f.Fires = r.plan.Fires(f.Features)
 		}
-		c := r.inst.branchCall(s.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, r.plan.Replicas, f.Fires, f.Branches, 0)
+		c := r.inst.branchCall(s.Seed, f.ForkStep, f.Over, f.Checkpoint, r.plan.Arms, r.plan.Replicas, f.Fires, f.Branches, 0, r.plan.SweepID)
 		if c.decode(s.Branch[fi]) != nil {
 			return false
 		}

@@ -28,7 +28,20 @@ const ServeBatch = 256
 // everything the lab needs. Malformed requests get the protocol's error
 // replies; Serve returns an error only when it cannot read or write.
 func Serve(ctx context.Context, def lab.Definition, r io.Reader, w io.Writer) error {
-	s := &server{def: def, decl: def.Declaration(), insts: map[string]lab.Instance{}, runners: map[string]lab.Runner{}, byRaw: map[string]lab.Instance{}}
+	return ServeWith(ctx, def, r, w, ServeOptions{})
+}
+
+// ServeOptions are what Serve may add to its replies.
+type ServeOptions struct {
+	// Transcripts: every branch result entry carries the branch's
+	// transcript (lab.Replayer), as an agent built on an SDK may send it;
+	// a sweep through the server then keeps them.
+	Transcripts bool
+}
+
+// ServeWith is Serve with options.
+func ServeWith(ctx context.Context, def lab.Definition, r io.Reader, w io.Writer, o ServeOptions) error {
+	s := &server{def: def, decl: def.Declaration(), insts: map[string]lab.Instance{}, runners: map[string]lab.Runner{}, byRaw: map[string]lab.Instance{}, opt: o}
 	if err := normalizeDeclaration(&s.decl); err != nil {
 		return err
 	}
@@ -68,6 +81,7 @@ type server struct {
 	insts   map[string]lab.Instance
 	runners map[string]lab.Runner
 	byRaw   map[string]lab.Instance // by a checkpoint's raw params and model
+	opt     ServeOptions
 }
 
 func (s *server) close() {
@@ -353,7 +367,11 @@ func (s *server) branch(raw json.RawMessage) (any, *rpcError) {
 			return nil, errorf(CodeInvalidParams, "%s.intervention: arm %s applies %s, got %q", where, b.Arm, orNone(want, applies), *b.Intervention)
 		}
 		fires := b.Intervention != nil
-		o, err := inst.Branch(p.Checkpoint, b.Arm, b.Replica, func([]world.Value) bool { return fires })
+		play := inst.Branch
+		if rp, ok := inst.(lab.Replayer); ok && s.opt.Transcripts {
+			play = rp.Replay
+		}
+		o, err := play(p.Checkpoint, b.Arm, b.Replica, func([]world.Value) bool { return fires })
 		if err != nil {
 			if errors.Is(err, fork.ErrCheckpoint) {
 				return nil, errorf(CodeBadCheckpoint, "params.checkpoint: %v", err)
@@ -361,7 +379,8 @@ func (s *server) branch(raw json.RawMessage) (any, *rpcError) {
 			return nil, errorf(CodeRunFailed, "%s: %v", where, err)
 		}
 		success := o.Success
-		out.Branches[i] = WireBranch{Success: &success, Cost: CostOf(s.decl.Cost, o.Cost)}
+		out.Branches[i] = WireBranch{Success: &success, Cost: CostOf(s.decl.Cost, o.Cost), Transcript: o.Transcript}
+		out.Branches[i].Score = o.Score
 	}
 	return out, nil
 }

@@ -65,3 +65,26 @@ func TestServeSweepIsByteIdentical(t *testing.T) {
 		t.Fatalf("%d processes, %d initialize requests: want 2 and 2", st.Processes, st.Requests["initialize"])
 	}
 }
+
+// An agent's transcripts (here a served built-in world's, sent with every
+// branch result entry) are kept: the sweep's files are, byte for byte, the
+// in-process sweep's with --transcripts, which records the same steps.
+func TestServeSweepKeepsTranscripts(t *testing.T) {
+	spec := sweep.DefaultSpec()
+	spec.Seeds, spec.ForkAt, spec.Replicas, spec.UnitSeeds = sweep.Range{Start: 100, End: 700}, []int{1, 3}, 3, 256
+	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.AA}
+	spec.Model = fork.Model{Temperature: 0.2, NoTool: 0.5}
+	kept := spec
+	kept.Transcripts = true
+	want, _, err := sweepWith(t, kept, nil, "", false, sweep.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := agent("counter", "")
+	cmd.Env["AGENTPROC_TEST_TRANSCRIPTS"] = "1"
+	got, res, err := sweepWith(t, spec, openAgent(t, cmd, 2, 10*time.Second, 0), "", false, sweep.Options{Workers: 2})
+	if err != nil || res.Errors != 0 {
+		t.Fatalf("%v, %d error pairs", err, res.Errors)
+	}
+	sameFiles(t, "served with transcripts against in-process with --transcripts", tableFiles(t, want), tableFiles(t, got))
+}

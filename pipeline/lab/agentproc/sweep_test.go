@@ -13,6 +13,7 @@ import (
 
 	"github.com/forklab/forklab/internal/duck/ducktest"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
+	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 )
 
@@ -184,6 +185,26 @@ func TestInterruptedSweepPaysNoSeedTwice(t *testing.T) {
 	sameFiles(t, "resumed against uninterrupted", tableFiles(t, want), tableFiles(t, out))
 }
 
+// sweepStopped sweeps spec with the test agent serving the counter with
+// faults, --parallel 2, stopping the definition (as a budget reached does)
+// once 10 seeds are in: the runner has the seeds of four batch lines in
+// flight (two per process) and starts no fifth. It returns the output
+// directory, unpublished, and the definition.
+func sweepStopped(t *testing.T, spec sweep.Spec, faults string) (string, *agentproc.Definition) {
+	t.Helper()
+	def := openAgent(t, agent("counter", faults), 2, 10*time.Second, 1)
+	seen := 0
+	out, _, err := sweepWith(t, spec, def, "", false, sweep.Options{Workers: 1, Progress: func(n, _ int) {
+		if seen += n; seen >= 10 {
+			def.Stop()
+		}
+	}})
+	if !errors.Is(err, agentproc.ErrStopped) {
+		t.Fatalf("got %v, want ErrStopped", err)
+	}
+	return out, def
+}
+
 // A budget reached stops the sweep cleanly: the seeds in progress finish
 // and are journaled, Run returns ErrStopped without publishing, and the
 // resumed sweep completes with the same files and no seed asked twice.
@@ -195,18 +216,7 @@ func TestStopAtBudgetIsResumable(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := filepath.Join(t.TempDir(), "count")
-	def := openAgent(t, agent("counter", "count="+count), 2, 10*time.Second, 1)
-	seen := 0
-	out, _, err := sweepWith(t, spec, def, "", false, sweep.Options{Workers: 1, Progress: func(n, _ int) {
-		// The runner has the seeds of four batch lines in flight (two per
-		// process); the fifth is never started.
-		if seen += n; seen >= 10 {
-			def.Stop()
-		}
-	}})
-	if !errors.Is(err, agentproc.ErrStopped) {
-		t.Fatalf("got %v, want ErrStopped", err)
-	}
+	out, def := sweepStopped(t, spec, "count="+count)
 	if _, err := os.Stat(filepath.Join(out, sweep.ManifestName)); err == nil {
 		t.Fatal("a stopped sweep published its results")
 	}
@@ -232,4 +242,114 @@ func TestStopAtBudgetIsResumable(t *testing.T) {
 		t.Errorf("spent %+v before the stop, replayed %+v after", spent, replayed)
 	}
 	sameFiles(t, "resumed after the budget against uninterrupted", tableFiles(t, want), tableFiles(t, out))
+}
+
+// Every branch an agent is asked in a sweep carries the sweep's id (its
+// manifest's sweep_id) and the branch's identity,
+// <sweep_id>/<seed>/<fork_step>/<arm>/<replica>; a sweep stopped and
+// resumed keeps its id, so the branches asked before the stop name the
+// sweep that is published.
+func TestBranchIdentity(t *testing.T) {
+	spec := sweep.DefaultSpec()
+	spec.Seeds = sweep.Range{Start: 0, End: 300}
+	spec.ForkAt = []int{2, 3}
+	spec.Arms = []fork.Arm{fork.Off, fork.On, fork.AA}
+	spec.Replicas = 2
+	ids := filepath.Join(t.TempDir(), "ids")
+	out, _ := sweepStopped(t, spec, "ids="+ids)
+	again := openAgent(t, agent("counter", "ids="+ids), 2, 10*time.Second, 1)
+	_, res, err := sweepWith(t, spec, again, out, true, sweep.Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweepID := res.Manifest.SweepID
+	b, err := os.ReadFile(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		sid, bid, _ := strings.Cut(l, " ")
+		if sid != sweepID || !strings.HasPrefix(bid, sweepID+"/") {
+			t.Fatalf("branch asked with sweep_id %q, branch_id %q; the manifest's sweep_id is %q", sid, bid, sweepID)
+		}
+		asked[strings.TrimPrefix(bid, sweepID+"/")]++
+	}
+	for seed := range 300 {
+		for _, step := range spec.ForkAt {
+			for _, arm := range spec.Arms {
+				for rep := range 2 {
+					if id := fmt.Sprintf("%d/%d/%s/%d", seed, step, arm, rep); asked[id] != 1 {
+						t.Fatalf("branch %s asked %d times, want once (the stopped sweep's seeds are journaled)", id, asked[id])
+					}
+				}
+			}
+		}
+	}
+	if len(asked) != 300*2*3*2 {
+		t.Fatalf("%d distinct branches asked, want %d", len(asked), 300*2*3*2)
+	}
+}
+
+// An agent that writes a stray line on stdout before every start reply
+// fails every attempt: with fail-fast on, the sweep stops after its first
+// 20 attempts (not after every seed's retries), quoting the line and the
+// rule, and publishes nothing; fixed and resumed, it ends with the files
+// of a sweep that never failed. The seeds it finished before the failure
+// are kept (here none).
+func TestFailFastStopsAFailingAgent(t *testing.T) {
+	spec := sweep.DefaultSpec()
+	spec.Seeds = sweep.Range{Start: 0, End: 3000}
+	want, _, err := sweepWith(t, spec, nil, "", false, sweep.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := agentproc.Open(context.Background(), agentproc.Config{Command: agent("counter", "stray=1"), Parallel: 2, Timeout: 10 * time.Second,
+		Retries: 2, Backoff: 10 * time.Millisecond, FailFast: &agentproc.FailFast{MaxRate: agentproc.DefaultFailOnError}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	out, _, err := sweepWith(t, spec, bad, "", false, sweep.Options{Workers: 2})
+	var fe *agentproc.FailingError
+	if !errors.As(err, &fe) || !errors.Is(err, agentproc.ErrFailing) || fe.Rule != "its first 20 attempts failed, none succeeded" ||
+		!strings.Contains(fe.Last, `wrote a malformed start reply: the line is not JSON: "loading model... done"`) {
+		t.Fatalf("got %v, want the sweep stopped after 20 failed attempts, quoting the stray line", err)
+	}
+	if !errors.Is(bad.Failing(), agentproc.ErrFailing) {
+		t.Fatalf("Failing() = %v", bad.Failing())
+	}
+	if n := bad.Pool().Stats().Processes; n > 25 {
+		t.Errorf("%d processes started; the sweep should have stopped at about 20 failed attempts", n)
+	}
+	if _, err := os.Stat(filepath.Join(out, sweep.ManifestName)); err == nil {
+		t.Fatal("a sweep stopped by fail-fast published its results")
+	}
+	good := openAgent(t, agent("counter", ""), 2, 10*time.Second, 1)
+	_, res, err := sweepWith(t, spec, good, out, true, sweep.Options{Workers: 2})
+	if err != nil || res.Errors != 0 {
+		t.Fatalf("resumed: %v, %d errors", err, res.Errors)
+	}
+	sameFiles(t, "resumed after fail-fast against never failed", tableFiles(t, want), tableFiles(t, out))
+}
+
+// A process's start-up is paid once: a sweep of a sound agent starts each
+// of its --parallel processes once and restarts none, and starts no more
+// than the work keeps busy at once — a sweep of one seed asks the process
+// that told the declaration, whatever --parallel is.
+func TestProcessesStartOnce(t *testing.T) {
+	spec := sweep.DefaultSpec()
+	for _, tc := range []struct {
+		seeds     uint64
+		processes int64
+	}{{1, 1}, {3000, 3}} {
+		spec.Seeds = sweep.Range{Start: 0, End: tc.seeds}
+		def := openAgent(t, agent("counter", ""), 3, 10*time.Second, 1)
+		if _, _, err := sweepWith(t, spec, def, "", false, sweep.Options{Workers: 3}); err != nil {
+			t.Fatal(err)
+		}
+		if st := def.Pool().Stats(); st.Processes != tc.processes || st.Retries != 0 {
+			t.Errorf("%d seeds, --parallel 3: %d processes started, %d retries; want %d, none", tc.seeds, st.Processes, st.Retries, tc.processes)
+		}
+	}
 }

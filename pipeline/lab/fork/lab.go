@@ -107,16 +107,37 @@ func (l *Lab[S]) Intervention(arm Arm, fires bool) (world.Action, bool) {
 // branch's own noise stream. It reports whether the run succeeded and
 // whether an intervention was applied.
 func (l *Lab[S]) Branch(final, s *S, seed uint64, forkStep int, arm Arm, replica int, fires bool) (success, intervened bool) {
+	return l.BranchTrace(final, s, seed, forkStep, arm, replica, fires, nil)
+}
+
+// Trace is told every step of a branch as it is played: the action, whether
+// it was the arm's intervention at the fork, and the state after it.
+type Trace[S any] func(a world.Action, intervention bool, s *S)
+
+// BranchTrace is Branch, telling trace (when not nil) every step it plays,
+// the intervention first: what a branch's transcript records.
+func (l *Lab[S]) BranchTrace(final, s *S, seed uint64, forkStep int, arm Arm, replica int, fires bool, trace Trace[S]) (success, intervened bool) {
 	*final = *s
 	if a, ok := l.Intervention(arm, fires); ok {
 		l.World.Step(final, a)
 		intervened = true
+		if trace != nil {
+			trace(a, true, final)
+		}
 	}
 	var key uint64
 	if l.Model.Temperature != 0 { // a greedy model never reads its noise
 		key = BranchKey(seed, forkStep, arm, replica, fires)
 	}
-	return l.Finish(final, key), intervened
+	if trace == nil {
+		return l.Finish(final, key), intervened
+	}
+	for !l.World.Over(final) {
+		a := l.choose(final, key)
+		l.World.Step(final, a)
+		trace(a, false, final)
+	}
+	return l.World.Success(final), intervened
 }
 
 // Checkpoint plays seed's run to forkStep and returns it as a checkpoint,

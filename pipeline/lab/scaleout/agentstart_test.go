@@ -11,8 +11,10 @@ import (
 
 	"github.com/forklab/forklab/internal/duck/ducktest"
 	"github.com/forklab/forklab/pipeline/lab"
+	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/scaleout"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
+	"github.com/forklab/forklab/pipeline/world"
 )
 
 // inProcess is the counter world as a worker's "external agent".
@@ -26,13 +28,18 @@ func (inProcess) Close() error      { return nil }
 // with fail, and returns the channel its Run's error arrives on.
 func agentWorker(t *testing.T, q scaleout.Queue, id string, fail error) (*scaleout.Worker, <-chan error) {
 	t.Helper()
-	open := func(context.Context, sweep.AgentSpec) (scaleout.Agent, error) {
+	return agentWorkerOpen(t, q, id, func(context.Context, sweep.AgentSpec) (scaleout.Agent, error) {
 		if fail != nil {
 			return nil, fail
 		}
 		def, err := lab.Lookup("counter")
 		return inProcess{def}, err
-	}
+	})
+}
+
+// agentWorkerOpen runs a worker whose agents open opens.
+func agentWorkerOpen(t *testing.T, q scaleout.Queue, id string, open func(context.Context, sweep.AgentSpec) (scaleout.Agent, error)) (*scaleout.Worker, <-chan error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	w, err := scaleout.NewWorker(ctx, scaleout.WorkerConfig{Queue: q, ID: id, Parallel: 1, SessionTimeout: 6 * time.Second,
@@ -92,14 +99,7 @@ func TestAgentStartFailureIsAnAttempt(t *testing.T) {
 		done <- result{res, last, err}
 	}()
 	_, bad := agentWorker(t, q, "bad", errNoPython)
-	select {
-	case err := <-bad:
-		if err == nil || !strings.Contains(err.Error(), "cannot start its agent: exec: python3: not found; unit c0-s0000") {
-			t.Fatalf("the worker without the agent stopped with %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the worker that cannot start the agent did not stop")
-	}
+	workerStops(t, bad, "the worker that cannot start the agent", "cannot start its agent: exec: python3: not found; unit c0-s0000")
 	// The coordinator heard of the failure, and of the worker.
 	deadline := time.After(30 * time.Second)
 	for seen := false; !seen; {
@@ -166,3 +166,76 @@ func TestAgentThatNeverStartsIsPoison(t *testing.T) {
 }
 
 func sprintf(f string, a ...any) string { return fmt.Sprintf(f, a...) }
+
+// workerStops waits up to a minute for the worker (what) whose Run's error
+// arrives on errc to stop with an error holding want.
+func workerStops(t *testing.T, errc <-chan error, what, want string) {
+	t.Helper()
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s stopped with %v, want %q", what, err, want)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not stop", what)
+	}
+}
+
+// failingAgent is the counter as an agent that failed fast
+// (agentproc.FailFast): its runners fail with err, and Failing says so.
+type failingAgent struct {
+	inProcess
+	err error
+}
+
+func (a failingAgent) Failing() error { return a.err }
+
+func (a failingAgent) Open(p world.Params, m fork.Model) (lab.Instance, error) {
+	inst, err := a.inProcess.Open(p, m)
+	return failingInstance{inst, a.err}, err
+}
+
+type failingInstance struct {
+	lab.Instance
+	err error
+}
+
+func (i failingInstance) Runner(lab.Plan) (lab.Runner, error) { return failingRunner{i.err}, nil }
+
+type failingRunner struct{ err error }
+
+func (r failingRunner) Run(context.Context, uint64, uint64, func(*lab.SeedResult) error) error {
+	return r.err
+}
+
+// A worker whose agent fails fast records and reports its attempt at the
+// unit as failed, puts the unit back for other workers and stops, saying
+// why; a sound worker then finishes the sweep, the single-process one.
+func TestFailingAgentStopsItsWorker(t *testing.T) {
+	brokers := cluster(t, 1)
+	spec := smallUnits()
+	r := agentSweep(t, spec)
+	q := scaleout.Queue{Brokers: brokers, Name: "agentfailing", Partitions: 2}
+	out := filepath.Join(t.TempDir(), "out")
+	done := make(chan error, 1)
+	go func() {
+		_, err := scaleout.Coordinate(context.Background(), r, scaleout.CoordinatorConfig{Queue: q, Out: out, Version: "test"})
+		done <- err
+	}()
+	failing := errors.New("the agent is failing: its first 20 attempts failed, none succeeded; the last failure: agent process 1 (pid 7) wrote a malformed start reply")
+	_, bad := agentWorkerOpen(t, q, "bad", func(context.Context, sweep.AgentSpec) (scaleout.Agent, error) {
+		def, err := lab.Lookup("counter")
+		return failingAgent{inProcess{def}, failing}, err
+	})
+	workerStops(t, bad, "the worker whose agent fails", "this worker's agent is failing: the agent is failing: its first 20 attempts failed")
+	agentWorker(t, q, "good", nil)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the sound worker did not finish the sweep")
+	}
+	sameFiles(t, "after a worker whose agent failed", tableFiles(t, singleProcess(t, spec)), tableFiles(t, out))
+}

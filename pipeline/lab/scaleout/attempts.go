@@ -19,15 +19,23 @@ import (
 // unit ledger (sweep.Staging.StateDir("attempts")/UNIT/), one file per
 // attempt, named by its start time and worker. The worker running an
 // attempt touches its file every lease/4 (the heartbeat); when it ends,
-// the file says how (done, or failed and why). An attempt whose file is
-// still "running" but has not been touched for a lease is one whose
-// worker stopped (killed, crashed, cut off from the storage): it counts as
-// failed. A unit is retried until MaxAttempts attempts have failed, then
-// written as error rows naming them.
+// the file says how: done, or failed and why — the unit's error (a
+// panic, an agent that crashed or timed out), or, written by forklab
+// worker's supervising process, the crash of the member process that ran
+// it (MarkCrashed). A unit is retried until MaxAttempts attempts have
+// failed, then written as error rows naming them.
 //
-// The records live on the shared storage, not in Kafka, because a worker
-// that crashes cannot report its own failure: the next worker to get the
-// unit finds the silent attempt there.
+// An attempt whose file is still "running" but has not been touched for a
+// lease is one whose worker vanished as a whole (SIGKILLed, its machine
+// lost or preempted, cut off from the storage): the unit is run again,
+// and that attempt is not counted as failed — a worker's disappearance
+// says nothing about the unit. A unit that crashes the process running
+// it is told apart by the supervisor, which outlives the member process
+// (docs/scale-out.md, "Attempts, leases, poison units").
+//
+// The records live on the shared storage, not in Kafka, because a process
+// that crashes cannot report its own failure: its supervisor records it
+// there, and the next worker to get the unit finds it.
 
 // attemptsDir is the StateDir of the attempt records.
 const attemptsDir = "attempts"
@@ -58,16 +66,16 @@ func (a attempt) live(lease time.Duration, now time.Time) bool {
 	return a.State == attemptRunning && now.Sub(a.beat) < lease
 }
 
-// failed reports whether the attempt failed, or stopped heartbeating, and
-// why.
-func (a attempt) failed(lease time.Duration, now time.Time) (bool, string) {
-	switch {
-	case a.State == attemptFailed:
-		return true, a.Error
-	case a.State == attemptRunning && now.Sub(a.beat) >= lease:
-		return true, fmt.Sprintf("the worker stopped while running it (no heartbeat since %s)", a.beat.UTC().Format(time.RFC3339))
-	}
-	return false, ""
+// failed reports whether the attempt failed, and why. An attempt that
+// stopped heartbeating (its worker vanished) did not fail: see vanished.
+func (a attempt) failed() (bool, string) {
+	return a.State == attemptFailed, a.Error
+}
+
+// vanished reports whether the attempt's worker vanished while running it:
+// still "running", no heartbeat for a lease.
+func (a attempt) vanished(lease time.Duration, now time.Time) bool {
+	return a.State == attemptRunning && now.Sub(a.beat) >= lease
 }
 
 // readAttempts reads the attempt records of unit id in the attempts
@@ -105,10 +113,10 @@ func readAttempts(dir, id string) ([]attempt, error) {
 }
 
 // failures counts the failed attempts among as and lists why, numbered.
-func failures(as []attempt, lease time.Duration, now time.Time) (int, []string) {
+func failures(as []attempt) (int, []string) {
 	var why []string
 	for _, a := range as {
-		if f, reason := a.failed(lease, now); f {
+		if f, reason := a.failed(); f {
 			why = append(why, fmt.Sprintf("attempt %d (worker %s): %s", len(why)+1, a.Worker, reason))
 		}
 	}
@@ -181,4 +189,25 @@ func (r *running) withdraw() {
 	close(r.stop)
 	r.wg.Wait()
 	os.Remove(r.path)
+}
+
+// MarkCrashed records that the attempt whose record is at path failed
+// because the process running it ended (reason: how, and its last words),
+// if the record still says running: forklab worker's supervising process
+// calls it when a member process it started dies mid-unit.
+func MarkCrashed(path, reason string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var a attempt
+	if err := json.Unmarshal(b, &a); err != nil {
+		return fmt.Errorf("attempt record %s: %w", path, err)
+	}
+	if a.State != attemptRunning {
+		return nil
+	}
+	r := &running{path: path, a: a}
+	r.a.State, r.a.Error, r.a.Ended = attemptFailed, reason, time.Now().UTC()
+	return r.write()
 }

@@ -2,14 +2,15 @@ package scaleout
 
 import (
 	"os"
-	"strings"
 	"testing"
 	"time"
 )
 
 // An attempt heartbeats while it runs; one that stopped heartbeating for a
-// lease counts as failed, naming its worker; one that failed says why; a
-// finished or live one does not count.
+// lease is one whose worker vanished, which is not a failure of the unit;
+// one that failed says why, and so does one whose process crashed
+// (MarkCrashed, by the supervising process); a finished or live one does
+// not count.
 func TestAttempts(t *testing.T) {
 	dir := t.TempDir()
 	lease := 200 * time.Millisecond
@@ -34,10 +35,26 @@ func TestAttempts(t *testing.T) {
 	if !as[0].live(lease, now) || as[1].live(lease, now) {
 		t.Fatalf("live: heartbeating %v, silent %v", as[0].live(lease, now), as[1].live(lease, now))
 	}
-	n, why := failures(as, lease, now)
-	if n != 2 || !strings.HasPrefix(why[0], "attempt 1 (worker w2-0): the worker stopped while running it (no heartbeat since ") ||
-		why[1] != "attempt 2 (worker w3-0): panic: boom (at world.go:9)" {
+	if !as[1].vanished(lease, now) || as[0].vanished(lease, now) || as[2].vanished(lease, now) {
+		t.Fatal("vanished: want only the silent attempt")
+	}
+	n, why := failures(as)
+	if n != 1 || why[0] != "attempt 1 (worker w3-0): panic: boom (at world.go:9)" {
 		t.Fatalf("failures %d: %q", n, why)
+	}
+	// The silent one's process crashed, as its supervisor saw: now it
+	// failed, with the reason; a record already ended is left alone.
+	if err := MarkCrashed(silent.path, "the worker process running it crashed (exit status 3): faulty: seed 5000: exiting"); err != nil {
+		t.Fatal(err)
+	}
+	if err := MarkCrashed(done.path, "x"); err != nil {
+		t.Fatal(err)
+	}
+	as, _ = readAttempts(dir, "c0-s000001")
+	n, why = failures(as)
+	if n != 2 || why[0] != "attempt 1 (worker w2-0): the worker process running it crashed (exit status 3): faulty: seed 5000: exiting" ||
+		why[1] != "attempt 2 (worker w3-0): panic: boom (at world.go:9)" || as[3].State != attemptDone {
+		t.Fatalf("after MarkCrashed: failures %d: %q; the done one is %s", n, why, as[3].State)
 	}
 	live.withdraw()
 	if as, _ := readAttempts(dir, "c0-s000001"); len(as) != 3 {

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/forklab/forklab/internal/atomicfile"
@@ -40,8 +42,12 @@ type CoordinatorConfig struct {
 	// changes, and every second.
 	Progress func(Status)
 	// Logf, if set, gets a line per event worth telling (picked up,
-	// published, a unit redone).
+	// published, a unit redone, no worker in the group).
 	Logf func(format string, args ...any)
+	// NoWorkers is how long the group may have no member, while units
+	// are left, before the coordinator says so and what to start
+	// (again every ten times as long while it lasts); default 30s.
+	NoWorkers time.Duration
 }
 
 // Status is a distributed sweep's progress as its coordinator sees it.
@@ -59,10 +65,23 @@ type Status struct {
 	Failed, Running int
 	// LastFailure says which attempt failed last and why ("" if none).
 	LastFailure string
-	// Workers counts the worker processes running a unit or heard from
-	// (any report: a unit started, progress, done, an attempt failed) in
-	// the last 30s.
+	// Workers counts the worker processes in the workers' consumer
+	// group, as the group last described itself (asked every
+	// groupEvery), or running a unit; before the group's first answer,
+	// those running a unit or heard from (any report: a unit started,
+	// progress, done, an attempt failed) in the last 30s.
 	Workers int
+	// Members counts the group's members as it last described itself
+	// (one per unit a worker runs at once; -1 before the first answer);
+	// NoWorkersSince is since when the group has had no member and no
+	// unit was running (zero while it has some, or has not answered
+	// yet).
+	Members        int
+	NoWorkersSince time.Time
+	// Retries counts the coordinator's Kafka requests that failed and
+	// were retried (reads of the results topic, writes, offset look-ups:
+	// a broker restarting, a network cut).
+	Retries int64
 	// PickedUp: this coordinator continues one that stopped.
 	PickedUp bool
 	// Since is when this coordinator started waiting.
@@ -156,6 +175,9 @@ func Coordinate(ctx context.Context, r sweep.Resolved, cfg CoordinatorConfig) (s
 	if cfg.Progress == nil {
 		cfg.Progress = func(Status) {}
 	}
+	if cfg.NoWorkers <= 0 {
+		cfg.NoWorkers = 30 * time.Second
+	}
 	out, err := filepath.Abs(cfg.Out)
 	if err != nil {
 		return res, err
@@ -235,7 +257,17 @@ type coordinator struct {
 	failed  map[failedKey]bool
 	seen    map[string]time.Time
 	status  Status
+	// group is the workers' group as it last described itself: its
+	// members' worker processes.
+	group map[string]bool
+	// told is when the coordinator last said that no worker is there.
+	told time.Time
+	// readErrors counts failed reads of the results topic, retried.
+	readErrors atomic.Int64
 }
+
+// groupEvery is how often the coordinator asks the group for its members.
+const groupEvery = 5 * time.Second
 
 // failedKey names a failed attempt: two workers that find the same silent
 // attempt report it alike.
@@ -279,7 +311,7 @@ func (co *coordinator) start(ctx context.Context) error {
 		Units: co.r.UnitCount(), MaxAttempts: co.cfg.MaxAttempts, LeaseMS: co.cfg.Lease.Milliseconds(),
 		ResultsStart: starts, UnitsStart: units, Created: time.Now().UTC()}
 	// The ledger's spec: workers refuse to add units of another.
-	uw, err := sweep.NewUnitWriter(co.r, co.st, sweep.Options{})
+	uw, err := sweep.NewUnitWriter(co.r, co.st, sweep.Options{SweepID: co.rec.Sweep})
 	if err != nil {
 		return err
 	}
@@ -386,13 +418,18 @@ func (co *coordinator) run(ctx context.Context) (sweep.Result, error) {
 		return sweep.Result{}, err
 	}
 	defer stop()
+	co.status.Members = -1
+	members := co.watchGroup(ctx)
 	if !co.rec.Published {
 		if err := co.publish(ctx); err != nil {
 			return sweep.Result{}, err
 		}
 	}
 	if err := co.guardRetention(ctx); err != nil {
-		return sweep.Result{}, err
+		if ctx.Err() != nil || co.c.watch.Err() != nil {
+			return sweep.Result{}, err
+		}
+		co.cfg.Logf("check the units topic's retention: %v", err)
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -403,6 +440,10 @@ func (co *coordinator) run(ctx context.Context) (sweep.Result, error) {
 			select {
 			case <-ctx.Done():
 				return sweep.Result{}, ctx.Err()
+			case <-co.c.watch.Gone():
+				return sweep.Result{}, fmt.Errorf("%w; the workers go on, and running the same command again picks the sweep up", co.c.watch.Err())
+			case g := <-members:
+				co.group, co.status.Members = g.workers, g.members
 			case rep, ok := <-reports:
 				if !ok {
 					return sweep.Result{}, errors.New("the results topic readers stopped")
@@ -519,7 +560,8 @@ func (co *coordinator) update() {
 		s.Running++
 		s.SeedsDone += ru.seeds
 	}
-	// The workers: those heard from lately, and those running a unit.
+	// The workers: the group's own view once it answered; before, those
+	// running a unit or heard from lately.
 	workers := map[string]bool{}
 	for _, ru := range co.running {
 		workers[ru.worker] = true
@@ -531,8 +573,83 @@ func (co *coordinator) update() {
 			delete(co.seen, w)
 		}
 	}
+	if s.Members >= 0 {
+		// The group's view, and the workers running a unit (a member
+		// is out of the group while it rejoins: a rebalance, a broker
+		// restarting).
+		workers = maps.Clone(co.group)
+		for _, ru := range co.running {
+			workers[ru.worker] = true
+		}
+	}
 	s.Workers = len(workers)
+	s.Retries = co.readErrors.Load() + co.c.retries.Load()
+	switch {
+	case s.Members != 0 || s.Running > 0:
+		if !co.told.IsZero() {
+			co.cfg.Logf("%d %s in group %s again", s.Workers, plural(s.Workers, "worker", "workers"), co.cfg.Queue.Group())
+		}
+		s.NoWorkersSince, co.told = time.Time{}, time.Time{}
+	case s.NoWorkersSince.IsZero():
+		s.NoWorkersSince = now
+	}
+	if !s.NoWorkersSince.IsZero() && s.Done < s.Units {
+		idle := now.Sub(s.NoWorkersSince)
+		if idle >= co.cfg.NoWorkers && (co.told.IsZero() || now.Sub(co.told) >= 10*co.cfg.NoWorkers) {
+			co.told = now
+			q := co.cfg.Queue
+			co.cfg.Logf("no worker has been in group %s for %s, and %d of %d units are left: start some, on machines that mount %s: forklab worker --brokers %s --queue %s",
+				q.Group(), idle.Round(time.Second), s.Units-s.Done, s.Units, co.st.Out, strings.Join(q.Brokers, ","), q.name())
+		}
+	}
 	co.cfg.Progress(*s)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// groupView is the workers' group as it described itself.
+type groupView struct {
+	members int
+	workers map[string]bool
+}
+
+// watchGroup asks the workers' group for its members every groupEvery
+// (kafka-go's readers name a member by its client id, the member's
+// name: the worker process is its prefix) and sends each answer; a failed
+// request sends nothing (the reports still count workers).
+func (co *coordinator) watchGroup(ctx context.Context) <-chan groupView {
+	out := make(chan groupView, 1)
+	go func() {
+		t := time.NewTicker(groupEvery)
+		defer t.Stop()
+		for {
+			dctx, cancel := context.WithTimeout(ctx, groupEvery)
+			res, err := co.c.client.DescribeGroups(dctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{co.cfg.Queue.Group()}})
+			cancel()
+			if err == nil && len(res.Groups) == 1 && res.Groups[0].Error == nil {
+				g := groupView{members: len(res.Groups[0].Members), workers: map[string]bool{}}
+				for _, m := range res.Groups[0].Members {
+					g.workers[process(m.ClientID)] = true
+				}
+				select {
+				case out <- g:
+				case <-ctx.Done():
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return out
 }
 
 // follow reads every partition of the results topic from where the
@@ -540,7 +657,11 @@ func (co *coordinator) update() {
 // channel until stop is called.
 func (co *coordinator) follow(ctx context.Context) (<-chan Report, func(), error) {
 	topic := co.cfg.Queue.ResultsTopic()
-	n, err := co.c.partitions(ctx, topic)
+	var n int
+	err := co.c.again(ctx, func(ctx context.Context) (err error) {
+		n, err = co.c.partitions(ctx, topic)
+		return err
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("results topic %s: %w", topic, err)
 	}
@@ -562,14 +683,30 @@ func (co *coordinator) follow(ctx context.Context) (<-chan Report, func(), error
 		}
 		wg.Go(func() {
 			defer rd.Close()
+			delay, streak := fetchBackoffMin, 0
 			for {
 				m, err := rd.ReadMessage(ctx)
 				if err != nil {
-					if ctx.Err() == nil {
-						co.cfg.Logf("results topic %s partition %d: %v", topic, p, err)
+					if ctx.Err() != nil {
+						return
 					}
-					return
+					// A broker restarting, a network cut: the reader
+					// reconnects by itself and goes on from its offset;
+					// the watch ends the coordinator if the cluster stays
+					// out of reach.
+					if streak++; streak == 1 {
+						co.cfg.Logf("results topic %s partition %d: %v; retrying", topic, p, err)
+					}
+					co.readErrors.Add(1)
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(delay):
+					}
+					delay = min(2*delay, fetchBackoffMax)
+					continue
 				}
+				delay, streak = fetchBackoffMin, 0
 				if string(m.Key) != co.rec.Sweep {
 					continue
 				}

@@ -25,12 +25,18 @@
 //     and only then commit its offset, so a worker killed at any point
 //     leaves the unit to be delivered again, and the ledger makes a second
 //     delivery harmless. Attempts are recorded on the shared storage with
-//     a heartbeat, because a crashed worker cannot report its own failure;
-//     a unit whose attempts fail MaxAttempts times is written as error
-//     rows naming them (a poison unit), and every retry goes to the end of
-//     its partition, so no unit holds up the others. A coordinator stopped
-//     and started again picks its sweep up from the staging directory's
-//     record, the ledger and the topics.
+//     a heartbeat. An attempt fails only when the unit does (an error, a
+//     panic, a crash of the process running it, which forklab worker's
+//     supervising process records: Supervise, MarkCrashed); a worker that
+//     vanished (killed, preempted) leaves an attempt without a heartbeat,
+//     which does not count. A unit whose attempts fail MaxAttempts times
+//     is written as error rows naming them (a poison unit), and every
+//     retry goes to the end of its partition, so no unit holds up the
+//     others. Rebalances, timeouts, a broker restarting are retried with
+//     backoff; only a cluster out of reach for longer than
+//     Queue.RetryFor stops a worker or a coordinator. A coordinator
+//     stopped and started again picks its sweep up from the staging
+//     directory's record, the ledger and the topics.
 //
 // docs/scale-out.md describes the topics, the records, the order of a
 // unit's steps, and how to size a sweep.

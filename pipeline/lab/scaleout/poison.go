@@ -41,9 +41,10 @@ func (r errorRunner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.Seed
 	return nil
 }
 
-// writePoison writes unit u of r into st as error rows with reason.
-func writePoison(ctx context.Context, r sweep.Resolved, st *sweep.Staging, u sweep.Unit, reason string) (sweep.UnitEntry, error) {
-	uw, err := sweep.NewUnitWriter(r, st, sweep.Options{Runners: func(sweep.Config, lab.Plan) (lab.Runner, error) {
+// writePoison writes unit u of r, of sweep sweepID, into st as error rows
+// with reason.
+func writePoison(ctx context.Context, r sweep.Resolved, st *sweep.Staging, sweepID string, u sweep.Unit, reason string) (sweep.UnitEntry, error) {
+	uw, err := sweep.NewUnitWriter(r, st, sweep.Options{SweepID: sweepID, Runners: func(sweep.Config, lab.Plan) (lab.Runner, error) {
 		return errorRunner{reason}, nil
 	}})
 	if err != nil {

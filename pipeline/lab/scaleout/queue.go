@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/forklab/forklab/internal/kafkadial"
@@ -42,6 +43,12 @@ type Queue struct {
 	// creating or finding the topics), retried until then: --dial-timeout,
 	// default kafkadial.DefaultTimeout.
 	DialTimeout time.Duration
+	// RetryFor is how long a worker or coordinator rides out a cluster it
+	// cannot reach once it is running (a broker restarting, a network
+	// cut), retrying with backoff, before it stops with an error saying
+	// so: --retry-for, default kafkadial.DefaultRetryFor. Errors of a
+	// cluster that answers (a rebalance in progress) never stop it.
+	RetryFor time.Duration
 }
 
 // DefaultQueue is the queue of forklab sweep --distributed and forklab
@@ -87,7 +94,18 @@ type conn struct {
 	w      *kafka.Writer
 	// brokers is the cluster's broker count.
 	brokers int
+	// watch tracks whether the cluster answers (a metadata request every
+	// probeEvery); produce and the fetch loops give up only once it says
+	// the cluster has been unreachable for longer than Queue.RetryFor.
+	watch     *kafkadial.Watch
+	stopWatch context.CancelFunc
+	// retries counts writes retried.
+	retries atomic.Int64
 }
+
+// probeEvery is how often a running worker or coordinator checks that
+// its cluster answers.
+const probeEvery = time.Second
 
 // dial connects to the queue's cluster and creates its topics if they are
 // missing, waiting until every partition has a leader.
@@ -116,15 +134,28 @@ func dial(ctx context.Context, q Queue) (*conn, error) {
 		WriteTimeout:    10 * time.Second,
 		Transport:       tr,
 	}
+	c.watch = kafkadial.NewWatch(q.Brokers, q.RetryFor)
+	c.stopWatch = func() {}
 	if err := kafkadial.Reach(ctx, q.Brokers, q.DialTimeout, c.ensureTopics); err != nil {
 		c.close()
 		return nil, err
 	}
+	wctx, stop := context.WithCancel(context.Background())
+	c.stopWatch = stop
+	go c.watch.Run(wctx, probeEvery, kafkadial.Probe(q.Brokers))
 	return c, nil
 }
 
+// close flushes the writer, waiting at most 10s: with the cluster out of
+// reach a write in flight would wait for its connection's own timeouts.
 func (c *conn) close() {
-	c.w.Close()
+	c.stopWatch()
+	done := make(chan struct{})
+	go func() { c.w.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
 	c.tr.CloseIdleConnections()
 }
 
@@ -270,7 +301,15 @@ func (c *conn) startOffsets(ctx context.Context, topic string) (map[int]int64, e
 	return c.offsets(ctx, topic, true)
 }
 
-func (c *conn) offsets(ctx context.Context, topic string, first bool) (map[int]int64, error) {
+func (c *conn) offsets(ctx context.Context, topic string, first bool) (out map[int]int64, err error) {
+	err = c.again(ctx, func(ctx context.Context) (err error) {
+		out, err = c.offsetsOnce(ctx, topic, first)
+		return err
+	})
+	return out, err
+}
+
+func (c *conn) offsetsOnce(ctx context.Context, topic string, first bool) (map[int]int64, error) {
 	n, err := c.partitions(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -301,27 +340,84 @@ func (c *conn) offsets(ctx context.Context, topic string, first bool) (map[int]i
 	return out, nil
 }
 
-// produce writes msgs, each acknowledged by every in-sync replica. A topic
-// the writer does not see yet (created moments ago) or a partition without
-// a leader (a broker restarting) is retried for up to a minute. The
-// writer's own retries may write a record twice: every reader here treats
-// a repeated record as the first (a unit done twice, a report counted
-// once).
+// produce writes msgs, each acknowledged by every in-sync replica. A
+// retriable failure — a topic the writer does not see yet (created moments
+// ago), a partition without a leader (a broker restarting), a cluster out
+// of reach — is retried with backoff (100ms, doubling to 2s) until the
+// write has failed for Queue.RetryFor, or the watch says the cluster has
+// been unreachable that long. The writer's own retries may write a record
+// twice: every reader here treats a repeated record as the first (a unit
+// done twice, a report counted once).
 func (c *conn) produce(ctx context.Context, msgs ...kafka.Message) error {
-	deadline := time.Now().Add(time.Minute)
+	var failing time.Time
+	delay := 100 * time.Millisecond
+	// A write in flight when the watch gives up is abandoned: the
+	// writer's own retries against a silent network would outlast it.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.watch.Gone():
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
 	for {
-		err := c.w.WriteMessages(ctx, msgs...)
+		err := c.w.WriteMessages(wctx, msgs...)
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil || time.Now().After(deadline) || !retriable(err) {
+		if gone := c.watch.Err(); gone != nil {
+			return gone
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !retriable(err) {
 			return fmt.Errorf("kafka: %w", err)
 		}
+		if gone := c.watch.Err(); gone != nil {
+			return gone
+		}
+		if failing.IsZero() {
+			failing = time.Now()
+		} else if d := time.Since(failing); d > c.watch.Limit() {
+			return fmt.Errorf("kafka: writes failed for %s: %w (--retry-for sets how long to retry)", d.Round(time.Second), err)
+		}
+		c.retries.Add(1)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
+		case <-c.watch.Gone():
+			return c.watch.Err()
+		case <-time.After(delay):
 		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// again runs op until it succeeds, with backoff (100ms, doubling to 2s),
+// for as long as the watch does not say the cluster has been out of reach
+// for longer than Queue.RetryFor: for the coordinator's requests (offsets,
+// partitions), which a broker restarting or a network cut fails.
+func (c *conn) again(ctx context.Context, op func(context.Context) error) error {
+	delay := 100 * time.Millisecond
+	for {
+		err := op(ctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if gone := c.watch.Err(); gone != nil {
+			return fmt.Errorf("%w (last: %v)", gone, err)
+		}
+		c.retries.Add(1)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.watch.Gone():
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -43,6 +44,17 @@ type WorkerConfig struct {
 	Logf func(format string, args ...any)
 	// Debug logs kafka-go's errors through Logf too.
 	Debug bool
+	// FirstMember numbers the members ID-FirstMember, ID-FirstMember+1, …
+	// (forklab worker runs each member in a process of its own).
+	FirstMember int
+	// OnAttempt, if set, is told where each attempt's record is when the
+	// attempt starts (running) and when it ends or is withdrawn: forklab
+	// worker's supervising process marks the attempt failed if the member
+	// process dies meanwhile (MarkCrashed).
+	OnAttempt func(path string, running bool)
+	// OnDone, if set, is called for each unit the worker ran and
+	// finished.
+	OnDone func()
 	// OpenAgent starts the external agent of a sweep whose spec has one
 	// (forklab worker wires agentproc here, with its --agent command and
 	// --agent-env); nil refuses such sweeps.
@@ -64,6 +76,9 @@ type Agent interface {
 	// dir.
 	SetLogDir(dir string)
 	Close() error
+	// An Agent may also have Failing() error: the error that stopped its
+	// work because it is failing (agentproc.FailFast), nil before; the
+	// worker then stops once the failed attempt is recorded.
 }
 
 // WorkerStats counts what a worker did.
@@ -72,6 +87,14 @@ type WorkerStats struct {
 	// delivered twice); Poison written as error rows; Failed attempts;
 	// Deferred units put back because another worker was running them.
 	Units, Again, Poison, Failed, Deferred int64
+	// FetchErrors counts fetches from the units topic that failed and
+	// were retried (a rebalance in progress, a timeout, a broker
+	// restarting).
+	FetchErrors int64
+	// Vanished counts attempts found running without a heartbeat for a
+	// lease: their workers vanished (killed, preempted); the units were
+	// run again, and those attempts did not count as failed.
+	Vanished int64
 }
 
 // Worker takes units from a queue's units topic as members of its
@@ -109,18 +132,28 @@ type WorkerStats struct {
 // a lost mount) is not the unit's: the worker stops with the error and
 // leaves the unit to the others.
 type Worker struct {
-	cfg   WorkerConfig
-	conn  *conn
-	drain chan struct{}
-	once  sync.Once
-	done  atomic.Int64
-	stats struct {
+	cfg WorkerConfig
+	// newReader makes a member's consumer-group reader (kafka.NewReader;
+	// tests give faults).
+	newReader func(kafka.ReaderConfig) fetcher
+	// stepHook, if set, runs after each step of a unit (tests kill the
+	// process there).
+	stepHook func(Step)
+	conn     *conn
+	drain    chan struct{}
+	once     sync.Once
+	done     atomic.Int64
+	stats    struct {
 		sync.Mutex
 		WorkerStats
 	}
 }
 
 var idChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+// CleanID makes id a worker name: letters, digits, '.', '_' and '-', any
+// other character replaced by '_'.
+func CleanID(id string) string { return idChars.ReplaceAllString(id, "_") }
 
 // NewWorker connects to the queue's cluster, creating the topics if they
 // are missing.
@@ -129,7 +162,7 @@ func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 		host, _ := os.Hostname()
 		cfg.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	cfg.ID = idChars.ReplaceAllString(cfg.ID, "_")
+	cfg.ID = CleanID(cfg.ID)
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = runtime.GOMAXPROCS(0)
 	}
@@ -143,7 +176,8 @@ func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: cfg, conn: c, drain: make(chan struct{})}, nil
+	return &Worker{cfg: cfg, conn: c, drain: make(chan struct{}),
+		newReader: func(rc kafka.ReaderConfig) fetcher { return kafka.NewReader(rc) }}, nil
 }
 
 // ID is the worker's name.
@@ -194,10 +228,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer w.conn.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	go func() {
+		// The cluster out of reach for longer than RetryFor: stop, the
+		// units in hand abandoned (their attempts withdrawn).
+		select {
+		case <-w.conn.watch.Gone():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	errs := make(chan error, w.cfg.Parallel)
 	var wg sync.WaitGroup
 	for k := range w.cfg.Parallel {
-		m := &member{w: w, id: fmt.Sprintf("%s-%d", w.cfg.ID, k), sweeps: map[string]*memberSweep{}}
+		m := &member{w: w, id: fmt.Sprintf("%s-%d", w.cfg.ID, w.cfg.FirstMember+k), sweeps: map[string]*memberSweep{}, told: map[time.Time]bool{}}
 		wg.Go(func() {
 			defer m.close()
 			if err := m.run(ctx); err != nil {
@@ -208,6 +251,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	close(errs)
+	if err := w.conn.watch.Err(); err != nil {
+		return fmt.Errorf("worker %s: %w; its units go to other workers", w.cfg.ID, err)
+	}
 	return <-errs
 }
 
@@ -216,6 +262,8 @@ type member struct {
 	w      *Worker
 	id     string
 	sweeps map[string]*memberSweep
+	// told marks the vanished attempts (by start time) already counted.
+	told map[time.Time]bool
 	// seeds finished in the running unit, for progress reports.
 	seeds atomic.Uint64
 }
@@ -249,10 +297,53 @@ func (m *member) logf(format string, args ...any) {
 	m.w.cfg.Logf("worker %s: "+format, append([]any{m.id}, args...)...)
 }
 
-func (m *member) run(ctx context.Context) error {
+// Step names the points between the steps of a unit a member runs, in
+// their order (docs/scale-out.md, "The order of a unit's steps"): the
+// record fetched; the attempt recorded; the unit's files and ledger entry
+// written (and the attempt marked done); the unit reported done,
+// acknowledged; the record's offset committed.
+type Step string
+
+// The steps of a unit, in order.
+const (
+	StepFetched   Step = "fetched"
+	StepAttempt   Step = "attempt"
+	StepWritten   Step = "written"
+	StepReported  Step = "reported"
+	StepCommitted Step = "committed"
+)
+
+// attempt tells OnAttempt, if set, that the attempt recorded at path
+// runs, or no longer does.
+func (m *member) attempt(path string, running bool) {
+	if m.w.cfg.OnAttempt != nil {
+		m.w.cfg.OnAttempt(path, running)
+	}
+}
+
+// step runs the worker's step hook, if any.
+func (m *member) step(s Step) {
+	if m.w.stepHook != nil {
+		m.w.stepHook(s)
+	}
+}
+
+// fetcher is what a member needs of a kafka.Reader in a consumer group
+// (tests give it faults).
+type fetcher interface {
+	FetchMessage(ctx context.Context) (kafka.Message, error)
+	CommitMessages(ctx context.Context, msgs ...kafka.Message) error
+	Close() error
+}
+
+// readerConfig is the member's consumer-group reader.
+func (m *member) readerConfig() kafka.ReaderConfig {
 	cfg := m.w.cfg
 	rc := kafka.ReaderConfig{
 		Brokers: cfg.Queue.Brokers, GroupID: cfg.Queue.Group(), Topic: cfg.Queue.UnitsTopic(),
+		// The client id names the member in the group's own view
+		// (DescribeGroups): the coordinator counts the workers there.
+		Dialer:   &kafka.Dialer{ClientID: m.id, Timeout: 10 * time.Second, DualStack: true},
 		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 500 * time.Millisecond,
 		// One record at a time: a member holds no units it is not
 		// running, so a rebalance moves nothing it would have to drop.
@@ -272,8 +363,19 @@ func (m *member) run(ctx context.Context) error {
 	if cfg.Debug {
 		rc.ErrorLogger = kafka.LoggerFunc(func(f string, a ...any) { m.logf("kafka: "+f, a...) })
 	}
-	r := kafka.NewReader(rc)
-	defer r.Close() // leaves the group: the partitions move at once
+	return rc
+}
+
+// fetchBackoff bounds the pause after a failed fetch: it doubles from the
+// first to the last while the failures go on.
+const (
+	fetchBackoffMin = 50 * time.Millisecond
+	fetchBackoffMax = 5 * time.Second
+)
+
+func (m *member) run(ctx context.Context) error {
+	r := m.w.newReader(m.readerConfig())
+	defer func() { closeReader(r) }() // leaves the group: the partitions move at once
 	fetch, stopFetch := context.WithCancel(ctx)
 	defer stopFetch()
 	go func() {
@@ -283,14 +385,38 @@ func (m *member) run(ctx context.Context) error {
 		case <-fetch.Done():
 		}
 	}()
+	delay, streak := fetchBackoffMin, 0
 	for {
 		rec, err := r.FetchMessage(fetch)
 		if err != nil {
 			if fetch.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("worker %s: fetch: %w", m.id, err)
+			// A rebalance in progress, a fetch that timed out, a broker
+			// restarting: the reader rejoins and reconnects by itself;
+			// only a cluster out of reach for longer than RetryFor ends
+			// the worker (Run returns the watch's error).
+			m.w.count(func(st *WorkerStats) { st.FetchErrors++ })
+			if streak++; streak == 1 || streak%20 == 0 {
+				m.logf("fetch: %v (%d in a row; retrying)", err, streak)
+			}
+			if errors.Is(err, io.EOF) {
+				// The reader is closed: take a new one (a new member).
+				closeReader(r)
+				r = m.w.newReader(m.readerConfig())
+			}
+			select {
+			case <-fetch.Done():
+				return nil
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, fetchBackoffMax)
+			continue
 		}
+		if streak > 0 {
+			m.logf("fetching again after %d errors", streak)
+		}
+		delay, streak = fetchBackoffMin, 0
 		if err := m.handle(ctx, rec); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -312,9 +438,23 @@ func (m *member) run(ctx context.Context) error {
 			// to whoever has its partition, and is found finished.
 			m.logf("commit %s[%d]@%d: %v", rec.Topic, rec.Partition, rec.Offset, err)
 		}
-		if cfg.MaxUnits > 0 && m.w.done.Load() >= int64(cfg.MaxUnits) {
+		m.step(StepCommitted)
+		if cfg := m.w.cfg; cfg.MaxUnits > 0 && m.w.done.Load() >= int64(cfg.MaxUnits) {
 			m.w.Drain()
 		}
+	}
+}
+
+// closeReader closes r, leaving the group, but waits at most 5s for it:
+// with the cluster out of reach, leaving would wait for the connection's
+// own timeouts (the group drops the member after its session timeout
+// anyway).
+func closeReader(r fetcher) {
+	done := make(chan struct{})
+	go func() { r.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
 	}
 }
 
@@ -402,7 +542,7 @@ func (m *member) sweepOf(ctx context.Context, msg UnitMsg) (*memberSweep, error)
 		}
 		return nil, errFatal{fmt.Errorf("sweep %s: this worker cannot run its spec: %w", msg.Sweep, err)}
 	}
-	uw, err := sweep.NewUnitWriter(r, st, sweep.Options{Progress: func(n, _ int) { m.seeds.Add(uint64(n)) }})
+	uw, err := sweep.NewUnitWriter(r, st, sweep.Options{SweepID: msg.Sweep, Progress: func(n, _ int) { m.seeds.Add(uint64(n)) }})
 	if err != nil {
 		if agent != nil {
 			agent.Close()
@@ -428,6 +568,7 @@ func (m *member) sweepOf(ctx context.Context, msg UnitMsg) (*memberSweep, error)
 // handle processes one unit record; a nil return lets the record be
 // committed.
 func (m *member) handle(ctx context.Context, rec kafka.Message) error {
+	m.step(StepFetched)
 	msg, err := decodeUnit(rec.Value)
 	if err != nil {
 		m.logf("skipped %s[%d]@%d: %v", rec.Topic, rec.Partition, rec.Offset, err)
@@ -494,7 +635,15 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 		}
 		return m.putBack(ctx, msg, msg.Failures)
 	}
-	failed, why := failures(as, lease, now)
+	failed, why := failures(as)
+	for _, a := range as {
+		if a.vanished(lease, now) && !m.told[a.Started] {
+			m.told[a.Started] = true
+			m.w.count(func(st *WorkerStats) { st.Vanished++ })
+			m.logf("unit %s of sweep %s: worker %s vanished while running it (no heartbeat since %s): running it again; not a failed attempt",
+				id, short(msg.Sweep), a.Worker, a.beat.UTC().Format(time.RFC3339))
+		}
+	}
 	if failed >= msg.MaxAttempts {
 		return m.poison(ctx, s, msg, report, why)
 	}
@@ -510,6 +659,9 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 	if err != nil {
 		return errFatal{fmt.Errorf("record an attempt at unit %s in %s: %w", id, adir, err)}
 	}
+	m.attempt(ra.path, true)
+	defer m.attempt(ra.path, false)
+	m.step(StepAttempt)
 	attemptNo := len(as) + 1
 	r := report
 	r.Kind, r.Attempt = KindStarted, attemptNo
@@ -529,8 +681,16 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 		r.Kind, r.Attempt, r.Seeds, r.Errors, r.Bytes, r.Seconds = KindDone, attemptNo, u.Seeds.Len(), e.Errors, entryBytes(e), took.Seconds()
 		m.w.count(func(st *WorkerStats) { st.Units++ })
 		m.w.done.Add(1)
+		if m.w.cfg.OnDone != nil {
+			m.w.cfg.OnDone()
+		}
 		m.logf("unit %s of sweep %s: done in %s (%d seeds, %d error pairs)", id, short(msg.Sweep), took.Round(time.Millisecond), u.Seeds.Len(), e.Errors)
-		return m.mustReport(ctx, r)
+		m.step(StepWritten)
+		if err := m.mustReport(ctx, r); err != nil {
+			return err
+		}
+		m.step(StepReported)
+		return nil
 	case ctx.Err() != nil:
 		ra.withdraw()
 		return ctx.Err()
@@ -560,10 +720,27 @@ func (m *member) handle(ctx context.Context, rec kafka.Message) error {
 	r.Kind, r.Attempt, r.Error, r.Seconds = KindFailed, attemptNo, reason, took.Seconds()
 	m.tryReport(r)
 	m.logf("unit %s of sweep %s: attempt %d failed: %s", id, short(msg.Sweep), attemptNo, reason)
+	var done error
 	if len(why) >= msg.MaxAttempts {
-		return m.poison(ctx, s, msg, report, why)
+		done = m.poison(ctx, s, msg, report, why)
+	} else {
+		done = m.putBack(ctx, msg, len(why))
 	}
-	return m.putBack(ctx, msg, len(why))
+	if f := agentFailing(s.agent); f != nil && done == nil {
+		// Its agent failed fast (agentproc.FailFast): every unit would
+		// fail here; the units are better served by other workers.
+		return errStopAfter{fmt.Errorf("sweep %s: this worker's agent is failing: %w; unit %s's attempt is recorded as failed and reported, and the unit left to other workers: fix the agent (forklab agent check shows what is wrong) and start this worker again", short(msg.Sweep), f, id)}
+	}
+	return done
+}
+
+// agentFailing is the error that stopped agent's work because it is
+// failing (agentproc.Definition.Failing), or nil.
+func agentFailing(agent Agent) error {
+	if f, ok := agent.(interface{ Failing() error }); ok && agent != nil {
+		return f.Failing()
+	}
+	return nil
 }
 
 // attemptsAt reads the attempts at msg's unit recorded under st's state
@@ -608,7 +785,7 @@ func (m *member) agentFailed(ctx context.Context, msg UnitMsg, cause error) erro
 		}
 		return stop
 	}
-	adir, as, live, now, err := attemptsAt(st, msg)
+	adir, as, live, _, err := attemptsAt(st, msg)
 	if err != nil {
 		return err
 	}
@@ -620,7 +797,7 @@ func (m *member) agentFailed(ctx context.Context, msg UnitMsg, cause error) erro
 		}
 		return stop
 	}
-	_, why := failures(as, lease, now)
+	_, why := failures(as)
 	ra, err := startAttempt(adir, id, m.id, msg.Sweep, lease)
 	if err == nil {
 		err = ra.end(attemptFailed, reason)
@@ -674,7 +851,7 @@ func resolveUnstarted(msg UnitMsg) (sweep.Resolved, error) {
 func (m *member) poison(ctx context.Context, s *memberSweep, msg UnitMsg, report Report, why []string) error {
 	u := msg.Unit
 	reason := poisonReason(u, why)
-	e, err := writePoison(ctx, s.r, s.st, u, reason)
+	e, err := writePoison(ctx, s.r, s.st, msg.Sweep, u, reason)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

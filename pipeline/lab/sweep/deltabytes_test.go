@@ -20,7 +20,7 @@ func checkpoints(t testing.TB, spec Spec, n uint64) [][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, err := newLayouts(r.Decl)
+	ls, err := newLayouts(r.Decl, false)
 	if err != nil {
 		t.Fatal(err)
 	}

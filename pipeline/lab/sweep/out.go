@@ -92,9 +92,17 @@ type Staging struct {
 	copied bool
 }
 
-// StagingDir is the staging directory of output directory out.
+// StagingDir is the staging directory of output directory out. An out
+// whose last element is . or .. (--out . names the working directory) is
+// made absolute first, so that the staging directory is beside it, never
+// inside it.
 func StagingDir(out string) string {
 	clean := filepath.Clean(out)
+	if b := filepath.Base(clean); b == "." || b == ".." {
+		if abs, err := filepath.Abs(clean); err == nil {
+			clean = abs
+		}
+	}
 	return filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+stagingSuffix)
 }
 
@@ -150,11 +158,12 @@ func Stage(out string, overwrite, resume bool) (*Staging, error) {
 	if finished && !overwrite && !retry {
 		return nil, fmt.Errorf("output %s %w (%s); pass --overwrite to replace it or choose another --out", out, ErrFinished, ManifestName)
 	}
-	if !overwrite && !retry {
-		if foreign, err := foreignEntries(out); err != nil {
-			return nil, fmt.Errorf("output %s: %w", out, err)
-		} else if len(foreign) > 0 {
-			return nil, fmt.Errorf("output %s is not empty and holds no forklab sweep (it holds %s); choose an empty or new --out, or pass --overwrite to replace forklab's files in it", out, foreign[0])
+	_, stErr := os.Stat(StagingDir(out))
+	interrupted := stErr == nil
+	// A resume goes on with what the sweep it resumes was allowed.
+	if !retry && !(resume && interrupted) {
+		if err := checkForeign(out, overwrite, finished || interrupted); err != nil {
+			return nil, err
 		}
 	}
 	parent := filepath.Dir(filepath.Clean(out))
@@ -253,17 +262,15 @@ func StageShared(out string, overwrite bool) (*Staging, error) {
 	if err := checkOut(out); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(out, ManifestName)); err == nil && !overwrite {
+	_, merr := os.Stat(filepath.Join(out, ManifestName))
+	if merr == nil && !overwrite {
 		return nil, fmt.Errorf("output %s %w (%s); pass --overwrite to replace it or choose another --out", out, ErrFinished, ManifestName)
 	}
-	if !overwrite {
-		if foreign, err := foreignEntries(out); err != nil {
-			return nil, fmt.Errorf("output %s: %w", out, err)
-		} else if len(foreign) > 0 {
-			return nil, fmt.Errorf("output %s is not empty and holds no forklab sweep (it holds %s); choose an empty or new --out, or pass --overwrite to replace forklab's files in it", out, foreign[0])
-		}
-	}
 	dir := StagingDir(out)
+	_, stErr := os.Stat(dir)
+	if err := checkForeign(out, overwrite, merr == nil || stErr == nil); err != nil {
+		return nil, err
+	}
 	if err := RegisterDerived(out); err != nil {
 		return nil, fmt.Errorf("output %s: %w", out, err)
 	}
@@ -276,9 +283,15 @@ func StageShared(out string, overwrite bool) (*Staging, error) {
 // checkOut refuses an output path that is not a directory, or that is a
 // symbolic link: publishing swaps the staging directory with the path
 // itself, which would replace the link (and leave what it points to
-// behind). The error names the link's target to give instead.
+// behind). The error names the link's target to give instead. It refuses
+// the root of the file system and a mount point too: the staging
+// directory is beside out, on its parent's file system, and nothing can
+// be moved from there into another one.
 func checkOut(out string) error {
 	if err := duck.CheckDir("output", out); err != nil {
+		return err
+	}
+	if err := CheckOutput(out); err != nil {
 		return err
 	}
 	fi, err := os.Lstat(out)
@@ -290,6 +303,47 @@ func checkOut(out string) error {
 		return fmt.Errorf("output %s is a symbolic link (to %s); forklab publishes a sweep by swapping directories and does not replace a link: give --out %s", out, target, target)
 	case !fi.IsDir():
 		return fmt.Errorf("output %s exists and is not a directory", out)
+	}
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return fmt.Errorf("output %s: %w", out, err)
+	}
+	if filepath.Dir(abs) == abs {
+		return fmt.Errorf("output %s is the root of the file system: give --out a directory of its own (%s)", out, filepath.Join(abs, "out"))
+	}
+	var here, parent unix.Stat_t
+	if unix.Stat(abs, &here) == nil && unix.Stat(filepath.Dir(abs), &parent) == nil && here.Dev != parent.Dev {
+		return fmt.Errorf("output %s is a mount point: forklab writes a sweep beside its output, on %s's file system, and cannot move it into another one: give --out a directory inside it (%s)", out, filepath.Dir(abs), filepath.Join(out, "out"))
+	}
+	return nil
+}
+
+// checkForeign refuses out when it holds files forklab did not write
+// (foreignEntries) and the sweep may not go beside them: without
+// overwrite, any (a wrong --out never mixes a sweep into someone's
+// folder); with it, an entry named as one a sweep writes (tasks/,
+// pairs/, results.duckdb, …) when out holds no forklab sweep (owned
+// false: no manifest, no staging directory), since publishing would
+// replace it. Publishing never moves the other files (Publish).
+func checkForeign(out string, overwrite, owned bool) error {
+	foreign, err := foreignEntries(out)
+	if err != nil {
+		return fmt.Errorf("output %s: %w", out, err)
+	}
+	if len(foreign) > 0 && !overwrite {
+		return fmt.Errorf("output %s is not empty and holds no forklab sweep (it holds %s); choose an empty or new --out, or pass --overwrite to write the sweep beside those files (they stay where they are)", out, foreign[0])
+	}
+	if owned {
+		return nil
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("output %s: %w", out, err)
+	}
+	for _, e := range entries {
+		if slices.Contains(forklabEntries, e.Name()) && !strings.HasPrefix(e.Name(), ".") {
+			return fmt.Errorf("output %s holds %s, which forklab did not write (%s holds no forklab sweep) and a sweep would replace: choose an empty or new --out", out, e.Name(), out)
+		}
 	}
 	return nil
 }
@@ -336,9 +390,25 @@ func (s *Staging) Refused() {
 }
 
 // Publish makes the staged sweep, whose manifest m it writes last, the
-// content of the output directory in one atomic step, then removes the old
-// content. Files in the old output directory that forklab did not write or
-// derive (foreignEntries) are moved into the new one first.
+// content of the output directory, then removes the old content. Files in
+// the output directory that forklab did not write or derive
+// (foreignEntries) never move:
+//
+//   - out missing: the staging directory is renamed to it;
+//   - out holding only forklab's entries: the two directories are swapped
+//     in one atomic step (renameat2 with RENAME_EXCHANGE), so out holds at
+//     every moment the complete old sweep or the complete new one;
+//   - out holding files of someone else's, or being the working directory
+//     (or holding it: --out .), which cannot be swapped away: the sweep is
+//     published in place. The old manifest goes first (out is then an
+//     unfinished sweep, which every reader refuses), then everything
+//     forklab wrote or derived there, then the staged entries move in, and
+//     the new manifest comes last. Interrupted in between, out has no
+//     manifest and the staging directory keeps its ledger: --resume
+//     writes again what moved and publishes.
+//
+// A sweep without error rows drops its unit ledger once published; one
+// with error rows keeps it, for --resume to play the failed units again.
 func (s *Staging) Publish(m *Manifest) error {
 	sum, err := checksumOf(*m)
 	if err != nil {
@@ -355,63 +425,169 @@ func (s *Staging) Publish(m *Manifest) error {
 		return err
 	}
 	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	// A sweep with error rows keeps its ledger (and an agent's journal),
-	// so that --resume can play the failed units again and keep the rest.
-	if m.Errors == 0 {
-		if err := os.RemoveAll(filepath.Join(s.Dir, ledgerDir)); err != nil {
-			return fmt.Errorf("staging %s: remove the unit ledger: %w", s.Dir, err)
-		}
-	}
 	if err := atomicfile.WriteFile(filepath.Join(s.Dir, ManifestName), append(b, '\n')); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	// Registrations of derived files in the old sweep wait until the
 	// swap: each is either in the list read here (and dropped with the old
 	// sweep) or made after, in the new sweep.
-	if _, err := os.Stat(s.Out); err == nil {
-		release, err := dirlock.Exclusive(s.Out)
-		if err != nil {
-			return fmt.Errorf("output %s: %w", s.Out, err)
-		}
-		defer release()
-	}
-	foreign, err := foreignEntries(s.Out)
-	if err != nil {
-		return fmt.Errorf("output %s: %w", s.Out, err)
-	}
-	// What forklab wrote into the user's folders derives from the old
-	// sweep: it goes, the folders come along.
-	for _, d := range derivedNames(s.Out) {
-		if top, _, nested := strings.Cut(d, "/"); nested && slices.Contains(foreign, top) && !strings.Contains(d, "..") {
-			if err := os.RemoveAll(filepath.Join(s.Out, filepath.FromSlash(d))); err != nil {
-				return fmt.Errorf("output %s: drop %s, derived from the sweep it replaces: %w", s.Out, d, err)
-			}
-		}
-	}
-	for _, name := range foreign {
-		if err := os.Rename(filepath.Join(s.Out, name), filepath.Join(s.Dir, name)); err != nil {
-			return fmt.Errorf("output %s: keep %s: %w", s.Out, name, err)
-		}
-	}
-	// The lock file goes with the content; the lock itself is on the open
-	// file and stays held until Release.
 	if _, err := os.Stat(s.Out); errors.Is(err, fs.ErrNotExist) {
 		if err := os.Rename(s.Dir, s.Out); err != nil {
 			return fmt.Errorf("publish %s: %w", s.Out, err)
 		}
-	} else {
-		if err := unix.Renameat2(unix.AT_FDCWD, s.Dir, unix.AT_FDCWD, s.Out, unix.RENAME_EXCHANGE); err != nil {
-			return fmt.Errorf("publish %s: swap with %s: %w", s.Out, s.Dir, err)
+		return s.published(m)
+	}
+	release, err := dirlock.Exclusive(s.Out)
+	if err != nil {
+		return fmt.Errorf("output %s: %w", s.Out, err)
+	}
+	defer release()
+	foreign, err := foreignEntries(s.Out)
+	if err != nil {
+		return fmt.Errorf("output %s: %w", s.Out, err)
+	}
+	if len(foreign) > 0 || holdsWorkingDir(s.Out) {
+		if err := s.publishInPlace(m, foreign); err != nil {
+			return err
+		}
+		return s.published(m)
+	}
+	// The lock file goes with the content; the lock itself is on the open
+	// file and stays held until Release.
+	if err := unix.Renameat2(unix.AT_FDCWD, s.Dir, unix.AT_FDCWD, s.Out, unix.RENAME_EXCHANGE); err != nil {
+		return fmt.Errorf("publish %s: swap with %s: %w", s.Out, s.Dir, err)
+	}
+	// s.Dir now holds the old sweep.
+	return s.published(m)
+}
+
+// published ends Publish once the new sweep is in s.Out: the staging lock
+// file and (for a sweep without error rows) the unit ledger go, the
+// parent directory is synced, the staging directory (now the old sweep, or
+// nothing) is removed and its lock released.
+func (s *Staging) published(m *Manifest) error {
+	os.Remove(filepath.Join(s.Out, stagingLock))
+	if m.Errors == 0 {
+		if err := os.RemoveAll(filepath.Join(s.Out, ledgerDir)); err != nil {
+			return fmt.Errorf("output %s: remove the unit ledger: %w", s.Out, err)
 		}
 	}
-	os.Remove(filepath.Join(s.Out, stagingLock))
 	if err := syncDir(filepath.Dir(filepath.Clean(s.Out))); err != nil {
 		return fmt.Errorf("publish %s: %w", s.Out, err)
 	}
-	// s.Dir now holds the old sweep (or nothing).
 	os.RemoveAll(s.Dir)
 	s.lock()
 	return nil
+}
+
+// publishInPlace publishes the staged sweep into s.Out entry by entry,
+// leaving foreign (the entries forklab did not write) where they are; the
+// caller holds s.Out's exclusive lock. See Publish for the order.
+func (s *Staging) publishInPlace(m *Manifest, foreign []string) error {
+	// The new manifest moves into out first, under a temporary name: a
+	// rename that cannot reach out fails here, before out changes.
+	tmp := filepath.Join(s.Out, "."+ManifestName+".forklab.tmp-publish")
+	if err := os.Rename(filepath.Join(s.Dir, ManifestName), tmp); err != nil {
+		return fmt.Errorf("publish %s: %w", s.Out, err)
+	}
+	fail := func(what string, err error) error {
+		return fmt.Errorf("publish %s: %s: %w; %s holds no finished sweep now, and %s keeps the staged one: forklab sweep --resume --out %s publishes it", s.Out, what, unwrapPath(err), s.Out, s.Dir, s.Out)
+	}
+	if err := os.Remove(filepath.Join(s.Out, ManifestName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		os.Remove(tmp)
+		return fmt.Errorf("publish %s: remove the old manifest: %w", s.Out, err)
+	}
+	if err := syncDir(s.Out); err != nil {
+		return fail("sync", err)
+	}
+	// What forklab wrote into the user's folders derives from the old
+	// sweep: it goes, the folders stay.
+	derived := derivedNames(s.Out)
+	for _, d := range derived {
+		if top, _, nested := strings.Cut(d, "/"); nested && slices.Contains(foreign, top) && !strings.Contains(d, "..") {
+			if err := os.RemoveAll(filepath.Join(s.Out, filepath.FromSlash(d))); err != nil {
+				return fail("drop "+d+", derived from the sweep it replaces", err)
+			}
+		}
+	}
+	old, err := os.ReadDir(s.Out)
+	if err != nil {
+		return fail("list", err)
+	}
+	for _, e := range old {
+		n := e.Name()
+		if n == filepath.Base(tmp) || n == DerivedName || slices.Contains(foreign, n) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(s.Out, n)); err != nil {
+			return fail("drop "+n+" of the sweep it replaces", err)
+		}
+	}
+	if err := os.Remove(filepath.Join(s.Out, DerivedName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail("drop "+DerivedName, err)
+	}
+	staged, err := os.ReadDir(s.Dir)
+	if err != nil {
+		return fail("list "+s.Dir, err)
+	}
+	// The ledger moves last: until then, a --resume finds it in s.Dir.
+	slices.SortStableFunc(staged, func(a, b fs.DirEntry) int {
+		return cmpBool(a.Name() == ledgerDir, b.Name() == ledgerDir)
+	})
+	for _, e := range staged {
+		n := e.Name()
+		if n == stagingLock || n == ledgerDir && m.Errors == 0 {
+			continue
+		}
+		if err := moveIn(filepath.Join(s.Dir, n), filepath.Join(s.Out, n)); err != nil {
+			return fail("move "+n+" in", err)
+		}
+	}
+	if err := syncDir(s.Out); err != nil {
+		return fail("sync", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(s.Out, ManifestName)); err != nil {
+		return fail("put the manifest in place", err)
+	}
+	return syncDir(s.Out)
+}
+
+// moveIn moves a staged entry into the output directory (publishInPlace);
+// a test makes it fail to leave a publish half done.
+var moveIn = os.Rename
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// holdsWorkingDir says whether dir is the working directory or one of its
+// ancestors: such a directory cannot be swapped away (--out . names it,
+// and the rename of "." fails; by another name it would leave the shell
+// that ran forklab in the old, removed sweep).
+func holdsWorkingDir(dir string) bool {
+	wd, err := os.Getwd()
+	if err != nil {
+		return false
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = r
+	}
+	if r, err := filepath.EvalSymlinks(wd); err == nil {
+		wd = r
+	}
+	rel, err := filepath.Rel(abs, wd)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // DerivedName lists, in a results directory, the files forklab derived from
@@ -469,16 +645,10 @@ func resultsDirOf(path string) (string, bool, error) {
 // registerLocked is RegisterDerived for path in results directory dir,
 // whose lock the caller holds.
 func registerLocked(dir, path string) error {
-	abs, err := filepath.Abs(path)
+	rel, top, nested, err := relTo(dir, path)
 	if err != nil {
 		return err
 	}
-	rel, err := filepath.Rel(dir, abs)
-	if err != nil {
-		return err
-	}
-	rel = filepath.ToSlash(rel)
-	top, _, nested := strings.Cut(rel, "/")
 	names := derivedNames(dir)
 	if slices.Contains(names, rel) || slices.Contains(names, top) || isForklabEntry(top) {
 		return nil
@@ -529,6 +699,21 @@ func DeriveOutput(f *atomicfile.File, source, sweepID string) {
 		}
 		return registerLocked(dir, f.Path())
 	})
+}
+
+// relTo is path relative to the results directory dir, slash-separated,
+// its top-level entry, and whether path lies below that entry.
+func relTo(dir, path string) (rel, top string, nested bool, err error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", "", false, err
+	}
+	if rel, err = filepath.Rel(dir, abs); err != nil {
+		return "", "", false, err
+	}
+	rel = filepath.ToSlash(rel)
+	top, _, nested = strings.Cut(rel, "/")
+	return rel, top, nested, nil
 }
 
 // isResultsDir says whether dir holds a forklab manifest (a manifest.json

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -49,7 +50,10 @@ type Options struct {
 	// tests that hold both ways of writing to the same bytes.
 	Buffered bool
 	// SweepID, if set, is the manifest's sweep_id (a distributed sweep's
-	// id, which its records on Kafka carry); otherwise a new random one.
+	// id, which its records on Kafka carry); otherwise the one recorded in
+	// the staging directory's ledger by the run that began the sweep (a
+	// resumed sweep keeps its id), or a new random one. Runners are told
+	// it (lab.Plan.SweepID): an agent names its branches after it.
 	SweepID string
 	// KeptCost, if set, is called once, before any unit runs, with the
 	// recorded cost of the units an interrupted sweep finished without
@@ -184,19 +188,20 @@ type Result struct {
 // --resume.
 func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, error) {
 	spec := r.Spec
-	if opt.SweepID == "" {
-		opt.SweepID = newSweepID()
-	}
 	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, SweepID: opt.SweepID,
 		Spec: spec.redacted(), Declaration: r.Decl, Configs: r.Configs, Rows: map[string]int64{}, StartedAt: time.Now().UTC()}
 	var res Result
-	layouts, err := layoutsFor(r.Decl, spec.Runs)
+	layouts, err := layoutsFor(r.Decl, spec.Runs, spec.Transcripts)
 	if err != nil {
 		return res, err
 	}
 	if err := checkLedgerSpec(st.Dir, spec.Identity(), r.Decl); err != nil {
 		return res, err
 	}
+	if opt.SweepID, err = ledgerSweepID(st.Dir, opt.SweepID); err != nil {
+		return res, err
+	}
+	m.SweepID = opt.SweepID
 	done, err := readLedger(st.Dir)
 	if err != nil {
 		return res, err
@@ -385,6 +390,42 @@ func newSweepID() string {
 	b := make([]byte, 16)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// sweepIDName is the file in the ledger folder holding the sweep's id.
+const sweepIDName = "sweep_id"
+
+// ledgerSweepID returns the sweep's id: given, when the caller has one (a
+// distributed sweep's); else the one recorded in the ledger of staging
+// dir, so that a resumed sweep, every share of a static split and its
+// finalize have the id the sweep began with — the id its agent was told
+// in every branch (branch_id) and its manifest records; else a new one,
+// recorded there (the first of several shares to record it wins).
+func ledgerSweepID(dir, given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	path := filepath.Join(dir, ledgerDir, sweepIDName)
+	for range 3 {
+		if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			return string(bytes.TrimSpace(b)), nil
+		}
+		if err := os.MkdirAll(filepath.Join(dir, ledgerDir), 0o755); err != nil {
+			return "", err
+		}
+		tmp := path + ".new" + tmpInfix + newSweepID()[:8]
+		if err := os.WriteFile(tmp, []byte(newSweepID()), 0o644); err != nil {
+			return "", fmt.Errorf("staging %s: record the sweep id: %w", dir, err)
+		}
+		// A hard link makes the id appear whole or not at all, and fails if
+		// another share recorded one first: then that one is read.
+		err := os.Link(tmp, path)
+		os.Remove(tmp)
+		if err != nil && !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("staging %s: record the sweep id: %w", dir, err)
+		}
+	}
+	return "", fmt.Errorf("staging %s: the sweep id in %s cannot be read", dir, path)
 }
 
 // specName is the file in the ledger folder holding the spec its units
@@ -669,12 +710,17 @@ func layoutOf(table string, cols []schemas.Column, expected func(string) bool) (
 	return newLayout(table, specs)
 }
 
-func newLayouts(d world.Declaration) (*layouts, error) { return layoutsFor(d, nil) }
+// newLayouts returns the layouts of world d's tables for a seed
+// population; with transcripts a branches file without errors holds the
+// transcript column.
+func newLayouts(d world.Declaration, transcripts bool) (*layouts, error) {
+	return layoutsFor(d, nil, transcripts)
+}
 
 // layoutsFor is newLayouts for a sweep of population runs (nil: seeds):
 // the files of a recorded population hold run_id, and metadata when its
 // records carry some.
-func layoutsFor(d world.Declaration, runs *Runs) (*layouts, error) {
+func layoutsFor(d world.Declaration, runs *Runs, transcripts bool) (*layouts, error) {
 	expected := func(name string) bool {
 		if cost, ok := strings.CutPrefix(name, "cost_"); ok {
 			return d.Cost.Reports(cost)
@@ -689,6 +735,14 @@ func layoutsFor(d world.Declaration, runs *Runs) (*layouts, error) {
 			return runs != nil
 		case "metadata":
 			return runs != nil && runs.Metadata
+		case schemas.TranscriptColumn:
+			return transcripts
+		case "score", "score_control", "score_treated", "score_diff":
+			// A scored world's score columns are in its files without
+			// errors, as a reported cost's are: a streamed file starts
+			// with them (otherwise its first score would make it start
+			// again buffered).
+			return d.Score != nil
 		}
 		return false
 	}
@@ -797,6 +851,9 @@ type forkTables struct {
 	arena []byte
 	// errs holds error texts of rows not yet flushed, likewise.
 	errs []string
+	// transcripts holds the transcripts of the branch rows not yet
+	// flushed, likewise: emptied whenever the branches table flushes.
+	transcripts []byte
 }
 
 // checkpointBatch is how many checkpoint rows go to the Parquet writer at
@@ -823,12 +880,15 @@ type unitWriter struct {
 	cpFeat, pairFeat, taskCol int
 	// the run_id column of each table, and the tasks' metadata
 	taskRun, taskMeta, cpRun, brRun, prRun int
-	kinds                                  []colType // features, then hidden
-	taskKinds                              []colType
-	faultIdx                               int
-	costReported                           [4]bool
-	unreported, unreportedErr              int
-	progressBatch                          int
+	// transcriptCol is the branches table's transcript column.
+	transcriptCol             int
+	kinds                     []colType // features, then hidden
+	taskKinds                 []colType
+	faultIdx                  int
+	score                     *world.ScoreSpec // nil for a pass/fail world
+	costReported              [4]bool
+	unreported, unreportedErr int
+	progressBatch             int
 
 	// per unit
 	errors int64
@@ -842,11 +902,14 @@ type unitWriter struct {
 }
 
 func newUnitWriter(r Resolved, ls *layouts, dir string, opt Options, s *syncer, done func(ledgerEntry, error)) *unitWriter {
-	w := &unitWriter{r: r, ls: ls, dir: dir, opt: opt, sync: s, done: done, plan: r.Plan(), runners: map[int]lab.Runner{},
+	plan := r.Plan()
+	plan.SweepID = opt.SweepID
+	w := &unitWriter{r: r, ls: ls, dir: dir, opt: opt, sync: s, done: done, plan: plan, runners: map[int]lab.Runner{},
 		tasks: newTableFile(ls.tasks, 0), forks: make([]forkTables, len(r.Spec.ForkAt)),
-		cpFeat: ls.checkpoints.index("over") + 1, pairFeat: ls.pairs.index("fault") + 1, taskCol: ls.tasks.index("error") + 1,
-		faultIdx: r.Decl.FaultIndex(),
-		taskRun:  ls.tasks.index("run_id"), taskMeta: ls.tasks.index("metadata"), cpRun: ls.checkpoints.index("run_id"),
+		cpFeat: ls.checkpoints.index("over") + 1, pairFeat: ls.pairs.index("score_diff") + 1, taskCol: ls.tasks.index("error") + 1,
+		transcriptCol: ls.branches.index(schemas.TranscriptColumn),
+		faultIdx:      r.Decl.FaultIndex(), score: r.Decl.Score,
+		taskRun: ls.tasks.index("run_id"), taskMeta: ls.tasks.index("metadata"), cpRun: ls.checkpoints.index("run_id"),
 		brRun: ls.branches.index("run_id"), prRun: ls.pairs.index("run_id")}
 	for i := range w.forks {
 		w.forks[i] = forkTables{checkpoints: newTableFile(ls.checkpoints, checkpointBatch),
@@ -984,6 +1047,7 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 			// A row did not fit the layout of files without errors:
 			// write the unit again, buffered, to pick the layout from
 			// its content.
+			layoutRedos.Add(1)
 			w.each(func(t *tableFile) error { t.abort(); return nil })
 			buffered = true
 			w.seeds = 0
@@ -1020,6 +1084,11 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 	// entry through done.
 	return ledgerEntry{Unit: u}, nil
 }
+
+// layoutRedos counts the units written again buffered because a row did
+// not fit the streamed layout: a few for a sweep with errors, none for a
+// clean one (the tests read it).
+var layoutRedos atomic.Int64
 
 // unitFiles collects a unit's files as the syncer puts them in place, and
 // writes its ledger entry after the last.
@@ -1066,7 +1135,7 @@ func (w *unitWriter) open(u Unit, buffered bool) error {
 	for i, f := range w.r.Spec.ForkAt {
 		fdir := fmt.Sprintf("fork_step=%d", f)
 		ft := &w.forks[i]
-		ft.arena, ft.errs = ft.arena[:0], ft.errs[:0]
+		ft.arena, ft.errs, ft.transcripts = ft.arena[:0], ft.errs[:0], ft.transcripts[:0]
 		for _, o := range []struct {
 			table string
 			t     *tableFile
@@ -1153,16 +1222,60 @@ func colTypeOf(k world.Kind) colType {
 	return colDict
 }
 
-// putStatus writes the status and error columns (1 and 2) of a row.
-func putStatus(t *tableFile, errText string, keep *[]string) {
-	if errText == "" {
-		t.putString(1, schemas.StatusOK)
-		t.putNull(2)
-		return
+// noiseKey writes a branch's noise key as the branches table (and the
+// protocol) holds it: 16 lowercase hex digits.
+func noiseKey(k uint64) string {
+	const digits = "0123456789abcdef"
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = digits[k&15]
+		k >>= 4
 	}
-	*keep = append(*keep, errText)
-	t.putString(1, schemas.StatusError)
-	t.putString(2, (*keep)[len(*keep)-1])
+	return string(b[:])
+}
+
+// The positions of the fixed columns the unit writer writes by index, in
+// the column order of schemas/tables.go: seed, status and error of tasks
+// and checkpoints; the fixed front of branches and pairs (their cost
+// columns are four from brCost on, in world.CostFields order). Where a
+// table's declared columns begin, and the columns after them (run_id,
+// metadata, transcript), are found by name in newUnitWriter; checkpoint
+// and the extra_ columns are counted from the declared ones.
+// TestFixedColumnPositions holds all of it to schemas.TableColumns.
+const (
+	colSeed   = 0 // tasks, checkpoints, branches, pairs
+	colStatus = 1 // tasks, checkpoints: status, then error
+	cpOver    = 3
+
+	brArm        = 1
+	brReplica    = 2
+	brNoiseKey   = 3
+	brStatus     = 4 // then error
+	brIntervened = 6
+	brSuccess    = 7
+	brScore      = 8
+	brCost       = 9
+	brDetails    = 13
+
+	prArm              = 1
+	prReplicas         = 2
+	prStatus           = 3 // then error
+	prControlWins      = 5
+	prTreatmentWins    = 6
+	prControlSuccess   = 7
+	prTreatmentSuccess = 8
+	prLabel            = 9
+	prQuadrant         = 10
+	prFault            = 11
+	prScoreControl     = 12
+	prScoreTreated     = 13
+	prScoreDiff        = 14
+)
+
+// putStatus writes the status and error columns (colStatus, and the one
+// after) of a row of tasks or checkpoints.
+func putStatus(t *tableFile, errText string, keep *[]string) {
+	putStatus2(t, colStatus, errText, keep)
 }
 
 // seed writes one seed's rows: its task, then per fork step its
@@ -1197,17 +1310,20 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 				continue // a recorded run without a checkpoint here
 			}
 		}
+		if forkErr == "" && w.score != nil {
+			w.checkScores(f)
+		}
 		// checkpoints
 		cp := ft.checkpoints
 		putSeed(cp, res)
 		putStatus(cp, forkErr, &ft.errs)
 		if forkErr != "" {
-			cp.putNull(3)
+			cp.putNull(cpOver)
 			putValues(cp, w.cpFeat, w.kinds, nil, true)
 			w.putCost(cp, w.cpFeat+len(w.kinds), world.Cost{}, true)
 			cp.putNull(w.cpFeat + len(w.kinds) + 4)
 		} else {
-			cp.putBool(3, f.Over)
+			cp.putBool(cpOver, f.Over)
 			putValues(cp, w.cpFeat, w.kinds[:nf], f.Features, false)
 			putValues(cp, w.cpFeat+nf, w.kinds[nf:], f.Hidden, false)
 			w.putCost(cp, w.cpFeat+len(w.kinds), f.Cost, f.NoCost)
@@ -1227,37 +1343,57 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		for ai, arm := range w.plan.Arms {
 			for rep := range K {
 				putSeed(br, res)
-				br.putString(1, string(arm))
-				br.putInt32(2, int32(rep))
+				br.putString(brArm, string(arm))
+				br.putInt32(brReplica, int32(rep))
 				bErr := forkErr
 				var b *lab.BranchResult
 				if bErr == "" {
 					b = &f.Branches[ai*K+rep]
 					bErr = b.Err
-				}
-				putStatus2(br, 3, bErr, &ft.errs)
-				if bErr != "" {
-					br.putNull(5)
-					br.putNull(6)
-					w.putCost(br, 7, world.Cost{}, true)
-					br.putNull(11)
+					br.putString(brNoiseKey, noiseKey(fork.BranchKey(res.Seed, f.ForkStep, arm, rep, f.Fires)))
 				} else {
-					br.putBool(5, b.Intervened)
-					br.putBool(6, b.Success)
-					w.putCost(br, 7, b.Cost, false)
+					br.putNull(brNoiseKey) // no checkpoint: no branch was drawn
+				}
+				putStatus2(br, brStatus, bErr, &ft.errs)
+				if bErr != "" {
+					br.putNull(brIntervened)
+					br.putNull(brSuccess)
+					br.putNull(brScore)
+					w.putCost(br, brCost, world.Cost{}, true)
+					br.putNull(brDetails)
+					br.putNull(w.transcriptCol)
+				} else {
+					br.putBool(brIntervened, b.Intervened)
+					br.putBool(brSuccess, b.Success)
+					if b.Score != nil && w.score != nil {
+						br.putDouble(brScore, *b.Score)
+					} else {
+						br.putNull(brScore)
+					}
+					w.putCost(br, brCost, b.Cost, false)
 					if len(b.Details) > 0 {
 						ft.errs = append(ft.errs, string(b.Details))
-						br.putString(11, ft.errs[len(ft.errs)-1])
+						br.putString(brDetails, ft.errs[len(ft.errs)-1])
 					} else {
-						br.putNull(11)
+						br.putNull(brDetails)
+					}
+					if len(b.Transcript) > 0 {
+						start := len(ft.transcripts)
+						ft.transcripts = append(ft.transcripts, b.Transcript...)
+						br.putString(w.transcriptCol, unsafe.String(unsafe.SliceData(ft.transcripts[start:]), len(b.Transcript)))
+					} else {
+						br.putNull(w.transcriptCol)
 					}
 					w.cost = w.cost.Add(b.Cost)
 				}
 				putRun(br, w.brRun, res)
 				if flushed, err := br.end(); err != nil {
 					return err
-				} else if flushed && cp.rows == 0 {
-					ft.errs = ft.errs[:0]
+				} else if flushed {
+					ft.transcripts = ft.transcripts[:0]
+					if cp.rows == 0 {
+						ft.errs = ft.errs[:0]
+					}
 				}
 			}
 		}
@@ -1265,10 +1401,12 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		pr := ft.pairs
 		var offWins int
 		var offCost [4]float64
+		var offScore float64
 		offErr := forkErr
 		for ai, arm := range w.plan.Arms {
 			wins, armErr := 0, forkErr
 			var sum [4]float64
+			var score float64
 			if forkErr == "" {
 				for rep := range K {
 					b := &f.Branches[ai*K+rep]
@@ -1278,14 +1416,18 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 					if b.Success {
 						wins++
 					}
+					if b.Score != nil {
+						score += *b.Score
+					}
 					sum[0] += float64(b.Cost.Steps)
 					sum[1] += float64(b.Cost.Tokens)
 					sum[2] += b.Cost.USD
 					sum[3] += b.Cost.Seconds
 				}
 			}
+			score /= float64(K)
 			if arm == fork.Off {
-				offWins, offCost, offErr = wins, sum, armErr
+				offWins, offCost, offScore, offErr = wins, sum, score, armErr
 				continue
 			}
 			pErr := offErr
@@ -1293,14 +1435,14 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 				pErr = armErr
 			}
 			putSeed(pr, res)
-			pr.putString(1, string(arm))
-			pr.putInt32(2, int32(K))
-			putStatus2(pr, 3, pErr, &ft.errs)
+			pr.putString(prArm, string(arm))
+			pr.putInt32(prReplicas, int32(K))
+			putStatus2(pr, prStatus, pErr, &ft.errs)
 			lc := &w.labels[i*(len(w.plan.Arms)-1)+ai-1]
 			if pErr != "" {
 				seedErrs++
 				lc.Errors++
-				for c := 5; c < w.pairFeat; c++ {
+				for c := prControlWins; c < w.pairFeat; c++ {
 					pr.putNull(c)
 				}
 				if forkErr == "" {
@@ -1324,16 +1466,25 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 				default:
 					lc.Unchanged++
 				}
-				pr.putInt32(5, int32(offWins))
-				pr.putInt32(6, int32(wins))
-				pr.putBool(7, control)
-				pr.putBool(8, treatment)
-				pr.putString(9, string(label))
-				pr.putString(10, string(quad))
+				pr.putInt32(prControlWins, int32(offWins))
+				pr.putInt32(prTreatmentWins, int32(wins))
+				pr.putBool(prControlSuccess, control)
+				pr.putBool(prTreatmentSuccess, treatment)
+				pr.putString(prLabel, string(label))
+				pr.putString(prQuadrant, string(quad))
 				if w.faultIdx >= 0 {
-					pr.putBool(11, f.Hidden[w.faultIdx].I != 0)
+					pr.putBool(prFault, f.Hidden[w.faultIdx].I != 0)
 				} else {
-					pr.putNull(11)
+					pr.putNull(prFault)
+				}
+				if w.score != nil {
+					pr.putDouble(prScoreControl, offScore)
+					pr.putDouble(prScoreTreated, score)
+					pr.putDouble(prScoreDiff, w.score.RoundDiff(score-offScore))
+				} else {
+					pr.putNull(prScoreControl)
+					pr.putNull(prScoreTreated)
+					pr.putNull(prScoreDiff)
 				}
 				putValuesAt(pr, w.pairFeat, w.kinds, f.Features, f.Hidden, nf)
 				for k := range 4 {
@@ -1359,13 +1510,13 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 	return nil
 }
 
-// putSeed writes the seed column (0) of a row of res: NULL for a
-// recorded run without a seed.
+// putSeed writes the seed column of a row of res: NULL for a recorded
+// run without a seed.
 func putSeed(t *tableFile, res *lab.SeedResult) {
 	if res.NoSeed {
-		t.putNull(0)
+		t.putNull(colSeed)
 	} else {
-		t.putInt64(0, int64(res.Seed))
+		t.putInt64(colSeed, int64(res.Seed))
 	}
 }
 
@@ -1377,6 +1528,26 @@ func putRun(t *tableFile, i int, res *lab.SeedResult) {
 		t.putNull(i)
 	} else {
 		t.putString(i, res.RunID)
+	}
+}
+
+// checkScores makes an error of each branch of f whose score a scored
+// world may not report: none, or one outside the declared range (an agent's
+// reply is refused before this, naming the field; a built-in world that
+// breaks its own declaration is caught here). The branch, and so its
+// pairs, become error rows.
+func (w *unitWriter) checkScores(f *lab.ForkResult) {
+	for j := range f.Branches {
+		b := &f.Branches[j]
+		switch {
+		case b.Err != "":
+		case b.Score == nil:
+			b.Err = fmt.Sprintf("world %s declares a score, but the branch reported none", w.r.Decl.Name)
+		default:
+			if err := w.score.Check(*b.Score); err != nil {
+				b.Err = fmt.Sprintf("world %s: %v", w.r.Decl.Name, err)
+			}
+		}
 	}
 }
 

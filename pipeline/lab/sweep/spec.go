@@ -16,6 +16,7 @@ import (
 
 	"github.com/forklab/forklab/internal/floattext"
 	"github.com/forklab/forklab/internal/jsondup"
+	"github.com/forklab/forklab/pipeline/analysis/gate"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
@@ -151,9 +152,28 @@ type Spec struct {
 	Grid map[string][]any `json:"grid,omitempty"`
 	// Policy is the guard rule of the policy arm.
 	Policy *policy.Rule `json:"policy,omitempty"`
+	// PolicyAnywhere applies Policy outside what it was chosen for (another
+	// fork step, world version, parameters or model: policy.Rule.Scope),
+	// which Resolve refuses otherwise; the manifest and the report then
+	// say so (PolicyScope).
+	PolicyAnywhere bool `json:"policy_anywhere,omitempty"`
 	// UnitSeeds is the number of seeds per unit of work (one Parquet file
 	// per table and unit); 0 picks it from the spec (ShardSeeds).
 	UnitSeeds int `json:"unit_seeds,omitempty"`
+	// Transcripts keeps every branch's transcript — its steps after the
+	// fork: action, observation, cost — in the branches table's transcript
+	// column. A built-in world's sweep leaves them out unless asked
+	// (forklab show replays such a branch from its checkpoint): recording
+	// them cuts its pairs per second by more than the 10% a default may
+	// cost (BenchmarkTranscripts, make bench). An external agent's
+	// transcripts are kept whenever it sends them, so the key is refused
+	// for an agent, as it is with --from-log (sessions on the log already
+	// hold every step).
+	Transcripts bool `json:"transcripts,omitempty"`
+	// Gate is what forklab gate checks the finished sweep against when it
+	// is given no threshold of its own (pipeline/analysis/gate). It says
+	// nothing about what the sweep computes: Identity leaves it out.
+	Gate *gate.Gate `json:"gate,omitempty"`
 
 	// The keys below say how the sweep runs, not what it computes: a
 	// resumed sweep may change them (a fixed agent, more processes, a
@@ -192,7 +212,8 @@ func (s Spec) ErrorRateLimit() float64 {
 type AgentSpec struct {
 	// Command is the shell command line that starts one agent process.
 	Command string `json:"command"`
-	// Parallel is the number of agent processes (default 1).
+	// Parallel is the number of agent processes (0: the default, one per
+	// CPU, agentproc.DefaultParallel).
 	Parallel int `json:"parallel,omitempty"`
 	// Timeout bounds each run or branch asked of the agent, e.g. "90s"
 	// (default 60s).
@@ -203,6 +224,11 @@ type AgentSpec struct {
 	// Environment adds variables to the agent's environment. The manifest
 	// records their names, not their values.
 	Environment map[string]string `json:"environment,omitempty"`
+	// FailOnError is the share of the agent's last 100 attempts that may
+	// fail before the sweep stops, resumably (exit 7; its first attempts
+	// all failing stop it too: agentproc.FailFast); nil means
+	// agentproc.DefaultFailOnError (50%), 1 no limit by rate.
+	FailOnError *float64 `json:"fail_on_error,omitempty"`
 }
 
 // Duration is a time.Duration written as Go writes it ("90s", "2m").
@@ -260,11 +286,13 @@ func (a *AgentSpec) Validate() error {
 	case strings.TrimSpace(a.Command) == "":
 		return keyErr("agent.command", "is empty")
 	case a.Parallel < 0 || a.Parallel > MaxAgentParallel:
-		return keyErr("agent.parallel", "must be an integer in [1, %d] (0: 1), got %d", MaxAgentParallel, a.Parallel)
+		return keyErr("agent.parallel", "must be an integer in [1, %d] (0: one per CPU), got %d", MaxAgentParallel, a.Parallel)
 	case a.Timeout < 0 || time.Duration(a.Timeout) > MaxAgentTimeout || a.Timeout > 0 && time.Duration(a.Timeout) < time.Millisecond:
 		return keyErr("agent.timeout", "must be a duration in [1ms, %s] (0: the default 60s), got %s", fmtDuration(MaxAgentTimeout), time.Duration(a.Timeout))
 	case a.Retries != nil && (*a.Retries < 0 || *a.Retries > MaxAgentRetries):
 		return keyErr("agent.retries", "must be an integer in [0, %d], got %d", MaxAgentRetries, *a.Retries)
+	case a.FailOnError != nil && !(*a.FailOnError >= 0 && *a.FailOnError <= 1):
+		return keyErr("agent.fail_on_error", "must be a share in [0, 1] (1: no limit), got %v", *a.FailOnError)
 	}
 	return nil
 }
@@ -273,7 +301,7 @@ func (a *AgentSpec) Validate() error {
 // max_error_rate, max_cost): two sweeps of equal identity write the same
 // rows, and one may resume the other.
 func (s Spec) Identity() Spec {
-	s.Agent, s.MaxErrorRate, s.MaxCost = nil, nil, nil
+	s.Agent, s.MaxErrorRate, s.MaxCost, s.Gate = nil, nil, nil, nil
 	return s
 }
 
@@ -334,7 +362,7 @@ func (r Resolved) Plan() lab.Plan {
 			arms = append(arms, a)
 		}
 	}
-	return lab.Plan{ForkSteps: r.Spec.ForkAt, Arms: arms, Replicas: r.Spec.Replicas, Fires: r.Fires}
+	return lab.Plan{ForkSteps: r.Spec.ForkAt, Arms: arms, Replicas: r.Spec.Replicas, Fires: r.Fires, Transcripts: r.Spec.Transcripts}
 }
 
 // Resolve checks the spec against its world and expands the grid, naming
@@ -406,8 +434,19 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 	}
 	r := Resolved{Decl: d, Def: def}
 	if s.Policy != nil {
-		if r.Fires, err = s.Policy.Compile(d); err != nil {
+		compile := s.Policy.Compile
+		if s.PolicyAnywhere {
+			compile = s.Policy.CompileAnywhere
+		}
+		if r.Fires, err = compile(d); err != nil {
 			return Resolved{}, fmt.Errorf("policy: %w", err)
+		}
+	} else if s.PolicyAnywhere {
+		return Resolved{}, errors.New("policy_anywhere: there is no guard rule to apply anywhere (--policy FILE)")
+	}
+	if s.Gate != nil {
+		if err := s.Gate.Validate(); err != nil {
+			return Resolved{}, fmt.Errorf("gate: %s", strings.TrimPrefix(err.Error(), gate.ErrInput.Error()+": "))
 		}
 	}
 	if s.UnitSeeds < 0 || s.UnitSeeds > MaxUnitSeeds {
@@ -440,6 +479,9 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 	if a := s.Agent; a != nil {
 		if err := a.Validate(); err != nil {
 			return Resolved{}, err
+		}
+		if s.Transcripts {
+			return Resolved{}, keyErr("transcripts", "records a built-in world's steps; an external agent's transcripts are kept whenever it sends them (docs/agent-protocol.md, Transcripts): leave transcripts (--transcripts) out")
 		}
 	}
 	if s.Replicas < 1 || s.Replicas > MaxReplicas {
@@ -534,6 +576,14 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 	if err := checkSize(s, len(configs)); err != nil {
 		return Resolved{}, err
 	}
+	if s.Policy != nil && !s.PolicyAnywhere {
+		if out := PolicyScope(*s.Policy, d, s.ForkAt, configs); len(out) > 0 {
+			return Resolved{}, fmt.Errorf("policy: the rule was chosen %s; this sweep has %s: its features mean something else there, "+
+				"so its numbers would not be the rule's: search a rule on a sweep like this one (forklab policy DIR --fork-step N), "+
+				"or give --policy-anywhere (spec: policy_anywhere: true) to apply it anyway (the manifest and the report then say so)",
+				PolicyOrigin(*s.Policy), strings.Join(out, "; "))
+		}
+	}
 	// The spec's params hold the parameters every configuration shares;
 	// a grid axis has a value per configuration (the configs table).
 	s.Params = base.Clone()
@@ -542,6 +592,74 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 	}
 	r.Spec, r.Configs = s, configs
 	return r, nil
+}
+
+// PolicyScope lists where a sweep of world d at forkSteps over configs
+// would apply rule outside what it was chosen for (policy.Rule.Scope).
+func PolicyScope(rule policy.Rule, d world.Declaration, forkSteps []int, configs []Config) []string {
+	params, models := map[int]world.Params{}, map[int]fork.Model{}
+	for _, c := range configs {
+		params[c.ID], models[c.ID] = c.Params, c.Model
+	}
+	return rule.Scope(d, forkSteps, params, models)
+}
+
+// PolicyOrigin says where a rule was chosen: "at fork step 3 of config 0
+// of world counter 2, on seeds 0:300 (the 70% not held out)"; "for world
+// counter 2" for a rule written by hand.
+func PolicyOrigin(rule policy.Rule) string {
+	o := ""
+	if rule.ForkStep != nil {
+		o = fmt.Sprintf("at fork step %d", *rule.ForkStep)
+		if rule.ConfigID != nil {
+			o += fmt.Sprintf(" of config %d", *rule.ConfigID)
+		}
+		o += " "
+	}
+	o += fmt.Sprintf("for world %s %s", rule.World, rule.WorldVersion)
+	if sp := rule.Search; sp != nil {
+		o += fmt.Sprintf(", on seeds %d:%d (the %g%% not held out)", sp.Start, sp.End, math.Round(100*(1-sp.Holdout)*1000)/1000)
+	}
+	return o
+}
+
+// PolicySample says whether the policy arm of spec plays the seeds its
+// rule was searched on, to stand beside the arm's headline: "in-sample:
+// the rule was searched on 210 of these 300 seeds" (its numbers then
+// flatter it: read the held-out figures of forklab policy), or
+// "out-of-sample: the rule was searched on none of these seeds"; "" without
+// a rule, or for a rule that does not record its search seeds (one written
+// by hand).
+func PolicySample(spec Spec) string {
+	r := spec.Policy
+	if r == nil || r.Search == nil {
+		return ""
+	}
+	n, exact := r.Searched(spec.Seeds.Start, spec.Seeds.End)
+	if n == 0 {
+		return "out-of-sample: the rule was searched on none of these seeds"
+	}
+	about := ""
+	if !exact {
+		about = "about "
+	}
+	return fmt.Sprintf("in-sample: the rule was searched on %s%d of these %d seeds", about, n, spec.Seeds.Len())
+}
+
+// PolicyAnywhereLine is the warning a sweep run with --policy-anywhere
+// carries (forklab sweep on standard error, the report under its header):
+// where its rule was chosen and where it was applied instead; "" without
+// policy_anywhere.
+func PolicyAnywhereLine(spec Spec, d world.Declaration, configs []Config) string {
+	if !spec.PolicyAnywhere || spec.Policy == nil {
+		return ""
+	}
+	out := PolicyScope(*spec.Policy, d, spec.ForkAt, configs)
+	if len(out) == 0 {
+		return "POLICY ANYWHERE: the sweep was told to apply its rule anywhere (--policy-anywhere), and applies it where it was chosen (" + PolicyOrigin(*spec.Policy) + ")"
+	}
+	return fmt.Sprintf("POLICY ANYWHERE: the policy arm's rule was chosen %s and is applied here with %s (--policy-anywhere): "+
+		"its features may mean something else here, and its numbers are not the rule's", PolicyOrigin(*spec.Policy), strings.Join(out, "; "))
 }
 
 // checkSize bounds the sweep's size, so that nothing it holds grows with
@@ -864,9 +982,20 @@ func joinKey(prefix, k string) string {
 func specError(err error) string {
 	var typ *json.UnmarshalTypeError
 	if errors.As(err, &typ) {
+		// The gate's thresholds are an embedded struct, which encoding/json
+		// names in the path; the spec key does not.
+		typ.Field = strings.Replace(typ.Field, ".Thresholds.", ".", 1)
 		key := typ.Field
 		if strings.HasPrefix(key, "max_cost.") {
 			key = "max_cost"
+		}
+		if g, ok := strings.CutPrefix(key, "gate.per_arm."); ok {
+			// An arm's thresholds range as the gate's (encoding/json may
+			// or may not name the arm in the path).
+			if _, k, found := strings.Cut(g, "."); found {
+				g = k
+			}
+			key = "gate." + g
 		}
 		r, ok := keyRanges[key]
 		ok = ok && typ.Type != nil && kindOf(typ.Type.Kind().String()) == "a number"
@@ -887,16 +1016,25 @@ func specError(err error) string {
 // keyRanges words the valid values of the spec's numeric keys, for a number
 // that does not even decode (a fraction for an integer, 1e400, 2^64).
 var keyRanges = map[string]string{
-	"replicas":          fmt.Sprintf("an integer in [1, %d]", MaxReplicas),
-	"unit_seeds":        fmt.Sprintf("0 (automatic) or an integer in [1, %d]", MaxUnitSeeds),
-	"fork_at":           fmt.Sprintf("integers in [1, %d]", MaxForkStep),
-	"agent.parallel":    fmt.Sprintf("an integer in [1, %d]", MaxAgentParallel),
-	"agent.retries":     fmt.Sprintf("an integer in [0, %d]", MaxAgentRetries),
-	"agent.timeout":     fmt.Sprintf("a duration in [1ms, %s] such as 90s, or a number of seconds", fmtDuration(MaxAgentTimeout)),
-	"max_error_rate":    "a share in [0, 1]",
-	"max_cost":          "a finite number above 0",
-	"model.temperature": "a number in [0, 1]",
-	"model.no_tool":     "a number in [0, 1]",
+	"replicas":            fmt.Sprintf("an integer in [1, %d]", MaxReplicas),
+	"unit_seeds":          fmt.Sprintf("0 (automatic) or an integer in [1, %d]", MaxUnitSeeds),
+	"fork_at":             fmt.Sprintf("integers in [1, %d]", MaxForkStep),
+	"agent.parallel":      fmt.Sprintf("an integer in [1, %d]", MaxAgentParallel),
+	"agent.retries":       fmt.Sprintf("an integer in [0, %d]", MaxAgentRetries),
+	"agent.timeout":       fmt.Sprintf("a duration in [1ms, %s] such as 90s, or a number of seconds", fmtDuration(MaxAgentTimeout)),
+	"agent.fail_on_error": "a share in [0, 1]",
+	"max_error_rate":      "a share in [0, 1]",
+	"max_cost":            "a finite number above 0",
+	"model.temperature":   "a number in [0, 1]",
+	"model.no_tool":       "a number in [0, 1]",
+	// The gate's thresholds (pipeline/analysis/gate).
+	"gate.max_harm_rate":  "a number in [0, 1]",
+	"gate.max_harmed":     fmt.Sprintf("an integer in [0, %d]", int64(gate.MaxExact)),
+	"gate.min_net":        fmt.Sprintf("an integer in [%d, %d]", int64(-gate.MaxExact), int64(gate.MaxExact)),
+	"gate.min_net_rate":   "a number in [-1, 1]",
+	"gate.max_p":          "a number in (0, 1]",
+	"gate.max_error_rate": "a number in [0, 1]",
+	"gate.min_score_diff": "a finite number",
 }
 
 func kindOf(k string) string {

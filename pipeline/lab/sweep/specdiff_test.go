@@ -52,3 +52,22 @@ func TestSpecDiffNamesTheDeclarationField(t *testing.T) {
 		}
 	}
 }
+
+// Transcripts are part of what a sweep computes (its branches files hold
+// them or not): a --resume that asks otherwise is another spec, named.
+func TestSpecDiffNamesTranscripts(t *testing.T) {
+	record := func(s Spec) []byte {
+		b, err := json.Marshal(struct {
+			Spec Spec `json:"spec"`
+		}{s.Identity()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	kept := DefaultSpec()
+	kept.Transcripts = true
+	if got, want := specDiff(record(kept), record(DefaultSpec())), "transcripts: true then, unset now"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

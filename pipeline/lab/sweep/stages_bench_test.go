@@ -70,7 +70,7 @@ func BenchmarkStages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ls, err := newLayouts(r.Decl)
+	ls, err := newLayouts(r.Decl, false)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -117,7 +117,9 @@ func TestOutputIndependentOfWorkersAndBuffering(t *testing.T) {
 // Every pair row agrees with its branch rows: the win counts are the
 // branches' successes, each side's success is a strict majority of its
 // replicas (a tie fails), and the label and quadrant follow — for odd and
-// even replica counts.
+// even replica counts; extra_steps is the arm's mean branch cost over its
+// replicas minus off's (issue 25 H: the sum, not divided by the replicas,
+// passed every test), and fault and the features are the checkpoint's.
 func TestPairsAgreeWithBranches(t *testing.T) {
 	for _, k := range []int{1, 2, 3, 4} {
 		spec := noisySpec(k)
@@ -125,7 +127,8 @@ func TestPairsAgreeWithBranches(t *testing.T) {
 		out := runSweep(t, spec, sweep.Options{})
 		rows := ducktest.Query(t, out, `
 			WITH wins AS (
-				SELECT config_id, fork_step, seed, arm, count(*) AS n, count(*) FILTER (WHERE success) AS wins
+				SELECT config_id, fork_step, seed, arm, count(*) AS n, count(*) FILTER (WHERE success) AS wins,
+				       avg(cost_steps) AS steps
 				FROM {branches} GROUP BY ALL
 			)
 			SELECT count(*) AS pairs,
@@ -137,14 +140,22 @@ func TestPairsAgreeWithBranches(t *testing.T) {
 			                              ELSE 'unchanged' END
 			           OR p.quadrant <> CASE WHEN p.label = 'rescued' THEN 'persuadable'
 			                                 WHEN p.label = 'harmed' THEN 'sleeping_dog'
-			                                 WHEN p.control_success THEN 'sure_thing' ELSE 'lost_cause' END) AS wrong,
+			                                 WHEN p.control_success THEN 'sure_thing' ELSE 'lost_cause' END
+			           OR NOT abs(p.extra_steps - (w.steps - c.steps)) < 1e-9
+			           OR p.fault IS DISTINCT FROM k.hidden_fault OR p.same_obs IS DISTINCT FROM k.same_obs
+			           OR p.steps_used IS DISTINCT FROM k.steps_used OR p.hidden_value IS DISTINCT FROM k.hidden_value) AS wrong,
+			       count(*) FILTER (WHERE w.steps <> c.steps AND w.n > 1) AS extra_cost,
 			       count(*) FILTER (WHERE c.wins * 2 = c.n OR w.wins * 2 = w.n) AS ties
 			FROM {pairs} AS p
 			JOIN wins AS c ON c.config_id = p.config_id AND c.fork_step = p.fork_step AND c.seed = p.seed AND c.arm = 'off'
-			JOIN wins AS w ON w.config_id = p.config_id AND w.fork_step = p.fork_step AND w.seed = p.seed AND w.arm = p.arm`)
-		pairs, wrong, ties := rows[0][0], rows[0][1], rows[0][2]
+			JOIN wins AS w ON w.config_id = p.config_id AND w.fork_step = p.fork_step AND w.seed = p.seed AND w.arm = p.arm
+			JOIN {checkpoints} AS k ON k.config_id = p.config_id AND k.fork_step = p.fork_step AND k.seed = p.seed`)
+		pairs, wrong, extra, ties := rows[0][0], rows[0][1], rows[0][2], rows[0][3]
 		if want := fmt.Sprint(3000 * 2 * 2 * 3); pairs != want || wrong != "0" {
 			t.Fatalf("K=%d: %s pairs (want %s), %s disagree with their branches", k, pairs, want, wrong)
+		}
+		if k > 1 && extra == "0" {
+			t.Fatalf("K=%d: no pair whose sides cost differently, so extra_steps went untested", k)
 		}
 		if k%2 == 0 && ties == "0" {
 			t.Fatalf("K=%d: no tied side, so the tie rule went untested", k)
@@ -189,7 +200,7 @@ func TestTablesReadBackAsForkLabComputes(t *testing.T) {
 	}
 	cps := ducktest.Query(t, out, `SELECT fork_step, seed, checkpoint, over, same_obs, repeat_run, obs_value, steps_used, budget_left,
 		hidden_stuck, hidden_fault, hidden_value, cost_steps FROM {checkpoints} ORDER BY fork_step, seed`)
-	brs := ducktest.Query(t, out, `SELECT fork_step, seed, arm, replica, intervened, success, cost_steps FROM {branches}
+	brs := ducktest.Query(t, out, `SELECT fork_step, seed, arm, replica, intervened, success, cost_steps, noise_key FROM {branches}
 		ORDER BY fork_step, seed, CASE arm WHEN 'off' THEN 0 WHEN 'on' THEN 1 WHEN 'placebo' THEN 2 ELSE 3 END, replica`)
 	if len(cps) != 2*600 || len(brs) != len(cps)*4*3 {
 		t.Fatalf("%d checkpoints, %d branches", len(cps), len(brs))
@@ -215,7 +226,8 @@ func TestTablesReadBackAsForkLabComputes(t *testing.T) {
 			arm, rep := arms[j/3], j%3
 			var final counter.State
 			ok, iv := ref.Branch(&final, &s, s.Seed, c.ForkStep, arm, rep, false)
-			want := fmt.Sprint([]any{c.ForkStep, s.Seed, arm, rep, iv, ok, final.Steps - s.Steps})
+			// noise_key: the key the branch's noise was drawn from.
+			want := fmt.Sprint([]any{c.ForkStep, s.Seed, arm, rep, iv, ok, final.Steps - s.Steps, fmt.Sprintf("%016x", fork.BranchKey(s.Seed, c.ForkStep, arm, rep, false))})
 			if got := fmt.Sprint(b); got != want {
 				t.Fatalf("branch %s, fork.Lab %s", got, want)
 			}
@@ -299,9 +311,9 @@ func TestErrorsAreRowsNeverLabels(t *testing.T) {
 	if fmt.Sprint(got) != want {
 		t.Fatalf("pairs by status: %v, want %s", got, want)
 	}
-	got = ducktest.Query(t, streamed, "SELECT count(*) FILTER (WHERE status = 'error'), count(*) FILTER (WHERE success IS NULL) FROM {branches}")
-	if fmt.Sprint(got) != "[[39 39]]" {
-		t.Fatalf("error branches: %v, want 3 seeds × 3 arms + 30 = 39", got)
+	got = ducktest.Query(t, streamed, "SELECT count(*) FILTER (WHERE status = 'error'), count(*) FILTER (WHERE success IS NULL), count(*) FILTER (WHERE noise_key IS NULL) FROM {branches}")
+	if fmt.Sprint(got) != "[[39 39 9]]" {
+		t.Fatalf("error branches: %v, want 3 seeds × 3 arms + 30 = 39, of which the 9 without a checkpoint have no noise key", got)
 	}
 }
 
@@ -595,14 +607,15 @@ func TestPolicyBranchesAreOnOrOff(t *testing.T) {
 		       count(*) FILTER (WHERE p.intervened) AS fired,
 		       count(*) FILTER (WHERE p.success <> CASE WHEN p.intervened THEN o.success ELSE f.success END
 		                           OR p.cost_steps <> CASE WHEN p.intervened THEN o.cost_steps ELSE f.cost_steps END) AS differing,
-		       count(*) FILTER (WHERE o.success <> f.success) AS on_differs_from_off
+		       count(*) FILTER (WHERE o.success <> f.success) AS on_differs_from_off,
+		       count(*) FILTER (WHERE p.noise_key <> CASE WHEN p.intervened THEN o.noise_key ELSE f.noise_key END OR o.noise_key = f.noise_key) AS keys
 		FROM {branches} AS p
 		JOIN {branches} AS o USING (config_id, fork_step, seed, replica)
 		JOIN {branches} AS f USING (config_id, fork_step, seed, replica)
 		WHERE p.arm = 'policy' AND o.arm = 'on' AND f.arm = 'off'`)
 	row := got[0]
-	if row[0] != fmt.Sprint(4000*2*3) || row[1] == "0" || row[1] == row[0] || row[2] != "0" || row[3] == "0" {
-		t.Fatalf("policy branches %v: want %d, some fired and some not, 0 differing from on/off, on and off differing somewhere", row, 4000*2*3)
+	if row[0] != fmt.Sprint(4000*2*3) || row[1] == "0" || row[1] == row[0] || row[2] != "0" || row[3] == "0" || row[4] != "0" {
+		t.Fatalf("policy branches %v: want %d, some fired and some not, 0 differing from on/off, on and off differing somewhere, each with on's noise key where it fired and off's elsewhere", row, 4000*2*3)
 	}
 	unfired := ducktest.Query(t, out, "SELECT count(*) FROM {pairs} AS pairs WHERE arm = 'policy' AND label <> 'unchanged' AND NOT EXISTS (SELECT 1 FROM {branches} AS b WHERE b.arm = 'policy' AND b.intervened AND b.seed = pairs.seed AND b.fork_step = pairs.fork_step)")
 	if unfired[0][0] != "0" {

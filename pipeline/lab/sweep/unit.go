@@ -222,13 +222,17 @@ type unitResult struct {
 
 // NewUnitWriter returns a writer of r's units into st, recording r's spec
 // in st's ledger (or, when one is recorded, refusing a ledger of another
-// spec). Of opt, Runners and Progress are used.
+// spec). Of opt, Runners, Progress and SweepID are used; without a
+// SweepID the one recorded in st's ledger is used, or a new one recorded.
 func NewUnitWriter(r Resolved, st *Staging, opt Options) (*UnitWriter, error) {
-	ls, err := layoutsFor(r.Decl, r.Spec.Runs)
+	ls, err := layoutsFor(r.Decl, r.Spec.Runs, r.Spec.Transcripts)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkLedgerSpec(st.Dir, r.Spec.Identity(), r.Decl); err != nil {
+		return nil, err
+	}
+	if opt.SweepID, err = ledgerSweepID(st.Dir, opt.SweepID); err != nil {
 		return nil, err
 	}
 	return &UnitWriter{r: r, ls: ls, st: st, opt: opt, result: make(chan unitResult, 1)}, nil

@@ -129,7 +129,12 @@ type forkPoint struct {
 // the offset at each fork step, then forks and finishes every branch.
 func (r *logRunner) playSeed(ctx context.Context, seed uint64) (*lab.SeedResult, error) {
 	name := fmt.Sprintf("%s/c%d/s%d", r.o.Prefix, r.cfg.ID, seed)
-	if _, err := r.c.Head(ctx, name); err == nil {
+	look := Worker{Log: r.c, Logf: r.o.Logf, RetryFor: r.o.RetryFor}
+	err := look.retry(ctx, "look up "+name, func() error {
+		_, err := r.c.Head(ctx, name)
+		return err
+	})
+	if err == nil {
 		return nil, fmt.Errorf("stream %s exists already: use a new --log-prefix", name)
 	} else if !client.IsNotFound(err) {
 		return nil, fmt.Errorf("look up %s: %w", name, err)
@@ -197,6 +202,9 @@ func (r *logRunner) playSeed(ctx context.Context, seed uint64) (*lab.SeedResult,
 				b := &f.Branches[ai*K+rep]
 				b.Success, b.Intervened = *s.Outcome.Success, s.Branch.Recovery != ""
 				b.Cost = s.Play.Cost().Sub(f.Cost)
+				if x, ok := s.Play.Score(); ok {
+					f.SetScore(ai*K+rep, x)
+				}
 			}
 		}
 	}

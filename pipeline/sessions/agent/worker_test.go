@@ -324,3 +324,62 @@ func TestWorkerWaitsForTheLog(t *testing.T) {
 	got, _ := logged(t, c, "late")
 	equalEvents(t, got, expected(t, start))
 }
+
+// Worker.retry, the loop every request of agent run and sweep --from-log
+// goes through: a transient error (no answer, a 503) is retried with
+// backoff until it succeeds, counting the attempts; one that lasts is
+// given up after RetryFor with a message saying so, soon after, not
+// before; a 4xx is not retried; a cancelled context ends it at the next
+// attempt.
+func TestWorkerRetryLoop(t *testing.T) {
+	unavailable := &client.StatusError{Code: 503}
+	refused := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+	ctx := context.Background()
+	for _, c := range []struct {
+		name      string
+		fail      int   // attempts that fail before one succeeds; -1: all
+		err       error // what they fail with
+		retryFor  time.Duration
+		wantCalls int // exactly; 0: at least 2
+		wantErr   string
+	}{
+		{"succeeds on the fourth attempt", 3, unavailable, time.Minute, 4, ""},
+		{"no answer for longer than RetryFor", -1, refused, 400 * time.Millisecond, 0, "read s: the session log did not answer for 400ms: dial tcp 127.0.0.1:1: connect: connection refused"},
+		{"a 404 is not retried", -1, &client.StatusError{Code: 404}, time.Minute, 1, "404"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := &Worker{RetryFor: c.retryFor}
+			calls := 0
+			start := time.Now()
+			err := w.retry(ctx, "read s", func() error {
+				calls++
+				if c.fail < 0 || calls <= c.fail {
+					return c.err
+				}
+				return nil
+			})
+			took := time.Since(start)
+			switch {
+			case c.wantErr == "" && err != nil, c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+				t.Fatalf("err %v, want %q", err, c.wantErr)
+			case c.wantCalls > 0 && calls != c.wantCalls, c.wantCalls == 0 && calls < 2:
+				t.Fatalf("%d attempts, want %d", calls, c.wantCalls)
+			case took > 10*time.Second:
+				t.Fatalf("took %s", took)
+			case c.fail < 0 && c.wantCalls == 0 && took < c.retryFor:
+				t.Fatalf("gave up after %s, before RetryFor %s", took, c.retryFor)
+			}
+		})
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	calls := 0
+	err := (&Worker{RetryFor: time.Minute}).retry(cctx, "read s", func() error {
+		if calls++; calls == 2 {
+			cancel()
+		}
+		return refused
+	})
+	if err == nil || calls != 2 {
+		t.Fatalf("cancelled: err %v after %d attempts, want an error after 2", err, calls)
+	}
+}

@@ -40,6 +40,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/forklab/forklab/internal/caplog"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/sessions/session"
 	"github.com/forklab/forklab/pipeline/world"
@@ -732,7 +733,7 @@ func startService(ctx context.Context, bin, dir, addr string, kafkaPort int) (*s
 		args = append(args, "--kafka-port", fmt.Sprint(kafkaPort))
 	}
 	cmd := exec.Command(bin, args...)
-	logFile, err := os.OpenFile(filepath.Join(dir, "service.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logFile, err := caplog.Open(filepath.Join(dir, "service.log"), false)
 	if err != nil {
 		return nil, err
 	}

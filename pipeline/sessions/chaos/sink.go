@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/forklab/forklab/internal/caplog"
 	"github.com/forklab/forklab/pipeline/sessions/sink"
 	"github.com/forklab/forklab/stream/client"
 	"github.com/forklab/forklab/stream/kafkalog"
@@ -36,7 +37,7 @@ func startSink(cfg Config, kafkaPort int, follow bool) (*sinkProc, error) {
 	if err := os.MkdirAll(cfg.SinkOut, 0o755); err != nil {
 		return nil, err
 	}
-	logFile, err := os.OpenFile(filepath.Join(cfg.DataDir, "sink.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logFile, err := caplog.Open(filepath.Join(cfg.DataDir, "sink.log"), false)
 	if err != nil {
 		return nil, err
 	}

@@ -64,6 +64,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,14 +111,17 @@ type Config struct {
 	// CacheBytes bounds the record values kept for forks, which copy their
 	// source's events; older ones are fetched from Kafka. Default 32 MiB.
 	CacheBytes int64
-	// RetryFor is how long a run without Follow keeps retrying an
-	// unreachable Kafka before it fails; default 30s. With Follow it
-	// retries until ctx ends.
+	// RetryFor is how long a partition keeps retrying a Kafka it cannot
+	// read (a broker restarting, a network cut), starting again from its
+	// last commit with backoff, before the run fails (with Follow too: a
+	// sink that follows the log rides out outages shorter than this);
+	// default kafkadial.DefaultRetryFor (--retry-for).
 	RetryFor time.Duration
 	// DialTimeout bounds how long a run without Follow tries to reach
 	// Kafka and find its topic before it fails; default
 	// kafkadial.DefaultTimeout (--dial-timeout). With Follow it waits for
-	// the topic until ctx ends.
+	// a topic the cluster does not have yet until ctx ends, and for a
+	// cluster it cannot reach for RetryFor.
 	DialTimeout time.Duration
 	// Logf reports files written, gaps and retries; nil discards.
 	Logf func(format string, args ...any)
@@ -145,7 +149,7 @@ func (c *Config) defaults() {
 		c.CacheBytes = 32 << 20
 	}
 	if c.RetryFor <= 0 {
-		c.RetryFor = 30 * time.Second
+		c.RetryFor = kafkadial.DefaultRetryFor
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
@@ -175,7 +179,10 @@ type Report struct {
 	Superseded []kafkalog.GenConflict
 	// Partitions are the per-partition positions at the end of the run.
 	Partitions []Position
-	Elapsed    time.Duration
+	// Retries counts the times a partition started again from its last
+	// commit after an error reaching Kafka.
+	Retries int
+	Elapsed time.Duration
 }
 
 // Position is where the sink stands in one partition.
@@ -239,6 +246,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{}
+	// With Follow, a partition that fails stops the others (each commits
+	// its open batch): a sink half running would look alive.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -250,7 +261,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[p] = w.run(ctx)
+			if errs[p] = w.run(ctx); errs[p] != nil {
+				cancel()
+			}
 			positions[p] = Position{Partition: int32(p), Next: w.next, HighWatermark: w.hwm}
 		}()
 	}
@@ -268,6 +281,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rep.Partitions = positions
+	for _, w := range workers {
+		rep.Retries += w.retries
+	}
 	rep.Elapsed = time.Since(start)
 	return rep, errors.Join(errs...)
 }
@@ -281,6 +297,7 @@ func partitions(ctx context.Context, cfg *Config, rd *kafkalog.Reader) (int, err
 	}
 	deadline := time.Now().Add(wait)
 	var last error // the last real error, not the deadline's own
+	var unreachable time.Time
 	for logged := false; ; {
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if !cfg.Follow {
@@ -299,6 +316,13 @@ func partitions(ctx context.Context, cfg *Config, rd *kafkalog.Reader) (int, err
 		}
 		if !cfg.Follow && time.Now().After(deadline) {
 			return 0, kafkadial.Unreachable(cfg.Brokers, wait, last)
+		}
+		if errors.Is(err, kafkalog.ErrNoTopic) {
+			unreachable = time.Time{} // the cluster answers: wait for the topic
+		} else if unreachable.IsZero() {
+			unreachable = time.Now()
+		} else if d := time.Since(unreachable); d > cfg.RetryFor {
+			return 0, fmt.Errorf("Kafka at %s %w for %s (last: %v): stopping (--retry-for sets how long to wait)", strings.Join(cfg.Brokers, ","), kafkadial.ErrGone, d.Round(time.Second), last)
 		}
 		if !logged {
 			cfg.Logf("waiting for topic %s at %v: %v", cfg.Topic, cfg.Brokers, err)

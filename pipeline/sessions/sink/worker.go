@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/internal/atomicfile"
+	"github.com/forklab/forklab/internal/kafkadial"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
 	"github.com/forklab/forklab/schemas"
 	"github.com/forklab/forklab/stream/kafkalog"
@@ -47,6 +48,9 @@ type worker struct {
 
 	cache  *valueCache
 	warned map[string]bool
+	// retries counts the sessions started again after an error reaching
+	// Kafka.
+	retries int
 }
 
 // row is an event of the open batch and the date folder it goes to.
@@ -86,8 +90,10 @@ func (w *worker) run(ctx context.Context) error {
 			failingSince, backoff = time.Now(), 100*time.Millisecond
 			w.cfg.Logf("partition %d: %v; starting again from offset %d", w.part, err, w.next)
 		}
-		if !w.cfg.Follow && time.Since(failingSince) > w.cfg.RetryFor {
-			return fmt.Errorf("partition %d: %w (gave up after %s)", w.part, tr.err, w.cfg.RetryFor)
+		w.retries++
+		if d := time.Since(failingSince); d > w.cfg.RetryFor {
+			return fmt.Errorf("partition %d: Kafka at %s %w for %s (last: %v): stopping; what was read is committed, and the next run goes on from offset %d (--retry-for sets how long to wait)",
+				w.part, strings.Join(w.cfg.Brokers, ","), kafkadial.ErrGone, d.Round(time.Second), tr.err, w.next)
 		}
 		select {
 		case <-ctx.Done():

@@ -318,6 +318,15 @@ type Observation struct {
 // Observe returns the sensor reading and the steps taken.
 func (World) Observe(s *State) any { return Observation{Obs: s.Obs, Steps: s.Steps} }
 
+// AppendObservation appends the JSON of s's observation to b: the bytes
+// json.Marshal writes of Observe(s), without reflection (transcripts hold
+// one per step; TestAppendJSONMatchesMarshal holds the two equal).
+func AppendObservation(s *State, b []byte) []byte {
+	b = appendInt(append(b, `{"obs":`...), s.Obs)
+	b = appendInt(append(b, `,"steps":`...), s.Steps)
+	return append(b, '}')
+}
+
 // Cost returns the steps taken.
 func (World) Cost(s *State) world.Cost { return world.Cost{Steps: int64(s.Steps)} }
 

@@ -10,7 +10,8 @@ import (
 )
 
 // AppendJSON writes json.Marshal's bytes for the states a run goes through
-// and for extreme field values (negative, multi-digit, the largest seed).
+// and for extreme field values (negative, multi-digit, the largest seed),
+// and AppendObservation json.Marshal's bytes of their observations.
 func TestAppendJSONMatchesMarshal(t *testing.T) {
 	states := []counter.State{
 		{},
@@ -37,6 +38,13 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		}
 		if got := s.AppendJSON([]byte("x")); string(got) != "x"+string(want) {
 			t.Fatalf("%+v:\nAppendJSON   %s\njson.Marshal %s", s, got[1:], want)
+		}
+		// The observation, as transcripts hold it.
+		if want, err = json.Marshal(counter.World{}.Observe(&s)); err != nil {
+			t.Fatal(err)
+		}
+		if got := counter.AppendObservation(&s, []byte("x")); string(got) != "x"+string(want) {
+			t.Fatalf("%+v:\nAppendObservation %s\njson.Marshal      %s", s, got[1:], want)
 		}
 	}
 }

@@ -81,6 +81,28 @@ func (l *Lab) Branch(final, s *State, seed uint64, forkStep int, arm fork.Arm, r
 	return l.Finish(final, key), intervened
 }
 
+// BranchTrace is Branch telling trace every step it plays, the
+// intervention first (fork.Lab.BranchTrace): a transcript's steps. Branch
+// stays apart so that the sweep's common case pays nothing for it.
+func (l *Lab) BranchTrace(final, s *State, seed uint64, forkStep int, arm fork.Arm, replica int, fires bool, trace fork.Trace[State]) (success, intervened bool) {
+	*final = *s
+	if a, ok := intervention(arm, fires); ok {
+		l.World.step(final, a)
+		intervened = true
+		trace(a, true, final)
+	}
+	var key uint64
+	if l.Model.Temperature != 0 {
+		key = fork.BranchKey(seed, forkStep, arm, replica, fires)
+	}
+	for !over(final) {
+		a := l.choose(final, key)
+		l.World.step(final, a)
+		trace(a, false, final)
+	}
+	return final.Declared && final.V == final.Target, intervened
+}
+
 // intervention is fork.Lab.Intervention for the counter world: refresh for
 // on (and policy where its rule fires), nop for placebo.
 func intervention(arm fork.Arm, fires bool) (world.Action, bool) {

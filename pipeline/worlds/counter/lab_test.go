@@ -159,7 +159,8 @@ func BenchmarkLab(b *testing.B) {
 // The counter's own runner (pyrand batches, its fast Lab) fills every seed
 // result exactly as the generic in-process runner of lab.Builtin does:
 // tasks, checkpoints byte for byte, features, hidden truth, costs, policy
-// verdicts and every branch.
+// verdicts and every branch, its transcript too when the plan asks (the
+// generic one marshals observations with encoding/json).
 func TestRunnerMatchesBuiltin(t *testing.T) {
 	generic := lab.Builtin[counter.State]{Decl: counter.Declaration(), New: func(p world.Params) (world.World[counter.State], error) {
 		return counter.New(counter.ParamsOf(p))
@@ -176,25 +177,31 @@ func TestRunnerMatchesBuiltin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ra, _ := a.Runner(plan)
-		rb, _ := b.Runner(plan)
-		var got []string
-		ctx := context.Background()
-		if err := ra.Run(ctx, 500, 1800, func(r *lab.SeedResult) error { got = append(got, fmt.Sprintf("%+v", *r)); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		i := 0
-		if err := rb.Run(ctx, 500, 1800, func(r *lab.SeedResult) error {
-			if want := fmt.Sprintf("%+v", *r); got[i] != want {
-				t.Fatalf("%s seed %d:\ncounter %s\nbuiltin %s", c.name, r.Seed, got[i], want)
+		for _, transcripts := range []bool{false, true} {
+			plan.Transcripts = transcripts
+			ra, _ := a.Runner(plan)
+			rb, _ := b.Runner(plan)
+			var got []string
+			ctx := context.Background()
+			if err := ra.Run(ctx, 500, 1800, func(r *lab.SeedResult) error { got = append(got, fmt.Sprintf("%+v", *r)); return nil }); err != nil {
+				t.Fatal(err)
 			}
-			i++
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if i != 1300 {
-			t.Fatalf("%d seeds", i)
+			i := 0
+			if err := rb.Run(ctx, 500, 1800, func(r *lab.SeedResult) error {
+				if want := fmt.Sprintf("%+v", *r); got[i] != want {
+					t.Fatalf("%s seed %d transcripts %t:\ncounter %s\nbuiltin %s", c.name, r.Seed, transcripts, got[i], want)
+				}
+				if transcripts && len(r.Forks[0].Branches[0].Transcript) == 0 {
+					t.Fatalf("%s seed %d: no transcript", c.name, r.Seed)
+				}
+				i++
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if i != 1300 {
+				t.Fatalf("%d seeds", i)
+			}
 		}
 	}
 }

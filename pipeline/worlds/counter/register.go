@@ -17,7 +17,7 @@ func init() { lab.Register(Definition) }
 // Lab below instead of fork.Lab. TestRunnerMatchesBuiltin holds the two
 // runners' results equal.
 var Definition lab.Definition = definition{lab.Builtin[State]{Decl: declaration, New: newWorld, StateJSON: (*State).AppendJSON,
-	MaxSteps: func(p world.Params) int { return ParamsOf(p).MaxBudget() }}}
+	ObservationJSON: AppendObservation, MaxSteps: func(p world.Params) int { return ParamsOf(p).MaxBudget() }}}
 
 func newWorld(p world.Params) (world.World[State], error) {
 	w, err := New(ParamsOf(p))
@@ -46,7 +46,12 @@ func (i *instance) Runner(plan lab.Plan) (lab.Runner, error) {
 	if err := lab.CheckPlan(i.Lab.Decl, plan); err != nil {
 		return nil, err
 	}
-	return &runner{inst: i.BuiltinInstance, lab: &Lab{World: i.Lab.World.(World), Model: i.Lab.Model}, plan: plan}, nil
+	r := &runner{inst: i.BuiltinInstance, lab: &Lab{World: i.Lab.World.(World), Model: i.Lab.Model}, plan: plan}
+	if plan.Transcripts {
+		r.enc = i.Transcripts()
+		r.trace = r.enc.Trace()
+	}
+	return r, nil
 }
 
 // runner plays seeds with the counter's own Lab, seeding pyrand.BatchLanes
@@ -62,6 +67,9 @@ type runner struct {
 	// s and final are the run's state and a branch's, kept here so that
 	// passing them by pointer allocates nothing per seed.
 	s, final State
+	// enc and trace record transcripts when the plan asks for them.
+	enc   *lab.TranscriptEncoder[State]
+	trace fork.Trace[State]
 }
 
 // Run plays seeds [lo, hi).
@@ -125,7 +133,15 @@ func (r *runner) seed(seed uint64) error {
 		for ai, arm := range r.plan.Arms {
 			for rep := range K {
 				b := &f.Branches[ai*K+rep]
-				b.Success, b.Intervened = r.lab.Branch(final, s, seed, f.ForkStep, arm, rep, f.Fires)
+				if r.enc == nil {
+					b.Success, b.Intervened = r.lab.Branch(final, s, seed, f.ForkStep, arm, rep, f.Fires)
+				} else {
+					r.enc.Begin(b.Transcript, f.Cost)
+					b.Success, b.Intervened = r.lab.BranchTrace(final, s, seed, f.ForkStep, arm, rep, f.Fires, r.trace)
+					if b.Transcript, err = r.enc.End(); err != nil {
+						return fmt.Errorf("seed %d fork step %d: transcript: %w", seed, f.ForkStep, err)
+					}
+				}
 				b.Cost = world.Cost{Steps: int64(final.Steps - s.Steps)}
 			}
 		}

@@ -32,6 +32,26 @@ func (s *State) AppendJSON(b []byte) []byte {
 	b = appendBool(append(b, `,"purged":`...), s.Purged)
 	b = appendBool(append(b, `,"answered":`...), s.Answered)
 	b = appendBool(append(b, `,"correct":`...), s.Correct)
+	if s.Score != 0 {
+		// As encoding/json writes a float64 of [1e-6, 1e21), where every
+		// score above 0 lies (at least 1/64).
+		b = strconv.AppendFloat(append(b, `,"score":`...), s.Score, 'f', -1, 64)
+	}
+	return append(b, '}')
+}
+
+// AppendObservation appends the JSON of s's observation to b: the bytes
+// json.Marshal writes of World.Observe(s), without reflection (a branch's
+// transcript holds one per step; TestAppendJSONMatchesMarshal holds the two
+// equal).
+func AppendObservation(s *State, b []byte) []byte {
+	b = appendInt(append(b, `{"step":`...), int64(s.Steps))
+	b = appendName(append(b, `,"outcome":`...), outcomeNames[:], int(s.Last))
+	b = appendInt(append(b, `,"facts":`...), int64(s.Facts))
+	b = appendInt(append(b, `,"k":`...), int64(s.K))
+	b = appendInt(append(b, `,"tokens_used":`...), s.Tokens)
+	b = appendInt(append(b, `,"tokens_left":`...), max(0, s.Budget-s.Tokens))
+	b = appendBool(append(b, `,"answered":`...), s.Answered)
 	return append(b, '}')
 }
 

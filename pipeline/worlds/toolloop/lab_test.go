@@ -283,7 +283,7 @@ func TestVerify(t *testing.T) {
 	for _, tc := range []struct{ name, from, to, want string }{
 		{"an unknown outcome", `"last":"` + c.State.Last.String() + `"`, `"last":"stale"`, `unknown outcome "stale"`},
 		{"an unknown state field", `"correct":false`, `"correct":false,"oracle":true`, `unknown field "oracle"`},
-		{"another world version", `"world_version":"1"`, `"world_version":"0"`, `world toolloop version "0"`},
+		{"another world version", `"world_version":"2"`, `"world_version":"0"`, `world toolloop version "0"`},
 		{"a parameter out of range", `"p_fault":0.4`, `"p_fault":4`, "p_fault must be a number in [0, 1], got 4"},
 	} {
 		edited := strings.Replace(string(good), tc.from, tc.to, 1)
@@ -422,5 +422,57 @@ func TestNoise(t *testing.T) {
 			t.Errorf("temperature %v: %+v, no worse than the lower temperature's %+v", temp, *st, *prev)
 		}
 		prev = st
+	}
+}
+
+// The score is the graded form of success: within the declared [0, 1],
+// exactly 1 on a success (the declared threshold derives success from
+// it), partial credit on a wrong or short answer, and the same on every
+// arm of a run that answered before the fork (the intervention then
+// changes its facts, not the answer it gave). Greedy and noisy models,
+// fork steps 1 to 6.
+func TestScoreIsGradedSuccess(t *testing.T) {
+	d := toolloop.Declaration()
+	if d.Score == nil || d.Score.Threshold == nil || *d.Score.Threshold != 1 {
+		t.Fatalf("declaration score %+v: want [0, 1] with threshold 1", d.Score)
+	}
+	partial, overSeen := 0, 0
+	for _, m := range []fork.Model{{}, {Temperature: 0.2, NoTool: 0.5}} {
+		lab := newLab(t, toolloop.Default(), m)
+		w := lab.World.(toolloop.World)
+		var final toolloop.State
+		for seed := range uint64(1500) {
+			for _, at := range []int{1, 3, 6} {
+				s := lab.World.Start(seed)
+				lab.Advance(&s, fork.PrefixKey(seed), at, nil)
+				over := lab.World.Over(&s)
+				first := -1.0
+				for _, arm := range []fork.Arm{fork.Off, fork.On, fork.Placebo} {
+					ok, _ := lab.Branch(&final, &s, seed, at, arm, 0, false)
+					x := w.Score(&final)
+					if err := d.Score.Check(x); err != nil {
+						t.Fatalf("seed %d fork %d %s: %v", seed, at, arm, err)
+					}
+					if derived, _ := d.Score.Success(x); derived != ok {
+						t.Fatalf("seed %d fork %d %s: success %v but score %v", seed, at, arm, ok, x)
+					}
+					if x > 0 && x < 1 {
+						partial++
+					}
+					if over && first >= 0 && x != first {
+						t.Fatalf("seed %d fork %d: over at the fork, but %s scores %v, off %v", seed, at, arm, x, first)
+					}
+					if first < 0 {
+						first = x
+					}
+				}
+				if over && s.Answered {
+					overSeen++
+				}
+			}
+		}
+	}
+	if partial < 1000 || overSeen < 50 {
+		t.Errorf("only %d partial scores and %d runs answered before the fork: the test does not reach what it checks", partial, overSeen)
 	}
 }

@@ -19,6 +19,7 @@ var Definition lab.Definition = lab.Builtin[State]{
 		}
 		return w, nil
 	},
-	StateJSON: (*State).AppendJSON,
-	MaxSteps:  func(p world.Params) int { return int(p.Int("max_turns")) },
+	StateJSON:       (*State).AppendJSON,
+	ObservationJSON: AppendObservation,
+	MaxSteps:        func(p world.Params) int { return int(p.Int("max_turns")) },
 }

@@ -114,15 +114,19 @@ func TestStepRules(t *testing.T) {
 			}},
 		{"answer: k true facts", nil, with(mid, func(s *toolloop.State) { s.Facts, s.True = 3, 3 }), toolloop.Answer, func(s *toolloop.State) {
 			s.Context = 32
-			s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered, s.Correct = 3, 330, 3, 2, toolloop.None, true, true
+			s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered, s.Correct, s.Score = 3, 330, 3, 2, toolloop.None, true, true, 1
 		}},
 		{"answer: one fact counted by mistake", nil, with(mid, func(s *toolloop.State) { s.Facts, s.True = 3, 2 }), toolloop.Answer, func(s *toolloop.State) {
 			s.Context = 32
-			s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered = 3, 330, 3, 2, toolloop.None, true
+			s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered, s.Score = 3, 330, 3, 2, toolloop.None, true, 2.0/3
+		}},
+		{"answer: a wrong fact beyond k costs as a missing one", nil, with(mid, func(s *toolloop.State) { s.Facts, s.True = 4, 3 }), toolloop.Answer, func(s *toolloop.State) {
+			s.Context = 32
+			s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered, s.Score = 3, 330, 3, 2, toolloop.None, true, 0.75
 		}},
 		{"answer: premature", nil, mid, toolloop.Answer, func(s *toolloop.State) {
 			s.Context = 32
-			s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered = 3, 330, 3, 2, toolloop.None, true
+			s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered, s.Score = 3, 330, 3, 2, toolloop.None, true, 1.0/3
 		}},
 		{"answer: the answer's turn overruns the budget", nil,
 			with(mid, func(s *toolloop.State) { s.Facts, s.True, s.Budget = 3, 3, 329 }), toolloop.Answer, func(s *toolloop.State) {
@@ -132,7 +136,15 @@ func TestStepRules(t *testing.T) {
 		{"answer: exactly the budget is within it", nil,
 			with(mid, func(s *toolloop.State) { s.Facts, s.True, s.Budget = 3, 3, 330 }), toolloop.Answer, func(s *toolloop.State) {
 				s.Context = 32
-				s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered, s.Correct = 3, 330, 3, 2, toolloop.None, true, true
+				s.Steps, s.Tokens, s.ModelTurns, s.SinceNew, s.Last, s.Answered, s.Correct, s.Score = 3, 330, 3, 2, toolloop.None, true, true, 1
+			}},
+		{"verify: after the answer (a fork of a run over) leaves its score", nil,
+			with(mid, func(s *toolloop.State) {
+				s.Answered, s.Score, s.Last, s.Served, s.SinceNew = true, 1.0/3, toolloop.None, toolloop.ServedError, 1
+			}), toolloop.Verify, func(s *toolloop.State) {
+				s.Context = 45
+				s.Steps, s.Tokens, s.Facts, s.True, s.SinceNew = 3, 380, 2, 2, 0
+				s.Last, s.Served = toolloop.Verified, toolloop.ServedFresh
 			}},
 		{"verify: after a stale repeat counted by mistake", nil,
 			with(stale, func(s *toolloop.State) {

@@ -58,7 +58,11 @@ const Name = "toolloop"
 
 // Version is the world's version (world.Declaration.Version): it changes
 // whenever a rule or a default changes an outcome.
-const Version = "1"
+//
+// Version 2 added the graded outcome (Score, the declaration's score) and
+// the state's score key that holds it; success, cost and every other
+// outcome are version 1's.
+const Version = "2"
 
 // The toolloop world's actions, indexes into its declaration's Actions.
 // Every action is a turn: it costs tokens and counts against max_turns.
@@ -229,7 +233,10 @@ var declaration = world.Declaration{
 		{Name: "facts_wrong", Kind: world.Int, Unit: "facts", Description: "facts the model counted that are wrong: repeats it took for new facts, and outdated answers a stale cache served"},
 	},
 	FaultFlag: "fault",
-	Actions:   []string{"no_tool", "search", "answer", "verify", "ping"},
+	Score: &world.ScoreSpec{Min: 0, Max: 1, Threshold: world.Bound(1), Unit: "share of facts",
+		Description: "the share of the task's facts the final answer got right: true facts over the larger of k and the facts it gave; " +
+			"0 without an answer or when the answer's turn broke the budget; 1 (the threshold) is a success"},
+	Actions: []string{"no_tool", "search", "answer", "verify", "ping"},
 	Interventions: []world.Intervention{
 		{Arm: "on", Action: "verify", Description: "verify: re-query the last search with the cache bypassed and check the facts held: " +
 			"drops miscounted facts, fetches the right answer after a stale or failed search, purges a stale cache; " +

@@ -219,11 +219,12 @@ func TestStartDrawsTheDeclaredRanges(t *testing.T) {
 }
 
 // AppendJSON writes json.Marshal's bytes, for the states runs go through
-// and for extreme values.
+// and for extreme values, and AppendObservation those of their
+// observations.
 func TestAppendJSONMatchesMarshal(t *testing.T) {
 	states := []toolloop.State{{}, {Seed: math.MaxUint64, K: math.MaxInt32, Budget: math.MinInt64, Onset: -1, StaleLen: 12345,
 		Steps: 99, Tokens: math.MaxInt64, ModelTurns: 10, Searches: -7, Facts: 1000, True: 100000, RepeatRun: 3, SinceNew: 11,
-		Errors: 9, NoTools: 10, Last: toolloop.Empty, Served: toolloop.ServedError, HasResult: true, Purged: true, Answered: true, Correct: true}}
+		Errors: 9, NoTools: 10, Last: toolloop.Empty, Served: toolloop.ServedError, HasResult: true, Purged: true, Answered: true, Correct: true, Score: 1.0 / 64}}
 	lab := newLab(t, toolloop.Default(), fork.Model{Temperature: 0.3, NoTool: 0.5})
 	var final toolloop.State
 	for seed := range uint64(300) {
@@ -248,6 +249,13 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		var back toolloop.State
 		if err := json.Unmarshal(want, &back); err != nil || back != s {
 			t.Fatalf("%s decodes to %+v (%v)", want, back, err)
+		}
+		// The observation, as transcripts hold it.
+		if want, err = json.Marshal(lab.World.Observe(&s)); err != nil {
+			t.Fatal(err)
+		}
+		if got := toolloop.AppendObservation(&s, []byte("x")); string(got) != "x"+string(want) {
+			t.Fatalf("%+v:\nAppendObservation %s\njson.Marshal      %s", s, got[1:], want)
 		}
 	}
 }

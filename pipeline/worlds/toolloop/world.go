@@ -37,6 +37,11 @@ type State struct {
 	Purged    bool    `json:"purged"`     // verify has purged the stale cache: the fault is over
 	Answered  bool    `json:"answered"`   // the model gave its final answer
 	Correct   bool    `json:"correct"`    // that answer was right: k true facts, none wrong, within budget
+	// Score is the answer's grade, fixed when the model answers (Score
+	// says how): an intervention applied to a run already over, which
+	// changes its facts, does not change the answer it gave. 0 (and left
+	// out of the JSON) until then.
+	Score float64 `json:"score,omitempty"`
 }
 
 // servedNames are the Served values' names in JSON.
@@ -97,6 +102,7 @@ func (k *Served) UnmarshalText(b []byte) error {
 type World struct{ P *Params }
 
 var _ world.World[State] = World{}
+var _ world.Scorer[State] = World{}
 
 // Declaration returns the toolloop world's declaration.
 func (World) Declaration() world.Declaration { return declaration }
@@ -171,6 +177,15 @@ func (World) Tools() []world.Action { return tools }
 // true facts, none counted by mistake, the answer's turn within budget.
 func (World) Success(s *State) bool { return s.Answered && s.Correct }
 
+// Score is the run's graded outcome (the declaration's score): the share
+// of the task's facts its final answer got right, true facts over the
+// larger of k and the facts it gave (a wrong fact given beyond k costs as
+// a missing one does), fixed when the model answers; 0 when the run ended
+// without an answer, or the answer's turn broke the budget. A score of 1
+// is exactly a success (the declared threshold): k true facts, none wrong,
+// within budget.
+func (World) Score(s *State) float64 { return s.Score }
+
 // staleAt reports whether the cache is stale during turn n (turns count
 // from 1, interventions included): the task has a fault, verify has not
 // purged it, and n falls in [onset, onset + stale_len). The stale stretch
@@ -220,6 +235,9 @@ func (w World) Step(s *State, a world.Action) {
 		s.ModelTurns++
 		s.Answered = true
 		s.Correct = s.Facts == s.True && s.True >= s.K && s.Tokens <= s.Budget
+		if s.Tokens <= s.Budget {
+			s.Score = float64(s.True) / float64(max(s.K, s.Facts))
+		}
 		s.Last = None
 		s.SinceNew++
 		s.Context += w.P.TokenText

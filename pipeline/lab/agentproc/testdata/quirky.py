@@ -7,6 +7,7 @@ succeeds with at least two heads. Quirks (SEEDS is a comma-separated list):
 
 QUIRK_RECORD=FILE        append every request line received to FILE
 QUIRK_INIT_SLEEP=SECS    sleep before answering initialize
+QUIRK_STDERR_MB=N        write N MiB to stderr (lines "spew SEED I xxx…") before answering each start
 QUIRK_INIT_STDERR=TEXT   write TEXT to stderr before answering initialize, in
                          QUIRK_INIT_STDERR_LINES lines (default 100)
 QUIRK_MISSING=SEEDS      start leaves the feature "heads" out
@@ -20,6 +21,9 @@ QUIRK_BATCH_DROP=1       a batch reply leaves out its last response
 QUIRK_BATCH_NULL=1       every batch is refused with one error, id null
 QUIRK_NONDET=1           declare "nondeterministic": true
 QUIRK_TEXT=TEXT          the checkpoint holds TEXT (written raw, ensure_ascii off)
+QUIRK_STAMP=1            the checkpoint holds a wall-clock saved_at and a list of
+                         messages with random ids, as a framework's does
+QUIRK_VOLATILE=PATHS     declare these volatile paths (comma-separated)
 """
 import json, os, random, sys, time
 
@@ -36,6 +40,8 @@ WORLD = {"name": "quirky", "version": "1",
          "cost": {"fields": ["steps"]}}
 if os.environ.get("QUIRK_NONDET"):
     WORLD["nondeterministic"] = True
+if os.environ.get("QUIRK_VOLATILE"):
+    WORLD["volatile"] = os.environ["QUIRK_VOLATILE"].split(",")
 CAPS = {}
 if os.environ.get("QUIRK_BATCH"):
     CAPS["batch"] = int(os.environ["QUIRK_BATCH"])
@@ -56,7 +62,11 @@ def start(p):
     for k in p["fork_steps"]:
         while st["steps"] < min(k, 4):
             flip(st, rng)
-        f = {"fork_step": k, "over": st["steps"] >= 4, "checkpoint": dict(st),
+        cp = dict(st)
+        if os.environ.get("QUIRK_STAMP"):
+            cp["saved_at"] = "%.9f" % time.time()
+            cp["messages"] = [{"role": "user", "id": os.urandom(8).hex()}, {"role": "ai", "id": os.urandom(8).hex()}]
+        f = {"fork_step": k, "over": st["steps"] >= 4, "checkpoint": cp,
              "features": {"heads": st["heads"]}, "hidden": {"flawed": st["flawed"]},
              "cost": {"steps": st["steps"]}}
         if seed in seeds("QUIRK_MISSING"):
@@ -95,6 +105,11 @@ def answer(msg):
             time.sleep(float(os.environ["QUIRK_INIT_SLEEP"]))
         return {"result": {"protocol_version": "forklab-agent/1", "world": WORLD, "capabilities": CAPS}}
     if m == "start":
+        if os.environ.get("QUIRK_STDERR_MB"):
+            line = ("spew %s " % p.get("seed")).encode()
+            line += b"x" * (1023 - len(line)) + b"\n"
+            for i in range(int(os.environ["QUIRK_STDERR_MB"]) * 1024):
+                os.write(2, line)
         return {"result": start(p)}
     if m == "branch":
         return {"result": branch(p)}

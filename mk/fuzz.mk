@@ -1,0 +1,30 @@
+# mk/fuzz.mk — Go native fuzz tests at the places where outside bytes enter
+# (issue 25 G). Included by the top Makefile.
+#
+#   fuzz        each target of FUZZ_TARGETS for FUZZ_TIME (default 60s)
+#   fuzz-short  each for FUZZ_SHORT (default 5s): the pass CI runs
+#
+# A target is PACKAGE:FuzzName. Add yours to FUZZ_TARGETS (one += line per
+# target keeps merges easy); commit its seed corpus under
+# testdata/fuzz/FuzzName/ (Go's corpus format), and make a crash the fuzzer
+# finds a seed there, so that plain go test runs it from then on. Go can
+# fuzz one target of one package at a time, so the targets run in turn.
+
+FUZZ_GO    ?= $(if $(GO),$(GO),go)
+FUZZ_TIME  ?= 60s
+FUZZ_SHORT ?= 5s
+
+FUZZ_TARGETS += ./pipeline/analysis/export:FuzzSQLSandbox
+FUZZ_TARGETS += ./pipeline/worlds/pyrand:FuzzLane
+
+.PHONY: fuzz fuzz-short
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg) for $(FUZZ_TIME)"; \
+		$(FUZZ_GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) $$pkg; \
+	done
+
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SHORT)
