@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/forklab/forklab/pipeline/lab/sweep"
 )
 
 // An agent's own recorded runs — the threads of its store, listed by its
@@ -38,6 +40,14 @@ func TestRecordedAgent(t *testing.T) {
 	}
 	if got := mustRun(t, "sql", threads, "SELECT run_id, budget, metadata FROM tasks WHERE run_id IN ('thread-d', 'thread-e') ORDER BY run_id", "--format", "csv"); got != "run_id,budget,metadata\nthread-d,3,\"{\"\"user\"\":\"\"cy\"\",\"\"tags\"\":[\"\"vip\"\"]}\"\nthread-e,3,\n" {
 		t.Errorf("tasks: %q", got)
+	}
+	// Each branch is sent its identity, the run named by its run id.
+	m, err := sweep.ReadManifest(threads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mustRun(t, "sql", threads, "SELECT details->>'branch_id' AS id FROM branches WHERE run_id = 'thread-a' AND arm = 'on'", "--format", "csv"), "id\n"+m.SweepID+"/thread-a/2/on/0\n"; got != want {
+		t.Errorf("thread-a's on branch was sent branch_id %q, want %q", got, want)
 	}
 	if got := manifestRuns(t, threads); got != "agent: agent 6" {
 		t.Errorf("manifest records runs %s, want agent: agent 6", got)

@@ -20,7 +20,8 @@ agent answers:
   first); a thread whose history stops short of a step while its run is
   not over is refused (-32602);
 - inspect: over, features, hidden truth and cost of any state;
-- branch: the run from a state, with the intervention first, to its end.
+- branch: the run from a state, with the intervention first, to its end
+  (its branch_id, when sent, in its details).
 
 Everything is deterministic: a branch's outcome depends on the state and
 the intervention only. --no-inspect and --no-runs leave those capabilities
@@ -136,7 +137,10 @@ def m_branch(p):
             s["refreshed"] = True
         while not over(s):
             step(s)
-        out.append({"success": s["fresh"] >= NEED, "cost": {"steps": s["steps"] - base["steps"]}})
+        r = {"success": s["fresh"] >= NEED, "cost": {"steps": s["steps"] - base["steps"]}}
+        if b.get("branch_id"):
+            r["details"] = {"branch_id": b["branch_id"]}  # as a framework's thread would be named
+        out.append(r)
     return {"branches": out}
 
 
