@@ -141,7 +141,7 @@ func ViewDefs(d world.Declaration) ([]View, error) {
 			Select: g.scoreCells()},
 		{Name: "feature_buckets", Comment: "one row per configuration, fork step, feature and bucket present: its key, label and edges",
 			Select: featureBuckets},
-		{Name: "example_cells", Comment: "rescued and harmed pairs grouped as pair_cells groups them (profile: the bucket keys in feature order), with each group's two smallest seeds: what slice_examples reads",
+		{Name: "example_cells", Comment: "rescued and harmed pairs grouped as pair_cells groups them (profile: the bucket keys in feature order), with each group's first two runs (by seed, then run_id): what slice_examples reads",
 			Select: g.examples()},
 	}, nil
 }
@@ -646,10 +646,12 @@ FROM (
 }
 
 // examples is example_cells: the rescued and harmed pairs grouped as
-// pair_groups groups pairs (groupedFeatures), each group with its two
-// smallest seeds, then each feature replaced by its bucket key as cells
-// does. The two smallest seeds of a slice are the two smallest of its
-// cells', so slice_examples.sql reads these few rows, not every pair.
+// pair_groups groups pairs (groupedFeatures), each group with its first
+// two runs ({seed, run_id} structs, by seed and then run_id: a seed
+// population's two smallest seeds, a recorded one's runs without a seed
+// last), then each feature replaced by its bucket key as cells does. The
+// first two runs of a slice are the first two of its cells', so
+// slice_examples.sql reads these few rows, not every pair.
 func (g gen) examples() string {
 	cols, from := g.groupedFeatures(nil)
 	var edges, keys []string
@@ -665,11 +667,11 @@ func (g gen) examples() string {
 	}
 	return `SELECT g.config_id, g.fork_step, g.arm, g.label,
        [` + strings.Join(keys, ",\n        ") + `] AS profile,
-       g.seeds
+       g.runs
 FROM (
     SELECT p.config_id, p.fork_step, p.arm, p.label,
            ` + strings.Join(cols, ",\n           ") + `,
-           min(p.seed, 2) AS seeds
+           min({'seed': p.seed, 'run_id': p.run_id}, 2) AS runs
     FROM ` + from + `
     WHERE p.status = 'ok' AND p.label IN ('rescued', 'harmed')
     GROUP BY ALL

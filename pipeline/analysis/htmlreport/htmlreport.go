@@ -332,7 +332,7 @@ func sliceKey(r results.Row) string {
 func pairs(ex *report.Examples, dir string, configs int) ([]pairEntry, map[string][]link, error) {
 	var out []pairEntry
 	for _, v := range ex.Views {
-		id := report.ID(v.Config, v.ForkStep, v.Arm, v.Seed)
+		id := report.ID(v.Config, v.ForkStep, v.Arm, v.RunName())
 		h, err := pairview.Fragment(v, "", dir, configs)
 		if err != nil {
 			return nil, nil, err
@@ -342,9 +342,9 @@ func pairs(ex *report.Examples, dir string, configs int) ([]pairEntry, map[strin
 	links := map[string][]link{}
 	for _, r := range ex.Slices.Records() {
 		k := sliceKey(r)
-		for _, seed := range report.Seeds(r) {
-			links[k] = append(links[k], link{Text: fmt.Sprint(seed), Class: r.Str("label"),
-				Href: "#" + report.ID(int(r.Int("config_id")), int(r.Int("fork_step")), fork.Arm(r.Str("arm")), seed)})
+		for _, run := range report.RunIDs(r) {
+			links[k] = append(links[k], link{Text: run, Class: r.Str("label"),
+				Href: "#" + report.ID(int(r.Int("config_id")), int(r.Int("fork_step")), fork.Arm(r.Str("arm")), run)})
 		}
 	}
 	return out, links, nil
