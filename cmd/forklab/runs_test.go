@@ -93,7 +93,8 @@ func TestRecordedFileEquivalence(t *testing.T) {
 	policy := filepath.Join(t.TempDir(), "policy.json")
 	mustRun(t, "policy", runs, "--max-harm", "0", "--out", policy)
 	rerun := mustRun(t, "sweep", "--runs", goldenRuns, "--arms", "off,on,policy", "--policy", policy, "--out", filepath.Join(t.TempDir(), "rerun"))
-	if !strings.Contains(rerun, "policy vs off · fork step 3: rescued 75   harmed 0   unchanged 225   net +75") {
+	if !strings.Contains(rerun, "policy vs off · fork step 3: rescued 75   harmed 0   unchanged 225   net +75") ||
+		!strings.Contains(rerun, "in-sample: the rule was searched on about 210 of these 300 recorded runs") {
 		t.Errorf("policy rerun over the runs: %s", rerun)
 	}
 	mustRun(t, "report", runs, "--html", filepath.Join(t.TempDir(), "r.html"))

@@ -617,7 +617,9 @@ func PolicyOrigin(rule policy.Rule) string {
 		o += " "
 	}
 	o += fmt.Sprintf("for world %s %s", rule.World, rule.WorldVersion)
-	if sp := rule.Search; sp != nil {
+	if sp := rule.Search; sp != nil && sp.Runs != "" {
+		o += fmt.Sprintf(", on the %d recorded runs of %s (the %g%% not held out)", sp.Count, sp.Runs, math.Round(100*(1-sp.Holdout)*1000)/1000)
+	} else if sp != nil {
 		o += fmt.Sprintf(", on seeds %d:%d (the %g%% not held out)", sp.Start, sp.End, math.Round(100*(1-sp.Holdout)*1000)/1000)
 	}
 	return o
@@ -627,13 +629,24 @@ func PolicyOrigin(rule policy.Rule) string {
 // rule was searched on, to stand beside the arm's headline: "in-sample:
 // the rule was searched on 210 of these 300 seeds" (its numbers then
 // flatter it: read the held-out figures of forklab policy), or
-// "out-of-sample: the rule was searched on none of these seeds"; "" without
-// a rule, or for a rule that does not record its search seeds (one written
-// by hand).
+// "out-of-sample: the rule was searched on none of these seeds"; for a
+// recorded population, in-sample when the rule was searched on this very
+// population (its source and listing checksum), out-of-sample when on
+// another; "" without a rule, or for a rule that does not record its
+// search seeds (one written by hand).
 func PolicySample(spec Spec) string {
 	r := spec.Policy
 	if r == nil || r.Search == nil {
 		return ""
+	}
+	if sp, runs := r.Search, spec.Runs; runs != nil || sp.Runs != "" {
+		switch {
+		case runs != nil && sp.Runs == runs.Source && sp.CRC32C == runs.CRC32C:
+			return fmt.Sprintf("in-sample: the rule was searched on about %d of these %d recorded runs (those not held out)", uint64(math.Round(float64(runs.Count)*(1-sp.Holdout))), runs.Count)
+		case sp.Runs != "":
+			return "out-of-sample: the rule was searched on the recorded runs of " + sp.Runs + ", not these"
+		}
+		return fmt.Sprintf("the rule was searched on seeds %d:%d; these are recorded runs, which may be runs of the same tasks", sp.Start, sp.End)
 	}
 	n, exact := r.Searched(spec.Seeds.Start, spec.Seeds.End)
 	if n == 0 {
