@@ -25,10 +25,7 @@ func (i *BuiltinInstance[S]) Recorded(plan Plan) (RecordRunner, error) {
 		return nil, err
 	}
 	r := &builtinRecords[S]{inst: i, plan: plan}
-	if plan.Transcripts {
-		r.enc = i.Transcripts()
-		r.trace = r.enc.Trace()
-	}
+	r.enc, r.trace = i.planTranscripts(plan)
 	return r, nil
 }
 

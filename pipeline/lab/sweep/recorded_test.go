@@ -23,7 +23,13 @@ const golden = "../../../testdata/runs/counter-0-300-at-3.jsonl"
 // its resolved spec, its source kept.
 func recordedSpec(t testing.TB, path string, edit func(*sweep.Spec)) sweep.Resolved {
 	t.Helper()
-	def, err := lab.Lookup("counter")
+	return recordedSpecOf(t, "counter", path, edit)
+}
+
+// recordedSpecOf is recordedSpec for built-in world name.
+func recordedSpecOf(t testing.TB, name, path string, edit func(*sweep.Spec)) sweep.Resolved {
+	t.Helper()
+	def, err := lab.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +39,7 @@ func recordedSpec(t testing.TB, path string, edit func(*sweep.Spec)) sweep.Resol
 	}
 	t.Cleanup(func() { src.Close() })
 	spec := sweep.DefaultSpec()
+	spec.World = name
 	runs := sweep.Runs{Source: path}.FromListing(src.Listing())
 	spec.Seeds, spec.Runs, spec.ForkAt = sweep.Range{}, &runs, src.Listing().ForkSteps
 	if edit != nil {
@@ -166,4 +173,53 @@ func TestRecordedSweepResumesToTheSameBytes(t *testing.T) {
 		t.Error("no unit was kept from the interrupted sweep")
 	}
 	sameFiles(t, "resumed", tableFiles(t, one), tableFiles(t, dir))
+}
+
+// A scored world's recorded checkpoints (toolloop, seeds 0..39 at fork
+// step 2), swept with transcripts, give the branches — score, transcript,
+// noise key — and the pairs' score columns of the seed sweep: the record
+// runner scores and records transcripts as the seed runner does.
+func TestRecordedScoresAndTranscripts(t *testing.T) {
+	def, _ := lab.Lookup("toolloop")
+	params, _ := def.Declaration().Resolve(world.Params{})
+	inst, err := def.Open(params, sweep.DefaultSpec().Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for seed := range uint64(40) {
+		f, err := inst.Checkpoint(seed, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&text, `{"run_id":"t%d","checkpoint":%s}`+"\n", seed, f.Checkpoint)
+	}
+	path := filepath.Join(t.TempDir(), "toolloop.jsonl")
+	if err := os.WriteFile(path, []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := runResolved(t, recordedSpecOf(t, "toolloop", path, func(s *sweep.Spec) { s.Transcripts = true }), sweep.Options{})
+	spec := sweep.DefaultSpec()
+	spec.World, spec.Seeds, spec.ForkAt, spec.Transcripts = "toolloop", sweep.Range{Start: 0, End: 40}, []int{2}, true
+	r, err := spec.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds, _ := runResolved(t, r, sweep.Options{})
+	for _, q := range []string{
+		"SELECT seed, arm, replica, score, transcript, noise_key FROM {branches} ORDER BY ALL",
+		"SELECT seed, arm, label, score_control, score_treated, score_diff FROM {pairs} ORDER BY ALL",
+	} {
+		got, want := ducktest.Query(t, rec, q), ducktest.Query(t, seeds, q)
+		if len(want) < 40 || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: the recorded sweep's rows differ from the seeds':\n%.600v\nwant\n%.600v", q, got, want)
+		}
+		for _, row := range got {
+			for _, v := range row {
+				if v == "<nil>" {
+					t.Fatalf("%s: a NULL in %v", q, row)
+				}
+			}
+		}
+	}
 }
