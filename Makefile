@@ -86,12 +86,15 @@ test-go:
 # memory of a 10,000,000-seed sweep, and the whole report over a
 # 10,000,000-seed sweep against the per-feature SQL's 12.8 s and 1.2 GB;
 # the sweep's pairs/s without and with --transcripts (x_with_transcripts),
-# and forklab show's seconds on a 10,000,000-seed sweep (target 1 s).
-# BENCH_SEEDS, BENCH_TOOLLOOP_SEEDS, BENCH_MEM_SEEDS, BENCH_REPORT_SEEDS,
-# BENCH_TRANSCRIPT_SEEDS and BENCH_SHOW_SEEDS change the sizes.
+# forklab show's seconds on a 10,000,000-seed sweep (target 1 s), and a
+# file of 10,000,000 recorded checkpoints swept beside the seeds' sweep
+# (mk/recorded.mk). BENCH_SEEDS, BENCH_TOOLLOOP_SEEDS, BENCH_MEM_SEEDS,
+# BENCH_REPORT_SEEDS, BENCH_TRANSCRIPT_SEEDS, BENCH_SHOW_SEEDS and
+# BENCH_RECORDED_RUNS change the sizes.
 bench:
 	$(GO) test -run '^$$' -bench 'SweepEndToEnd|SweepToolloop|SweepPeakMemory|ReportAtScale|Transcripts|ShowAtScale' -benchtime 3x -timeout 60m ./pipeline/analysis/report
 	$(MAKE) --no-print-directory bench-sql
+	$(MAKE) --no-print-directory bench-recorded
 
 clean:
 	rm -rf bin $(OUT)

@@ -141,7 +141,7 @@ func ViewDefs(d world.Declaration) ([]View, error) {
 			Select: g.scoreCells()},
 		{Name: "feature_buckets", Comment: "one row per configuration, fork step, feature and bucket present: its key, label and edges",
 			Select: featureBuckets},
-		{Name: "example_cells", Comment: "rescued and harmed pairs grouped as pair_cells groups them (profile: the bucket keys in feature order), with each group's two smallest seeds: what slice_examples reads",
+		{Name: "example_cells", Comment: "rescued and harmed pairs grouped as pair_cells groups them (profile: the bucket keys in feature order), with each group's first two runs (by seed, then run_id): what slice_examples reads",
 			Select: g.examples()},
 	}, nil
 }
@@ -206,12 +206,13 @@ func costType(c string) string {
 }
 
 func (g gen) taskColumns() []column {
-	cols := []column{{"config_id", "INTEGER"}, {"seed", "BIGINT"}, {"status", "VARCHAR"}, {"error", "VARCHAR"}}
-	return append(cols, fields("", g.d.Task)...)
+	cols := []column{{"config_id", "INTEGER"}, {"seed", "BIGINT"}, {"run_id", "VARCHAR"}, {"status", "VARCHAR"}, {"error", "VARCHAR"}}
+	cols = append(cols, fields("", g.d.Task)...)
+	return append(cols, column{"metadata", "VARCHAR"})
 }
 
 func (g gen) checkpointColumns() []column {
-	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"status", "VARCHAR"}, {"error", "VARCHAR"}, {"over", "BOOLEAN"}}
+	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"run_id", "VARCHAR"}, {"status", "VARCHAR"}, {"error", "VARCHAR"}, {"over", "BOOLEAN"}}
 	cols = append(cols, fields("", g.d.Features)...)
 	cols = append(cols, fields("hidden_", g.d.Hidden)...)
 	cols = append(cols, costColumns("cost_", costType)...)
@@ -219,14 +220,14 @@ func (g gen) checkpointColumns() []column {
 }
 
 func (g gen) branchColumns() []column {
-	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"arm", "VARCHAR"}, {"replica", "INTEGER"},
+	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"run_id", "VARCHAR"}, {"arm", "VARCHAR"}, {"replica", "INTEGER"},
 		{"status", "VARCHAR"}, {"error", "VARCHAR"}, {"intervened", "BOOLEAN"}, {"success", "BOOLEAN"}, {"score", "DOUBLE"}}
 	cols = append(cols, costColumns("cost_", costType)...)
 	return append(cols, column{"details", "VARCHAR"}, column{"transcript", "VARCHAR"})
 }
 
 func (g gen) pairColumns() []column {
-	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"arm", "VARCHAR"}, {"replicas", "INTEGER"},
+	cols := []column{{"config_id", "INTEGER"}, {"fork_step", "INTEGER"}, {"seed", "BIGINT"}, {"run_id", "VARCHAR"}, {"arm", "VARCHAR"}, {"replicas", "INTEGER"},
 		{"status", "VARCHAR"}, {"error", "VARCHAR"}, {"control_wins", "INTEGER"}, {"treatment_wins", "INTEGER"},
 		{"control_success", "BOOLEAN"}, {"treatment_success", "BOOLEAN"}, {"label", "VARCHAR"}, {"quadrant", "VARCHAR"}, {"fault", "BOOLEAN"},
 		{"score_control", "DOUBLE"}, {"score_treated", "DOUBLE"}, {"score_diff", "DOUBLE"}}
@@ -241,7 +242,8 @@ func (g gen) pairColumns() []column {
 // column without errors, a cost field the world does not report) is left
 // out of the file by the writer; the union by name with an empty relation
 // of the contract's columns brings it back as NULL. Columns the files hold
-// beyond the contract follow.
+// beyond the contract follow. run_id, which a seed population's files
+// leave out, is the decimal seed there (RunID).
 func (g gen) files(glob string, forkStep bool, cols []column) string {
 	typed := make([]string, len(cols))
 	for i, c := range cols {
@@ -251,9 +253,14 @@ func (g gen) files(glob string, forkStep bool, cols []column) string {
 	if forkStep {
 		types = "{'config_id': INTEGER, 'fork_step': INTEGER}"
 	}
-	return "SELECT " + strings.Join(typed, ", ") + " WHERE false\nUNION ALL BY NAME\n" +
-		fmt.Sprintf("SELECT * FROM read_parquet('%s', hive_partitioning = true, union_by_name = true,\n                           hive_types = %s)", glob, types)
+	return "SELECT * REPLACE (" + RunID + " AS run_id)\nFROM (SELECT " + strings.Join(typed, ", ") + " WHERE false\nUNION ALL BY NAME\n" +
+		fmt.Sprintf("SELECT * FROM read_parquet('%s', hive_partitioning = true, union_by_name = true,\n                           hive_types = %s))", glob, types)
 }
+
+// RunID is a row's run_id: a recorded run's own, or the decimal seed of a
+// seed population's run, whose files leave run_id out (schemas/README.md,
+// "Rows keyed by run").
+const RunID = "coalesce(run_id, CAST(seed AS VARCHAR))"
 
 type gen struct{ d world.Declaration }
 
@@ -320,7 +327,7 @@ func valueText(f world.Field, col string) string {
 // rows, one scan for all of them.
 func (g gen) long(table string, fs []world.Field, prefix string) string {
 	if len(fs) == 0 {
-		return "SELECT CAST(NULL AS INTEGER) AS config_id, CAST(NULL AS INTEGER) AS fork_step, CAST(NULL AS BIGINT) AS seed,\n" +
+		return "SELECT CAST(NULL AS INTEGER) AS config_id, CAST(NULL AS INTEGER) AS fork_step, CAST(NULL AS BIGINT) AS seed, CAST(NULL AS VARCHAR) AS run_id,\n" +
 			"       CAST(NULL AS VARCHAR) AS feature, CAST(NULL AS VARCHAR) AS type, CAST(NULL AS DOUBLE) AS value_num, CAST(NULL AS VARCHAR) AS value_text\nWHERE false"
 	}
 	var items []string
@@ -329,8 +336,8 @@ func (g gen) long(table string, fs []world.Field, prefix string) string {
 		items = append(items, fmt.Sprintf("{'feature': %s, 'type': %s, 'value_num': %s, 'value_text': %s}",
 			lit(f.Name), lit(string(f.Kind)), valueNum(f, col), valueText(f, col)))
 	}
-	return "SELECT config_id, fork_step, seed, v.feature, v.type, v.value_num, v.value_text\n" +
-		"FROM (SELECT config_id, fork_step, seed, unnest([\n           " + strings.Join(items, ",\n           ") +
+	return "SELECT config_id, fork_step, seed, run_id, v.feature, v.type, v.value_num, v.value_text\n" +
+		"FROM (SELECT config_id, fork_step, seed, run_id, unnest([\n           " + strings.Join(items, ",\n           ") +
 		"]) AS v\n      FROM " + table + " WHERE status = 'ok')"
 }
 
@@ -354,12 +361,14 @@ func (g gen) catalog() string {
 // numeric reports a feature bucketed by feature_bins: int and float.
 func numeric(f world.Field) bool { return f.Kind == world.Int || f.Kind == world.Float }
 
-// heldOut is the policy search's split of the seeds: a seed is held out
-// when ((seed × 2654435761) mod 2^32) / 2^32 < holdout (Knuth's
-// multiplicative hash; variable holdout, default 0.3), so the split is
-// stable across runs and the same for every configuration, fork step and
-// arm.
-const heldOut = "((CAST(p.seed & 4294967295 AS UBIGINT) * 2654435761) & 4294967295) < coalesce(getvariable('holdout'), 0.3) * 4294967296"
+// heldOut is the policy search's split of the runs: a run with a seed is
+// held out when ((seed × 2654435761) mod 2^32) / 2^32 < holdout (Knuth's
+// multiplicative hash; variable holdout, default 0.3), a recorded run
+// without one when the first 32 bits of the MD5 of its run_id, over 2^32,
+// are below holdout. The split is stable across runs and the same for
+// every configuration, fork step and arm; a run is on one side of it.
+const heldOut = "CASE WHEN p.seed IS NOT NULL THEN ((CAST(p.seed & 4294967295 AS UBIGINT) * 2654435761) & 4294967295)\n" +
+	"            ELSE CAST('0x' || substr(md5(p.run_id), 1, 8) AS UBIGINT) END < coalesce(getvariable('holdout'), 0.3) * 4294967296"
 
 // groups is pair_groups: the one pass over the pairs every report query
 // shares. Pairs with the same configuration, fork step, arm, status, side
@@ -637,10 +646,12 @@ FROM (
 }
 
 // examples is example_cells: the rescued and harmed pairs grouped as
-// pair_groups groups pairs (groupedFeatures), each group with its two
-// smallest seeds, then each feature replaced by its bucket key as cells
-// does. The two smallest seeds of a slice are the two smallest of its
-// cells', so slice_examples.sql reads these few rows, not every pair.
+// pair_groups groups pairs (groupedFeatures), each group with its first
+// two runs ({seed, run_id} structs, by seed and then run_id: a seed
+// population's two smallest seeds, a recorded one's runs without a seed
+// last), then each feature replaced by its bucket key as cells does. The
+// first two runs of a slice are the first two of its cells', so
+// slice_examples.sql reads these few rows, not every pair.
 func (g gen) examples() string {
 	cols, from := g.groupedFeatures(nil)
 	var edges, keys []string
@@ -656,11 +667,11 @@ func (g gen) examples() string {
 	}
 	return `SELECT g.config_id, g.fork_step, g.arm, g.label,
        [` + strings.Join(keys, ",\n        ") + `] AS profile,
-       g.seeds
+       g.runs
 FROM (
     SELECT p.config_id, p.fork_step, p.arm, p.label,
            ` + strings.Join(cols, ",\n           ") + `,
-           min(p.seed, 2) AS seeds
+           min({'seed': p.seed, 'run_id': p.run_id}, 2) AS runs
     FROM ` + from + `
     WHERE p.status = 'ok' AND p.label IN ('rescued', 'harmed')
     GROUP BY ALL

@@ -38,13 +38,17 @@ import (
 // world-agnostic: every table's columns are the fixed ones below plus the
 // columns a world's declaration (pipeline/world.Declaration) names, and
 // rows carry a status ('ok' or 'error') so a failed run is a row, never a
-// label. Version 3 adds branches.noise_key (issue 22), the graded outcome
-// (branches.score; pairs.score_control, score_treated, score_diff) and the
-// other columns schemas/README.md lists under "v3".
+// label. Version 3 keys rows by run (run_id on tasks, checkpoints,
+// branches and pairs, seed nullable: a recorded run may have none) and adds
+// branches.noise_key (issue 22), the graded outcome (branches.score;
+// pairs.score_control, score_treated, score_diff), branches.transcript and
+// the other columns schemas/README.md lists under "v3".
 const SchemaVersion = 3
 
-// OldestReadable is the oldest schema version this forklab reads: version
-// 3 only added columns, which the views give as NULL over older files.
+// OldestReadable is the oldest schema version this forklab reads: a
+// version 2 directory is read as version 3 (version 3 only added columns,
+// which the views give as NULL over older files; its files have no run_id,
+// and the views give the decimal seed, as for any seed population).
 const OldestReadable = 2
 
 // Tables lists the per-shard table folders of a results directory, in
@@ -120,6 +124,25 @@ func TypeOf(k world.Kind) Type {
 	return Varchar
 }
 
+// seed is the seed column of tasks, checkpoints, branches and pairs:
+// required in a seed population's files, NULL for a recorded run without
+// one (left out of a file where every run has none).
+var seed = Column{Name: "seed", Type: BigInt, Nullable: true, Omittable: true,
+	Description: "the task seed; NULL for a recorded run that has none"}
+
+// RunID is the run_id column of tasks, checkpoints, branches and pairs
+// (schema version 3): a recorded run's id (its record's run_id, its
+// session's stream, its agent's id). A seed population's files leave it
+// out: the views give the decimal seed there (schemas/README.md, "Rows
+// keyed by run").
+var RunID = Column{Name: "run_id", Type: Varchar, Nullable: true, Omittable: true,
+	Description: "the run: a recorded run's id; the decimal seed for a seed population (the views fill it in; the files leave it out)"}
+
+// Metadata is the tasks table's metadata column: what a recorded run's
+// source says about it beyond its checkpoint, as JSON.
+var Metadata = Column{Name: "metadata", Type: Varchar, Nullable: true, Omittable: true,
+	Description: "what a recorded run's source says about it, as JSON (a record's other keys, an agent's metadata); NULL for none"}
+
 var status = []Column{
 	{Name: "status", Type: Varchar, Dict: true, Description: "'ok', or 'error' when the run, branch or pair failed (errors are rows, never labels)"},
 	{Name: "error", Type: Varchar, Nullable: true, Omittable: true, Description: "what failed, when status is 'error'"},
@@ -169,22 +192,24 @@ func Params() []Column {
 // Tasks is the tasks table of world d: one row per (config, seed).
 // Partitioned by config_id.
 func Tasks(d world.Declaration) []Column {
-	cols := []Column{{Name: "seed", Type: BigInt, Description: "the task seed"}}
+	cols := []Column{seed}
 	cols = append(cols, status...)
-	return append(cols, declared(d.Task, "", true)...)
+	cols = append(cols, declared(d.Task, "", true)...)
+	return append(cols, RunID, Metadata)
 }
 
 // Checkpoints is the checkpoints table of world d: one row per (config,
 // seed, fork step), the run stopped at the fork. Partitioned by config_id
 // and fork_step.
 func Checkpoints(d world.Declaration) []Column {
-	cols := []Column{{Name: "seed", Type: BigInt, Description: "the task seed"}}
+	cols := []Column{seed}
 	cols = append(cols, status...)
 	cols = append(cols, Column{Name: "over", Type: Boolean, Nullable: true, Description: "the run had ended before reaching the fork step"})
 	cols = append(cols, declared(d.Features, "", true)...)
 	cols = append(cols, declared(d.Hidden, HiddenPrefix, true)...)
 	cols = append(cols, costColumns("cost_", costType, "what reaching the fork cost")...)
-	return append(cols, Column{Name: "checkpoint", Type: Varchar, Nullable: true, Description: "the checkpoint's JSON, what forklab fork --checkpoint reads"})
+	cols = append(cols, Column{Name: "checkpoint", Type: Varchar, Nullable: true, Description: "the checkpoint's JSON, what forklab fork --checkpoint reads"})
+	return append(cols, RunID)
 }
 
 // Branches is the branches table: one row per (config, seed, fork step,
@@ -192,7 +217,7 @@ func Checkpoints(d world.Declaration) []Column {
 // fork_step.
 func Branches(d world.Declaration) []Column {
 	cols := []Column{
-		{Name: "seed", Type: BigInt, Description: "the task seed"},
+		seed,
 		{Name: "arm", Type: Varchar, Dict: true, Description: "off, on, placebo, aa or policy"},
 		{Name: "replica", Type: Integer, Description: "the replica, from 0"},
 		{Name: "noise_key", Type: Varchar, Nullable: true, Description: "16 lowercase hex digits: the key the branch's noise was drawn from (fork.BranchKey; an agent is sent it as noise_key); NULL when the checkpoint failed and no branch was drawn"},
@@ -205,7 +230,8 @@ func Branches(d world.Declaration) []Column {
 	cols = append(cols, costColumns("cost_", costType, "what the branch cost from the fork to its end, the intervention included,")...)
 	return append(cols,
 		Column{Name: "details", Type: Varchar, Nullable: true, Omittable: true, Description: "outcome details an agent reports, JSON (NULL for built-in worlds)"},
-		Column{Name: TranscriptColumn, Type: Varchar, Nullable: true, Omittable: true, Description: "what the branch did after the fork, step by step: a JSON array of step objects (docs/agent-protocol.md, Transcripts); an agent's when it sends one, a built-in world's when the sweep ran with --transcripts, else NULL (forklab show replays the branch)"})
+		Column{Name: TranscriptColumn, Type: Varchar, Nullable: true, Omittable: true, Description: "what the branch did after the fork, step by step: a JSON array of step objects (docs/agent-protocol.md, Transcripts); an agent's when it sends one, a built-in world's when the sweep ran with --transcripts, else NULL (forklab show replays the branch)"},
+		RunID)
 }
 
 // TranscriptColumn is the branches table's column of transcripts. It is
@@ -220,7 +246,7 @@ const TranscriptColumn = "transcript"
 // Partitioned by config_id and fork_step.
 func Pairs(d world.Declaration) []Column {
 	cols := []Column{
-		{Name: "seed", Type: BigInt, Description: "the task seed"},
+		seed,
 		{Name: "arm", Type: Varchar, Dict: true, Description: "the treatment arm"},
 		{Name: "replicas", Type: Integer, Description: "replicas per side"},
 	}
@@ -238,7 +264,8 @@ func Pairs(d world.Declaration) []Column {
 		Column{Name: "score_diff", Type: Double, Nullable: true, Omittable: true, Description: "score_treated - score_control, rounded to 12 significant digits of the score's range (world.ScoreSpec.RoundDiff) so that equal differences are equal"})
 	cols = append(cols, declared(d.Features, "", true)...)
 	cols = append(cols, declared(d.Hidden, HiddenPrefix, true)...)
-	return append(cols, costColumns("extra_", func(string) Type { return Double }, "the arm's mean branch cost minus off's,")...)
+	cols = append(cols, costColumns("extra_", func(string) Type { return Double }, "the arm's mean branch cost minus off's,")...)
+	return append(cols, RunID)
 }
 
 // TableColumns returns the columns of a per-shard table ("tasks",

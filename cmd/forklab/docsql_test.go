@@ -95,8 +95,8 @@ func TestDocSQLRuns(t *testing.T) {
 	}
 	// The joins docs/agent-protocol.md gives name each column once, and the
 	// plain join repeats just what the doc says it does.
-	const join = "SELECT p.*, t.* EXCLUDE (config_id, seed, status, error), t.status AS task_status, t.error AS task_error FROM tasks t JOIN pairs p USING (config_id, seed)"
-	const counterJoin = "SELECT p.*, t.* EXCLUDE (config_id, seed, status, error, slack, freeze_at), t.status AS task_status, t.error AS task_error, t.slack AS task_slack, t.freeze_at AS task_freeze_at FROM tasks t JOIN pairs p USING (config_id, seed)"
+	const join = "SELECT p.*, t.* EXCLUDE (config_id, run_id, seed, status, error), t.status AS task_status, t.error AS task_error FROM tasks t JOIN pairs p USING (config_id, run_id)"
+	const counterJoin = "SELECT p.*, t.* EXCLUDE (config_id, run_id, seed, status, error, slack, freeze_at), t.status AS task_status, t.error AS task_error, t.slack AS task_slack, t.freeze_at AS task_freeze_at FROM tasks t JOIN pairs p USING (config_id, run_id)"
 	for _, q := range []string{join, counterJoin} {
 		if stmts[q] != "agent-protocol.md" {
 			t.Errorf("docs/agent-protocol.md no longer gives the join %q", q)
@@ -105,8 +105,8 @@ func TestDocSQLRuns(t *testing.T) {
 	for _, tc := range []struct{ world, q, want string }{
 		{"toolloop", join, ""},
 		{"counter", counterJoin, ""},
-		{"toolloop", "SELECT * FROM tasks JOIN pairs USING (config_id, seed)", "error,2\nstatus,2\n"},
-		{"counter", "SELECT * FROM tasks JOIN pairs USING (config_id, seed)", "error,2\nfreeze_at,2\nslack,2\nstatus,2\n"},
+		{"toolloop", "SELECT * FROM tasks JOIN pairs USING (config_id, run_id)", "error,2\nseed,2\nstatus,2\n"},
+		{"counter", "SELECT * FROM tasks JOIN pairs USING (config_id, run_id)", "error,2\nfreeze_at,2\nseed,2\nslack,2\nstatus,2\n"},
 	} {
 		stdout, stderr, code := run(t, "sql", dirs[tc.world], "SELECT column_name, count(*) AS n FROM (DESCRIBE "+tc.q+") GROUP BY ALL HAVING n > 1 ORDER BY ALL", "--format", "csv")
 		if code != 0 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/forklab/forklab/internal/jsondup"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -116,7 +117,7 @@ type agentCheckpoint struct {
 }
 
 // agentRowHelp says what a line of forklab fork --checkpoint --agent is.
-const agentRowHelp = `with --agent each line is a JSON object with seed, fork_step and checkpoint (over and other columns are allowed), a row of the agent sweep's checkpoints table as forklab sql DIR "SELECT seed, fork_step, over, checkpoint FROM checkpoints" --format ndjson prints it (or a line forklab fork --agent --json printed): branch is sent the seed and fork step, and the noise key is drawn from them`
+const agentRowHelp = `with --agent each line is a JSON object with seed, fork_step and checkpoint (over and other columns are allowed; a recorded run without a seed gives its run_id instead), a row of the agent sweep's checkpoints table as forklab sql DIR "SELECT seed, run_id, fork_step, over, checkpoint FROM checkpoints" --format ndjson prints it (or a line forklab fork --agent --json printed): branch is sent the seed (a recorded run's run key) and fork step, and the noise key is drawn from them`
 
 // parseAgentCheckpoint reads one line of forklab fork --checkpoint --agent.
 // The checkpoint is the row's checkpoint: a JSON string holds its JSON
@@ -156,8 +157,17 @@ func parseAgentCheckpoint(b []byte) (agentCheckpoint, error) {
 		}
 		return nil
 	}
-	if err := field("seed", "an integer in [0, 2^63-2]", &c.seed, true); err != nil {
+	var runID string
+	if err := field("run_id", "text", &runID, false); err != nil {
 		return c, err
+	}
+	if err := field("seed", "an integer in [0, 2^63-2]", &c.seed, runID == ""); err != nil {
+		return c, err
+	}
+	if s, ok := row["seed"]; (!ok || string(s) == "null") && runID != "" {
+		// A recorded run without a seed: its branches were keyed by its
+		// run key, as the sweep keyed them.
+		c.seed = lab.RunKey(runID)
 	}
 	if c.seed >= sweep.MaxSeed {
 		return c, fmt.Errorf("%w: seed is %d, want an integer in [0, 2^63-2]", fork.ErrCheckpoint, c.seed)

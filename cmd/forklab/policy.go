@@ -180,6 +180,9 @@ func writeRule(path string, db *results.DB, g *search.Group, opt search.Options,
 		rule.Params, rule.Model = m.Configs[c].Params, &m.Configs[c].Model
 	}
 	rule.Search = &policy.Split{Start: m.Spec.Seeds.Start, End: m.Spec.Seeds.End, Holdout: opt.Holdout}
+	if r := m.Spec.Runs; r != nil {
+		rule.Search = &policy.Split{Runs: r.Source, CRC32C: r.CRC32C, Count: r.Count, Holdout: opt.Holdout}
+	}
 	rule.Note = fmt.Sprintf("chosen by forklab policy on %s (config %d, fork step %d): most search rescues with at most %s on %s runs; search %d rescued / %d harmed, held out %d rescued / %d harmed",
 		db.Dir, g.ConfigID, g.ForkStep, plural.Count(opt.MaxHarm, "harm"), opt.Scope, g.Chosen.Search.Rescued, g.Chosen.Search.Harmed, g.Chosen.Holdout.Rescued, g.Chosen.Holdout.Harmed)
 	b, err := rule.Encode()

@@ -34,7 +34,8 @@ branch's outcome and cost. --replica R picks the replica of each side shown
 
 --fork-step, --arm and --config may be left out when the sweep has one of
 them. --run-id ID names the run instead of --seed: for a seed population a
-run's id is its seed in decimal.
+run's id is its seed in decimal; a recorded population's runs (forklab sweep
+--runs) are named by their run ids only.
 
 The steps are the branches table's transcripts when the sweep kept them (an
 agent that sent them; forklab sweep --transcripts for a built-in world).
@@ -44,7 +45,8 @@ cost against the table's); an agent's branch without a transcript shows its
 outcome, cost and details.
 
 show reads the pair's rows from the one file of each table that holds the
-seed, so it answers at once on a sweep of any size. --html FILE writes the
+seed, so it answers at once on a sweep of any size (a recorded run is first
+found by its run id in the fork step's checkpoints files). --html FILE writes the
 same view as a self-contained page (no scripts, nothing fetched); an
 existing FILE needs --overwrite, and FILE may not be one of DIR's own files
 (its tables, manifest.json, results.duckdb).
@@ -54,6 +56,7 @@ id, configuration, fork step, arm or replica is not in the sweep (what it
 holds is named); 4: DIR's files do not match its manifest.`,
 		Example: `  forklab show out --seed 5
   forklab show out --seed 5 --fork-step 3 --arm on --html seed5.html
+  forklab show lab --run-id prod/s17 --fork-step 3 --arm on
   forklab show noisy --seed 12 --fork-step 2 --arm aa --replica 3`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -111,7 +114,7 @@ holds is named); 4: DIR's files do not match its manifest.`,
 	}
 	f := cmd.Flags()
 	uint64Flag(f, &seed, "seed", 0, 0, sweep.MaxSeed-1, "the pair's task seed")
-	f.StringVar(&runID, "run-id", "", "the pair's run, by its run id instead of --seed (a seed population's run ids are its seeds in decimal)")
+	f.StringVar(&runID, "run-id", "", "the pair's run, by its run id instead of --seed (a seed population's run ids are its seeds in decimal; a recorded population's are its runs' ids)")
 	intFlagOr(f, &forkStep, "fork-step", 0, 1, sweep.MaxForkStep, 0, "the sweep's only fork step", "the fork step")
 	f.StringVar(&arm, "arm", "", "the treatment arm shown beside off: on, placebo, aa or policy (default: the sweep's only one)")
 	intFlag(f, &replica, "replica", 0, 0, sweep.MaxReplicas-1, "the replica of each side shown, from 0")

@@ -2,7 +2,9 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -132,4 +134,61 @@ func TestSweepTranscripts(t *testing.T) {
 	mustRefuse(t, "--transcripts (spec key transcripts) and --from-log exclude each other", "sweep", "--spec", spec, "--from-log", "http://127.0.0.1:1", "--out", filepath.Join(t.TempDir(), "o"))
 	mustRefuse(t, "transcripts: records a built-in world's steps; an external agent's transcripts are kept whenever it sends them",
 		"sweep", "--transcripts", "--agent", forklabBin+" agent serve --world counter", "--out", filepath.Join(t.TempDir(), "o"))
+}
+
+// forklab show DIR --run-id ID shows a recorded run's pair (issue 24 item
+// 1, issue 23): the 300 recorded checkpoints of seeds 0..299 give run r5
+// the view seed 5 has in the seed sweep, under the run's name; a thread of
+// an agent's store, without a seed, is found by its id; a run the sweep
+// lacks, and --seed on a recorded population, are exit 2 naming what to
+// give. The HTML report of a recorded sweep links each slice's example
+// pairs to views it holds.
+func TestShowRecordedRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rec")
+	mustRun(t, "sweep", "--runs", goldenRuns, "--out", dir, "-q")
+	want, err := os.ReadFile("../../testdata/show/counter-seed5.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, rest, _ := strings.Cut(string(want), "\n")
+	first = strings.Replace(first, "seed 5 ·", "run r5 (seed 5) ·", 1)
+	if got := mustRun(t, "show", dir, "--run-id", "r5", "--fork-step", "3", "--arm", "on"); got != first+"\n"+rest {
+		t.Errorf("forklab show --run-id r5:\n%s\nwant:\n%s", got, first+"\n"+rest)
+	}
+	for _, c := range []struct{ args, want string }{
+		{"--run-id nope", `run id "nope" is not in the sweep: its runs are the 300 recorded runs of`},
+		{"--run-id 5", `run id "5" is not in the sweep`},
+		{"--seed 5", "the sweep's runs are recorded (300 runs of"},
+	} {
+		_, stderr, code := run(t, append([]string{"show", dir}, strings.Fields(c.args)...)...)
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("forklab show %s: exit %d, %q; want 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+	page := filepath.Join(t.TempDir(), "report.html")
+	mustRun(t, "report", dir, "--html", page)
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(b)
+	links := regexp.MustCompile(`href="#(pair-[^"]+)"`).FindAllStringSubmatch(html, -1)
+	if len(links) < 4 {
+		t.Fatalf("the report links %d example pairs, want several", len(links))
+	}
+	for _, l := range links {
+		if !strings.Contains(html, `id="`+l[1]+`"`) {
+			t.Errorf("the report links #%s and holds no view of that id", l[1])
+		}
+	}
+
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	threads := filepath.Join(t.TempDir(), "threads")
+	mustRun(t, "sweep", "--agent", "python3 ../../testdata/agents/recorded_agent.py", "--runs", "agent:", "--fork-at", "2", "--out", threads, "-q")
+	got := mustRun(t, "show", threads, "--run-id", "thread-a")
+	if !strings.HasPrefix(got, "run thread-a · fork step 2 · on vs off · replica 0\n") || !strings.Contains(got, "pair: rescued") {
+		t.Errorf("forklab show --run-id thread-a:\n%s", got)
+	}
 }

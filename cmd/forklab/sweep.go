@@ -7,13 +7,16 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/analysis/policy"
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/agentproc"
 	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/lab/recorded"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
 	"github.com/forklab/forklab/stream/client"
@@ -25,6 +28,7 @@ import (
 func init() {
 	var (
 		seeds, forkAt, arms, specFile, policyFile, out        string
+		runs                                                  string
 		replicas, workers                                     int
 		overwrite, quiet, resume, transcripts, policyAnywhere bool
 		wf                                                    *worldFlags
@@ -47,6 +51,17 @@ Flags override a --spec file (JSON or YAML with the keys of manifest.json's
 one value (its flag, --param, the spec's params: or model:) or an axis of the
 spec's grid:, never both, and is given once (--target 7 --param target=6 is
 refused); a grid axis lists each value once.
+
+With --runs SOURCE the population is runs already recorded instead of a
+seed range (docs/recorded-runs.md): a .jsonl or .parquet file of records
+({"run_id": …, "checkpoint": …}, each forked at its own fork step), a
+session-log URL naming a stream prefix (every session under it, folded to
+--fork-at), or agent: (the runs --agent lists with its runs method). Rows
+are keyed by run_id; the manifest records the source, its size, checksum
+and run count; the report says the runs are not a random sample. A
+duplicate run_id, a checkpoint of another world or one the world cannot
+decode, a stream that is not a session and a file written to while it is
+read exit 2 naming the record, before anything is published.
 
 With --from-log URL every run and branch is played as a session on the
 session log (forklab log serve) instead of in memory: each seed's run is the
@@ -110,6 +125,8 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 		Example: `  forklab sweep --seeds 0:300 --fork-at 3 --out out
   forklab sweep --seeds 0:10000 --fork-at 1-4 --arms off,on,placebo,aa --temperature 0.1 --replicas 5 --out noisy
   forklab sweep --from-log http://127.0.0.1:4437 --seeds 0:300 --out from-log
+  forklab sweep --runs runs.jsonl --out recorded
+  forklab sweep --runs http://127.0.0.1:4437/v1/stream/prod/ --fork-at 3 --out prod
   forklab sweep --agent 'python3 examples/agents/seed_core.py' --parallel 2 --seeds 0:300 --out x
   forklab sweep --seeds 0:30000000 --shard 0/3 --out /data/big
   forklab sweep --distributed --brokers kafka:9092 --seeds 0:300000000 --out /data/big`,
@@ -123,11 +140,20 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 				return asInput(err)
 			}
 			if fromLog == "" {
-				for _, name := range []string{"log-prefix", "log-parallel", "token"} {
+				for _, name := range []string{"log-prefix", "log-parallel"} {
 					if cmd.Flags().Changed(name) {
 						return usageErr("--%s applies only with --from-log URL", name)
 					}
 				}
+				if cmd.Flags().Changed("token") && !strings.HasPrefix(runs, "http") {
+					return usageErr("--token applies only with --from-log URL or --runs URL")
+				}
+			}
+			if runs != "" && fromLog != "" {
+				return usageErr("--runs and --from-log exclude each other: --from-log plays seeds' runs on the log; --runs URL forks the sessions already there")
+			}
+			if runs != "" && cmd.Flags().Changed("seeds") {
+				return usageErr("--seeds and --runs exclude each other: a sweep's population is a seed range or recorded runs")
 			}
 			spec := sweep.DefaultSpec()
 			var err error
@@ -154,10 +180,21 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 					resuming = fmt.Sprintf("forklab: resuming the interrupted sweep of %s: %s", out, specSummary(stored))
 				}
 			}
+			// A recorded file's runs fork at their own steps unless a
+			// fork step is given (a flag, the spec file, the stored spec).
+			forkAtGiven := fl.Changed("fork-at") || resuming != ""
 			if specFile != "" {
 				if spec, err = sweep.ReadSpecFile(specFile, spec); err != nil {
 					return asInput(err)
 				}
+				if own, err := sweep.ReadSpecFile(specFile, sweep.Spec{}); err == nil && own.ForkAt != nil {
+					forkAtGiven = true
+				}
+			}
+			if runs != "" {
+				spec.Seeds, spec.Runs = sweep.Range{}, &sweep.Runs{Source: runs}
+			} else if fl.Changed("seeds") {
+				spec.Runs = nil
 			}
 			if fl.Changed("seeds") {
 				if spec.Seeds, err = sweep.ParseRange(seeds); err != nil {
@@ -206,6 +243,7 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 			var (
 				resolved sweep.Resolved
 				ext      *agentproc.Definition
+				src      recorded.Source
 			)
 			if spec.Agent != nil {
 				// An external agent: its declaration is the world.
@@ -229,6 +267,12 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 				if err := wf.applyDecl(&spec, ext.Declaration(), true); err != nil {
 					return asInput(err)
 				}
+				if spec.Runs != nil {
+					if src, err = openRuns(ctx, &spec, ext.Declaration(), ext, forkAtGiven, token); err != nil {
+						return err
+					}
+					defer src.Close()
+				}
 				if resolved, err = spec.ResolveWith(ext); err != nil {
 					return specErr(err, fl.Changed, nil)
 				}
@@ -236,10 +280,21 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 				if err := wf.apply(&spec); err != nil {
 					return asInput(err)
 				}
+				if spec.Runs != nil {
+					def, err := lab.Lookup(spec.World)
+					if err != nil {
+						return asInput(fmt.Errorf("world: %w", err))
+					}
+					if src, err = openRuns(ctx, &spec, def.Declaration(), nil, forkAtGiven, token); err != nil {
+						return err
+					}
+					defer src.Close()
+				}
 				if resolved, err = spec.Resolve(); err != nil {
 					return specErr(err, fl.Changed, nil)
 				}
 			}
+			resolved.Source = src
 			if w := sweep.ReplicasWarning(resolved.Decl, resolved.Spec.Replicas); w != "" && !quiet {
 				fmt.Fprintf(os.Stderr, "forklab: warning: %s\n", w)
 			}
@@ -260,7 +315,7 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 			spec = resolved.Spec
 			prog := &sweepProgress{perSeed: len(spec.ForkAt) * (len(spec.Arms) - 1), def: ext, decl: resolved.Decl,
 				limit: spec.MaxCost, start: time.Now(), lastLine: time.Now()}
-			prog.total = int64(spec.Seeds.Len()) * int64(len(resolved.Configs)) * int64(prog.perSeed)
+			prog.total = int64(spec.Population().Len()) * int64(len(resolved.Configs)) * int64(prog.perSeed)
 			if ext != nil {
 				logs := filepath.Join(st.Dir, sweep.AgentLogs)
 				ext.SetLogDir(logs)
@@ -314,6 +369,10 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 			res, err := sweep.Run(ctx, resolved, st, opt)
 			if prog.bar != nil {
 				prog.bar.Finish()
+			}
+			if runsInputErr(err) {
+				st.Release()
+				return asInput(fmt.Errorf("%w; nothing was published (%s is as it was)", populationErr(err), out))
 			}
 			if errors.Is(err, sweep.ErrSpecChanged) {
 				st.Refused()
@@ -390,6 +449,7 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&seeds, "seeds", "0:300", "seed range START:END (END exclusive, as Python's range; seeds are integers in [0, 9223372036854775806], so END is at most 9223372036854775807); N alone means 0:N")
+	f.StringVar(&runs, "runs", "", "recorded runs to fork instead of seeds: a .jsonl or .parquet file of records, a session-log URL naming a stream prefix (http://HOST:PORT/v1/stream/PREFIX), or agent: (the --agent's own runs); docs/recorded-runs.md")
 	f.StringVar(&forkAt, "fork-at", "3", "fork steps: 3, 1,2,3 or 1-4")
 	f.StringVar(&arms, "arms", "off,on", "arms, the control off among them: off,on,placebo,aa,policy")
 	intFlag(f, &replicas, "replicas", 1, 1, sweep.MaxReplicas, "forks per checkpoint and arm, labelled by majority vote")
@@ -406,7 +466,7 @@ agent is failing (resumable once it is fixed); 130 interrupted (resumable).`,
 	markURLFlag(f, "from-log")
 	f.StringVar(&logPrefix, "log-prefix", "", "stream name prefix for --from-log (default sweep-<time>; must be new)")
 	intFlag(f, &logParallel, "log-parallel", 16, 1, 1024, "seeds played on the log at once")
-	f.StringVar(&token, "token", os.Getenv("FORKLAB_TOKEN"), "bearer token for --from-log (default $FORKLAB_TOKEN)")
+	f.StringVar(&token, "token", os.Getenv("FORKLAB_TOKEN"), "bearer token for --from-log or --runs URL (default $FORKLAB_TOKEN)")
 	wf = addWorldFlags(f)
 	af = addAgentFlags(f)
 	sf = addScaleFlags(f)

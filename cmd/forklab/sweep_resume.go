@@ -17,7 +17,7 @@ import (
 // goes on with the spec stored with the interrupted sweep; the others
 // (--workers, -q, --max-error-rate, …) may change on a resume.
 var identityFlags = []string{"seeds", "fork-at", "arms", "replicas", "policy", "policy-anywhere", "unit-seeds",
-	"world", "param", "temperature", "no-tool", "agent", "transcripts"}
+	"world", "param", "temperature", "no-tool", "agent", "transcripts", "runs"}
 
 // specFlagGiven says whether the user set any flag that sets a key of the
 // spec: one of identityFlags or a world parameter's own flag (--p-stall).
@@ -57,7 +57,7 @@ func specSummary(s sweep.Spec) string {
 	for i, a := range s.Arms {
 		arms[i] = string(a)
 	}
-	parts := []string{"world " + s.World, "seeds " + s.Seeds.String(), "fork at " + strings.Join(steps, ","),
+	parts := []string{"world " + s.World, s.PopulationText(), "fork at " + strings.Join(steps, ","),
 		"arms " + strings.Join(arms, ","), plural.Count(s.Replicas, "replica")}
 	if len(s.Grid) > 0 {
 		parts = append(parts, "a grid of "+plural.Of(len(s.Grid), "axis", "axes"))

@@ -185,7 +185,7 @@ func (sf *scaleFlags) coordinate(ctx context.Context, r sweep.Resolved, out stri
 			fmt.Fprintf(os.Stderr, "forklab sweep: "+f+"\n", a...)
 		}
 	}
-	total := int64(r.Spec.Seeds.Len()) * int64(len(r.Configs))
+	total := int64(r.Spec.Population().Len()) * int64(len(r.Configs))
 	bar := seedBar("sweep", total, quiet)
 	var lastLine time.Time
 	progress := func(s scaleout.Status) {

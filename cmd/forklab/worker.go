@@ -96,6 +96,7 @@ reach for longer than --retry-for.`,
 				Queue: scaleout.Queue{Brokers: splitList(brokers), Name: queue, Partitions: partitions, DialTimeout: dialTimeout, RetryFor: retryFor},
 				ID:    id, Parallel: parallel, SessionTimeout: sessionTimeout, MaxUnits: maxUnits,
 				Version: version, Logf: logf, Debug: debug,
+				Token: os.Getenv("FORKLAB_TOKEN"),
 				OpenAgent: func(ctx context.Context, a sweep.AgentSpec) (scaleout.Agent, error) {
 					if agentCmd != "" {
 						a.Command = agentCmd

@@ -196,11 +196,18 @@ func (i *BuiltinInstance[S]) Runner(plan Plan) (Runner, error) {
 		return nil, err
 	}
 	r := &builtinRunner[S]{inst: i, plan: plan}
-	if plan.Transcripts {
-		r.enc = i.Transcripts()
-		r.trace = r.enc.Trace()
-	}
+	r.enc, r.trace = i.planTranscripts(plan)
 	return r, nil
+}
+
+// planTranscripts is the encoder and trace of the branches' transcripts
+// when plan asks for them (Plan.Transcripts), else nil.
+func (i *BuiltinInstance[S]) planTranscripts(plan Plan) (*TranscriptEncoder[S], fork.Trace[S]) {
+	if !plan.Transcripts {
+		return nil, nil
+	}
+	enc := i.Transcripts()
+	return enc, enc.Trace()
 }
 
 // builtinRunner plays seeds through fork.Lab, reusing its buffers. The

@@ -64,6 +64,14 @@ type SeedResult struct {
 	Task []world.Value
 	// Forks has one entry per plan fork step, in order.
 	Forks []ForkResult
+
+	// A recorded run's (RecordRunner): RunID is its id ("" for a seed's
+	// run, whose id is its decimal seed); NoSeed says it has no seed (Seed
+	// is then its RunKey, and the seed column NULL); Metadata is what its
+	// source says about it, as JSON (nil: nothing).
+	RunID    string
+	NoSeed   bool
+	Metadata []byte
 }
 
 // ForkResult is one checkpoint of a seed and its branches.
@@ -86,6 +94,10 @@ type ForkResult struct {
 	// Branches has Plan.Branches entries, arm-major in Plan.Arms order:
 	// branch r of arm i is Branches[i*Replicas+r].
 	Branches []BranchResult
+	// Absent: a recorded run has no checkpoint at this fork step, and so
+	// no rows there. NoCost: what reaching the fork cost is unknown (a
+	// recorded run that does not say): the cost columns are NULL.
+	Absent, NoCost bool
 	// scores backs the Score of Branches (SetScore), reused from seed to
 	// seed so that a scored world's runner allocates nothing per branch.
 	scores []float64
@@ -321,6 +333,7 @@ func CheckPlan(d world.Declaration, p Plan) error {
 func (r *SeedResult) Resize(d *world.Declaration, plan Plan) {
 	r.Err = ""
 	r.Task = r.Task[:0]
+	r.RunID, r.NoSeed, r.Metadata = "", false, r.Metadata[:0]
 	if cap(r.Forks) < len(plan.ForkSteps) {
 		r.Forks = make([]ForkResult, len(plan.ForkSteps))
 	}
@@ -330,6 +343,7 @@ func (r *SeedResult) Resize(d *world.Declaration, plan Plan) {
 		f := &r.Forks[i]
 		f.ForkStep, f.Err, f.Over, f.Fires, f.Cost = plan.ForkSteps[i], "", false, false, world.Cost{}
 		f.Checkpoint, f.Features, f.Hidden = f.Checkpoint[:0], f.Features[:0], f.Hidden[:0]
+		f.Absent, f.NoCost = false, false
 		if cap(f.Branches) < n {
 			f.Branches = make([]BranchResult, n)
 		}

@@ -150,6 +150,7 @@ var ReservedColumns = []string{
 	"label", "quadrant", "fault", "world", "world_version", "params",
 	"temperature", "no_tool", "feature", "param", "type", "value_num", "value_text",
 	"split", "cell", "n", "score", "score_control", "score_treated", "score_diff",
+	"run_id", "metadata",
 }
 
 // Feature returns the declared feature named name, its position, and

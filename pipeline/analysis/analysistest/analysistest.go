@@ -156,16 +156,16 @@ func Open(t testing.TB, d world.Declaration, pairs []Pair) *sql.DB {
 	}
 	exec("CREATE TABLE configs (config_id INTEGER, world VARCHAR, world_version VARCHAR, params VARCHAR, temperature DOUBLE, no_tool DOUBLE)")
 	exec("CREATE TABLE params (config_id INTEGER, param VARCHAR, type VARCHAR, value_num DOUBLE, value_text VARCHAR)")
-	exec("CREATE TABLE tasks (config_id INTEGER, seed BIGINT, status VARCHAR, error VARCHAR)")
+	exec("CREATE TABLE tasks (config_id INTEGER, seed BIGINT, status VARCHAR, error VARCHAR, run_id VARCHAR, metadata VARCHAR)")
 	exec("CREATE TABLE checkpoints (config_id INTEGER, fork_step INTEGER, seed BIGINT, status VARCHAR, error VARCHAR, over BOOLEAN, " +
 		strings.Join(append(append([]string{}, fcols...), hcols...), ", ") +
-		", cost_steps BIGINT, cost_tokens BIGINT, cost_usd DOUBLE, cost_seconds DOUBLE, checkpoint VARCHAR)")
+		", cost_steps BIGINT, cost_tokens BIGINT, cost_usd DOUBLE, cost_seconds DOUBLE, checkpoint VARCHAR, run_id VARCHAR)")
 	exec("CREATE TABLE branches (config_id INTEGER, fork_step INTEGER, seed BIGINT, arm VARCHAR, replica INTEGER, status VARCHAR, error VARCHAR, " +
-		"intervened BOOLEAN, success BOOLEAN, score DOUBLE, cost_steps BIGINT, cost_tokens BIGINT, cost_usd DOUBLE, cost_seconds DOUBLE, details VARCHAR)")
+		"intervened BOOLEAN, success BOOLEAN, score DOUBLE, cost_steps BIGINT, cost_tokens BIGINT, cost_usd DOUBLE, cost_seconds DOUBLE, details VARCHAR, run_id VARCHAR)")
 	exec("CREATE TABLE pair_rows (config_id INTEGER, fork_step INTEGER, seed BIGINT, arm VARCHAR, replicas INTEGER, status VARCHAR, error VARCHAR, " +
 		"control_wins INTEGER, treatment_wins INTEGER, control_success BOOLEAN, treatment_success BOOLEAN, label VARCHAR, quadrant VARCHAR, fault BOOLEAN, " +
 		"score_control DOUBLE, score_treated DOUBLE, score_diff DOUBLE, " +
-		strings.Join(fcols, ", ") + ", extra_steps DOUBLE, extra_tokens DOUBLE, extra_usd DOUBLE, extra_seconds DOUBLE)")
+		strings.Join(fcols, ", ") + ", extra_steps DOUBLE, extra_tokens DOUBLE, extra_usd DOUBLE, extra_seconds DOUBLE, run_id VARCHAR)")
 	configs := map[int]bool{}
 	conn, err := db.Conn(context.Background())
 	if err != nil {
@@ -207,6 +207,7 @@ func Open(t testing.TB, d world.Declaration, pairs []Pair) *sql.DB {
 					row = append(row, *x)
 				}
 			}
+			row = append(row, fmt.Sprint(p.Seed)) // run_id: a seed's run is its decimal seed
 			if err := a.AppendRow(row...); err != nil {
 				a.Close()
 				return err

@@ -223,7 +223,7 @@ func build(s *report.Sections, m sweep.Manifest, dir string) (*page, error) {
 		Incomplete: report.IncompleteLine(m), Replicas: report.ReplicasLine(m), Noise: report.ParamsLine(m),
 		Anywhere: sweep.PolicyAnywhereLine(m.Spec, m.Declaration, m.Configs)}
 	configs := len(m.Configs) > 1
-	p.Facts = []string{"world " + m.Spec.World, "seeds " + m.Spec.Seeds.String(), "fork at " + report.List(m.Spec.ForkAt),
+	p.Facts = []string{"world " + m.Spec.World, m.Spec.PopulationText(), "fork at " + report.List(m.Spec.ForkAt),
 		"arms " + report.List(m.Spec.Arms), fmt.Sprintf("replicas %d", m.Spec.Replicas)}
 	if configs {
 		p.Facts = append(p.Facts, fmt.Sprintf("%d configurations", len(m.Configs)))
@@ -351,7 +351,7 @@ func sliceKey(r results.Row) string {
 func pairs(ex *report.Examples, dir string, configs int) ([]pairEntry, map[string][]link, error) {
 	var out []pairEntry
 	for _, v := range ex.Views {
-		id := report.ID(v.Config, v.ForkStep, v.Arm, v.Seed)
+		id := report.ID(v.Config, v.ForkStep, v.Arm, v.RunName())
 		h, err := pairview.Fragment(v, "", dir, configs)
 		if err != nil {
 			return nil, nil, err
@@ -361,9 +361,9 @@ func pairs(ex *report.Examples, dir string, configs int) ([]pairEntry, map[strin
 	links := map[string][]link{}
 	for _, r := range ex.Slices.Records() {
 		k := sliceKey(r)
-		for _, seed := range report.Seeds(r) {
-			links[k] = append(links[k], link{Text: fmt.Sprint(seed), Class: r.Str("label"),
-				Href: "#" + report.ID(int(r.Int("config_id")), int(r.Int("fork_step")), fork.Arm(r.Str("arm")), seed)})
+		for _, run := range report.RunIDs(r) {
+			links[k] = append(links[k], link{Text: run, Class: r.Str("label"),
+				Href: "#" + report.ID(int(r.Int("config_id")), int(r.Int("fork_step")), fork.Arm(r.Str("arm")), run)})
 		}
 	}
 	return out, links, nil
@@ -451,10 +451,10 @@ func policies(r *search.Result, m sweep.Manifest, qini *results.Table) ([]policy
 			views = append(views, v)
 			continue
 		}
-		v.Header = fmt.Sprintf("arm on · %s · cap: at most %s %s · %d search / %d held-out pairs (%.0f%% of seeds held out)",
-			v.Title, plural.Count(int64(o.MaxHarm), "harm"), report.ScopeText(o.Scope, r.World), g.Chosen.Search.Pairs, g.Chosen.Holdout.Pairs, 100*o.Holdout)
+		v.Header = fmt.Sprintf("arm on · %s · cap: at most %s %s · %d search / %d held-out pairs (%.0f%% of %s held out)",
+			v.Title, plural.Count(int64(o.MaxHarm), "harm"), report.ScopeText(o.Scope, r.World), g.Chosen.Search.Pairs, g.Chosen.Holdout.Pairs, 100*o.Holdout, report.Runs(m))
 		v.Chosen, v.Candidates = g.Chosen.Trigger, len(g.Candidates)
-		v.Table = table{Groups: []group{{"", 2}, {"search seeds", 5}, {"held-out seeds", 6 + len(costs)}},
+		v.Table = table{Groups: []group{{"", 2}, {"search " + report.Runs(m), 5}, {"held-out " + report.Runs(m), 6 + len(costs)}},
 			Columns: []string{"trigger", "cap", "fires", "rescued", "harmed", "harmed clean", "net",
 				"fires", "rescued", "harmed", "harmed clean", "net", "harm rate ≤ (95%)"}}
 		for _, k := range costs {
@@ -546,6 +546,9 @@ func parameters(m sweep.Manifest) ([]kv, table, table, string) {
 	kvs := []kv{
 		{"world", s.World}, {"seeds", s.Seeds.String() + " (" + plural.Count(s.Seeds.Len(), "seed") + ")"},
 		{"fork at", report.List(s.ForkAt)}, {"arms", report.List(s.Arms)}, {"replicas", fmt.Sprint(s.Replicas)},
+	}
+	if r := s.Runs; r != nil {
+		kvs[1] = kv{"runs", fmt.Sprintf("%d recorded runs: %s (%s, %d bytes, crc32c %s)", r.Count, r.Source, r.Format, r.Bytes, r.CRC32C)}
 	}
 	for _, prm := range m.Declaration.Params {
 		kvs = append(kvs, kv{prm.Name, s.Params.Text(prm.Name)})

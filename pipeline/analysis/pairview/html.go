@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"strconv"
 	"strings"
 
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/schemas"
 )
@@ -121,7 +123,22 @@ func Fragment(v *View, id, dir string, configs int) (template.HTML, error) {
 	return template.HTML(b.String()), nil
 }
 
-// ID is an HTML id for the pair of q: "pair-c0-f3-on-s5-r0".
-func ID(config, forkStep int, arm fork.Arm, seed uint64, replica int) string {
-	return fmt.Sprintf("pair-c%d-f%d-%s-s%d-r%d", config, forkStep, arm, seed, replica)
+// ID is an HTML id for the pair of a run: "pair-c0-f3-on-s5-r0" for
+// seed 5 (run id "5"); a recorded run's is keyed by its run key
+// (lab.RunKey: "pair-c0-f3-on-k1f2e…-r0"), since a run id may hold any
+// character.
+func ID(config, forkStep int, arm fork.Arm, runID string, replica int) string {
+	if seed, err := strconv.ParseUint(runID, 10, 63); err == nil && strconv.FormatUint(seed, 10) == runID {
+		return fmt.Sprintf("pair-c%d-f%d-%s-s%d-r%d", config, forkStep, arm, seed, replica)
+	}
+	return fmt.Sprintf("pair-c%d-f%d-%s-k%016x-r%d", config, forkStep, arm, lab.RunKey(runID), replica)
+}
+
+// RunName is the run id of v's run: its seed in decimal for a seed
+// population.
+func (v *View) RunName() string {
+	if v.Recorded {
+		return v.RunID
+	}
+	return strconv.FormatUint(v.Seed, 10)
 }

@@ -30,6 +30,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -60,7 +61,8 @@ type Query struct {
 	Seed uint64
 	// RunID names the run instead of Seed. A seed population's runs are
 	// its seeds and their run ids the seeds in decimal, as forklab-agent/1
-	// spells a branch's run in its branch_id.
+	// spells a branch's run in its branch_id; a recorded population's
+	// (forklab sweep --runs) are named only by their run ids.
 	RunID string
 	// ForkStep is the fork step; 0 means the sweep's only one.
 	ForkStep int
@@ -143,15 +145,22 @@ func (s *Sweep) Resolve(q Query) (Query, error) {
 	case q.Config < 0 || q.Config >= len(m.Configs):
 		return q, notIn("configuration %d is not in the sweep: its configurations are 0 to %d", q.Config, len(m.Configs)-1)
 	}
-	if q.RunID != "" {
+	switch {
+	case m.Spec.Runs != nil && q.RunID == "":
+		return q, notIn("the sweep's runs are recorded (%d runs of %s): name one by its run id (--run-id)", m.Spec.Runs.Count, m.Spec.Runs.Source)
+	case m.Spec.Runs != nil:
+		// Found in the files by Pair.
+	case q.RunID != "":
 		seed, err := strconv.ParseUint(q.RunID, 10, 63)
 		if err != nil || strconv.FormatUint(seed, 10) != q.RunID {
 			return q, notIn("run id %q is not in the sweep: its runs are the seeds %s, whose run ids are the seeds in decimal (5, not 05)", q.RunID, m.Spec.Seeds)
 		}
 		q.Seed = seed
-	}
-	if q.Seed < m.Spec.Seeds.Start || q.Seed >= m.Spec.Seeds.End {
-		return q, notIn("seed %d is not in the sweep: its seeds are %s (START:END, END exclusive)", q.Seed, m.Spec.Seeds)
+		fallthrough
+	default:
+		if q.Seed < m.Spec.Seeds.Start || q.Seed >= m.Spec.Seeds.End {
+			return q, notIn("seed %d is not in the sweep: its seeds are %s (START:END, END exclusive)", q.Seed, m.Spec.Seeds)
+		}
 	}
 	steps := m.Spec.ForkAt
 	switch {
@@ -198,6 +207,9 @@ func list[T any](xs []T) string {
 // View is one pair, ready to print.
 type View struct {
 	Query
+	// Recorded: the run is a recorded run (forklab sweep --runs), named
+	// by RunID; NoSeed: it has no seed (Seed is then 0).
+	Recorded, NoSeed bool
 	// World and WorldVersion name the sweep's world; Decl is its
 	// declaration.
 	Decl       world.Declaration
@@ -289,20 +301,42 @@ func (s *Sweep) Pair(q Query) (*View, error) {
 	}
 	m := &s.Manifest
 	v := &View{Query: q, Decl: m.Declaration}
-	size := m.Spec.ShardSeeds()
-	unit := (q.Seed - m.Spec.Seeds.Start) / size
-	i := int64(q.Seed - m.Spec.Seeds.Start - unit*size) // the seed's position in its unit
 	ai := slices.Index(s.arms, q.Arm)
 	K := int64(m.Spec.Replicas)
-	file := func(table string) string {
-		return path.Join(table, fmt.Sprintf("config_id=%d", q.Config), fmt.Sprintf("fork_step=%d", q.ForkStep), fmt.Sprintf("part-%06d.parquet", unit))
+	who := run{seed: q.Seed}
+	var (
+		file func(table string) string
+		i    int64 // the run's position among its unit's rows at the fork step
+	)
+	if m.Spec.Runs != nil {
+		rel, n, err := s.locate(q)
+		if err != nil {
+			return nil, err
+		}
+		i, who = n, run{id: q.RunID}
+		file = func(table string) string { return table + strings.TrimPrefix(rel, "checkpoints") }
+	} else {
+		size := m.Spec.ShardSeeds()
+		unit := (q.Seed - m.Spec.Seeds.Start) / size
+		i = int64(q.Seed - m.Spec.Seeds.Start - unit*size)
+		file = func(table string) string {
+			return path.Join(table, fmt.Sprintf("config_id=%d", q.Config), fmt.Sprintf("fork_step=%d", q.ForkStep), fmt.Sprintf("part-%06d.parquet", unit))
+		}
 	}
-	cp, err := s.row(file("checkpoints"), i, q.Seed, "", -1)
+	cp, err := s.row(file("checkpoints"), i, who, "", -1)
 	if err != nil {
 		return nil, err
 	}
+	if who.id != "" {
+		v.Recorded = true
+		if sd := cp["seed"]; sd.IsNull() {
+			v.NoSeed = true
+		} else {
+			v.Seed = uint64(sd.Int64())
+		}
+	}
 	v.Checkpoint = checkpointOf(cp, &m.Declaration)
-	pr, err := s.row(file("pairs"), i*int64(len(s.arms)-1)+int64(ai-1), q.Seed, q.Arm, -1)
+	pr, err := s.row(file("pairs"), i*int64(len(s.arms)-1)+int64(ai-1), who, q.Arm, -1)
 	if err != nil {
 		return nil, err
 	}
@@ -310,13 +344,13 @@ func (s *Sweep) Pair(q Query) (*View, error) {
 	per := int64(len(s.arms)) * K
 	for side, arm := range []fork.Arm{fork.Off, q.Arm} {
 		a := int64(slices.Index(s.arms, arm))
-		r, err := s.row(file("branches"), i*per+a*K+int64(q.Replica), q.Seed, arm, q.Replica)
+		r, err := s.row(file("branches"), i*per+a*K+int64(q.Replica), who, arm, q.Replica)
 		if err != nil {
 			return nil, err
 		}
 		b, err := branchOf(r, arm, q.Replica)
 		if err != nil {
-			return nil, fmt.Errorf("%s: seed %d arm %s replica %d: %w", file("branches"), q.Seed, arm, q.Replica, err)
+			return nil, fmt.Errorf("%s: %s arm %s replica %d: %w", file("branches"), who, arm, q.Replica, err)
 		}
 		if side == 0 {
 			v.Control = b
@@ -387,11 +421,11 @@ func (s *Sweep) steps(v *View) error {
 		}
 		out, err := rp.Replay(v.Checkpoint.JSON, b.Arm, b.Replica, r)
 		if err != nil {
-			return fmt.Errorf("replay seed %d arm %s replica %d from its checkpoint: %w", v.Seed, b.Arm, b.Replica, err)
+			return fmt.Errorf("replay %s arm %s replica %d from its checkpoint: %w", v.run(), b.Arm, b.Replica, err)
 		}
 		if out.Success != b.Success || out.Cost != b.Cost || out.Intervened != b.Intervened {
-			return fmt.Errorf("replaying seed %d arm %s replica %d from its checkpoint gave success %t, cost %+v, intervened %t where the sweep recorded %t, %+v, %t: this forklab's world %s %s plays differently from the one that ran the sweep; sweep again (with --transcripts to keep the steps)",
-				v.Seed, b.Arm, b.Replica, out.Success, out.Cost, out.Intervened, b.Success, b.Cost, b.Intervened, m.Declaration.Name, m.Declaration.Version)
+			return fmt.Errorf("replaying %s arm %s replica %d from its checkpoint gave success %t, cost %+v, intervened %t where the sweep recorded %t, %+v, %t: this forklab's world %s %s plays differently from the one that ran the sweep; sweep again (with --transcripts to keep the steps)",
+				v.run(), b.Arm, b.Replica, out.Success, out.Cost, out.Intervened, b.Success, b.Cost, b.Intervened, m.Declaration.Name, m.Declaration.Version)
 		}
 		if b.Steps, err = parseSteps(out.Transcript); err != nil {
 			return err
@@ -451,11 +485,33 @@ type tableFile struct {
 	names []string // by column index
 }
 
+// run names the run whose rows row reads: a recorded run by its run id,
+// else a seed.
+type run struct {
+	seed uint64
+	id   string
+}
+
+func (r run) String() string {
+	if r.id != "" {
+		return fmt.Sprintf("run %q", r.id)
+	}
+	return fmt.Sprintf("seed %d", r.seed)
+}
+
+// run names v's run: "seed 5", `run "prod/s17"`.
+func (v *View) run() string {
+	if v.Recorded {
+		return run{id: v.RunID}.String()
+	}
+	return run{seed: v.Seed}.String()
+}
+
 // row reads row n of the table file rel (relative to the results
-// directory) by column name, and checks that it is seed's (and arm's and
+// directory) by column name, and checks that it is who's (and arm's and
 // replica's where they are given: "" and -1 skip them): a file that holds
 // another row there does not match its manifest.
-func (s *Sweep) row(rel string, n int64, seed uint64, arm fork.Arm, replica int) (map[string]parquet.Value, error) {
+func (s *Sweep) row(rel string, n int64, who run, arm fork.Arm, replica int) (map[string]parquet.Value, error) {
 	t, err := s.file(rel)
 	if err != nil {
 		return nil, err
@@ -486,16 +542,98 @@ func (s *Sweep) row(rel string, n int64, seed uint64, arm fork.Arm, replica int)
 		}
 		got := out["seed"]
 		switch {
-		case got.IsNull() || uint64(got.Int64()) != seed:
-			return nil, bad("holds seed %v at row %d where seed %d belongs", got, n, seed)
+		case who.id != "" && str(out["run_id"]) != who.id:
+			return nil, bad("holds run %q at row %d where %s belongs", str(out["run_id"]), n, who)
+		case who.id == "" && (got.IsNull() || uint64(got.Int64()) != who.seed):
+			return nil, bad("holds seed %v at row %d where %s belongs", got, n, who)
 		case arm != "" && str(out["arm"]) != string(arm):
-			return nil, bad("holds arm %s at row %d where seed %d's arm %s belongs", str(out["arm"]), n, seed, arm)
+			return nil, bad("holds arm %s at row %d where %s's arm %s belongs", str(out["arm"]), n, who, arm)
 		case replica >= 0 && int(out["replica"].Int32()) != replica:
-			return nil, bad("holds replica %d at row %d where seed %d's replica %d belongs", out["replica"].Int32(), n, seed, replica)
+			return nil, bad("holds replica %d at row %d where %s's replica %d belongs", out["replica"].Int32(), n, who, replica)
 		}
 		return out, nil
 	}
-	return nil, bad("has %d rows; seed %d belongs at row %d", base, seed, n)
+	return nil, bad("has %d rows; %s belongs at row %d", base, who, n)
+}
+
+// locate finds recorded run q.RunID's checkpoint at q.ForkStep: the
+// checkpoints file of its unit and its row there, which is also its
+// position among the unit's runs in the branches and pairs files of that
+// fork step (a run has rows at a fork step in all three or in none). It
+// reads the run_id column of the fork step's checkpoints files, unit by
+// unit: a recorded population's runs are not numbered by their ids. A run
+// the sweep lacks, or that has no checkpoint at the step, is ErrNotInSweep.
+func (s *Sweep) locate(q Query) (string, int64, error) {
+	m := &s.Manifest
+	dir := path.Join("checkpoints", fmt.Sprintf("config_id=%d", q.Config), fmt.Sprintf("fork_step=%d", q.ForkStep)) + "/"
+	for _, f := range m.Files {
+		if !strings.HasPrefix(f.Path, dir) {
+			continue
+		}
+		n, err := s.find(f.Path, q.RunID)
+		if err != nil || n >= 0 {
+			return f.Path, n, err
+		}
+	}
+	tasks := path.Join("tasks", fmt.Sprintf("config_id=%d", q.Config)) + "/"
+	for _, f := range m.Files {
+		if !strings.HasPrefix(f.Path, tasks) {
+			continue
+		}
+		if n, err := s.find(f.Path, q.RunID); err != nil {
+			return "", 0, err
+		} else if n >= 0 {
+			return "", 0, notIn("run %q has no checkpoint at fork step %d: its source recorded none there (the sweep forks at %s)", q.RunID, q.ForkStep, stepsText(m.Spec.ForkAt))
+		}
+	}
+	return "", 0, notIn("run id %q is not in the sweep: its runs are the %d recorded runs of %s (forklab sql DIR \"SELECT run_id FROM tasks\" lists them)", q.RunID, m.Spec.Runs.Count, m.Spec.Runs.Source)
+}
+
+// find returns the row of the table file rel whose run_id is id, or -1.
+func (s *Sweep) find(rel, id string) (int64, error) {
+	t, err := s.file(rel)
+	if err != nil {
+		return 0, err
+	}
+	ci := slices.Index(t.names, "run_id")
+	if ci < 0 {
+		return -1, nil
+	}
+	base := int64(0)
+	var vals []parquet.Value
+	for _, rg := range t.pf.RowGroups() {
+		pages := rg.ColumnChunks()[ci].Pages()
+		n := base
+		for {
+			p, err := pages.ReadPage()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				pages.Close()
+				return 0, fmt.Errorf("%s %w: %s cannot be read: %v", s.Dir, sweep.ErrMismatch, rel, err)
+			}
+			vals = slices.Grow(vals[:0], int(p.NumValues()))[:p.NumValues()]
+			k, err := p.Values().ReadValues(vals)
+			if err != nil && err != io.EOF {
+				parquet.Release(p)
+				pages.Close()
+				return 0, fmt.Errorf("%s %w: %s cannot be read: %v", s.Dir, sweep.ErrMismatch, rel, err)
+			}
+			for j := range k {
+				if v := vals[j]; !v.IsNull() && string(v.ByteArray()) == id {
+					parquet.Release(p)
+					pages.Close()
+					return n + int64(j), nil
+				}
+			}
+			n += int64(k)
+			parquet.Release(p)
+		}
+		pages.Close()
+		base += rg.NumRows()
+	}
+	return -1, nil
 }
 
 // file opens the table file rel once; it must be one the manifest lists.

@@ -15,9 +15,17 @@ import (
 )
 
 // Title is the view's one-line title: "seed 5 · fork step 3 · on vs off ·
-// replica 0", with the configuration when the sweep has several.
+// replica 0" (a recorded run's: "run prod/s5 (seed 5) · …"), with the
+// configuration when the sweep has several.
 func (v *View) Title(configs int) string {
-	t := fmt.Sprintf("seed %d · fork step %d · %s vs off · replica %d", v.Seed, v.ForkStep, v.Arm, v.Replica)
+	who := fmt.Sprintf("seed %d", v.Seed)
+	switch {
+	case v.Recorded && v.NoSeed:
+		who = "run " + v.RunID
+	case v.Recorded:
+		who = fmt.Sprintf("run %s (seed %d)", v.RunID, v.Seed)
+	}
+	t := fmt.Sprintf("%s · fork step %d · %s vs off · replica %d", who, v.ForkStep, v.Arm, v.Replica)
 	if configs > 1 {
 		t += fmt.Sprintf(" · config %d", v.Config)
 	}

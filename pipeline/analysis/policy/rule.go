@@ -71,11 +71,17 @@ type Rule struct {
 	Note string `json:"note,omitempty"`
 }
 
-// Split is the seeds a rule was searched on: those of the sweep's range
-// [Start, End) not held out at share Holdout (HeldOut).
+// Split is the runs a rule was searched on: the seeds of the sweep's range
+// [Start, End) not held out at share Holdout (HeldOut), or, for a recorded
+// population (forklab sweep --runs), its runs not held out, the population
+// named by Runs (its source) and CRC32C (its listing's checksum, as the
+// manifest records it), and Count its runs.
 type Split struct {
 	Start   uint64  `json:"start"`
 	End     uint64  `json:"end"`
+	Runs    string  `json:"runs,omitempty"`
+	CRC32C  string  `json:"crc32c,omitempty"`
+	Count   uint64  `json:"count,omitempty"`
 	Holdout float64 `json:"holdout"`
 }
 
@@ -95,7 +101,7 @@ const exactCount = 1 << 26
 // (nil Search: 0), and whether the count is exact: beyond 2^26 seeds in
 // common it is the overlap times the search share, rounded.
 func (r Rule) Searched(start, end uint64) (n uint64, exact bool) {
-	if r.Search == nil {
+	if r.Search == nil || r.Search.Runs != "" {
 		return 0, true
 	}
 	lo, hi := max(start, r.Search.Start), min(end, r.Search.End)
@@ -188,8 +194,8 @@ func (r Rule) Validate() error {
 			return fmt.Errorf("condition %d: unknown operator %q (known: %s)", i+1, c.Op, strings.Join(Ops, " "))
 		}
 	}
-	if sp := r.Search; sp != nil && (sp.Start >= sp.End || !(sp.Holdout > 0 && sp.Holdout < 1)) {
-		return fmt.Errorf("search: want start < end and a holdout strictly between 0 and 1, got %+v", *sp)
+	if sp := r.Search; sp != nil && ((sp.Runs == "" && sp.Start >= sp.End) || (sp.Runs != "" && (sp.Start != 0 || sp.End != 0)) || !(sp.Holdout > 0 && sp.Holdout < 1)) {
+		return fmt.Errorf("search: want start < end (seeds) or runs (a recorded population) and a holdout strictly between 0 and 1, got %+v", *sp)
 	}
 	return nil
 }

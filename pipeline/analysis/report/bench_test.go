@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/forklab/forklab/pipeline/analysis/results"
+	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	_ "github.com/forklab/forklab/pipeline/worlds/counter"
 	"github.com/forklab/forklab/pipeline/worlds/toolloop"
@@ -374,4 +376,105 @@ func BenchmarkReportAtScale(b *testing.B) {
 	b.ReportMetric(baselineReportSeconds/best, "x_per_feature_sql")
 	b.ReportMetric(baselineReportMiB/(float64(peak)/(1<<20)), "x_less_memory")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkRecordedPeakMemory is issue 23's scale check of recorded
+// populations: BENCH_RECORDED_RUNS (default 10,000,000) recorded
+// checkpoints — the counter's seeds 0..N-1 at fork step 3, as forklab
+// checkpoint prints them, one record {"run_id":"rS","checkpoint":…} per
+// line — swept with `forklab sweep --runs FILE` in a child process, and the
+// seed sweep of the same N seeds (`forklab sweep --seeds 0:N`) beside it.
+// It reports each one's pairs per second and peak resident memory, the
+// ratios recorded/seeds, and the file's size: a file of 10 million
+// recorded checkpoints streams through in bounded memory.
+func BenchmarkRecordedPeakMemory(b *testing.B) {
+	n := benchSeeds(b, "BENCH_RECORDED_RUNS", 10_000_000)
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "forklab")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/forklab").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v: %s", err, out)
+	}
+	file := filepath.Join(dir, "runs.jsonl")
+	size, err := writeRecords(file, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sweepOnce := func(args ...string) (pairsPerSecond float64, peakMiB float64) {
+		out := filepath.Join(dir, "out")
+		os.RemoveAll(out)
+		start := time.Now()
+		cmd := exec.Command(bin, append([]string{"sweep", "--out", out, "-q"}, args...)...)
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("sweep %v: %v: %s", args, err, msg)
+		}
+		rate := float64(n) / time.Since(start).Seconds()
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			peakMiB = float64(ru.Maxrss) / 1024 // Linux reports KiB
+		}
+		os.RemoveAll(out)
+		return rate, peakMiB
+	}
+	var rec, seeds, recPeak, seedPeak float64
+	b.ResetTimer()
+	for b.Loop() {
+		r, p := sweepOnce("--runs", file)
+		rec, recPeak = max(rec, r), max(recPeak, p)
+		r, p = sweepOnce("--seeds", fmt.Sprintf("0:%d", n), "--fork-at", "3")
+		seeds, seedPeak = max(seeds, r), max(seedPeak, p)
+	}
+	b.ReportMetric(rec, "pairs/s")
+	b.ReportMetric(recPeak, "peak_MiB")
+	b.ReportMetric(seeds, "seed_pairs/s")
+	b.ReportMetric(seedPeak, "seed_peak_MiB")
+	b.ReportMetric(rec/seeds, "x_seed_rate")
+	b.ReportMetric(recPeak/seedPeak, "x_seed_memory")
+	b.ReportMetric(float64(size)/1e6, "file_MB")
+	b.ReportMetric(0, "ns/op")
+}
+
+// writeRecords writes the counter's checkpoints of seeds 0..n-1 at fork
+// step 3 to path as records, one per line, and returns the file's size.
+func writeRecords(path string, n uint64) (int64, error) {
+	def, err := lab.Lookup("counter")
+	if err != nil {
+		return 0, err
+	}
+	spec := sweep.DefaultSpec()
+	r, err := spec.Resolve()
+	if err != nil {
+		return 0, err
+	}
+	inst, err := def.Open(r.Configs[0].Params, r.Configs[0].Model)
+	if err != nil {
+		return 0, err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	var line []byte
+	for seed := range n {
+		cp, err := inst.Checkpoint(seed, 3)
+		if err != nil {
+			return 0, err
+		}
+		line = append(line[:0], `{"run_id":"r`...)
+		line = strconv.AppendUint(line, seed, 10)
+		line = append(line, `","checkpoint":`...)
+		line = append(line, cp.Checkpoint...)
+		line = append(line, "}\n"...)
+		if _, err := w.Write(line); err != nil {
+			return 0, err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
 }

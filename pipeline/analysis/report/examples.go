@@ -10,13 +10,13 @@ import (
 )
 
 // Examples are a few pairs worth opening in every slice: the first two
-// rescued and the first two harmed pairs (by seed) of each bucket of each
-// feature (queries/slice_examples.sql), and the side-by-side view of every
-// pair they name (pairview, replica 0), which the HTML report embeds and
-// links from its slice tables.
+// rescued and the first two harmed pairs (by seed, then run id) of each
+// bucket of each feature (queries/slice_examples.sql), and the
+// side-by-side view of every pair they name (pairview, replica 0), which
+// the HTML report embeds and links from its slice tables.
 type Examples struct {
 	// Slices is slice_examples.sql's table: config_id, fork_step, arm,
-	// feature, value, label, seeds.
+	// feature, value, label, seeds, run_ids.
 	Slices *results.Table
 	// Views holds the view of every pair Slices names, in the order they
 	// are first named; ID keys them.
@@ -24,16 +24,17 @@ type Examples struct {
 }
 
 // ID is the HTML id of the view of a pair (pairview.ID, replica 0).
-func ID(config, forkStep int, arm fork.Arm, seed uint64) string {
-	return pairview.ID(config, forkStep, arm, seed, 0)
+func ID(config, forkStep int, arm fork.Arm, runID string) string {
+	return pairview.ID(config, forkStep, arm, runID, 0)
 }
 
-// Seeds reads the seeds column of a slice_examples row (a DuckDB list).
-func Seeds(r results.Row) []uint64 {
-	xs, _ := r["seeds"].([]any)
-	out := make([]uint64, 0, len(xs))
+// RunIDs reads the run_ids column of a slice_examples row (a DuckDB
+// list): a seed population's are its seeds in decimal.
+func RunIDs(r results.Row) []string {
+	xs, _ := r["run_ids"].([]any)
+	out := make([]string, 0, len(xs))
 	for _, x := range xs {
-		out = append(out, uint64(results.Int(x)))
+		out = append(out, fmt.Sprint(x))
 	}
 	return out
 }
@@ -55,9 +56,9 @@ func CollectExamples(ctx context.Context, db *results.DB, s *Sections) error {
 	ex := &Examples{Slices: t}
 	seen := map[string]bool{}
 	for _, r := range t.Records() {
-		for _, seed := range Seeds(r) {
-			q := pairview.Query{Config: int(r.Int("config_id")), Seed: seed, ForkStep: int(r.Int("fork_step")), Arm: fork.Arm(r.Str("arm"))}
-			id := ID(q.Config, q.ForkStep, q.Arm, seed)
+		for _, run := range RunIDs(r) {
+			q := pairview.Query{Config: int(r.Int("config_id")), RunID: run, ForkStep: int(r.Int("fork_step")), Arm: fork.Arm(r.Str("arm"))}
+			id := ID(q.Config, q.ForkStep, q.Arm, run)
 			if seen[id] {
 				continue
 			}
@@ -67,7 +68,7 @@ func CollectExamples(ctx context.Context, db *results.DB, s *Sections) error {
 			}
 			v, err := sw.Pair(q)
 			if err != nil {
-				return fmt.Errorf("the view of seed %d (%s, fork step %d): %w", seed, q.Arm, q.ForkStep, err)
+				return fmt.Errorf("the view of run %s (%s, fork step %d): %w", run, q.Arm, q.ForkStep, err)
 			}
 			ex.Views = append(ex.Views, v)
 		}

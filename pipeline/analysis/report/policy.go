@@ -88,8 +88,8 @@ func WritePolicy(w io.Writer, r *search.Result, m sweep.Manifest, qini *results.
 			fmt.Fprintf(w, "POLICY SEARCH · %s: skipped, %s\n", title, g.Skipped)
 			continue
 		}
-		fmt.Fprintf(w, "POLICY SEARCH · arm on · %s (cap: at most %s %s; %d search / %d held-out pairs, %.0f%% of seeds held out)\n",
-			title, plural.Count(int64(o.MaxHarm), "harm"), ScopeText(o.Scope, r.World), g.Chosen.Search.Pairs, g.Chosen.Holdout.Pairs, 100*o.Holdout)
+		fmt.Fprintf(w, "POLICY SEARCH · arm on · %s (cap: at most %s %s; %d search / %d held-out pairs, %.0f%% of %s held out)\n",
+			title, plural.Count(int64(o.MaxHarm), "harm"), ScopeText(o.Scope, r.World), g.Chosen.Search.Pairs, g.Chosen.Holdout.Pairs, 100*o.Holdout, Runs(m))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		head := "trigger\tcap\tsearch fires\trescued\tharmed\tharmed clean\tnet\theld-out fires\trescued\tharmed\tharmed clean\tnet\tharm rate ≤ (95%)"
 		for _, i := range costs {
@@ -157,7 +157,7 @@ func writeQini(w io.Writer, t *results.Table, m sweep.Manifest, configID, forkSt
 	if len(rows) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\nUPLIFT (QINI) CURVE · arm on · %s: held-out pairs fired best-scored first (score: the net rate of the pair's feature buckets on the search seeds; random_net: the net of firing as many pairs at random)\n", GroupTitle(m, configID, forkStep))
+	fmt.Fprintf(w, "\nUPLIFT (QINI) CURVE · arm on · %s: held-out pairs fired best-scored first (score: the net rate of the pair's feature buckets on the search %s; random_net: the net of firing as many pairs at random)\n", GroupTitle(m, configID, forkStep), Runs(m))
 	out := &results.Table{Columns: []string{"fired", "pairs fired", "rescued", "harmed", "net", "random_net"}}
 	for _, r := range rows {
 		out.Rows = append(out.Rows, []any{fmt.Sprintf("%.0f%%", 100*r.Float("fire_rate")), r.Int("fired"),
@@ -173,4 +173,14 @@ func writeQini(w io.Writer, t *results.Table, m sweep.Manifest, configID, forkSt
 // ruleText is a rule as the Result paragraph writes it.
 func ruleText(c search.Candidate) string {
 	return strings.TrimSpace(c.Rule.String())
+}
+
+// Runs names what the sweep's population is made of, as the report's
+// lines about its split say it: "seeds", or "runs" for a recorded
+// population (split by run, docs/recorded-runs.md).
+func Runs(m sweep.Manifest) string {
+	if m.Spec.Runs != nil {
+		return "runs"
+	}
+	return "seeds"
 }

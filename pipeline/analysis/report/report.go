@@ -178,8 +178,8 @@ func writeBriefHeader(w io.Writer, db *results.DB) {
 
 func writeHeader(w io.Writer, db *results.DB) {
 	m := db.Manifest
-	fmt.Fprintf(w, "forklab report · %s · world %s %s · seeds %s · fork at %s · arms %s · replicas %d",
-		db.Dir, m.Declaration.Name, m.Declaration.Version, m.Spec.Seeds, List(m.Spec.ForkAt), List(m.Spec.Arms), m.Spec.Replicas)
+	fmt.Fprintf(w, "forklab report · %s · world %s %s · %s · fork at %s · arms %s · replicas %d",
+		db.Dir, m.Declaration.Name, m.Declaration.Version, m.Spec.PopulationText(), List(m.Spec.ForkAt), List(m.Spec.Arms), m.Spec.Replicas)
 	if len(m.Configs) > 1 {
 		fmt.Fprintf(w, " · %d configurations", len(m.Configs))
 	}

@@ -82,7 +82,27 @@ func resultParagraphs(s *Sections, m sweep.Manifest) []string {
 			out = append(out, guard(s, g, m, len(s.Search.Groups) > 1))
 		}
 	}
+	if p := PopulationParagraph(m); p != "" {
+		out = append(out, p)
+	}
 	return out
+}
+
+// PopulationParagraph says, for a recorded population, what its numbers
+// can and cannot speak for: they count these runs, which nobody drew at
+// random; "" for a seed population, whose seeds are a random sample of the
+// world's task generator (docs/recorded-runs.md, "What the statistics
+// mean").
+func PopulationParagraph(m sweep.Manifest) string {
+	r := m.Spec.Runs
+	if r == nil {
+		return ""
+	}
+	return fmt.Sprintf("These are %d recorded runs (%s %s), not a random sample: the counts describe these runs. "+
+		"The rates, intervals and McNemar's p treat them as if drawn at random from the runs your agent meets; "+
+		"they speak for runs recorded the way these were, not for the runs you did not record (other days, other users, "+
+		"the runs a filter left out). The held-out check holds out some of these same runs: it catches a rule fitted "+
+		"to chance, not a population that differs from these.", r.Count, r.Format, r.Source)
 }
 
 func countArm(rs []results.Row, arm string) int {
@@ -334,7 +354,7 @@ func guard(s *Sections, g *search.Group, m sweep.Manifest, several bool) string 
 		p += " A single feature was not enough here: the rule needs two conditions."
 	}
 	if c.Holdout.Harmed > 0 && c.Search.Harmed == 0 {
-		p += " Its harms on held-out seeds show the search set flattered it."
+		p += " Its harms on held-out " + Runs(m) + " show the search set flattered it."
 	}
 	return p
 }

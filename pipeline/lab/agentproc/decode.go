@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	gojson "github.com/goccy/go-json"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -70,32 +68,7 @@ func decodeStrict(raw json.RawMessage, v result) error {
 // hidden) from vals into dst, in declaration order. Every declared field
 // must be present, of its type, and no other.
 func parseValues(where string, fields []world.Field, vals Values, dst []world.Value) ([]world.Value, error) {
-	for _, f := range fields {
-		x, ok := vals[f.Name]
-		if !ok {
-			return dst, fmt.Errorf("%s.%s is missing: the declaration lists it (%s)", where, f.Name, f.Kind)
-		}
-		v, err := f.Parse(x)
-		if err != nil {
-			return dst, fmt.Errorf("%s.%v", where, err)
-		}
-		dst = append(dst, v)
-	}
-	if len(vals) > len(fields) {
-		var extra []string
-		for k := range vals {
-			if !slices.ContainsFunc(fields, func(f world.Field) bool { return f.Name == k }) {
-				extra = append(extra, k)
-			}
-		}
-		sort.Strings(extra)
-		names := make([]string, len(fields))
-		for i, f := range fields {
-			names[i] = f.Name
-		}
-		return dst, fmt.Errorf("%s.%s is not declared (declared: %s)", where, extra[0], strings.Join(names, ", "))
-	}
-	return dst, nil
+	return world.ParseValues(where, fields, vals, dst)
 }
 
 // parseOutcome reads a branch entry's success and score against the

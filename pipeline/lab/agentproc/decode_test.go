@@ -208,6 +208,21 @@ func TestStrictDecodingIsTheSchema(t *testing.T) {
 			}},
 		{"fold.result", `{"seed":5,"fork_step":2,"over":false,"checkpoint":[1,2],"features":{"same_obs":true,"mood":"wild","tokens_left":1.5},"hidden":{"stuck":false},"cost":{"steps":2,"usd":0}}`,
 			func(b json.RawMessage) error { return foldCall(&testDecl, FoldParams{}, &Folded{}).decode(b) }},
+		{"load.result", `{"task":{"budget":7},"forks":[{"fork_step":3,"over":true,"checkpoint":"t-9","features":{"same_obs":false,"mood":"calm","tokens_left":2},"hidden":{"stuck":true},"cost":{"steps":3,"usd":1}}]}`,
+			func(b json.RawMessage) error {
+				var res lab.SeedResult
+				res.Resize(&testDecl, plan)
+				return testInstance().loadCall("t-9", []int{3}, &res).decode(b)
+			}},
+		{"inspect.result", `{"over":false,"features":{"same_obs":true,"mood":"calm","tokens_left":null},"hidden":{"stuck":false},"cost":{"steps":3,"usd":0.5}}`,
+			func(b json.RawMessage) error {
+				return testInstance().inspectCall([]byte(`{}`), 3, &lab.ForkResult{}).decode(b)
+			}},
+		{"runs.result", `{"runs":[{"run_id":"t-1","metadata":{"user":"ann"}},{"run_id":"t-2"}],"next_cursor":"c2"}`,
+			func(b json.RawMessage) error {
+				var r RunsResult
+				return decodeResult("runs.result", b, &r)
+			}},
 	} {
 		var good any
 		d := json.NewDecoder(strings.NewReader(tc.good))

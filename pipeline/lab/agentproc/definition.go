@@ -267,32 +267,38 @@ func armSupported(d world.Declaration, arm fork.Arm) bool {
 
 // startCall is the start request of seed, decoding into res.
 func (i *Instance) startCall(seed uint64, forkSteps []int, res *lab.SeedResult) *call {
-	d := &i.def.init.World
 	return &call{method: MethodStart, units: 1,
 		params: StartParams{Seed: seed, ForkSteps: forkSteps, Params: i.params, Model: i.model},
-		decode: func(raw json.RawMessage) error {
-			var r StartResult
-			if err := decodeResult("start.result", raw, &r); err != nil {
+		decode: i.decodeRun("start.result", forkSteps, res)}
+}
+
+// decodeRun decodes a start result (or a load result, of the same shape:
+// schema names which) of forkSteps into res.
+func (i *Instance) decodeRun(schema string, forkSteps []int, res *lab.SeedResult) func(json.RawMessage) error {
+	d := &i.def.init.World
+	return func(raw json.RawMessage) error {
+		var r StartResult
+		if err := decodeResult(schema, raw, &r); err != nil {
+			return err
+		}
+		if len(r.Forks) != len(forkSteps) {
+			return fmt.Errorf("result.forks has %d entries for %d fork steps asked", len(r.Forks), len(forkSteps))
+		}
+		var err error
+		if res.Task, err = parseValues("result.task", d.Task, r.Task, res.Task[:0]); err != nil {
+			return err
+		}
+		for k := range r.Forks {
+			where := fmt.Sprintf("result.forks[%d]", k)
+			if *r.Forks[k].ForkStep != forkSteps[k] {
+				return fmt.Errorf("%s.fork_step is %d, but fork step %d was asked there", where, *r.Forks[k].ForkStep, forkSteps[k])
+			}
+			if err := parseFork(where, d, &r.Forks[k], &res.Forks[k]); err != nil {
 				return err
 			}
-			if len(r.Forks) != len(forkSteps) {
-				return fmt.Errorf("result.forks has %d entries for %d fork steps asked", len(r.Forks), len(forkSteps))
-			}
-			var err error
-			if res.Task, err = parseValues("result.task", d.Task, r.Task, res.Task[:0]); err != nil {
-				return err
-			}
-			for k := range r.Forks {
-				where := fmt.Sprintf("result.forks[%d]", k)
-				if *r.Forks[k].ForkStep != forkSteps[k] {
-					return fmt.Errorf("%s.fork_step is %d, but fork step %d was asked there", where, *r.Forks[k].ForkStep, forkSteps[k])
-				}
-				if err := parseFork(where, d, &r.Forks[k], &res.Forks[k]); err != nil {
-					return err
-				}
-			}
-			return nil
-		}}
+		}
+		return nil
+	}
 }
 
 // branchCall is the branch request of every arm and replica of one
@@ -300,8 +306,16 @@ func (i *Instance) startCall(seed uint64, forkSteps []int, res *lab.SeedResult) 
 // numbers the only replica. over is what start (or fold) said of the
 // checkpoint: a run that is over has one outcome, which every branch of it
 // must report (docs/agent-protocol.md, "Runs that are over"). sweepID,
-// when not "", is sent with each branch's identity (BranchID).
+// when not "", is sent with each branch's identity (BranchID), its run the
+// decimal seed.
 func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint []byte, arms []fork.Arm, replicas int, fires bool, out []lab.BranchResult, firstReplica int, sweepID string) *call {
+	return i.branchCallRun(seed, strconv.FormatUint(seed, 10), forkStep, over, checkpoint, arms, replicas, fires, out, firstReplica, sweepID)
+}
+
+// branchCallRun is branchCall for a run named run in its branches'
+// identities: a recorded run's percent-encoded run_id (its seed is then
+// the one the agent is sent: the run's own, or its run key).
+func (i *Instance) branchCallRun(seed uint64, run string, forkStep int, over bool, checkpoint []byte, arms []fork.Arm, replicas int, fires bool, out []lab.BranchResult, firstReplica int, sweepID string) *call {
 	d := &i.def.init.World
 	specs := make([]BranchSpec, 0, len(arms)*replicas)
 	for _, arm := range arms {
@@ -313,7 +327,7 @@ func (i *Instance) branchCall(seed uint64, forkStep int, over bool, checkpoint [
 			rep := firstReplica + r
 			spec := BranchSpec{Arm: arm, Intervention: iv, Replica: rep, NoiseKey: NoiseKey(seed, forkStep, arm, rep, fires)}
 			if sweepID != "" {
-				spec.BranchID = BranchID(sweepID, strconv.FormatUint(seed, 10), forkStep, arm, rep)
+				spec.BranchID = BranchID(sweepID, run, forkStep, arm, rep)
 			}
 			specs = append(specs, spec)
 		}

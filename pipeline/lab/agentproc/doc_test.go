@@ -10,6 +10,7 @@ import (
 
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
+	population "github.com/forklab/forklab/pipeline/lab/recorded"
 	"github.com/forklab/forklab/pipeline/world"
 )
 
@@ -125,6 +126,7 @@ func TestDocumentedMessages(t *testing.T) {
 		json.RawMessage(`{"type":"start","agent":"seed_core","version":"1","seed":5}`),
 		json.RawMessage(`{"type":"action","step":1,"action":"increment","obs":0}`), json.RawMessage(`{"type":"action","step":2,"action":"increment","obs":0}`)}
 	ours := map[string]bool{}
+	cursor := "2"
 	for _, v := range []any{
 		request{JSONRPC: "2.0", ID: 1, Method: MethodInitialize, Params: InitializeParams{ProtocolVersions: []string{Version}, Client: ClientInfo{Name: "forklab", Version: "0.1.0"}}},
 		start(5),
@@ -132,6 +134,10 @@ func TestDocumentedMessages(t *testing.T) {
 		request{JSONRPC: "2.0", ID: 4, Method: MethodShutdown, Params: struct{}{}},
 		[]request{start(5), start(6)},
 		request{JSONRPC: "2.0", ID: 2, Method: MethodFold, Params: FoldParams{Stream: "demo", Offset: "0000000000000000_0000000000000005_1_89fbe3e6", Events: events}},
+		request{JSONRPC: "2.0", ID: 2, Method: MethodRuns, Params: RunsParams{Limit: population.PageSize}},
+		request{JSONRPC: "2.0", ID: 3, Method: MethodRuns, Params: RunsParams{Cursor: &cursor, Limit: population.PageSize}},
+		request{JSONRPC: "2.0", ID: 4, Method: MethodLoad, Params: LoadParams{RunID: "ticket-4411", ForkSteps: []int{3}, Params: world.Params{}}},
+		request{JSONRPC: "2.0", ID: 5, Method: MethodInspect, Params: inst.inspectCall(cp, 3, &lab.ForkResult{}).params},
 	} {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -173,6 +179,15 @@ func TestDocumentedMessages(t *testing.T) {
 				derr = inst.branchCall(5, 3, false, cp, []fork.Arm{fork.Off, fork.On, fork.AA}, 1, false, make([]lab.BranchResult, 3), 0, docSweepID).decode(r.Result)
 			case MethodFold:
 				derr = foldCall(&decl, FoldParams{}, &Folded{}).decode(r.Result)
+			case MethodRuns:
+				var rr RunsResult
+				derr = decodeResult("runs.result", r.Result, &rr)
+			case MethodLoad:
+				var res lab.SeedResult
+				res.Resize(&decl, lab.Plan{ForkSteps: []int{3}, Arms: []fork.Arm{fork.Off}, Replicas: 1})
+				derr = inst.loadCall("ticket-4411", []int{3}, &res).decode(r.Result)
+			case MethodInspect:
+				derr = inst.inspectCall(cp, 3, &lab.ForkResult{}).decode(r.Result)
 			}
 			if derr != nil {
 				t.Errorf("line %d: %v", m.line, derr)

@@ -72,6 +72,12 @@ type Capabilities struct {
 	// Batch is the most requests the agent takes in one JSON-RPC batch
 	// (a JSON array on one line); 0 or 1: no batches.
 	Batch int `json:"batch,omitempty"`
+	// Runs: the agent answers runs and load (its recorded runs, listed
+	// and loaded: forklab sweep --runs agent:).
+	Runs bool `json:"runs,omitempty"`
+	// Inspect: the agent answers inspect (a checkpoint's features and
+	// hidden truth, computed from it).
+	Inspect bool `json:"inspect,omitempty"`
 }
 
 // InitializeResult is initialize's result: the version chosen, the world

@@ -43,6 +43,7 @@ func (r *runner) Costly() bool { return true }
 // block is a run of consecutive seeds played together.
 type block struct {
 	lo, hi  uint64
+	recs    []*lab.Record // a recorded population's runs (RunRecords)
 	results []*lab.SeedResult
 	done    chan struct{}
 	err     error
@@ -73,28 +74,9 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 		}
 		defer j.close()
 	}
-	size := uint64(1)
-	if b := def.init.Capabilities.Batch; b > 1 {
-		size = uint64(min(b, maxBatchSeeds))
-	}
-	inner, cancel := context.WithCancel(ctx)
+	size := uint64(def.blockSize())
+	inner, cancel := def.failFastContext(ctx)
 	defer cancel()
-	if tripped := def.pool.brk.done(); tripped != nil {
-		go func() {
-			select {
-			case <-tripped:
-				cancel()
-			case <-inner.Done():
-			}
-		}()
-	}
-	// failing replaces the error that ends Run when fail-fast stopped it.
-	failing := func(err error) error {
-		if f := def.pool.brk.failure(); f != nil && ctx.Err() == nil {
-			return f
-		}
-		return err
-	}
 	window := make(chan struct{}, 2*def.pool.cfg.Parallel)
 	// The blocks in seed order, as the dispatcher cuts them: at most one
 	// per window slot, and the skipped block that ends a stopped run.
@@ -131,6 +113,41 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 			blocks <- b
 		}
 	}()
+	return def.emitBlocks(ctx, blocks, window, cancel, &wg, emit)
+}
+
+// failFastContext returns a context of ctx that fail-fast cancels when it
+// finds the agent failing (Config.FailFast), so that the seeds or runs in
+// progress are abandoned: they would fail too.
+func (d *Definition) failFastContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	inner, cancel := context.WithCancel(ctx)
+	if tripped := d.pool.brk.done(); tripped != nil {
+		go func() {
+			select {
+			case <-tripped:
+				cancel()
+			case <-inner.Done():
+			}
+		}()
+	}
+	return inner, cancel
+}
+
+// failing replaces err, the error that ends a run of blocks, by the
+// *FailingError that says why when fail-fast stopped it.
+func (d *Definition) failing(ctx context.Context, err error) error {
+	if f := d.pool.brk.failure(); f != nil && ctx.Err() == nil {
+		return f
+	}
+	return err
+}
+
+// emitBlocks emits the results of blocks, in order, each once it is done,
+// freeing a slot of window after each: the emitting half of a runner
+// (Run, and a recorded population's RunRecords). A skipped block ends it
+// with ErrStopped once the blocks in progress are done (or ctx's error);
+// a block's error, or emit's, cancels the rest.
+func (d *Definition) emitBlocks(ctx context.Context, blocks <-chan *block, window <-chan struct{}, cancel func(), wg *sync.WaitGroup, emit func(*lab.SeedResult) error) error {
 	for b := range blocks {
 		<-b.done
 		if b.skipped {
@@ -138,12 +155,12 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 				return err
 			}
 			wg.Wait() // the seeds in progress finish and are journaled
-			return failing(ErrStopped)
+			return d.failing(ctx, ErrStopped)
 		}
 		if b.err != nil {
 			cancel()
 			drain(blocks)
-			return failing(b.err)
+			return d.failing(ctx, b.err)
 		}
 		for _, res := range b.results {
 			if err := emit(res); err != nil {
@@ -156,6 +173,15 @@ func (r *runner) Run(ctx context.Context, lo, hi uint64, emit func(*lab.SeedResu
 		<-window
 	}
 	return nil
+}
+
+// blockSize is how many seeds (or recorded runs) a block of work holds:
+// one, or as many as a batch line takes (at most maxBatchSeeds).
+func (d *Definition) blockSize() int {
+	if b := d.init.Capabilities.Batch; b > 1 {
+		return min(b, maxBatchSeeds)
+	}
+	return 1
 }
 
 // drain empties blocks until the dispatcher closes it (after ctx's

@@ -401,7 +401,7 @@ func (co *coordinator) run(ctx context.Context) (sweep.Result, error) {
 	r := co.r
 	co.failed = map[failedKey]bool{}
 	co.status.Sweep, co.status.Units, co.status.Since = co.rec.Sweep, r.UnitCount(), time.Now()
-	co.status.Seeds = r.Spec.Seeds.Len() * uint64(len(r.Configs))
+	co.status.Seeds = r.Spec.Population().Len() * uint64(len(r.Configs))
 	// Units finished before this coordinator started (a pick-up), as the
 	// ledger has them: reports may have aged out of the topic.
 	entries, err := sweep.FinishedUnits(co.st)

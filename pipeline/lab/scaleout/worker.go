@@ -17,6 +17,7 @@ import (
 
 	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab"
+	"github.com/forklab/forklab/pipeline/lab/recorded"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/segmentio/kafka-go"
 )
@@ -59,6 +60,9 @@ type WorkerConfig struct {
 	// (forklab worker wires agentproc here, with its --agent command and
 	// --agent-env); nil refuses such sweeps.
 	OpenAgent func(ctx context.Context, a sweep.AgentSpec) (Agent, error)
+	// Token is the session log's bearer token, for a sweep of the sessions
+	// under a prefix of the log (sweep --runs URL).
+	Token string
 }
 
 // Agent is an external agent's world as a worker runs it: a definition
@@ -276,6 +280,9 @@ type memberSweep struct {
 
 func (s *memberSweep) close() {
 	s.uw.Close()
+	if s.r.Source != nil {
+		s.r.Source.Close()
+	}
 	if s.agent != nil {
 		s.agent.Close()
 	}
@@ -517,6 +524,18 @@ func (m *member) sweepOf(ctx context.Context, msg UnitMsg) (*memberSweep, error)
 		r, err = msg.Spec.ResolveWith(agent)
 	} else {
 		r, err = msg.Spec.Resolve()
+	}
+	if err == nil && r.Spec.Runs != nil {
+		// A recorded population: this worker reads it too, and finds it
+		// as the coordinator listed it, or runs nothing of it.
+		o := recorded.Options{Token: m.w.cfg.Token}
+		if l, ok := agent.(recorded.Lister); ok {
+			o.Agent = l
+		}
+		if c, ok := agent.(interface{ Inspects() bool }); ok {
+			o.NeedFeatures = !c.Inspects()
+		}
+		err = r.OpenRuns(ctx, o)
 	}
 	if err != nil {
 		if agent != nil {

@@ -196,6 +196,7 @@ type tableFile struct {
 	fl        *fileLayout
 	buffered  bool
 	bad       bool // streamed: a value did not fit the layout
+	skipped   bool // empty, and not written (a recorded unit's fork step without runs)
 	rows      int  // rows in the current batch (streamed) or file (buffered)
 	batch     int  // rows per batch handed to the writer
 	n         int64
@@ -251,7 +252,7 @@ func (t *tableFile) open(dir, name string, buffered bool) error {
 		return err
 	}
 	t.path = filepath.Join(dir, name)
-	t.buffered, t.bad = buffered, false
+	t.buffered, t.bad, t.skipped = buffered, false, false
 	t.rows, t.n = 0, 0
 	t.resetCols()
 	for i := range t.fast {
@@ -594,6 +595,9 @@ func (t *tableFile) commit(s *syncer, done func(fileInfo)) error {
 	t.f = nil
 	return nil
 }
+
+// empty reports a file that holds no row.
+func (t *tableFile) empty() bool { return t.n == 0 && t.rows == 0 }
 
 func (t *tableFile) abort() {
 	if t.f != nil {

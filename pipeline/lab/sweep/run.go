@@ -101,7 +101,7 @@ func (s Spec) ShardSeeds() uint64 {
 	perSeed := uint64(len(s.ForkAt) * len(s.Arms) * s.Replicas)
 	base := max(uint64(1024), rowsPerShard/perSeed)
 	base -= base % 64
-	n := s.Seeds.Len()
+	n := s.Population().Len()
 	if n <= base {
 		return base
 	}
@@ -114,14 +114,15 @@ func (s Spec) ShardSeeds() uint64 {
 // holding them all in memory; it stops when f returns false.
 func (r Resolved) Units(f func(Unit) bool) {
 	size := r.Spec.ShardSeeds()
+	pop := r.Spec.Population()
 	for _, c := range r.Configs {
 		i := 0
-		for lo := r.Spec.Seeds.Start; lo < r.Spec.Seeds.End; lo += size {
-			if !f(Unit{Config: c.ID, Index: i, Seeds: Range{lo, min(lo+size, r.Spec.Seeds.End)}}) {
+		for lo := pop.Start; lo < pop.End; lo += size {
+			if !f(Unit{Config: c.ID, Index: i, Seeds: Range{lo, min(lo+size, pop.End)}}) {
 				return
 			}
 			i++
-			if lo > r.Spec.Seeds.End-size { // lo+size would pass End (or overflow)
+			if lo > pop.End-size { // lo+size would pass End (or overflow)
 				break
 			}
 		}
@@ -131,7 +132,7 @@ func (r Resolved) Units(f func(Unit) bool) {
 // UnitCount is the number of units of the resolved spec.
 func (r Resolved) UnitCount() uint64 {
 	size := r.Spec.ShardSeeds()
-	n := (r.Spec.Seeds.Len() + size - 1) / size
+	n := (r.Spec.Population().Len() + size - 1) / size
 	return n * uint64(len(r.Configs))
 }
 
@@ -190,7 +191,7 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	m := Manifest{ForklabVersion: opt.Version, SchemaVersion: schemas.SchemaVersion, SweepID: opt.SweepID,
 		Spec: spec.redacted(), Declaration: r.Decl, Configs: r.Configs, Rows: map[string]int64{}, StartedAt: time.Now().UTC()}
 	var res Result
-	layouts, err := newLayouts(r.Decl, r.Spec.Transcripts)
+	layouts, err := layoutsFor(r.Decl, spec.Runs, spec.Transcripts)
 	if err != nil {
 		return res, err
 	}
@@ -365,6 +366,12 @@ func Run(ctx context.Context, r Resolved, st *Staging, opt Options) (Result, err
 	}
 	m.MaxErrorRate = spec.ErrorRateLimit()
 	m.Incomplete = m.ErrorRate > m.MaxErrorRate
+	if r.Source != nil {
+		// Read as it was listed, or not published.
+		if err := r.Source.Check(); err != nil {
+			return res, err
+		}
+	}
 	if err := removeTemps(st.Dir); err != nil {
 		return res, fmt.Errorf("staging %s: %w", st.Dir, err)
 	}
@@ -677,10 +684,9 @@ type layouts struct {
 	tasks, checkpoints, branches, pairs *layout
 }
 
-// layoutOf is the layout of a table of columns cols: an omittable column
-// is expected (present in files without errors) when it is a cost field
-// reported says the world reports, or when expected names it.
-func layoutOf(table string, cols []schemas.Column, reported func(string) bool, expected ...string) (*layout, error) {
+// layoutOf is the layout of a table of columns cols; expected says which
+// omittable columns the files of a sweep without errors hold (nil: none).
+func layoutOf(table string, cols []schemas.Column, expected func(string) bool) (*layout, error) {
 	specs := make([]colSpec, len(cols))
 	for i, c := range cols {
 		var t colType
@@ -699,43 +705,55 @@ func layoutOf(table string, cols []schemas.Column, reported func(string) bool, e
 				t = colDict
 			}
 		}
-		specs[i] = colSpec{name: c.Name, typ: t, nullable: c.Optional, omittable: c.Omittable}
-		if cost, ok := strings.CutPrefix(c.Name, "cost_"); ok && reported != nil && reported(cost) {
-			specs[i].expected = true
-		}
-		if cost, ok := strings.CutPrefix(c.Name, "extra_"); ok && reported != nil && reported(cost) {
-			specs[i].expected = true
-		}
-		if slices.Contains(expected, c.Name) {
-			specs[i].expected = true
-		}
+		specs[i] = colSpec{name: c.Name, typ: t, nullable: c.Optional, omittable: c.Omittable, expected: expected != nil && expected(c.Name)}
 	}
 	return newLayout(table, specs)
 }
 
-// newLayouts returns the layouts of world d's tables; with transcripts
-// a branches file without errors holds the transcript column.
+// newLayouts returns the layouts of world d's tables for a seed
+// population; with transcripts a branches file without errors holds the
+// transcript column.
 func newLayouts(d world.Declaration, transcripts bool) (*layouts, error) {
-	var ls layouts
-	var expected []string
-	if transcripts {
-		expected = []string{schemas.TranscriptColumn}
+	return layoutsFor(d, nil, transcripts)
+}
+
+// layoutsFor is newLayouts for a sweep of population runs (nil: seeds):
+// the files of a recorded population hold run_id, and metadata when its
+// records carry some.
+func layoutsFor(d world.Declaration, runs *Runs, transcripts bool) (*layouts, error) {
+	expected := func(name string) bool {
+		if cost, ok := strings.CutPrefix(name, "cost_"); ok {
+			return d.Cost.Reports(cost)
+		}
+		if cost, ok := strings.CutPrefix(name, "extra_"); ok {
+			return d.Cost.Reports(cost)
+		}
+		switch name {
+		case "seed":
+			return true
+		case "run_id":
+			return runs != nil
+		case "metadata":
+			return runs != nil && runs.Metadata
+		case schemas.TranscriptColumn:
+			return transcripts
+		case "score", "score_control", "score_treated", "score_diff":
+			// A scored world's score columns are in its files without
+			// errors, as a reported cost's are: a streamed file starts
+			// with them (otherwise its first score would make it start
+			// again buffered).
+			return d.Score != nil
+		}
+		return false
 	}
+	var ls layouts
 	for _, t := range []struct {
 		name string
 		dst  **layout
 	}{{"tasks", &ls.tasks}, {"checkpoints", &ls.checkpoints}, {"branches", &ls.branches}, {"pairs", &ls.pairs}} {
-		l, err := layoutOf(t.name, schemas.TableColumns(t.name, d), d.Cost.Reports, expected...)
+		l, err := layoutOf(t.name, schemas.TableColumns(t.name, d), expected)
 		if err != nil {
 			return nil, err
-		}
-		// A scored world's score columns are in its files without errors,
-		// as a reported cost's are: a streamed file starts with them
-		// (otherwise its first score would make it start again buffered).
-		for i, c := range l.cols {
-			if d.Score != nil && slices.Contains([]string{"score", "score_control", "score_treated", "score_diff"}, c.name) {
-				l.cols[i].expected = true
-			}
 		}
 		*t.dst = l
 	}
@@ -860,6 +878,8 @@ type unitWriter struct {
 	// cols of the declared values in each table: the first feature column
 	// of checkpoints and pairs, the first task column of tasks.
 	cpFeat, pairFeat, taskCol int
+	// the run_id column of each table, and the tasks' metadata
+	taskRun, taskMeta, cpRun, brRun, prRun int
 	// transcriptCol is the branches table's transcript column.
 	transcriptCol             int
 	kinds                     []colType // features, then hidden
@@ -888,7 +908,9 @@ func newUnitWriter(r Resolved, ls *layouts, dir string, opt Options, s *syncer, 
 		tasks: newTableFile(ls.tasks, 0), forks: make([]forkTables, len(r.Spec.ForkAt)),
 		cpFeat: ls.checkpoints.index("over") + 1, pairFeat: ls.pairs.index("score_diff") + 1, taskCol: ls.tasks.index("error") + 1,
 		transcriptCol: ls.branches.index(schemas.TranscriptColumn),
-		faultIdx:      r.Decl.FaultIndex(), score: r.Decl.Score}
+		faultIdx:      r.Decl.FaultIndex(), score: r.Decl.Score,
+		taskRun: ls.tasks.index("run_id"), taskMeta: ls.tasks.index("metadata"), cpRun: ls.checkpoints.index("run_id"),
+		brRun: ls.branches.index("run_id"), prRun: ls.pairs.index("run_id")}
 	for i := range w.forks {
 		w.forks[i] = forkTables{checkpoints: newTableFile(ls.checkpoints, checkpointBatch),
 			branches: newTableFile(ls.branches, 0), pairs: newTableFile(ls.pairs, 0)}
@@ -921,9 +943,12 @@ func (w *unitWriter) runner(c Config) (lab.Runner, error) {
 	}
 	var rn lab.Runner
 	var err error
-	if w.opt.Runners != nil {
+	switch {
+	case w.opt.Runners != nil:
 		rn, err = w.opt.Runners(c, w.plan)
-	} else {
+	case w.r.Spec.Runs != nil:
+		rn, err = w.recordRunner(c)
+	default:
 		var inst lab.Instance
 		if inst, err = w.r.Def.Open(c.Params, c.Model); err == nil {
 			w.insts = append(w.insts, inst)
@@ -935,6 +960,28 @@ func (w *unitWriter) runner(c Config) (lab.Runner, error) {
 	}
 	w.runners[c.ID] = rn
 	return rn, nil
+}
+
+// recordRunner returns the runner of configuration c of a recorded
+// population: the world's record runner over the opened source.
+func (w *unitWriter) recordRunner(c Config) (lab.Runner, error) {
+	if w.r.Source == nil {
+		return nil, fmt.Errorf("the recorded population %s is not open (Resolved.OpenRuns)", w.r.Spec.Runs.Source)
+	}
+	inst, err := w.r.Def.Open(c.Params, c.Model)
+	if err != nil {
+		return nil, err
+	}
+	w.insts = append(w.insts, inst)
+	rec, ok := inst.(lab.Recorder)
+	if !ok {
+		return nil, fmt.Errorf("world %s cannot fork recorded runs", w.r.Decl.Name)
+	}
+	rr, err := rec.Recorded(w.plan)
+	if err != nil {
+		return nil, err
+	}
+	return recordRunner{rr: rr, src: w.r.Source}, nil
 }
 
 // progress reports finished seeds in batches of at least progressBatch
@@ -1015,9 +1062,22 @@ func (w *unitWriter) run(ctx context.Context, u Unit) (e ledgerEntry, err error)
 	// Commit the files; the syncer writes the ledger entry once the last
 	// of them is in place, while this worker goes on with the next unit.
 	n := 0
-	w.each(func(*tableFile) error { n++; return nil })
+	w.each(func(t *tableFile) error {
+		if t.empty() {
+			t.abort() // a fork step none of a recorded unit's runs has: no file
+			t.skipped = true
+		} else {
+			n++
+		}
+		return nil
+	})
 	uf := &unitFiles{entry: ledgerEntry{Unit: u, Errors: w.errors, Cost: w.cost, Labels: slices.Clone(w.labels)}, left: n, dir: w.dir, done: w.done}
-	if err = w.each(func(t *tableFile) error { return t.commit(w.sync, uf.add) }); err != nil {
+	if err = w.each(func(t *tableFile) error {
+		if t.skipped {
+			return nil
+		}
+		return t.commit(w.sync, uf.add)
+	}); err != nil {
 		return e, fmt.Errorf("%s: %w", where, err)
 	}
 	// The syncer fills uf.entry's files from here on; the caller gets the
@@ -1174,25 +1234,63 @@ func noiseKey(k uint64) string {
 	return string(b[:])
 }
 
-// putStatus writes the status and error columns (1 and 2) of a row.
+// The positions of the fixed columns the unit writer writes by index, in
+// the column order of schemas/tables.go: seed, status and error of tasks
+// and checkpoints; the fixed front of branches and pairs (their cost
+// columns are four from brCost on, in world.CostFields order). Where a
+// table's declared columns begin, and the columns after them (run_id,
+// metadata, transcript), are found by name in newUnitWriter; checkpoint
+// and the extra_ columns are counted from the declared ones.
+// TestFixedColumnPositions holds all of it to schemas.TableColumns.
+const (
+	colSeed   = 0 // tasks, checkpoints, branches, pairs
+	colStatus = 1 // tasks, checkpoints: status, then error
+	cpOver    = 3
+
+	brArm        = 1
+	brReplica    = 2
+	brNoiseKey   = 3
+	brStatus     = 4 // then error
+	brIntervened = 6
+	brSuccess    = 7
+	brScore      = 8
+	brCost       = 9
+	brDetails    = 13
+
+	prArm              = 1
+	prReplicas         = 2
+	prStatus           = 3 // then error
+	prControlWins      = 5
+	prTreatmentWins    = 6
+	prControlSuccess   = 7
+	prTreatmentSuccess = 8
+	prLabel            = 9
+	prQuadrant         = 10
+	prFault            = 11
+	prScoreControl     = 12
+	prScoreTreated     = 13
+	prScoreDiff        = 14
+)
+
+// putStatus writes the status and error columns (colStatus, and the one
+// after) of a row of tasks or checkpoints.
 func putStatus(t *tableFile, errText string, keep *[]string) {
-	if errText == "" {
-		t.putString(1, schemas.StatusOK)
-		t.putNull(2)
-		return
-	}
-	*keep = append(*keep, errText)
-	t.putString(1, schemas.StatusError)
-	t.putString(2, (*keep)[len(*keep)-1])
+	putStatus2(t, colStatus, errText, keep)
 }
 
 // seed writes one seed's rows: its task, then per fork step its
 // checkpoint, branches and pairs.
 func (w *unitWriter) seed(res *lab.SeedResult) error {
 	t := w.tasks
-	t.putInt64(0, int64(res.Seed))
+	putSeed(t, res)
 	putStatus(t, res.Err, &w.taskErr)
 	putValues(t, w.taskCol, w.taskKinds, res.Task, res.Err != "")
+	putRun(t, w.taskRun, res)
+	if len(res.Metadata) > 0 {
+		t.putString(w.taskMeta, string(res.Metadata))
+	} else {
+		t.putNull(w.taskMeta)
+	}
 	if flushed, err := t.end(); err != nil {
 		return err
 	} else if flushed {
@@ -1208,29 +1306,33 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		if forkErr == "" {
 			f = &res.Forks[i]
 			forkErr = f.Err
+			if f.Absent {
+				continue // a recorded run without a checkpoint here
+			}
 		}
 		if forkErr == "" && w.score != nil {
 			w.checkScores(f)
 		}
 		// checkpoints
 		cp := ft.checkpoints
-		cp.putInt64(0, int64(res.Seed))
+		putSeed(cp, res)
 		putStatus(cp, forkErr, &ft.errs)
 		if forkErr != "" {
-			cp.putNull(3)
+			cp.putNull(cpOver)
 			putValues(cp, w.cpFeat, w.kinds, nil, true)
 			w.putCost(cp, w.cpFeat+len(w.kinds), world.Cost{}, true)
 			cp.putNull(w.cpFeat + len(w.kinds) + 4)
 		} else {
-			cp.putBool(3, f.Over)
+			cp.putBool(cpOver, f.Over)
 			putValues(cp, w.cpFeat, w.kinds[:nf], f.Features, false)
 			putValues(cp, w.cpFeat+nf, w.kinds[nf:], f.Hidden, false)
-			w.putCost(cp, w.cpFeat+len(w.kinds), f.Cost, false)
+			w.putCost(cp, w.cpFeat+len(w.kinds), f.Cost, f.NoCost)
 			start := len(ft.arena)
 			ft.arena = append(ft.arena, f.Checkpoint...)
 			cp.putString(w.cpFeat+len(w.kinds)+4, unsafe.String(unsafe.SliceData(ft.arena[start:]), len(f.Checkpoint)))
 			w.cost = w.cost.Add(f.Cost)
 		}
+		putRun(cp, w.cpRun, res)
 		if flushed, err := cp.end(); err != nil {
 			return err
 		} else if flushed {
@@ -1240,40 +1342,40 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		br := ft.branches
 		for ai, arm := range w.plan.Arms {
 			for rep := range K {
-				br.putInt64(0, int64(res.Seed))
-				br.putString(1, string(arm))
-				br.putInt32(2, int32(rep))
+				putSeed(br, res)
+				br.putString(brArm, string(arm))
+				br.putInt32(brReplica, int32(rep))
 				bErr := forkErr
 				var b *lab.BranchResult
 				if bErr == "" {
 					b = &f.Branches[ai*K+rep]
 					bErr = b.Err
-					br.putString(3, noiseKey(fork.BranchKey(res.Seed, f.ForkStep, arm, rep, f.Fires)))
+					br.putString(brNoiseKey, noiseKey(fork.BranchKey(res.Seed, f.ForkStep, arm, rep, f.Fires)))
 				} else {
-					br.putNull(3) // no checkpoint: no branch was drawn
+					br.putNull(brNoiseKey) // no checkpoint: no branch was drawn
 				}
-				putStatus2(br, 4, bErr, &ft.errs)
+				putStatus2(br, brStatus, bErr, &ft.errs)
 				if bErr != "" {
-					br.putNull(6)
-					br.putNull(7)
-					br.putNull(8)
-					w.putCost(br, 9, world.Cost{}, true)
-					br.putNull(13)
+					br.putNull(brIntervened)
+					br.putNull(brSuccess)
+					br.putNull(brScore)
+					w.putCost(br, brCost, world.Cost{}, true)
+					br.putNull(brDetails)
 					br.putNull(w.transcriptCol)
 				} else {
-					br.putBool(6, b.Intervened)
-					br.putBool(7, b.Success)
+					br.putBool(brIntervened, b.Intervened)
+					br.putBool(brSuccess, b.Success)
 					if b.Score != nil && w.score != nil {
-						br.putDouble(8, *b.Score)
+						br.putDouble(brScore, *b.Score)
 					} else {
-						br.putNull(8)
+						br.putNull(brScore)
 					}
-					w.putCost(br, 9, b.Cost, false)
+					w.putCost(br, brCost, b.Cost, false)
 					if len(b.Details) > 0 {
 						ft.errs = append(ft.errs, string(b.Details))
-						br.putString(13, ft.errs[len(ft.errs)-1])
+						br.putString(brDetails, ft.errs[len(ft.errs)-1])
 					} else {
-						br.putNull(13)
+						br.putNull(brDetails)
 					}
 					if len(b.Transcript) > 0 {
 						start := len(ft.transcripts)
@@ -1284,6 +1386,7 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 					}
 					w.cost = w.cost.Add(b.Cost)
 				}
+				putRun(br, w.brRun, res)
 				if flushed, err := br.end(); err != nil {
 					return err
 				} else if flushed {
@@ -1331,15 +1434,15 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 			if pErr == "" {
 				pErr = armErr
 			}
-			pr.putInt64(0, int64(res.Seed))
-			pr.putString(1, string(arm))
-			pr.putInt32(2, int32(K))
-			putStatus2(pr, 3, pErr, &ft.errs)
+			putSeed(pr, res)
+			pr.putString(prArm, string(arm))
+			pr.putInt32(prReplicas, int32(K))
+			putStatus2(pr, prStatus, pErr, &ft.errs)
 			lc := &w.labels[i*(len(w.plan.Arms)-1)+ai-1]
 			if pErr != "" {
 				seedErrs++
 				lc.Errors++
-				for c := 5; c < w.pairFeat; c++ {
+				for c := prControlWins; c < w.pairFeat; c++ {
 					pr.putNull(c)
 				}
 				if forkErr == "" {
@@ -1363,25 +1466,25 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 				default:
 					lc.Unchanged++
 				}
-				pr.putInt32(5, int32(offWins))
-				pr.putInt32(6, int32(wins))
-				pr.putBool(7, control)
-				pr.putBool(8, treatment)
-				pr.putString(9, string(label))
-				pr.putString(10, string(quad))
+				pr.putInt32(prControlWins, int32(offWins))
+				pr.putInt32(prTreatmentWins, int32(wins))
+				pr.putBool(prControlSuccess, control)
+				pr.putBool(prTreatmentSuccess, treatment)
+				pr.putString(prLabel, string(label))
+				pr.putString(prQuadrant, string(quad))
 				if w.faultIdx >= 0 {
-					pr.putBool(11, f.Hidden[w.faultIdx].I != 0)
+					pr.putBool(prFault, f.Hidden[w.faultIdx].I != 0)
 				} else {
-					pr.putNull(11)
+					pr.putNull(prFault)
 				}
 				if w.score != nil {
-					pr.putDouble(12, offScore)
-					pr.putDouble(13, score)
-					pr.putDouble(14, w.score.RoundDiff(score-offScore))
+					pr.putDouble(prScoreControl, offScore)
+					pr.putDouble(prScoreTreated, score)
+					pr.putDouble(prScoreDiff, w.score.RoundDiff(score-offScore))
 				} else {
-					pr.putNull(12)
-					pr.putNull(13)
-					pr.putNull(14)
+					pr.putNull(prScoreControl)
+					pr.putNull(prScoreTreated)
+					pr.putNull(prScoreDiff)
 				}
 				putValuesAt(pr, w.pairFeat, w.kinds, f.Features, f.Hidden, nf)
 				for k := range 4 {
@@ -1392,6 +1495,7 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 					}
 				}
 			}
+			putRun(pr, w.prRun, res)
 			if _, err := pr.end(); err != nil {
 				return err
 			}
@@ -1404,6 +1508,27 @@ func (w *unitWriter) seed(res *lab.SeedResult) error {
 		w.progress(1, seedErrs, false)
 	}
 	return nil
+}
+
+// putSeed writes the seed column of a row of res: NULL for a recorded
+// run without a seed.
+func putSeed(t *tableFile, res *lab.SeedResult) {
+	if res.NoSeed {
+		t.putNull(colSeed)
+	} else {
+		t.putInt64(colSeed, int64(res.Seed))
+	}
+}
+
+// putRun writes the run_id column (i) of a row of res: a recorded run's
+// id; NULL for a seed's run, whose files leave the column out (the views
+// give its decimal seed).
+func putRun(t *tableFile, i int, res *lab.SeedResult) {
+	if res.RunID == "" {
+		t.putNull(i)
+	} else {
+		t.putString(i, res.RunID)
+	}
 }
 
 // checkScores makes an error of each branch of f whose score a scored

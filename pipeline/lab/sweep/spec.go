@@ -21,6 +21,7 @@ import (
 	"github.com/forklab/forklab/pipeline/analysis/policy"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
+	"github.com/forklab/forklab/pipeline/lab/recorded"
 	"github.com/forklab/forklab/pipeline/world"
 	yaml "go.yaml.in/yaml/v3"
 )
@@ -127,8 +128,12 @@ func ParseSteps(s string) ([]int, error) {
 type Spec struct {
 	// World names the world: a built-in one (forklab worlds lists them).
 	World string `json:"world"`
-	// Seeds is the seed range.
-	Seeds Range `json:"seeds"`
+	// Seeds is the seed range; zero (and left out) when Runs names the
+	// population.
+	Seeds Range `json:"seeds,omitzero"`
+	// Runs, if set, is the sweep's population instead of a seed range:
+	// runs recorded elsewhere (population.go).
+	Runs *Runs `json:"runs,omitempty"`
 	// ForkAt lists the fork steps, ascending.
 	ForkAt []int `json:"fork_at"`
 	// Arms lists the arms, control off included.
@@ -363,6 +368,9 @@ type Resolved struct {
 	Configs []Config
 	// Fires is the policy rule compiled for the world (nil without one).
 	Fires func([]world.Value) bool
+	// Source is the opened recorded population of a spec with Runs
+	// (OpenRuns); nil for seeds.
+	Source recorded.Source
 }
 
 // Plan is the lab plan of the resolved spec: its fork steps, the arms with
@@ -397,10 +405,19 @@ func (s Spec) ResolveWith(def lab.Definition) (Resolved, error) {
 	var err error
 	d := def.Declaration()
 	s.World = d.Name
-	if s.Seeds.Len() == 0 || s.Seeds.Start > s.Seeds.End {
+	switch {
+	case s.Runs != nil && s.Seeds != Range{}:
+		return Resolved{}, keyErr("seeds", "%s and recorded runs (runs: %s) both given: a sweep's population is one or the other", s.Seeds, s.Runs.Source)
+	case s.Runs != nil && s.Runs.Source == "":
+		return Resolved{}, keyErr("runs", "names no source: give a file, a session-log URL or %s", recorded.AgentSource)
+	case s.Runs != nil && s.Runs.Count == 0:
+		return Resolved{}, keyErr("runs", "%s holds no run", s.Runs.Source)
+	case s.Runs != nil && len(s.Grid) > 0:
+		return Resolved{}, errors.New("grid: a recorded population's runs were played with one configuration each: sweep it without a grid")
+	case s.Runs != nil:
+	case s.Seeds.Len() == 0 || s.Seeds.Start > s.Seeds.End:
 		return Resolved{}, keyErr("seeds", "the range %s is empty: START must be below END", s.Seeds)
-	}
-	if s.Seeds.End > MaxSeed {
+	case s.Seeds.End > MaxSeed:
 		return Resolved{}, keyErr("seeds", "END %d is out of range: %s", s.Seeds.End, rangeRule)
 	}
 	if len(s.ForkAt) == 0 {
@@ -620,7 +637,9 @@ func PolicyOrigin(rule policy.Rule) string {
 		o += " "
 	}
 	o += fmt.Sprintf("for world %s %s", rule.World, rule.WorldVersion)
-	if sp := rule.Search; sp != nil {
+	if sp := rule.Search; sp != nil && sp.Runs != "" {
+		o += fmt.Sprintf(", on the %d recorded runs of %s (the %g%% not held out)", sp.Count, sp.Runs, math.Round(100*(1-sp.Holdout)*1000)/1000)
+	} else if sp != nil {
 		o += fmt.Sprintf(", on seeds %d:%d (the %g%% not held out)", sp.Start, sp.End, math.Round(100*(1-sp.Holdout)*1000)/1000)
 	}
 	return o
@@ -630,13 +649,24 @@ func PolicyOrigin(rule policy.Rule) string {
 // rule was searched on, to stand beside the arm's headline: "in-sample:
 // the rule was searched on 210 of these 300 seeds" (its numbers then
 // flatter it: read the held-out figures of forklab policy), or
-// "out-of-sample: the rule was searched on none of these seeds"; "" without
-// a rule, or for a rule that does not record its search seeds (one written
-// by hand).
+// "out-of-sample: the rule was searched on none of these seeds"; for a
+// recorded population, in-sample when the rule was searched on this very
+// population (its source and listing checksum), out-of-sample when on
+// another; "" without a rule, or for a rule that does not record its
+// search seeds (one written by hand).
 func PolicySample(spec Spec) string {
 	r := spec.Policy
 	if r == nil || r.Search == nil {
 		return ""
+	}
+	if sp, runs := r.Search, spec.Runs; runs != nil || sp.Runs != "" {
+		switch {
+		case runs != nil && sp.Runs == runs.Source && sp.CRC32C == runs.CRC32C:
+			return fmt.Sprintf("in-sample: the rule was searched on about %d of these %d recorded runs (those not held out)", uint64(math.Round(float64(runs.Count)*(1-sp.Holdout))), runs.Count)
+		case sp.Runs != "":
+			return "out-of-sample: the rule was searched on the recorded runs of " + sp.Runs + ", not these"
+		}
+		return fmt.Sprintf("the rule was searched on seeds %d:%d; these are recorded runs, which may be runs of the same tasks", sp.Start, sp.End)
 	}
 	n, exact := r.Searched(spec.Seeds.Start, spec.Seeds.End)
 	if n == 0 {
@@ -674,18 +704,19 @@ func PolicyAnywhereLine(spec Spec, d world.Declaration, configs []Config) string
 // bound and the largest seed range that fits.
 func checkSize(s Spec, configs int) error {
 	size := s.ShardSeeds()
-	perConfig := (s.Seeds.Len()-1)/size + 1
+	pop := s.Population()
+	perConfig := (pop.Len()-1)/size + 1
 	if units := perConfig * uint64(configs); perConfig > MaxUnits || units > MaxUnits {
 		fit := uint64(MaxUnits/configs) * size
 		return keyErr("seeds", "%s is %s of %s in each of %s; a sweep holds at most %d units (its manifest lists every unit's files): "+
 			"sweep at most %d seeds at a time (e.g. %d:%d), or raise unit_seeds (up to %d)",
-			s.Seeds, plural.Count(perConfig, "unit"), plural.Count(size, "seed"), plural.Count(configs, "configuration"), MaxUnits, fit, s.Seeds.Start, s.Seeds.Start+fit, MaxUnitSeeds)
+			pop, plural.Count(perConfig, "unit"), plural.Count(size, "seed"), plural.Count(configs, "configuration"), MaxUnits, fit, pop.Start, pop.Start+fit, MaxUnitSeeds)
 	}
 	perSeed := uint64(len(s.ForkAt)) * uint64(len(s.Arms)) * uint64(s.Replicas) * uint64(configs)
-	if rows := s.Seeds.Len(); rows > MaxRows/perSeed {
+	if rows := pop.Len(); rows > MaxRows/perSeed {
 		return keyErr("seeds", "%s would make more than %d branch rows (%d per seed: fork steps × arms × replicas × configurations); "+
 			"a sweep writes at most %d (2^53, the largest count JSON readers hold exactly): sweep at most %d seeds at a time",
-			s.Seeds, uint64(MaxRows), perSeed, uint64(MaxRows), MaxRows/perSeed)
+			pop, uint64(MaxRows), perSeed, uint64(MaxRows), MaxRows/perSeed)
 	}
 	return nil
 }
@@ -841,6 +872,14 @@ func ReadSpecFile(path string, base Spec) (Spec, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	s := base
+	_, hasRuns := top["runs"]
+	_, hasSeeds := top["seeds"]
+	switch {
+	case hasRuns && !hasSeeds:
+		s.Seeds = Range{} // the population is the runs
+	case hasSeeds && !hasRuns:
+		s.Runs = nil
+	}
 	if err := d.Decode(&s); err != nil {
 		return base, fmt.Errorf("spec %s: %s", path, specError(err))
 	}

@@ -29,7 +29,7 @@ type UnitEntry = ledgerEntry
 // UnitsPerConfig is the number of units of each configuration.
 func (r Resolved) UnitsPerConfig() uint64 {
 	size := r.Spec.ShardSeeds()
-	return (r.Spec.Seeds.Len() + size - 1) / size
+	return (r.Spec.Population().Len() + size - 1) / size
 }
 
 // UnitSeq is u's position in the order Units gives (0-based): the units of
@@ -47,9 +47,10 @@ func (r Resolved) UnitAt(seq uint64) (Unit, bool) {
 	}
 	c, i := seq/per, seq%per
 	size := r.Spec.ShardSeeds()
-	lo := r.Spec.Seeds.Start + i*size
-	hi := r.Spec.Seeds.End
-	if r.Spec.Seeds.End-lo > size {
+	pop := r.Spec.Population()
+	lo := pop.Start + i*size
+	hi := pop.End
+	if pop.End-lo > size {
 		hi = lo + size
 	}
 	return Unit{Config: r.Configs[c].ID, Index: int(i), Seeds: Range{lo, hi}}, true
@@ -224,7 +225,7 @@ type unitResult struct {
 // spec). Of opt, Runners, Progress and SweepID are used; without a
 // SweepID the one recorded in st's ledger is used, or a new one recorded.
 func NewUnitWriter(r Resolved, st *Staging, opt Options) (*UnitWriter, error) {
-	ls, err := newLayouts(r.Decl, r.Spec.Transcripts)
+	ls, err := layoutsFor(r.Decl, r.Spec.Runs, r.Spec.Transcripts)
 	if err != nil {
 		return nil, err
 	}

@@ -91,8 +91,8 @@ func Verify(dir string, m Manifest, full bool) error {
 			return bad("rows.%s is %d but its files hold %d", t, n, rows[t])
 		}
 	}
-	if n := int64(m.Spec.Seeds.Len()) * int64(len(m.Configs)); m.Rows["tasks"] != n {
-		return bad("%d task rows for %d seeds × %d configurations", m.Rows["tasks"], m.Spec.Seeds.Len(), len(m.Configs))
+	if n := int64(m.Spec.Population().Len()) * int64(len(m.Configs)); m.Rows["tasks"] != n {
+		return bad("%d task rows for %d runs × %d configurations", m.Rows["tasks"], m.Spec.Population().Len(), len(m.Configs))
 	}
 	for _, f := range m.Files {
 		p := filepath.Join(dir, filepath.FromSlash(f.Path))

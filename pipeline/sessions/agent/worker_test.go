@@ -16,27 +16,16 @@ import (
 	"github.com/forklab/forklab/pipeline/world"
 	_ "github.com/forklab/forklab/pipeline/worlds/counter" // registers the counter world
 	"github.com/forklab/forklab/stream/client"
-	"github.com/forklab/forklab/stream/kafkalog"
 	"github.com/forklab/forklab/stream/server"
 	"github.com/forklab/forklab/stream/service"
 )
 
 func startLog(t testing.TB, addr, dir string) *service.Service {
 	t.Helper()
-	svc, err := service.Start(context.Background(), service.Config{
+	return sessiontest.StartLogWith(t, service.Config{
 		Addr: addr, DataDir: dir, NoSync: true,
-		Log:    kafkalog.Config{Logf: func(string, ...any) {}},
 		Server: server.Config{LongPollTimeout: 500 * time.Millisecond},
 	})
-	if err != nil {
-		t.Fatalf("start log: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		svc.Close(ctx)
-	})
-	return svc
 }
 
 // start returns the session_start of a session of the registered world.

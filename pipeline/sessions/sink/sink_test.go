@@ -17,6 +17,7 @@ import (
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
 	"github.com/forklab/forklab/pipeline/sessions/agent"
+	"github.com/forklab/forklab/pipeline/sessions/sessiontest"
 	_ "github.com/forklab/forklab/pipeline/worlds/counter"
 	"github.com/forklab/forklab/schemas"
 	"github.com/forklab/forklab/stream/client"
@@ -31,20 +32,11 @@ const js = "application/json"
 // startLog starts a log service on the embedded broker in dir.
 func startLog(t testing.TB, dir string, partitions int) *service.Service {
 	t.Helper()
-	svc, err := service.Start(context.Background(), service.Config{
+	return sessiontest.StartLogWith(t, service.Config{
 		Addr: "127.0.0.1:0", DataDir: dir, NoSync: true,
-		Log:    kafkalog.Config{Partitions: partitions, Logf: func(string, ...any) {}},
+		Log:    kafkalog.Config{Partitions: partitions},
 		Server: server.Config{LongPollTimeout: 500 * time.Millisecond},
 	})
-	if err != nil {
-		t.Fatalf("start log: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		svc.Close(ctx)
-	})
-	return svc
 }
 
 // sinkFile is one file of a sink directory, read back.

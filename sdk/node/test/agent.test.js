@@ -126,7 +126,7 @@ test("a malformed definition is refused at once, naming the field", () => {
     [def({ start: undefined }), "definition.start must be a function, got undefined"],
     [def({ declaration: { ...declaration, features: [{ name: "heads", type: "str" }] } }), 'declaration.features[0].type must be one of "bool", "int", "float", "enum", got "str"'],
     [def({ methods: { start: () => 1 } }), "definition.methods.start: start is a built-in method: give it as definition.start"],
-    [def({ capabilities: { runs: true } }), "definition.capabilities.runs is not a known field here (known: fold, batch)"],
+    [def({ capabilities: { colour: true } }), "definition.capabilities.colour is not a known field here (known: fold, batch, runs, inspect)"],
     [def({ batch: 5000 }), "definition.capabilities.batch must be at most 4096, got 5000"],
     [def({ agent: { version: "1" } }), "definition.agent.name is missing"],
   ];

@@ -28,7 +28,7 @@ test("a malformed declaration is refused, naming the field", () => {
     [(d) => (d.features[1].type = "str"), 'declaration.features[1].type must be one of "bool", "int", "float", "enum", got "str"'],
     [(d) => (d.name = "Coin"), 'declaration.name must match ^[a-z][a-z0-9_]{0,62}$, got "Coin"'],
     [(d) => (d.features[0].unit = 3), "declaration.features[0].unit must be a string, got an integer"],
-    [(d) => (d.colour = "red"), "declaration.colour is not a known field here (known: name, version, description, params, task, features, hidden, fault_flag, actions, interventions, cost, nondeterministic)"],
+    [(d) => (d.colour = "red"), "declaration.colour is not a known field here (known: name, version, description, params, task, features, hidden, fault_flag, actions, interventions, cost, score, nondeterministic, volatile)"],
     [(d) => (d.features[1] = { name: "heads", type: "int" }), 'declaration.features[1]: "heads" is repeated (features[0] has it)'],
     [(d) => delete d.features[1].values, "declaration.features[1]: an enum lists its values"],
     [(d) => (d.features[0].values = ["a"]), "declaration.features[0]: only an enum lists values"],

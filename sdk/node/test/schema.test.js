@@ -7,7 +7,7 @@ import { validate, schemaNames, keywordError } from "../src/schema.js";
 const fork = { fork_step: 2, over: false, checkpoint: { s: 1 }, features: { a: 1 }, hidden: {}, cost: { steps: 2 } };
 
 test("every bundled schema loads, its $refs resolved", () => {
-  assert.deepEqual(schemaNames(), ["branch.params", "branch.result", "common", "declaration", "fold.params", "fold.result", "initialize.params", "initialize.result", "request", "response", "shutdown.params", "shutdown.result", "start.params", "start.result"]);
+  assert.deepEqual(schemaNames(), ["branch.params", "branch.result", "common", "declaration", "fold.params", "fold.result", "initialize.params", "initialize.result", "inspect.params", "inspect.result", "load.params", "load.result", "request", "response", "runs.params", "runs.result", "shutdown.params", "shutdown.result", "start.params", "start.result"]);
   assert.equal(validate("start.result", { task: {}, forks: [fork] }, "result"), null);
 });
 
