@@ -154,7 +154,7 @@ func TestGoldenViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "show", "counter-seed5.txt"))
-	if !strings.Contains(string(doc), "```\n"+string(want)+"```\n") {
+	if !strings.Contains(string(doc), "```text\n"+string(want)+"```\n") {
 		t.Errorf("docs/show.md does not show seed 5's view as forklab show prints it:\n%s", want)
 	}
 }
@@ -183,7 +183,7 @@ func TestQueriesOutsideTheSweep(t *testing.T) {
 		{func(q *pairview.Query) { q.Arm = fork.AA }, "arm aa is not in the sweep: its treatment arms are on, placebo"},
 		{func(q *pairview.Query) { q.Arm = fork.Off }, "arm off is the control, shown beside every treatment arm: give a treatment arm of the sweep (on, placebo)"},
 		{func(q *pairview.Query) { q.Arm = "" }, "the sweep has treatment arms on, placebo: give one (--arm)"},
-		{func(q *pairview.Query) { q.Replica = 3 }, "replica 3 is not in the sweep: it has 3 replica(s) per arm, 0 to 2"},
+		{func(q *pairview.Query) { q.Replica = 3 }, "replica 3 is not in the sweep: it has 3 replicas per arm, 0 to 2"},
 		{func(q *pairview.Query) { q.Config = 1 }, "configuration 1 is not in the sweep: its configurations are 0 to 0"},
 	} {
 		q := good

@@ -38,6 +38,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/forklab/forklab/internal/plural"
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/fork"
 	"github.com/forklab/forklab/pipeline/lab/sweep"
@@ -183,7 +184,7 @@ func (s *Sweep) Resolve(q Query) (Query, error) {
 		return q, notIn("arm %s is not in the sweep: its treatment arms are %s", q.Arm, list(treated))
 	}
 	if k := m.Spec.Replicas; q.Replica < 0 || q.Replica >= k {
-		return q, notIn("replica %d is not in the sweep: it has %d replica(s) per arm, 0 to %d", q.Replica, k, k-1)
+		return q, notIn("replica %d is not in the sweep: it has %s per arm, 0 to %d", q.Replica, plural.Count(k, "replica"), k-1)
 	}
 	return q, nil
 }
