@@ -32,6 +32,7 @@ FUZZ_TARGETS += ./pipeline/lab/agentproc:FuzzServe
 FUZZ_TARGETS += ./pipeline/analysis/policy:FuzzPolicy
 FUZZ_TARGETS += ./pipeline/lab/sweep:FuzzSpecFile
 FUZZ_TARGETS += ./pipeline/lab/sweep:FuzzManifest
+FUZZ_TARGETS += ./pipeline/lab/recorded:FuzzRunsFile
 
 .PHONY: fuzz fuzz-short
 
