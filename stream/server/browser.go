@@ -130,7 +130,7 @@ func (s *Server) checkBrowser(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	if len(origins) > 1 || !s.allowedOrigin(origins[0]) {
-		fail(w, http.StatusForbidden, "Origin %q may not use this service: a page from it could read and change the session log; if you trust it, start forklab log serve with --cors-origin %s (loopback origins are allowed by default)", strings.Join(origins, ", "), origins[0])
+		fail(w, http.StatusForbidden, "Origin %q may not use this service: a page from it could read and change the session log; if you trust it, run forklab log serve --cors-origin %s (loopback origins are allowed by default)", strings.Join(origins, ", "), origins[0])
 		return false
 	}
 	h["Access-Control-Allow-Origin"] = origins[:1:1]

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/forklab/forklab/internal/caplog"
-	"gopkg.in/natefinch/lumberjack.v2"
 )
 
 // An agent process's log file (agent-N.log) is capped and rotated
@@ -31,7 +30,7 @@ const HeldBytes = 64 << 10
 // counts its size and rotates it.
 type logFile struct {
 	path string
-	lj   *lumberjack.Logger
+	lj   *caplog.Logger
 	refs int
 }
 
