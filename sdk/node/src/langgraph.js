@@ -275,7 +275,8 @@ export function langgraph(o) {
     const wanted = [...new Set(fork_steps)].sort((a, b) => a - b);
     const at = new Map();
     let task;
-    let taken = 0;
+    let taken = 0; // steps taken before the snapshot
+    let reached = 0; // steps taken at the last stop or end
     let lastStop; // the LangGraph step (superstep) of the last stop counted
     for (const s of history) {
       const over = s.next.length === 0;
@@ -284,6 +285,7 @@ export function langgraph(o) {
       // A run resumed at a stop may write the same stop twice: one step.
       if (stop && lastStop !== undefined && s.metadata?.step === lastStop) continue;
       task ??= o.task ? o.task(s.values) : {};
+      reached = taken;
       for (const k of wanted) if (!at.has(k) && (k === taken || (over && k >= taken))) at.set(k, await fork(k, s, over, config, rec.checkpointer));
       if (over) break;
       lastStop = s.metadata?.step;
@@ -291,7 +293,7 @@ export function langgraph(o) {
     }
     const missing = wanted.filter((k) => !at.has(k));
     if (missing.length)
-      throw new InvalidParams(`thread ${JSON.stringify(run_id)} has taken ${taken} steps and is not over: it has no checkpoint at fork step ${missing.join(", ")}`);
+      throw new InvalidParams(`thread ${JSON.stringify(run_id)} has taken ${reached} step${reached === 1 ? "" : "s"} and is not over: it has no checkpoint at fork step ${missing.join(", ")}`);
     return { task, forks: fork_steps.map((k) => at.get(k)) };
   }
 

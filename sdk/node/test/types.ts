@@ -66,3 +66,12 @@ createAgent(recorded);
 // @ts-expect-error: a page's next_cursor is required (null after the last)
 const noCursor: AgentDefinition = { ...coin, runs: () => ({ runs: [] }), load: coin.start as never };
 void noCursor;
+
+const withRecorded: LangGraphOptions<State> = {
+  ...options,
+  interventions: {},
+  recorded: { threads: () => ["ticket-1", { thread_id: "ticket-2", metadata: { user: "ann" } }], metadata: (id) => ({ id }) },
+};
+// @ts-expect-error: a recorded thread's id is a string
+const badThreads: LangGraphOptions<State> = { ...withRecorded, recorded: { threads: () => [3] } };
+void [withRecorded, badThreads];
