@@ -107,7 +107,8 @@ func copyStale(sdk, installed string) bool {
 // The example's recorded store (examples/agents/langgraph/recorded.json)
 // swept with --runs agent:: each ticket is a thread of its checkpointer,
 // its run_id the thread id, its metadata the ticket's, and its labels
-// those --seeds gives the seed it was recorded from.
+// those --seeds gives the seed it was recorded from. The seed sweep's
+// checkpoints in a file without features fork so too, through inspect.
 func TestLangGraphRecordedThreads(t *testing.T) {
 	dir := filepath.Join("..", "examples", "agents", "langgraph")
 	npmReady(t, dir, func() bool { return copyStale("node", filepath.Join(dir, "node_modules", "@forklab", "agent")) })
@@ -152,6 +153,17 @@ func TestLangGraphRecordedThreads(t *testing.T) {
 	q := "SELECT label, orders_found, picked, item_named, turns_left, tool_errors, hidden_wrong_order, extra_steps, extra_tokens FROM pairs ORDER BY "
 	if a, b := run("sql", threads, q+"run_id", "--format", "csv"), run("sql", seeds, q+"seed", "--format", "csv"); a != b {
 		t.Errorf("the threads recorded from seeds 0..11 and --seeds 0:12 differ:\n%s\nagainst\n%s", a, b)
+	}
+	// The seed sweep's checkpoints, as a file without features: the
+	// adapter's inspect computes them, and the labels are the seeds'.
+	file := filepath.Join(out, "checkpoints.jsonl")
+	if err := os.WriteFile(file, []byte(run("sql", seeds, "SELECT 'r' || seed AS run_id, fork_step, checkpoint FROM checkpoints", "--format", "ndjson")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fromFile := filepath.Join(out, "file")
+	run("sweep", "--agent", "node agent.mjs", "--runs", file, "--out", fromFile, "-q")
+	if a, b := run("sql", fromFile, q+"CAST(substr(run_id, 2) AS INT)", "--format", "csv"), run("sql", seeds, q+"seed", "--format", "csv"); a != b {
+		t.Errorf("the seed sweep's checkpoints swept from a file without features and --seeds 0:12 differ:\n%s\nagainst\n%s", a, b)
 	}
 	if got, want := run("sql", threads, "SELECT run_id, metadata FROM tasks WHERE run_id = 'ticket-1008'", "--format", "csv"), "run_id,metadata\nticket-1008,\"{\"\"customer\"\":\"\"Farah\"\",\"\"day\"\":\"\"2026-03-06\"\"}\"\n"; got != want {
 		t.Errorf("tasks of ticket-1008: %q, want %q", got, want)

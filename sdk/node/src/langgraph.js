@@ -23,6 +23,8 @@
 //           routes the run to the intervention's node. A run that was over
 //           at the checkpoint keeps its final success; an intervention on
 //           it runs its node alone, and is charged.
+//   inspect a stored checkpoint's over, features, hidden truth and cost,
+//           from its state restored in a fresh thread.
 //   runs    with options.recorded: the threads of a checkpointer that holds
 //           recorded runs (a production SQLite or Postgres saver), sorted
 //           by thread id, a page at a time (the cursor: the last thread id
@@ -192,10 +194,33 @@ export function langgraph(o) {
     return { task, forks: fork_steps.map((k) => at.get(k)) };
   }
 
-  async function branch({ seed, fork_step, checkpoint, branches }) {
-    const cp = checkpoint;
+  function checkCheckpoint(cp) {
     if (!isObject(cp) || !isObject(cp.langgraph) || !isObject(cp.langgraph.channel_values) || !Number.isInteger(cp.step))
       throw new BadCheckpoint("params.checkpoint is not a LangGraph checkpoint of @forklab/agent/langgraph (want {langgraph: {channel_values, …}, step})");
+  }
+
+  // Puts a stored checkpoint in a fresh thread of the adapter's
+  // checkpointer and returns its state there.
+  async function restore(config, cp, text = JSON.stringify(cp.langgraph)) {
+    await dropThread(config.configurable.thread_id);
+    await saver.put(config, await saver.serde.loadsTyped("json", text), { source: "fork", step: cp.step, parents: {} }, {});
+    return graph.getState(config);
+  }
+
+  // What a stored checkpoint is (a file's record without its features):
+  // its state restored, over when nothing is next.
+  async function inspect({ checkpoint: cp }) {
+    checkCheckpoint(cp);
+    const config = { ...limit, configurable: { thread_id: "forklab/inspect", checkpoint_ns: "" } };
+    const state = await restore(config, cp);
+    await dropThread(config.configurable.thread_id);
+    const v = state.values;
+    return { over: state.next.length === 0, features: o.features(v), hidden: o.hidden ? o.hidden(v) : {}, cost: o.cost(v) };
+  }
+
+  async function branch({ seed, fork_step, checkpoint, branches }) {
+    const cp = checkpoint;
+    checkCheckpoint(cp);
     // Each branch gets its own copy, revived by the checkpointer's serde.
     const text = JSON.stringify(cp.langgraph);
     const out = [];
@@ -205,9 +230,7 @@ export function langgraph(o) {
       const thread = b.branch_id ?? `forklab/${seed}/${fork_step}/${b.arm}/${b.replica}/${b.noise_key}`;
       const forklab = { seed, fork_step, arm: b.arm, replica: b.replica, noise_key: b.noise_key, noise: b.noise_key, branch_id: b.branch_id ?? null };
       const config = { ...limit, configurable: { thread_id: thread, checkpoint_ns: "", forklab } };
-      await dropThread(thread);
-      await saver.put(config, await saver.serde.loadsTyped("json", text), { source: "fork", step: cp.step, parents: {} }, {});
-      const atFork = await graph.getState(config);
+      const atFork = await restore(config, cp, text);
       const over = atFork.next.length === 0;
       let end = atFork;
       if (node !== null) {
@@ -298,7 +321,7 @@ export function langgraph(o) {
   }
 
   const recordedMethods = rec.checkpointer ? { runs, load } : {};
-  return { declaration: decl, agent: o.agent, batch: o.batch, start, branch, ...recordedMethods };
+  return { declaration: decl, agent: o.agent, batch: o.batch, start, branch, inspect, ...recordedMethods };
 }
 
 // LangGraph's configurable key through which a graph is lent a checkpointer

@@ -22,7 +22,7 @@ const plain = (f) => {
 
 test("the example's recorded store: its tickets, paged by thread id, with their metadata", async () => {
   const a = createAgent(agent);
-  assert.deepEqual(a.initializeResult.capabilities, { runs: true });
+  assert.deepEqual(a.initializeResult.capabilities, { runs: true, inspect: true });
   const ids = [];
   let cursor = null;
   let pages = 0;
@@ -94,3 +94,13 @@ function lgOptions() {
     success: () => true,
   };
 }
+
+test("inspect: a stored checkpoint's over, features, hidden truth and cost, as start gave them", async () => {
+  const a = createAgent(agent);
+  const started = (await ask(a, "start", { seed: 7, fork_steps: [1, 2, 9], params, model })).result;
+  for (const f of started.forks) {
+    const got = (await ask(a, "inspect", { checkpoint: f.checkpoint, fork_step: null })).result;
+    assert.deepEqual(got, { over: f.over, features: f.features, hidden: f.hidden, cost: f.cost });
+  }
+  assert.equal((await ask(a, "inspect", { checkpoint: { seed: 7 }, fork_step: 2 })).error.code, -32001);
+});
