@@ -7,8 +7,17 @@
 //
 //   npm ci && forklab agent check 'node agent.mjs'
 //   forklab sweep --agent 'node agent.mjs' --parallel 2 --seeds 0:1000 --fork-at 2 --arms off,on,placebo,aa --out returns
+//
+// It also holds a recorded store, as a team's production checkpointer
+// does: the tickets of recorded.json, played into their own MemorySaver
+// under their thread ids (ticket-1001, …) with their metadata. The
+// adapter's runs and load hand them to forklab, to fork them instead of
+// seeds:
+//
+//   forklab sweep --agent 'node agent.mjs' --runs agent: --fork-at 2 --out tickets
 
 import { serve } from "@forklab/agent";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { MemorySaver } from "@langchain/langgraph";
 import { langgraph } from "@forklab/agent/langgraph";
@@ -45,9 +54,29 @@ const looked = (s) => toolResults(s, "get_order").at(-1);
 const modelTurns = (s) => s.messages.filter((m) => m.getType() === "ai" && m.usage_metadata);
 const tokens = (s) => modelTurns(s).reduce((n, m) => n + m.usage_metadata.total_tokens, 0);
 
-export const agent = langgraph({
+// The recorded store: the production checkpointer of this example. A team
+// hands the adapter its own (a SqliteSaver, a PostgresSaver) instead.
+const recordedStore = new MemorySaver();
+const tickets = JSON.parse(readFileSync(new URL("./recorded.json", import.meta.url), "utf8")).threads;
+const defaults = Object.fromEntries(declaration.params.map((p) => [p.name, p.default]));
+let recording;
+// Plays each ticket from its seed into the store, once, as production
+// played it: no forklab sweep, no interrupts.
+const ticketOf = new Map(tickets.map((t) => [t.thread_id, t]));
+const recorded = () =>
+  (recording ??= (async () => {
+    const production = buildGraph(recordedStore);
+    for (const t of tickets) {
+      const forklab = { seed: t.seed, noise: `seed:${t.seed}` };
+      await production.invoke(input(newEnv(t.seed, { ...defaults, temperature: 0 })), { configurable: { thread_id: t.thread_id, forklab } });
+    }
+  })());
+
+const returnsDesk = langgraph({
   declaration,
   graph: buildGraph(new MemorySaver()),
+  // The threads are the store's; their metadata, the ticket system's.
+  recorded: { checkpointer: recordedStore, metadata: (threadId) => ticketOf.get(threadId)?.metadata ?? null },
   input: ({ seed, params, model }) => input(newEnv(seed, { ...params, temperature: model.temperature })),
   task: (s) => ({ orders: s.env.orders.length, synonym: s.env.synonym }),
   features: (s) => ({
@@ -62,5 +91,13 @@ export const agent = langgraph({
   success: solved,
   details: (s) => ({ answer: String(s.messages.at(-1).content) }),
 });
+
+// Recorded only when forklab first asks for the store: start and branch
+// never wait for it.
+export const agent = {
+  ...returnsDesk,
+  runs: async (p) => (await recorded(), returnsDesk.runs(p)),
+  load: async (p) => (await recorded(), returnsDesk.load(p)),
+};
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) serve(agent);

@@ -9,7 +9,9 @@
 // stderr), the check of the declaration before any seed runs, the check of
 // each request's params (-32602 naming the field) and of each reply against
 // the protocol's schemas and the declaration (the method and field named).
-// Any further method (the issue 23 methods runs, load, inspect) goes
+// The recorded-run methods are first-class: runs and load (given together,
+// they declare capabilities.runs) and inspect (capabilities.inspect), their
+// params and replies checked as start's are. Any further method goes
 // through the same dispatch: its params and result are checked against
 // METHOD.params and METHOD.result in the bundled schemas when they exist.
 
@@ -76,7 +78,7 @@ export class RunFailed extends AgentError {
 
 const isObject = (v) => typeof v === "object" && v !== null && !Array.isArray(v);
 const validId = (id) => (typeof id === "number" && Number.isInteger(id)) || typeof id === "string";
-const builtin = new Set(["initialize", "start", "branch", "fold", "shutdown"]);
+const builtin = new Set(["initialize", "start", "branch", "fold", "shutdown", "runs", "load", "inspect"]);
 
 /**
  * Checks an agent's definition and returns its request handler. Throws
@@ -87,7 +89,9 @@ const builtin = new Set(["initialize", "start", "branch", "fold", "shutdown"]);
 export function createAgent(def) {
   if (!isObject(def)) throw new DeclarationError(`the agent definition must be an object {declaration, start, branch}, got ${describe(def)}`);
   for (const f of ["start", "branch"]) if (typeof def[f] !== "function") throw new DeclarationError(`definition.${f} must be a function, got ${describe(def[f])}`);
-  if (def.fold !== undefined && typeof def.fold !== "function") throw new DeclarationError(`definition.fold must be a function when given, got ${describe(def.fold)}`);
+  for (const f of ["fold", "runs", "load", "inspect"]) if (def[f] !== undefined && typeof def[f] !== "function") throw new DeclarationError(`definition.${f} must be a function when given, got ${describe(def[f])}`);
+  if ((def.runs === undefined) !== (def.load === undefined))
+    throw new DeclarationError(`definition.${def.runs ? "load" : "runs"} is missing: runs lists the recorded runs and load hands one back, so an agent gives both or neither`);
   checkDeclaration(def.declaration);
   const decl = def.declaration;
   const extra = def.methods ?? {};
@@ -98,6 +102,8 @@ export function createAgent(def) {
   }
   const capabilities = { ...(def.capabilities ?? {}) };
   if (def.fold) capabilities.fold = true;
+  if (def.runs) capabilities.runs = true;
+  if (def.inspect) capabilities.inspect = true;
   if (def.batch !== undefined) capabilities.batch = def.batch;
   const agentInfo = def.agent ?? { name: basename(process.argv[1] ?? "agent"), version: decl.version };
   const initResult = { protocol_version: PROTOCOL, agent: agentInfo, world: decl, capabilities };
@@ -172,6 +178,25 @@ export function createAgent(def) {
       result: (r) => forkError([r], "result"),
     };
   }
+  if (def.runs) {
+    methods.runs = {
+      run: (p) => def.runs(p),
+      result(r) {
+        const seen = new Set();
+        for (const [i, run] of r.runs.entries()) {
+          if (seen.has(run.run_id)) return `result.runs[${i}].run_id ${JSON.stringify(run.run_id)} is listed twice in one page`;
+          seen.add(run.run_id);
+        }
+        return null;
+      },
+    };
+    // load answers exactly as start does: its params' defaults filled in,
+    // one fork per step asked, in order, checked against the declaration.
+    methods.load = { params: methods.start.params, run: (p) => def.load(p), result: methods.start.result };
+  }
+  if (def.inspect) {
+    methods.inspect = { run: (p) => def.inspect(p), result: (r) => forkError([r], "result") };
+  }
   for (const [m, f] of Object.entries(extra)) methods[m] = { run: (p) => f(p) };
 
   function forkError(forks, at) {
@@ -200,7 +225,9 @@ export function createAgent(def) {
     }
     const m = Object.hasOwn(methods, req.method) ? methods[req.method] : null;
     if (!m) {
-      const why = req.method === "fold" ? "this agent does not declare fold (give definition.fold)" : `method ${JSON.stringify(req.method)} not found`;
+      const why = ["fold", "runs", "load", "inspect"].includes(req.method)
+        ? `this agent does not declare ${req.method} (give definition.${req.method}${req.method === "runs" ? " and definition.load" : req.method === "load" ? " and definition.runs" : ""})`
+        : `method ${JSON.stringify(req.method)} not found`;
       return reply(req.id, new AgentError(codes.METHOD_NOT_FOUND, why));
     }
     try {

@@ -175,6 +175,50 @@ export interface FoldResult extends Fork {
   seed: Seed;
 }
 
+export interface RunsParams {
+  /** null for the first page, then the next_cursor of the page before. */
+  cursor: string | null;
+  /** The most runs to list in this page (a page may hold fewer). */
+  limit: number;
+}
+
+/** A recorded run the agent can load. */
+export interface RunEntry {
+  /** Unique among the agent's runs, non-empty: load is asked it, the tables key the run's rows by it. */
+  run_id: string;
+  /** Anything about the run (a user, a date, a tag): the tasks table's metadata column keeps it. */
+  metadata?: unknown;
+}
+
+export interface RunsResult {
+  /** This page's runs, in a stable order. */
+  runs: RunEntry[];
+  /** The next page's cursor, null after the last page. */
+  next_cursor: string | null;
+}
+
+export interface LoadParams {
+  run_id: string;
+  /** Fork steps, ascending, each at least 1. */
+  fork_steps: number[];
+  /** Every declared parameter, defaults filled in, checked by the SDK. */
+  params: Record<string, ParamValue>;
+}
+
+export interface InspectParams {
+  checkpoint: Checkpoint;
+  /** The step the record says the checkpoint was taken at; null when it does not say. */
+  fork_step: number | null;
+}
+
+/** What a checkpoint is, computed from it. */
+export interface InspectResult {
+  over: boolean;
+  features: Values;
+  hidden: Values;
+  cost: Cost;
+}
+
 type MaybePromise<T> = T | Promise<T>;
 
 /** An agent: its declaration and the functions that play it. */
@@ -186,15 +230,21 @@ export interface AgentDefinition {
   branch(params: BranchParams): MaybePromise<BranchResult>;
   /** Fold a session's events into a checkpoint: declares capabilities.fold. */
   fold?(params: FoldParams): MaybePromise<FoldResult>;
+  /** List a page of the recorded runs load hands back (a checkpointer's threads): with load, declares capabilities.runs. */
+  runs?(params: RunsParams): MaybePromise<RunsResult>;
+  /** Hand back a recorded run as start hands back a seed's: the same result, one fork per step asked. */
+  load?(params: LoadParams): MaybePromise<StartResult>;
+  /** A checkpoint's over, features, hidden truth and cost: declares capabilities.inspect. */
+  inspect?(params: InspectParams): MaybePromise<InspectResult>;
   /** Called on shutdown, before the reply. */
   shutdown?(): MaybePromise<void>;
   /** initialize's agent object (default: the script's name and the declaration's version). */
   agent?: { name: string; version?: string };
   /** capabilities.batch: the most requests taken in one batch line. */
   batch?: number;
-  /** Further methods, by name (runs, load, inspect): their params and results are checked against METHOD.params and METHOD.result when the bundled schemas have them. */
+  /** Further methods, by name (your own; not the built-in ones): their params and results are checked against METHOD.params and METHOD.result when the bundled schemas have them. */
   methods?: Record<string, (params: Record<string, unknown>) => MaybePromise<unknown>>;
-  /** Further capabilities to declare (e.g. { runs: true }), as the bundled initialize.result schema allows. */
+  /** Further capabilities to declare, as the bundled initialize.result schema allows. */
   capabilities?: Record<string, unknown>;
 }
 

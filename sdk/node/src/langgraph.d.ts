@@ -6,6 +6,7 @@ import type { AgentDefinition, Cost, Declaration, Model, ParamValue, Seed, Value
 export interface GraphLike {
   invoke(input: unknown, config?: any): Promise<unknown>;
   getState(config: any): Promise<{ values: any; next: string[]; config: any; tasks?: any[] }>;
+  getStateHistory?(config: any, options?: any): AsyncIterable<{ values: any; next: string[]; config: any; metadata?: any }>;
   updateState(config: any, values: unknown, asNode?: string): Promise<any>;
   nodes: Record<string, unknown>;
   checkpointer?: any;
@@ -16,6 +17,7 @@ export interface GraphLike {
 export interface CheckpointerLike {
   put(config: any, checkpoint: any, metadata: any, newVersions: any): Promise<any>;
   getTuple(config: any): Promise<any>;
+  list?(config: any, options?: any): AsyncIterable<any>;
   deleteThread?(threadId: string): Promise<void>;
   serde: {
     dumpsTyped(value: any): Promise<[string, Uint8Array | string]> | [string, Uint8Array | string];
@@ -38,6 +40,24 @@ export interface ForklabConfig {
   noise_key?: string;
   branch_id?: string | null;
 }
+
+/** A recorded thread: its id (the run's run_id) and its metadata. */
+export interface RecordedThread {
+  thread_id: string;
+  metadata?: unknown;
+}
+
+/** Where the recorded runs live: forklab sweep --runs agent: forks their threads. */
+export interface RecordedOptions {
+  /** The checkpointer holding the recorded threads (a SqliteSaver, a PostgresSaver). Default: the adapter's own. */
+  checkpointer?: CheckpointerLike;
+  /** The threads to list. Default: every thread of the checkpointer (its root namespace; not the adapter's forklab/… threads). */
+  threads?(): MaybePromise<Iterable<string | RecordedThread> | AsyncIterable<string | RecordedThread>>;
+  /** A listed thread's metadata. Default: its oldest checkpoint's metadata beyond LangGraph's own keys (source, step, parents, writes), if any. */
+  metadata?(threadId: string, checkpointMetadata: any): unknown;
+}
+
+type MaybePromise<T> = T | Promise<T>;
 
 export interface LangGraphOptions<S = any> {
   declaration: Declaration;
@@ -66,6 +86,8 @@ export interface LangGraphOptions<S = any> {
   canonical?(checkpoint: any): void;
   /** Keep the threads the adapter plays (default: only with a checkpointer other than MemorySaver). */
   keepThreads?: boolean;
+  /** Recorded threads to fork: the definition then has runs and load (capabilities.runs). */
+  recorded?: RecordedOptions | true;
   /** LangGraph's recursionLimit for each invoke. */
   recursionLimit?: number;
   agent?: AgentDefinition["agent"];

@@ -23,6 +23,19 @@
 //           routes the run to the intervention's node. A run that was over
 //           at the checkpoint keeps its final success; an intervention on
 //           it runs its node alone, and is charged.
+//   inspect a stored checkpoint's over, features, hidden truth and cost,
+//           from its state restored in a fresh thread.
+//   runs    with options.recorded: the threads of a checkpointer that holds
+//           recorded runs (a production SQLite or Postgres saver), sorted
+//           by thread id, a page at a time (the cursor: the last thread id
+//           of the page before), each with its metadata.
+//   load    a recorded thread as start hands back a seed's run: its state
+//           history, oldest first, read through the graph with the
+//           recorded checkpointer lent to it; the checkpoint at fork step
+//           K is the one a run stops at before its step K+1 (the step as
+//           start counts it), or the thread's end if it ended first
+//           (over); made canonical, without pending writes, its features
+//           computed, as start's.
 //
 // The graph's own state must hold everything a branch needs — the
 // environment included — since a checkpoint is all a branch gets; the
@@ -130,6 +143,7 @@ export function langgraph(o) {
   // every branch of every seed in the process.
   const keep = o.keepThreads ?? saver.constructor?.name !== "MemorySaver";
   const limit = o.recursionLimit === undefined ? {} : { recursionLimit: o.recursionLimit };
+  const rec = recordedOptions(o.recorded, saver);
   const dropThread = async (id) => {
     if (typeof saver.deleteThread === "function") await saver.deleteThread(id);
   };
@@ -150,9 +164,9 @@ export function langgraph(o) {
   }
 
   // The fork entry of start's result at a state of the run.
-  async function fork(k, state, over, threadConfig) {
-    const tuple = await saver.getTuple(state.config ?? threadConfig);
-    const [kind, bytes] = await saver.serde.dumpsTyped(tuple.checkpoint);
+  async function fork(k, state, over, threadConfig, store = saver) {
+    const tuple = await store.getTuple(state.config ?? threadConfig);
+    const [kind, bytes] = await store.serde.dumpsTyped(tuple.checkpoint);
     if (kind !== "json") throw new AgentError(codes.INTERNAL_ERROR, `the checkpointer's serde writes ${kind}, not json: the adapter stores checkpoints as JSON`, { retryable: false });
     const cp = canonicalize(JSON.parse(typeof bytes === "string" ? bytes : new TextDecoder().decode(bytes)), k);
     if (o.canonical) o.canonical(cp);
@@ -180,10 +194,33 @@ export function langgraph(o) {
     return { task, forks: fork_steps.map((k) => at.get(k)) };
   }
 
-  async function branch({ seed, fork_step, checkpoint, branches }) {
-    const cp = checkpoint;
+  function checkCheckpoint(cp) {
     if (!isObject(cp) || !isObject(cp.langgraph) || !isObject(cp.langgraph.channel_values) || !Number.isInteger(cp.step))
       throw new BadCheckpoint("params.checkpoint is not a LangGraph checkpoint of @forklab/agent/langgraph (want {langgraph: {channel_values, …}, step})");
+  }
+
+  // Puts a stored checkpoint in a fresh thread of the adapter's
+  // checkpointer and returns its state there.
+  async function restore(config, cp, text = JSON.stringify(cp.langgraph)) {
+    await dropThread(config.configurable.thread_id);
+    await saver.put(config, await saver.serde.loadsTyped("json", text), { source: "fork", step: cp.step, parents: {} }, {});
+    return graph.getState(config);
+  }
+
+  // What a stored checkpoint is (a file's record without its features):
+  // its state restored, over when nothing is next.
+  async function inspect({ checkpoint: cp }) {
+    checkCheckpoint(cp);
+    const config = { ...limit, configurable: { thread_id: "forklab/inspect", checkpoint_ns: "" } };
+    const state = await restore(config, cp);
+    await dropThread(config.configurable.thread_id);
+    const v = state.values;
+    return { over: state.next.length === 0, features: o.features(v), hidden: o.hidden ? o.hidden(v) : {}, cost: o.cost(v) };
+  }
+
+  async function branch({ seed, fork_step, checkpoint, branches }) {
+    const cp = checkpoint;
+    checkCheckpoint(cp);
     // Each branch gets its own copy, revived by the checkpointer's serde.
     const text = JSON.stringify(cp.langgraph);
     const out = [];
@@ -193,9 +230,7 @@ export function langgraph(o) {
       const thread = b.branch_id ?? `forklab/${seed}/${fork_step}/${b.arm}/${b.replica}/${b.noise_key}`;
       const forklab = { seed, fork_step, arm: b.arm, replica: b.replica, noise_key: b.noise_key, noise: b.noise_key, branch_id: b.branch_id ?? null };
       const config = { ...limit, configurable: { thread_id: thread, checkpoint_ns: "", forklab } };
-      await dropThread(thread);
-      await saver.put(config, await saver.serde.loadsTyped("json", text), { source: "fork", step: cp.step, parents: {} }, {});
-      const atFork = await graph.getState(config);
+      const atFork = await restore(config, cp, text);
       const over = atFork.next.length === 0;
       let end = atFork;
       if (node !== null) {
@@ -223,7 +258,94 @@ export function langgraph(o) {
     return { branches: out };
   }
 
-  return { declaration: decl, agent: o.agent, batch: o.batch, start, branch };
+  // The recorded threads, sorted by thread id, each {thread_id, metadata}.
+  async function threads() {
+    const list = [];
+    if (rec.threads) {
+      for await (const t of await rec.threads()) list.push(typeof t === "string" ? { thread_id: t } : t);
+    } else {
+      const seen = new Map(); // thread id → its oldest checkpoint's metadata
+      for await (const t of rec.checkpointer.list({})) {
+        const c = t.config?.configurable ?? {};
+        if ((c.checkpoint_ns ?? "") === "" && typeof c.thread_id === "string" && !c.thread_id.startsWith("forklab/")) seen.set(c.thread_id, t.metadata);
+      }
+      for (const [thread_id, meta] of seen) list.push({ thread_id, metadata: rec.metadata ? await rec.metadata(thread_id, meta) : userMetadata(meta) });
+    }
+    for (const [i, t] of list.entries())
+      if (!isObject(t) || typeof t.thread_id !== "string" || t.thread_id === "") throw new AgentError(codes.INTERNAL_ERROR, `langgraph options.recorded.threads: entry ${i} is ${describe(t)}, not a thread id or {thread_id, metadata}`, { retryable: false });
+    return list.sort((a, b) => (a.thread_id < b.thread_id ? -1 : a.thread_id > b.thread_id ? 1 : 0));
+  }
+
+  async function runs({ cursor, limit }) {
+    const all = await threads();
+    const from = cursor === null ? 0 : all.findIndex((t) => t.thread_id > cursor);
+    const page = from < 0 ? [] : all.slice(from, from + limit);
+    const more = from >= 0 && from + page.length < all.length;
+    return {
+      runs: page.map((t) => (t.metadata === undefined ? { run_id: t.thread_id } : { run_id: t.thread_id, metadata: t.metadata })),
+      next_cursor: more ? page.at(-1).thread_id : null,
+    };
+  }
+
+  async function load({ run_id, fork_steps }) {
+    // The recorded checkpointer lent to the graph, as a parent graph lends
+    // its own to a subgraph: the history is read as LangGraph reads it.
+    const config = { configurable: { thread_id: run_id, checkpoint_ns: "", [LENT_CHECKPOINTER]: rec.checkpointer } };
+    const history = [];
+    for await (const s of graph.getStateHistory(config)) history.push(s);
+    history.reverse();
+    if (history.length === 0) throw new InvalidParams(`params.run_id: the recorded checkpointer holds no thread ${JSON.stringify(run_id)}`);
+    const wanted = [...new Set(fork_steps)].sort((a, b) => a - b);
+    const at = new Map();
+    let task;
+    let taken = 0; // steps taken before the snapshot
+    let reached = 0; // steps taken at the last stop or end
+    let lastStop; // the LangGraph step (superstep) of the last stop counted
+    for (const s of history) {
+      const over = s.next.length === 0;
+      const stop = s.next.some((n) => steps.includes(n));
+      if (!over && !stop) continue;
+      // A run resumed at a stop may write the same stop twice: one step.
+      if (stop && lastStop !== undefined && s.metadata?.step === lastStop) continue;
+      task ??= o.task ? o.task(s.values) : {};
+      reached = taken;
+      for (const k of wanted) if (!at.has(k) && (k === taken || (over && k >= taken))) at.set(k, await fork(k, s, over, config, rec.checkpointer));
+      if (over) break;
+      lastStop = s.metadata?.step;
+      taken++;
+    }
+    const missing = wanted.filter((k) => !at.has(k));
+    if (missing.length)
+      throw new InvalidParams(`thread ${JSON.stringify(run_id)} has taken ${reached} step${reached === 1 ? "" : "s"} and is not over: it has no checkpoint at fork step ${missing.join(", ")}`);
+    return { task, forks: fork_steps.map((k) => at.get(k)) };
+  }
+
+  const recordedMethods = rec.checkpointer ? { runs, load } : {};
+  return { declaration: decl, agent: o.agent, batch: o.batch, start, branch, inspect, ...recordedMethods };
+}
+
+// LangGraph's configurable key through which a graph is lent a checkpointer
+// (CONFIG_KEY_CHECKPOINTER; not exported by @langchain/langgraph).
+const LENT_CHECKPOINTER = "__pregel_checkpointer";
+
+// The keys LangGraph writes in a checkpoint's metadata itself; the rest is
+// what the run's config.metadata added (a user, a ticket, a day).
+const ownMetadata = new Set(["source", "step", "parents", "writes", "thread_id", "checkpoint_ns", "checkpoint_id"]);
+function userMetadata(meta) {
+  if (!isObject(meta)) return undefined;
+  const out = Object.fromEntries(Object.entries(meta).filter(([k]) => !ownMetadata.has(k)));
+  return Object.keys(out).length ? out : undefined;
+}
+
+function recordedOptions(r, saver) {
+  if (r === undefined) return {};
+  if (r === true) r = {};
+  if (!isObject(r)) throw new DeclarationError(`langgraph options.recorded must be an object {checkpointer, threads, metadata} when given, got ${describe(r)}`);
+  const checkpointer = r.checkpointer ?? saver;
+  if (!checkpointer || typeof checkpointer.list !== "function" || typeof checkpointer.getTuple !== "function" || !checkpointer.serde)
+    throw new DeclarationError("langgraph options.recorded.checkpointer must be a LangGraph checkpointer (a BaseCheckpointSaver: list, getTuple, serde)");
+  for (const f of ["threads", "metadata"]) if (r[f] !== undefined && typeof r[f] !== "function") throw new DeclarationError(`langgraph options.recorded.${f} must be a function when given, got ${describe(r[f])}`);
+  return { checkpointer, threads: r.threads, metadata: r.metadata };
 }
 
 // The node START's one edge leads to: a ReAct graph's model node.

@@ -139,3 +139,41 @@ test("a declaration with volatile paths is sent whole", async () => {
   const r = await ask(a, req(1, "initialize", { protocol_versions: ["forklab-agent/1"], client: { name: "forklab", version: "0.1.0" } }));
   assert.deepEqual(r.result.world.volatile, volatile);
 });
+
+test("runs, load and inspect: declared as capabilities, params and replies checked as start's", async () => {
+  const store = ["t-1", "t-2", "t-3"];
+  const a = createAgent(def({
+    runs: ({ cursor, limit }) => {
+      const i = cursor === null ? 0 : Number(cursor);
+      const page = store.slice(i, i + Math.min(limit, 2));
+      return { runs: page.map((run_id) => ({ run_id, metadata: { tag: run_id } })), next_cursor: i + page.length < store.length ? String(i + page.length) : null };
+    },
+    load: (p) => (seen.push(p), p.run_id === "t-bad" ? { task: {}, forks: [{ ...fork(2), features: { heads: "one" } }] } : { task: {}, forks: p.fork_steps.map(fork) }),
+    inspect: ({ checkpoint }) => ({ over: false, features: { heads: checkpoint.k }, hidden: { flawed: false }, cost: { steps: 1 } }),
+  }));
+  assert.deepEqual(a.initializeResult.capabilities, { runs: true, inspect: true });
+  assert.deepEqual((await ask(a, req(2, "runs", { cursor: null, limit: 1000 }))).result, { runs: [{ run_id: "t-1", metadata: { tag: "t-1" } }, { run_id: "t-2", metadata: { tag: "t-2" } }], next_cursor: "2" });
+  assert.deepEqual((await ask(a, req(3, "runs", { cursor: "2", limit: 1000 }))).result, { runs: [{ run_id: "t-3", metadata: { tag: "t-3" } }], next_cursor: null });
+  assert.equal((await ask(a, req(4, "runs", { cursor: null }))).error.code, codes.INVALID_PARAMS);
+  // load: the declared params' defaults filled in, as for start.
+  assert.deepEqual((await ask(a, req(5, "load", { run_id: "t-1", fork_steps: [1, 3], params: {} }))).result, { task: {}, forks: [fork(1), fork(3)] });
+  assert.deepEqual(seen.at(-1), { run_id: "t-1", fork_steps: [1, 3], params: { p: 0.5 } });
+  const bad = await ask(a, req(6, "load", { run_id: "t-bad", fork_steps: [2], params: {} }));
+  assert.equal(bad.error.code, codes.INTERNAL_ERROR);
+  assert.match(bad.error.message, /load reply breaks forklab-agent\/1: result\.forks\[0\]\.features\.heads/);
+  const short = await ask(a, req(7, "load", { run_id: "t-1", fork_steps: [2], params: { p: 2 } }));
+  assert.equal(short.error.code, codes.INVALID_PARAMS);
+  assert.deepEqual((await ask(a, req(8, "inspect", { checkpoint: { k: 4 }, fork_step: null }))).result, { over: false, features: { heads: 4 }, hidden: { flawed: false }, cost: { steps: 1 } });
+  assert.equal((await ask(a, req(9, "inspect", { checkpoint: { k: "x" }, fork_step: 2 }))).error.code, codes.INTERNAL_ERROR);
+  // A page listing a run twice is the agent's bug.
+  const twice = createAgent(def({ runs: () => ({ runs: [{ run_id: "a" }, { run_id: "a" }], next_cursor: null }), load: () => null }));
+  assert.match((await ask(twice, req(1, "runs", { cursor: null, limit: 5 }))).error.message, /result\.runs\[1\]\.run_id "a" is listed twice/);
+  // Without them: not found, saying what to give.
+  assert.deepEqual((await ask(createAgent(def()), req(1, "runs", { cursor: null, limit: 5 }))).error, { code: codes.METHOD_NOT_FOUND, message: "this agent does not declare runs (give definition.runs and definition.load)" });
+  for (const [d, want] of [
+    [def({ runs: () => ({}) }), "definition.load is missing: runs lists the recorded runs and load hands one back, so an agent gives both or neither"],
+    [def({ load: () => ({}) }), "definition.runs is missing: runs lists the recorded runs and load hands one back, so an agent gives both or neither"],
+    [def({ inspect: 3 }), "definition.inspect must be a function when given, got an integer"],
+    [def({ methods: { runs: () => ({}) } }), "definition.methods.runs: runs is a built-in method: give it as definition.runs"],
+  ]) assert.throws(() => createAgent(d), (e) => e instanceof DeclarationError && e.message === want);
+});

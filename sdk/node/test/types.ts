@@ -54,3 +54,24 @@ const options: LangGraphOptions<State> = {
 };
 void langgraph;
 void options;
+
+// A recorded store: runs and load, typed as start's result; inspect.
+const recorded: AgentDefinition = {
+  ...coin,
+  runs: ({ cursor, limit }) => ({ runs: [{ run_id: `t-${cursor ?? 0}-${limit}`, metadata: { user: "ann" } }], next_cursor: null }),
+  load: ({ run_id, fork_steps }) => ({ task: {}, forks: fork_steps.map((k) => ({ fork_step: k, over: false, checkpoint: { run_id }, features: { heads: 0 }, hidden: {}, cost: { steps: k } })) }),
+  inspect: ({ checkpoint, fork_step }) => ({ over: checkpoint === null, features: { heads: fork_step ?? 0 }, hidden: {}, cost: { steps: 0 } }),
+};
+createAgent(recorded);
+// @ts-expect-error: a page's next_cursor is required (null after the last)
+const noCursor: AgentDefinition = { ...coin, runs: () => ({ runs: [] }), load: coin.start as never };
+void noCursor;
+
+const withRecorded: LangGraphOptions<State> = {
+  ...options,
+  interventions: {},
+  recorded: { threads: () => ["ticket-1", { thread_id: "ticket-2", metadata: { user: "ann" } }], metadata: (id) => ({ id }) },
+};
+// @ts-expect-error: a recorded thread's id is a string
+const badThreads: LangGraphOptions<State> = { ...withRecorded, recorded: { threads: () => [3] } };
+void [withRecorded, badThreads];
