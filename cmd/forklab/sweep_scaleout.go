@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -343,15 +345,37 @@ wait ran out; 2: DIR holds nothing to finalize.`,
 // (pipeline/analysis/export; docs/bi.md). The sweep is published whatever
 // happens here, so its exit status stays the sweep's: a failure (DuckDB
 // out of memory under ulimit -v, an interrupt) is a warning line, -q or
-// not, naming the command that writes the file.
+// not, naming the command that writes the file. It runs forklab db in a
+// child process, so that DuckDB crashing outright (a segmentation fault
+// under ulimit -v 1800000, which no Go code can recover from) costs the
+// database, not the published sweep's exit status.
 func writeDB(ctx context.Context, out string) {
-	if _, err := export.WriteDB(ctx, out); err != nil {
+	var err error
+	if exe, xerr := os.Executable(); xerr == nil && !strings.HasSuffix(exe, ".test") {
+		cmd := exec.CommandContext(ctx, exe, "db", out)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if err = cmd.Run(); err != nil {
+			if line := lastLine(errb.String()); line != "" {
+				err = errors.New(strings.TrimPrefix(line, "forklab: "))
+			}
+		}
+	} else {
+		_, err = export.WriteDB(ctx, out)
+	}
+	if err != nil {
 		why := err.Error()
 		if ctx.Err() != nil {
 			why = "interrupted"
 		}
 		fmt.Fprintf(os.Stderr, "forklab: warning: %s is published, but its results.duckdb was not written (%s): forklab db %s writes it\n", out, why, out)
 	}
+}
+
+// lastLine is the last non-blank line of s, trimmed.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // published writes out's results.duckdb and the summary line of a sweep
