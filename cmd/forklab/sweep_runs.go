@@ -62,7 +62,7 @@ func openRuns(ctx context.Context, spec *sweep.Spec, decl world.Declaration, ext
 	now := sweep.Runs{Source: source}.FromListing(src.Listing())
 	if old := *spec.Runs; old.Count != 0 && old != now {
 		src.Close()
-		return nil, asInput(fmt.Errorf("--resume: %w: %s listed %d runs (%d bytes, crc32c %s) when the sweep began, %d runs (%d bytes, crc32c %s) now: sweep it without --resume",
+		return nil, asInput(fmt.Errorf("%w: %s listed %d runs (%d bytes, crc32c %s) when the sweep began, %d runs (%d bytes, crc32c %s) now: sweep it without --resume (a spec file names its runs by source alone: runs.runs, bytes and crc32c are what forklab recorded)",
 			sweep.ErrPopulationChanged, source, old.Count, old.Bytes, old.CRC32C, now.Count, now.Bytes, now.CRC32C))
 	}
 	spec.Runs = &now

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/forklab/forklab/pipeline/lab"
 	"github.com/forklab/forklab/pipeline/lab/recorded"
@@ -53,7 +55,20 @@ func (r *Runs) UnmarshalJSON(b []byte) error {
 	d.DisallowUnknownFields()
 	var p plain
 	if err := d.Decode(&p); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			// Named by the spec's own path (runs.bytes), which a decoder
+			// of its own does not know, with the key's range.
+			key := "runs." + typ.Field
+			if r, ok := keyRanges[key]; ok && strings.HasPrefix(typ.Value, "number") {
+				return keyErr(key, "must be %s, got %s", r, strings.TrimPrefix(typ.Value, "number "))
+			}
+			return keyErr(key, "a %s cannot be read as %s", typ.Value, kindOf(typ.Type.Kind().String()))
+		}
 		return fmt.Errorf("runs: %w", err)
+	}
+	if p.Bytes < 0 {
+		return keyErr("runs.bytes", "must be an integer in [0, %d], got %d", int64(math.MaxInt64), p.Bytes)
 	}
 	*r = Runs(p)
 	return nil

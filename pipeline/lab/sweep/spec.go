@@ -1058,10 +1058,13 @@ var keyRanges = map[string]string{
 	"agent.retries":       fmt.Sprintf("an integer in [0, %d]", MaxAgentRetries),
 	"agent.timeout":       fmt.Sprintf("a duration in [1ms, %s] such as 90s, or a number of seconds", fmtDuration(MaxAgentTimeout)),
 	"agent.fail_on_error": "a share in [0, 1]",
-	"max_error_rate":      "a share in [0, 1]",
-	"max_cost":            "a finite number above 0",
-	"model.temperature":   "a number in [0, 1]",
-	"model.no_tool":       "a number in [0, 1]",
+	// What forklab recorded of a recorded population's source.
+	"runs.runs":         fmt.Sprintf("an integer in [0, %d]", uint64(math.MaxUint64)),
+	"runs.bytes":        fmt.Sprintf("an integer in [0, %d]", int64(math.MaxInt64)),
+	"max_error_rate":    "a share in [0, 1]",
+	"max_cost":          "a finite number above 0",
+	"model.temperature": "a number in [0, 1]",
+	"model.no_tool":     "a number in [0, 1]",
 	// The gate's thresholds (pipeline/analysis/gate).
 	"gate.max_harm_rate":  "a number in [0, 1]",
 	"gate.max_harmed":     fmt.Sprintf("an integer in [0, %d]", int64(gate.MaxExact)),
