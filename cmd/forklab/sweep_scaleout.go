@@ -351,7 +351,7 @@ wait ran out; 2: DIR holds nothing to finalize.`,
 // database, not the published sweep's exit status.
 func writeDB(ctx context.Context, out string) {
 	var err error
-	if exe, xerr := os.Executable(); xerr == nil && !strings.HasSuffix(exe, ".test") {
+	if exe, xerr := os.Executable(); xerr == nil {
 		cmd := exec.CommandContext(ctx, exe, "db", out)
 		var errb bytes.Buffer
 		cmd.Stderr = &errb
